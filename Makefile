@@ -1,0 +1,38 @@
+# Two commands do all the set-up on a fresh machine with only python3:
+#   make run   -> creates .venv, installs onnxpart, runs the demo on a bundled model
+#   make test  -> same set-up, then the whole test suite
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEMO_MODEL := fixtures/transformer_block.onnx
+
+.PHONY: run test install bench clean fixtures
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/onnxpart inspect $(DEMO_MODEL)
+	$(BIN)/onnxpart annotate $(DEMO_MODEL) --cost analytic --device a100 -o $(VENV)/demo_costs.json --force
+	$(BIN)/onnxpart partition $(DEMO_MODEL) -k 4 --time-limit 10 --verify --force -o $(VENV)/demo_partition
+	$(BIN)/onnxpart remat $(DEMO_MODEL) --budget 80% --time-limit 10 --verify --force -o $(VENV)/demo_remat
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n 0 2>/dev/null || $(BIN)/python -m pytest -q
+
+fixtures: $(STAMP)
+	$(BIN)/python scripts/make_fixtures.py
+
+bench: $(STAMP)
+	$(BIN)/python scripts/bench_graph.py
+	$(BIN)/python scripts/bench_partition.py
+	$(BIN)/python scripts/bench_remat.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache
