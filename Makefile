@@ -24,7 +24,7 @@ run: $(STAMP)
 	$(BIN)/onnxpart remat $(DEMO_MODEL) --budget 80% --time-limit 10 --verify --force -o $(VENV)/demo_remat
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 0 2>/dev/null || $(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q
 
 fixtures: $(STAMP)
 	$(BIN)/python scripts/make_fixtures.py

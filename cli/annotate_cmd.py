@@ -1,0 +1,57 @@
+"""`onnxpart annotate`: cost every op and write costs.json (schema in README.md)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, DEVICE_HELP, INPUT_SHAPE_HELP, console, handle_errors,
+                                 load_costed, print_json)
+from onnxpart.errors import UserError
+from onnxpart.units import format_seconds
+
+
+@handle_errors
+def annotate(
+    model: Path = typer.Argument(..., help="ONNX model."),
+    output: Path = typer.Option(..., "--output", "-o", help="Where to write costs.json."),
+    cost: str = typer.Option("analytic", "--cost", help=COST_HELP),
+    device: str = typer.Option("a100", "--device", help=DEVICE_HELP),
+    input_shape: Optional[list[str]] = typer.Option(None, "--input-shape", help=INPUT_SHAPE_HELP),
+    coarsen: bool = typer.Option(False, "--coarsen", help=COARSEN_HELP),
+    runs: int = typer.Option(5, "--runs", min=1, help="Profiled runs for --cost measured (median per node)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing output file."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),
+) -> None:
+    """Cost every op (analytic roofline or measured with onnxruntime) and write costs.json."""
+    from onnxpart.cost_models import load_device
+    from onnxpart.costs_io import graph_to_costs
+    from onnxpart.files import write_json
+
+    if output.exists() and not force:
+        raise UserError(f"{output} already exists; pass --force to overwrite it")
+    if not (output.parent if str(output.parent) else Path(".")).is_dir():
+        raise UserError(f"cannot write {output}: folder {output.parent} does not exist")
+    loaded = load_costed(model, input_shape=input_shape, coarsen=coarsen, cost=cost, device=device, runs=runs,
+                         need_model=True)
+    graph = loaded.graph
+    extra = {}
+    if loaded.measured_end_to_end is not None:
+        extra["measured"] = {"end_to_end": loaded.measured_end_to_end, "kernel_total": graph.total_work,
+                             "runs": runs}
+    spec = asdict(load_device(device))
+    write_json(output, graph_to_costs(graph, str(model), device_spec=spec, extra=extra))
+    summary = {"output": str(output), "ops": len(graph.ops), "work": graph.total_work,
+               "cost_model": graph.cost_model, "device": graph.device, **extra}
+    if as_json:
+        print_json(summary)
+        return
+    line = f"wrote {output}: {len(graph.ops)} ops, total work {format_seconds(graph.total_work)} ({graph.cost_model}"
+    line += f" on {graph.device})" if graph.cost_model == "analytic" else ")"
+    if loaded.measured_end_to_end is not None:
+        line += (f"; kernels sum to {format_seconds(graph.total_work)} of "
+                 f"{format_seconds(loaded.measured_end_to_end)} measured end to end")
+    console.print(line, highlight=False)

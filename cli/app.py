@@ -1,0 +1,53 @@
+"""The ``onnxpart`` command: one Typer app, one module per command. No algorithm lives here."""
+
+from __future__ import annotations
+
+import logging
+
+import typer
+
+from onnxpart.cli import annotate_cmd, inspect_cmd, partition_cmd, remat_cmd
+from onnxpart.cli.common import err_console
+
+app = typer.Typer(
+    name="onnxpart",
+    help="Partition, schedule, rematerialize and tile ONNX models — each result with a certified lower bound.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+
+
+@app.callback()
+def _main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log what the library does (stderr).")) -> None:
+    from rich.logging import RichHandler
+
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s",
+                        handlers=[RichHandler(console=err_console, show_time=False, show_path=False)])
+
+
+app.command("inspect")(inspect_cmd.inspect)
+app.command("annotate")(annotate_cmd.annotate)
+app.command("partition")(partition_cmd.partition)
+app.command("remat")(remat_cmd.remat)
+
+
+def _not_yet(name: str, issue: str):
+    def command() -> None:
+        err_console.print(f"[yellow]onnxpart {name}[/] is not yet implemented ({issue}).")
+        raise typer.Exit(2)
+
+    command.__doc__ = f"{issue} — not yet implemented."
+    return command
+
+
+app.command("schedule")(_not_yet("schedule", "map and schedule ops onto heterogeneous devices (MILP-SPLIT)"))
+app.command("tile")(_not_yet("tile", "tiling/sharding layouts by hypergraph labeling"))
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""What every command shares: loading a costed graph from a model or a costs file, the options that
+say how, error handling, and the terminal."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import typer
+from rich.console import Console
+
+from onnxpart.errors import UserError
+
+console = Console()
+err_console = Console(stderr=True)
+log = logging.getLogger("onnxpart")
+
+# Options shared by commands that read a model (Typer declares them per command; these are the texts).
+INPUT_SHAPE_HELP = "Resolve a symbolic input dim: NAME=1x3x224x224 (repeatable)."
+COST_HELP = "Cost model: analytic (roofline on --device) or measured (onnxruntime profiling here)."
+DEVICE_HELP = "Device for the analytic model: cpu, t4, a100, h100, or a YAML/JSON spec file."
+COSTS_HELP = "Reuse a costs.json from `onnxpart annotate` instead of costing again."
+COARSEN_HELP = "Merge single-consumer elementwise chains into their producer first (smaller n)."
+
+
+def handle_errors(command: Callable) -> Callable:
+    """Turn UserError into a one-line message and its exit code; Ctrl-C into exit 130. Bugs keep
+    their tracebacks."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except UserError as exc:
+            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            err_console.print("[yellow]interrupted[/]")
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+@dataclass
+class Loaded:
+    """A costed graph, and the ONNX model it came from (None for graph-only input)."""
+
+    graph: Any  # OpGraph
+    model: Any  # LoadedModel | None
+    source: Path
+    measured_end_to_end: float | None = None
+
+
+def is_graph_file(path: Path) -> bool:
+    return path.suffix.lower() == ".json"
+
+
+def load_costed(path: Path, *, input_shape: Optional[list[str]] = None, coarsen: bool = False,
+                costs: Optional[Path] = None, cost: str = "analytic", device: str = "a100",
+                need_model: bool = False, runs: int = 5) -> Loaded:
+    """Model or costs file -> costed OpGraph. ``.json`` inputs are costs files (graph-only input)."""
+    from onnxpart.costs_io import apply_costs, graph_from_costs, read_costs_file
+    from onnxpart.onnx_io import load_graph, parse_input_shapes
+
+    if is_graph_file(path):
+        if need_model:
+            raise UserError(f"{path} is a graph file: this command needs the ONNX model")
+        graph = graph_from_costs(read_costs_file(path), source=str(path))
+        return Loaded(graph, None, path)
+    graph, loaded = load_graph(path, parse_input_shapes(input_shape or []), coarsen=coarsen)
+    if costs is not None:
+        return Loaded(apply_costs(graph, read_costs_file(costs), source=str(costs)), loaded, path)
+    return cost_graph(graph, loaded, path, cost, device, runs)
+
+
+def cost_graph(graph, loaded, path: Path, cost: str, device: str, runs: int = 5) -> Loaded:
+    from onnxpart.cost_models import analytic_costs, load_device
+
+    if cost == "analytic":
+        return Loaded(analytic_costs(graph, load_device(device)), loaded, path)
+    if cost == "measured":
+        from onnxpart.cost_models.measured import measured_costs
+
+        spec = load_device(device)
+        with err_console.status(f"profiling {path.name} in onnxruntime ({runs} runs)…"):
+            result = measured_costs(graph.replace(bandwidth=spec.interconnect_bandwidth), loaded.model, runs=runs)
+        return Loaded(result.graph, loaded, path, measured_end_to_end=result.end_to_end)
+    raise UserError(f"unknown cost model {cost!r}: use analytic or measured")
+
+
+def print_json(payload: Any) -> None:
+    """Machine output on stdout: plain JSON, nothing else."""
+    sys.stdout.write(json.dumps(payload, indent=2, default=_plain) + "\n")
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(type(value).__name__)

@@ -1,0 +1,65 @@
+"""Measured cost model: per-node kernel times from onnxruntime's profiler on this machine.
+
+The model runs with graph optimizations off so every profiled kernel is exactly one node of the file
+(onnxpart.runtime). After warm-up runs, ``runs`` profiled runs give each node a median time; an op's
+work is the sum over its nodes. Folded weight generators (ConstantOfShape, ...) also run in this mode,
+but they are not part of inference and are not charged to any op.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import statistics
+import time
+from dataclasses import dataclass
+
+import onnx
+
+from onnxpart import runtime
+from onnxpart.graph import OpGraph
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MeasuredRun:
+    graph: OpGraph
+    end_to_end: float  # median wall-clock seconds of session.run
+    kernel_total: float  # sum of the medians charged to ops
+
+
+def measured_costs(graph: OpGraph, model: onnx.ModelProto, runs: int = 5, warmup: int = 2,
+                   seed: int = 0, threads: int = 0) -> MeasuredRun:
+    """Profile ``model`` in onnxruntime (CPU) and put median per-node times on ``graph``'s ops."""
+    session = runtime.make_session(model, profile=True, threads=threads)
+    feeds = runtime.random_inputs(session, seed)
+    for _ in range(warmup):
+        session.run(None, feeds)
+    walls = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        session.run(None, feeds)
+        walls.append(time.perf_counter() - start)
+    profile_path = session.end_profiling()
+    try:
+        with open(profile_path) as handle:
+            events = json.load(handle)
+    finally:
+        os.unlink(profile_path)
+    samples: dict[str, list[float]] = {}
+    for event in events:
+        if event.get("cat") == "Node" and event.get("name", "").endswith("_kernel_time"):
+            node = event["name"][: -len("_kernel_time")]
+            samples.setdefault(node, []).append(event["dur"] * 1e-6)
+    # Warm-up runs are profiled too: keep each node's last ``runs`` samples.
+    median = {node: statistics.median(times[-runs:]) for node, times in samples.items()}
+    missing = [name for op in graph.ops for name in op.onnx_nodes if name not in median]
+    if missing:
+        log.warning("onnxruntime reported no kernel time for %d nodes (e.g. %s); they count as 0",
+                    len(missing), missing[0])
+    work = [sum(median.get(name, 0.0) for name in op.onnx_nodes) for op in graph.ops]
+    costed = graph.with_costs(work, cost_model="measured", device="this-machine-cpu",
+                              bandwidth=graph.bandwidth)
+    return MeasuredRun(costed, statistics.median(walls), sum(work))

@@ -1,0 +1,87 @@
+"""The bound certificate: one JSON shape shared by all strategies.
+
+A certificate says how good a solution is: its objective value (the *upper bound*, for minimization),
+every lower bound that was computed — each with the method, the proven value, the solver status, the
+solver and the seconds it took — the best of them, and the gap ``1 - LB/UB``. Lower bounds are only ever
+proven values (a MIP dual bound, a CP-SAT best objective bound, or a formula with a proof), never an
+incumbent; a solver stopped by its time limit reports its proven bound with status ``time_limit``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SCHEMA = "onnxpart.certificate/1"
+
+
+@dataclass(frozen=True)
+class LowerBound:
+    method: str  # e.g. "simple", "bottleneck-guess", "ideal-dp", "moccasin-cpsat"
+    value: float | None  # None when the method proved nothing (error, no bound in time)
+    status: str  # "optimal" | "time_limit" | "bound" (closed formula) | "infeasible" | "error"
+    solver: str  # "highs", "cp-sat", "formula", "dp"
+    seconds: float
+    note: str = ""
+
+
+@dataclass
+class Certificate:
+    problem: str  # "mtpp", "remat", ...
+    instance_sha256: str
+    objective: str  # what is minimized, with its unit
+    upper_bound: float
+    lower_bounds: list[LowerBound] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def best_lower_bound(self) -> float | None:
+        values = [b.value for b in self.lower_bounds if b.value is not None]
+        return max(values) if values else None
+
+    @property
+    def gap(self) -> float | None:
+        """``1 - LB/UB`` (0 when both are 0; None without a lower bound)."""
+        lb = self.best_lower_bound
+        if lb is None:
+            return None
+        if self.upper_bound <= 0:
+            return 0.0
+        return max(0.0, 1.0 - lb / self.upper_bound)
+
+    @property
+    def proven_optimal(self) -> bool:
+        return self.gap is not None and self.gap <= 1e-9
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "problem": self.problem,
+            "instance_sha256": self.instance_sha256,
+            "objective": self.objective,
+            "upper_bound": self.upper_bound,
+            "best_lower_bound": self.best_lower_bound,
+            "gap": self.gap,
+            "proven_optimal": self.proven_optimal,
+            "lower_bounds": [asdict(b) for b in self.lower_bounds],
+            "details": self.details,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Certificate":
+        return cls(
+            problem=data["problem"],
+            instance_sha256=data["instance_sha256"],
+            objective=data["objective"],
+            upper_bound=float(data["upper_bound"]),
+            lower_bounds=[LowerBound(**b) for b in data.get("lower_bounds", [])],
+            details=dict(data.get("details", {})),
+        )
+
+
+def instance_hash(*parts: Any) -> str:
+    """sha256 over a canonical JSON rendering of the parts (model hash, costs, k, options...)."""
+    text = json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -1,0 +1,89 @@
+"""Atomic file output. Every file onnxpart writes goes through here: written to a temporary file in the
+destination folder, flushed, then renamed over the target, so a crash or Ctrl-C never leaves a half file."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from onnxpart.errors import UserError
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically; the parent folder must exist."""
+    target = Path(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise UserError(f"cannot write {target}: folder {parent} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return target
+
+
+def write_json(path: str | os.PathLike, payload: Any) -> Path:
+    """Pretty, key-stable JSON (same inputs -> same bytes), written atomically."""
+    text = json.dumps(payload, indent=2, sort_keys=False, allow_nan=False, default=_jsonable)
+    return atomic_write_bytes(path, (text + "\n").encode())
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+class OutputDir:
+    """An output folder filled atomically: files go to a hidden sibling staging folder, which replaces
+    the target only on :meth:`commit`. An existing target is refused unless ``force``.
+
+    Use as a context manager; on error the staging folder is removed and the target is untouched.
+    """
+
+    def __init__(self, path: str | os.PathLike, force: bool = False):
+        self.target = Path(path)
+        parent = self.target.parent if str(self.target.parent) else Path(".")
+        if not parent.is_dir():
+            raise UserError(f"cannot create {self.target}: folder {parent} does not exist")
+        if self.target.exists() and not force:
+            raise UserError(f"output folder {self.target} already exists; pass --force to replace it")
+        if self.target.exists() and not self.target.is_dir():
+            raise UserError(f"output path {self.target} exists and is not a folder")
+        self.force = force
+        self.staging = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.", dir=parent))
+
+    def path(self, name: str) -> Path:
+        return self.staging / name
+
+    def commit(self) -> Path:
+        if self.target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.old.", dir=self.target.parent))
+            os.replace(self.target, old / "dir")
+            os.replace(self.staging, self.target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(self.staging, self.target)
+        return self.target
+
+    def __enter__(self) -> "OutputDir":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            shutil.rmtree(self.staging, ignore_errors=True)
+        elif self.staging.exists():
+            self.commit()

@@ -1,0 +1,522 @@
+"""OpGraph: the one view of a model that every strategy sees.
+
+An OpGraph holds compute ops in a topological order, the activation tensors that flow between them
+(with producer, consumers and size in bytes), and the parameters each op reads. Weight generators are
+not ops: initializers, ``Constant`` nodes and every node whose inputs are all constant
+(``ConstantOfShape`` of a constant shape, ``Unsqueeze``/``Cast``/``Reshape`` of a weight, ...) are folded
+into parameters of the ops that consume them.
+
+Parameter attribution: a parameter read by several ops is counted once, in the ``param_bytes`` of the
+first op (in topological order) that reads it — its *owner*. Every op still lists it in ``params``, so a
+strategy that splits the graph can charge a copy to each part if it wants to.
+
+This module knows nothing of protobuf beyond :func:`from_onnx`; everything else about ONNX files lives
+in :mod:`onnxpart.onnx_io`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from onnxpart.errors import UserError
+
+#: bits per element for each ``TensorProto.DataType`` value (sub-byte types round up per tensor).
+_DTYPE_BITS = {
+    1: 32, 2: 8, 3: 8, 4: 16, 5: 16, 6: 32, 7: 64, 8: 64, 9: 8, 10: 16, 11: 64, 12: 32, 13: 64,
+    14: 64, 15: 128, 16: 16, 17: 8, 18: 8, 19: 8, 20: 8, 21: 4, 22: 4, 23: 4, 24: 8, 25: 2, 26: 2,
+}
+_DTYPE_NAMES = {
+    1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 8: "string",
+    9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 14: "complex64",
+    15: "complex128", 16: "bfloat16", 17: "float8e4m3fn", 18: "float8e4m3fnuz", 19: "float8e5m2",
+    20: "float8e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4e2m1", 24: "float8e8m0", 25: "uint2",
+    26: "int2",
+}
+#: ops that draw random numbers: never folded even when their inputs are constant.
+_RANDOM_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
+               "Bernoulli"}
+
+
+def dtype_name(elem_type: int) -> str:
+    return _DTYPE_NAMES.get(elem_type, f"dtype{elem_type}")
+
+
+def tensor_bytes(elem_type: int, shape: Sequence[int]) -> int:
+    """Size in bytes of a dense tensor (``ceil(numel * bits / 8)``)."""
+    return math.ceil(math.prod(shape) * _DTYPE_BITS.get(elem_type, 32) / 8)
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """Type of any named value in the model (activation, parameter or internal)."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Node:
+    """One ONNX node as a cost model needs it: plain Python, no protobuf."""
+
+    name: str
+    op_type: str
+    domain: str
+    inputs: tuple[str, ...]  # "" marks an omitted optional input
+    outputs: tuple[str, ...]
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """An activation tensor: an edge of the op graph (or a graph input)."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    bytes: int
+    producer: int | None  # op index; None for a graph input
+    consumers: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Param:
+    """A folded weight: bytes attributed once, to ``owner`` (its first consumer)."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    bytes: int
+    owner: int
+    consumers: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Op:
+    """A compute op: one ONNX node, or several after coarsening.
+
+    ``work`` (seconds), ``flops`` and ``mem_bytes`` are filled by a cost model; they are 0 before costing.
+    """
+
+    index: int
+    name: str
+    op_type: str
+    nodes: tuple[Node, ...]
+    inputs: tuple[str, ...]  # activation tensors read from other ops or graph inputs
+    outputs: tuple[str, ...]  # activation tensors this op produces
+    params: tuple[str, ...]  # parameters read (owned or not)
+    param_bytes: int  # bytes of the parameters this op owns
+    const_nodes: tuple[str, ...] = ()  # folded weight-generator ONNX nodes attributed to this op
+    internal_bytes: int = 0  # tensors produced and consumed inside a coarsened op
+    opaque: bool = False  # control flow or unknown-domain op, kept whole
+    work: float = 0.0
+    flops: float = 0.0
+    mem_bytes: float = 0.0
+
+    @property
+    def onnx_nodes(self) -> tuple[str, ...]:
+        """Names of the ONNX compute nodes this op came from, in file order."""
+        return tuple(node.name for node in self.nodes)
+
+
+class OpGraph:
+    """Compute ops in topological order, activation tensors, parameters, graph inputs and outputs.
+
+    Immutable by convention: :meth:`with_costs` and :func:`onnxpart.coarsen.coarsen` return new graphs.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        ops: Sequence[Op],
+        tensors: Mapping[str, Tensor],
+        params: Mapping[str, Param],
+        inputs: Sequence[str],
+        outputs: Sequence[str],
+        values: Mapping[str, TensorInfo] | None = None,
+        model_sha256: str | None = None,
+        dead_nodes: Sequence[str] = (),
+        cost_model: str | None = None,
+        device: str | None = None,
+        bandwidth: float | None = None,
+    ):
+        self.name = name
+        self.ops: tuple[Op, ...] = tuple(ops)
+        self.tensors: dict[str, Tensor] = dict(tensors)
+        self.params: dict[str, Param] = dict(params)
+        self.inputs: tuple[str, ...] = tuple(inputs)
+        self.outputs: tuple[str, ...] = tuple(outputs)
+        self.values: dict[str, TensorInfo] = dict(values or {})
+        self.model_sha256 = model_sha256
+        self.dead_nodes: tuple[str, ...] = tuple(dead_nodes)
+        self.cost_model = cost_model
+        self.device = device
+        self.bandwidth = bandwidth
+        self._index = {op.name: op.index for op in self.ops}
+        preds: list[set[int]] = [set() for _ in self.ops]
+        succs: list[set[int]] = [set() for _ in self.ops]
+        for tensor in self.tensors.values():
+            if tensor.producer is None:
+                continue
+            for consumer in tensor.consumers:
+                succs[tensor.producer].add(consumer)
+                preds[consumer].add(tensor.producer)
+        self._preds = tuple(tuple(sorted(p)) for p in preds)
+        self._succs = tuple(tuple(sorted(s)) for s in succs)
+
+    # ----------------------------------------------------------------------------------- structure
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def __repr__(self) -> str:
+        return f"OpGraph({self.name!r}, ops={len(self.ops)}, tensors={len(self.tensors)}, params={len(self.params)})"
+
+    def op(self, name: str) -> Op:
+        return self.ops[self._index[name]]
+
+    def predecessors(self, index: int) -> tuple[int, ...]:
+        return self._preds[index]
+
+    def successors(self, index: int) -> tuple[int, ...]:
+        return self._succs[index]
+
+    def edges(self) -> Iterator[tuple[int, int, str]]:
+        """``(producer, consumer, tensor name)`` for every op-to-op use of a tensor."""
+        for tensor in self.tensors.values():
+            if tensor.producer is not None:
+                for consumer in tensor.consumers:
+                    yield tensor.producer, consumer, tensor.name
+
+    def to_networkx(self):
+        """A ``networkx.DiGraph`` over op indices; edge attribute ``tensors`` lists the tensor names."""
+        import networkx as nx
+
+        graph = nx.DiGraph()
+        for op in self.ops:
+            graph.add_node(op.index, name=op.name, op_type=op.op_type, work=op.work,
+                           param_bytes=op.param_bytes)
+        for u, v, name in self.edges():
+            if graph.has_edge(u, v):
+                graph[u][v]["tensors"].append(name)
+            else:
+                graph.add_edge(u, v, tensors=[name])
+        return graph
+
+    @property
+    def node_count(self) -> int:
+        """ONNX nodes accounted for: compute nodes, folded generators and dead constant nodes."""
+        return sum(len(op.nodes) + len(op.const_nodes) for op in self.ops) + len(self.dead_nodes)
+
+    @property
+    def total_param_bytes(self) -> int:
+        return sum(p.bytes for p in self.params.values())
+
+    @property
+    def total_work(self) -> float:
+        return sum(op.work for op in self.ops)
+
+    @property
+    def is_costed(self) -> bool:
+        return self.cost_model is not None
+
+    def with_costs(self, work: Sequence[float], flops: Sequence[float] | None = None,
+                   mem_bytes: Sequence[float] | None = None, *, cost_model: str,
+                   device: str | None = None, bandwidth: float | None = None) -> "OpGraph":
+        """A copy with per-op costs (``work`` in seconds) filled in."""
+        if len(work) != len(self.ops):
+            raise ValueError(f"{len(work)} costs for {len(self.ops)} ops")
+        ops = [
+            dataclasses.replace(
+                op,
+                work=float(work[i]),
+                flops=float(flops[i]) if flops is not None else op.flops,
+                mem_bytes=float(mem_bytes[i]) if mem_bytes is not None else op.mem_bytes,
+            )
+            for i, op in enumerate(self.ops)
+        ]
+        return self.replace(ops=ops, cost_model=cost_model, device=device, bandwidth=bandwidth)
+
+    def replace(self, **changes: Any) -> "OpGraph":
+        fields = dict(name=self.name, ops=self.ops, tensors=self.tensors, params=self.params,
+                      inputs=self.inputs, outputs=self.outputs, values=self.values,
+                      model_sha256=self.model_sha256, dead_nodes=self.dead_nodes,
+                      cost_model=self.cost_model, device=self.device, bandwidth=self.bandwidth)
+        fields.update(changes)
+        return OpGraph(**fields)
+
+    def check(self) -> None:
+        """Raise ``AssertionError`` if the order is not topological or the tensor index is inconsistent."""
+        for tensor in self.tensors.values():
+            for consumer in tensor.consumers:
+                assert tensor.producer is None or tensor.producer < consumer, (
+                    f"tensor {tensor.name}: producer {tensor.producer} after consumer {consumer}")
+                assert tensor.name in self.ops[consumer].inputs
+            if tensor.producer is not None:
+                assert tensor.name in self.ops[tensor.producer].outputs
+        for op in self.ops:
+            assert self.ops[op.index] is op
+
+
+# --------------------------------------------------------------------------------------- from_onnx
+def from_onnx(model, model_sha256: str | None = None) -> OpGraph:
+    """Build an OpGraph from a shape-inferred ``onnx.ModelProto`` whose nodes all have unique names.
+
+    Use :func:`onnxpart.onnx_io.load_graph` for files: it checks the file, names unnamed nodes,
+    resolves ``--input-shape`` and runs shape inference first.
+
+    Raises :class:`UserError` when a tensor's shape is still unknown (naming the tensor and the
+    ``--input-shape`` option to pass) or when a node reads a value nothing defines.
+    """
+    from onnx import helper, numpy_helper  # noqa: F401  (protobuf stays inside this function)
+
+    g = model.graph
+    values = _collect_value_types(g)
+    initializer_names = {init.name for init in g.initializer}
+    graph_inputs = [vi.name for vi in g.input if vi.name not in initializer_names]
+
+    # 1. Fold weight generators: a node is constant when it has no subgraph, draws no random numbers and
+    #    every input it reads is constant (initializers and Constant nodes start the closure).
+    constant: set[str] = set(initializer_names)
+    const_producer: dict[str, str] = {}  # constant value -> generator node name
+    const_node_inputs: dict[str, tuple[str, ...]] = {}
+    compute_nodes = []
+    nodes = _toposort_nodes(g.node, set(graph_inputs) | initializer_names)
+    for node in nodes:
+        has_subgraph = any(attr.type in (5, 10) for attr in node.attribute)  # GRAPH, GRAPHS
+        real_inputs = [name for name in node.input if name]
+        if (not has_subgraph and node.op_type not in _RANDOM_OPS and node.domain in ("", "ai.onnx")
+                and all(name in constant for name in real_inputs)):
+            constant.update(o for o in node.output if o)
+            for out in node.output:
+                if out:
+                    const_producer[out] = node.name
+            const_node_inputs[node.name] = tuple(real_inputs)
+        else:
+            compute_nodes.append(node)
+
+    # 2. Ops, one per compute node, in topological order.
+    producer: dict[str, int] = {}
+    op_inputs: list[list[str]] = []
+    op_params: list[list[str]] = []
+    for index, node in enumerate(compute_nodes):
+        reads = [name for name in node.input if name]
+        if any(attr.type in (5, 10) for attr in node.attribute):
+            reads += [name for name in _outer_scope_names(node) if name not in reads]
+        acts, prms = [], []
+        for name in reads:
+            if name in constant:
+                if name not in prms:
+                    prms.append(name)
+            elif name in producer or name in graph_inputs:
+                if name not in acts:
+                    acts.append(name)
+            else:
+                raise UserError(f"node {node.name!r} ({node.op_type}) reads {name!r}, which no node, "
+                                "initializer or graph input defines: the model is invalid")
+        op_inputs.append(acts)
+        op_params.append(prms)
+        for out in node.output:
+            if out:
+                producer[out] = index
+
+    # 3. Shapes of every activation tensor and parameter; unknown dims are an error, never a zero.
+    #    An output nobody reads (e.g. Dropout's mask) may stay untyped; it is then left out.
+    outputs = [vi.name for vi in g.output]
+    consumers: dict[str, list[int]] = {}
+    for index, acts in enumerate(op_inputs):
+        for name in acts:
+            consumers.setdefault(name, []).append(index)
+    used = set(consumers) | set(outputs)
+    needed = set(graph_inputs) | {p for prms in op_params for p in prms} | (set(producer) & used)
+    _require_static_shapes(needed, values, graph_inputs)
+    kept_outputs = [[o for o in node.output if o and (o in used or _is_static(values.get(o)))]
+                    for node in compute_nodes]
+    tensors = {}
+    for name in list(graph_inputs) + [o for outs in kept_outputs for o in outs]:
+        info = values[name]
+        tensors[name] = Tensor(name, info.dtype, info.shape, info.bytes, producer.get(name),
+                               tuple(consumers.get(name, ())))
+
+    param_consumers: dict[str, list[int]] = {}
+    for index, prms in enumerate(op_params):
+        for name in prms:
+            param_consumers.setdefault(name, []).append(index)
+    params = {}
+    owned_bytes = [0] * len(compute_nodes)
+    for name, users in param_consumers.items():
+        info = values[name]
+        params[name] = Param(name, info.dtype, info.shape, info.bytes, users[0], tuple(users))
+        owned_bytes[users[0]] += info.bytes
+
+    # 4. Attribute each folded generator node to the owner of the first parameter that needs it.
+    const_owner: dict[str, int] = {}
+    for name in sorted(params, key=lambda p: params[p].owner):
+        stack = [name]
+        while stack:
+            value = stack.pop()
+            gen = const_producer.get(value)
+            if gen is None or gen in const_owner:
+                continue
+            const_owner[gen] = params[name].owner
+            stack.extend(const_node_inputs[gen])
+    owned_const_nodes: list[list[str]] = [[] for _ in compute_nodes]
+    dead = []
+    for node in nodes:
+        if node.name in const_node_inputs:
+            if node.name in const_owner:
+                owned_const_nodes[const_owner[node.name]].append(node.name)
+            else:
+                dead.append(node.name)
+
+    ops = []
+    for index, node in enumerate(compute_nodes):
+        opaque = (any(attr.type in (5, 10) for attr in node.attribute)
+                  or node.domain not in ("", "ai.onnx"))
+        ops.append(Op(
+            index=index, name=node.name, op_type=node.op_type,
+            nodes=(_node_info(node),),
+            inputs=tuple(op_inputs[index]),
+            outputs=tuple(kept_outputs[index]),
+            params=tuple(op_params[index]),
+            param_bytes=owned_bytes[index],
+            const_nodes=tuple(owned_const_nodes[index]),
+            opaque=opaque,
+        ))
+    return OpGraph(
+        name=g.name or "model", ops=ops, tensors=tensors, params=params, inputs=graph_inputs,
+        outputs=outputs, values=values, model_sha256=model_sha256, dead_nodes=dead,
+    )
+
+
+def _collect_value_types(g) -> dict[str, TensorInfo]:
+    """Type and shape of every named value; a dim that is not a known integer becomes -1."""
+    values: dict[str, TensorInfo] = {}
+    for init in g.initializer:
+        shape = tuple(int(d) for d in init.dims)
+        values[init.name] = TensorInfo(dtype_name(init.data_type), shape, tensor_bytes(init.data_type, shape))
+    for vi in list(g.value_info) + list(g.input) + list(g.output):
+        if vi.name in values and -1 not in values[vi.name].shape:
+            continue
+        tensor_type = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if tensor_type is None or not tensor_type.HasField("shape"):
+            values[vi.name] = TensorInfo(dtype_name(tensor_type.elem_type) if tensor_type else "unknown", (-1,), 0)
+            continue
+        shape = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else -1
+                      for d in tensor_type.shape.dim)
+        size = tensor_bytes(tensor_type.elem_type, shape) if -1 not in shape else 0
+        values[vi.name] = TensorInfo(dtype_name(tensor_type.elem_type), shape, size)
+    for node in g.node:  # Constant nodes: shape straight from the attribute
+        if node.op_type == "Constant" and node.output and node.output[0] not in values:
+            for attr in node.attribute:
+                if attr.name == "value":
+                    shape = tuple(int(d) for d in attr.t.dims)
+                    values[node.output[0]] = TensorInfo(dtype_name(attr.t.data_type), shape,
+                                                        tensor_bytes(attr.t.data_type, shape))
+    return values
+
+
+def _require_static_shapes(names: set[str], values: Mapping[str, TensorInfo], graph_inputs: Sequence[str]) -> None:
+    unknown = sorted(n for n in names if n not in values or -1 in values[n].shape)
+    if not unknown:
+        return
+    shown = ", ".join(f"{n!r} {_shape_text(values.get(n))}" for n in unknown[:5])
+    more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+    symbolic_inputs = [n for n in graph_inputs if n in values and -1 in values[n].shape]
+    hint = (f"pass --input-shape for {', '.join(repr(n) for n in symbolic_inputs)} "
+            f"(e.g. --input-shape {symbolic_inputs[0]}=1x3x224x224)" if symbolic_inputs
+            else f"pass --input-shape {unknown[0]}=DIMS for it")
+    raise UserError(f"unknown shape after shape inference: {shown}{more}; {hint}")
+
+
+def _is_static(info: TensorInfo | None) -> bool:
+    return info is not None and -1 not in info.shape
+
+
+def _shape_text(info: TensorInfo | None) -> str:
+    if info is None:
+        return "[no type]"
+    return "[" + ",".join("?" if d < 0 else str(d) for d in info.shape) + "]"
+
+
+def _toposort_nodes(nodes, available: set[str]):
+    """Nodes in a topological order, as close to the file's order as possible (Kahn, file index as
+    priority). Valid ONNX files are already sorted; this makes unsorted ones work too."""
+    nodes = list(nodes)
+    produced_by = {}
+    for i, node in enumerate(nodes):
+        for out in node.output:
+            if out:
+                produced_by[out] = i
+    deps: list[set[int]] = []
+    for node in nodes:
+        reads = [n for n in node.input if n]
+        if any(attr.type in (5, 10) for attr in node.attribute):
+            reads += _outer_scope_names(node)
+        deps.append({produced_by[n] for n in reads if n in produced_by and n not in available})
+    if all(all(d < i for d in dep) for i, dep in enumerate(deps)):
+        return nodes
+    users: list[list[int]] = [[] for _ in nodes]
+    indegree = [0] * len(nodes)
+    for i, dep in enumerate(deps):
+        for d in dep:
+            users[d].append(i)
+            indegree[i] += 1
+    ready = [i for i, deg in enumerate(indegree) if deg == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(nodes[i])
+        for u in users[i]:
+            indegree[u] -= 1
+            if indegree[u] == 0:
+                heapq.heappush(ready, u)
+    if len(order) != len(nodes):
+        raise UserError("the model's graph has a cycle: it is not a valid ONNX model")
+    return order
+
+
+def _outer_scope_names(node) -> list[str]:
+    """Names a node's subgraphs (If/Loop/Scan bodies, recursively) read from the enclosing scope."""
+    names: list[str] = []
+
+    def visit(graph, defined: set[str]) -> None:
+        local = set(defined) | {i.name for i in graph.input} | {i.name for i in graph.initializer}
+        for inner in graph.node:
+            for name in inner.input:
+                if name and name not in local and name not in names:
+                    names.append(name)
+            for attr in inner.attribute:
+                for sub in ([attr.g] if attr.type == 5 else list(attr.graphs) if attr.type == 10 else []):
+                    visit(sub, local)
+            local.update(o for o in inner.output if o)
+
+    for attr in node.attribute:
+        for sub in ([attr.g] if attr.type == 5 else list(attr.graphs) if attr.type == 10 else []):
+            visit(sub, set())
+    return names
+
+
+def _node_info(node) -> Node:
+    from onnx import helper
+
+    attrs = {}
+    for attr in node.attribute:
+        if attr.type in (5, 10):  # subgraphs stay in the file; cost models see only their presence
+            attrs[attr.name] = "<graph>"
+            continue
+        value = helper.get_attribute_value(attr)
+        if isinstance(value, bytes):
+            value = value.decode(errors="replace")
+        elif isinstance(value, list):
+            value = [v.decode(errors="replace") if isinstance(v, bytes) else v for v in value]
+            value = tuple(v if isinstance(v, (int, float, str)) else repr(v) for v in value)
+        elif not isinstance(value, (int, float, str)):
+            value = repr(value)[:64]
+        attrs[attr.name] = value
+    return Node(node.name, node.op_type, node.domain or "", tuple(node.input), tuple(o for o in node.output), attrs)

@@ -1,0 +1,112 @@
+"""Thin wrappers over HiGHS (highspy) and CP-SAT (ortools): every call takes a time limit and returns
+the best incumbent *and* the solver's proven bound, with a status that says whether it was proven
+optimal or stopped by the limit.
+
+highspy and ortools each ship a ``libhighs.so.1``; the pinned pair in pyproject.toml (ortools 9.15,
+highspy < 1.15) loads side by side in one process (see tests/test_solvers.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import highspy
+from ortools.sat.python import cp_model
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SolveResult:
+    """Outcome of one solver call (minimization).
+
+    ``objective`` is the incumbent's value (None if none was found); ``bound`` is the proven lower
+    bound on the optimum (``-inf`` if nothing was proven); ``status`` is one of ``optimal``,
+    ``time_limit``, ``infeasible``, ``interrupted`` or ``error``.
+    """
+
+    status: str
+    objective: float | None
+    bound: float
+    seconds: float
+    values: list[float] = field(default_factory=list)
+    solver: str = ""
+
+    @property
+    def has_solution(self) -> bool:
+        return self.objective is not None
+
+
+def solve_highs(highs: highspy.Highs, time_limit: float, *, mip_rel_gap: float = 1e-6,
+                threads: int = 1, seed: int = 0, verbose: bool = False) -> SolveResult:
+    """Run a built HiGHS model (MIP or LP) under a time limit and read its proven dual bound."""
+    highs.setOptionValue("output_flag", bool(verbose))
+    highs.setOptionValue("time_limit", float(max(time_limit, 1e-3)))
+    highs.setOptionValue("mip_rel_gap", float(mip_rel_gap))
+    highs.setOptionValue("threads", int(threads))
+    highs.setOptionValue("random_seed", int(seed))
+    start = time.perf_counter()
+    highs.run()
+    seconds = time.perf_counter() - start
+    model_status = highs.getModelStatus()
+    info = highs.getInfo()
+    is_mip = highs.getLp().integrality_ and any(
+        v != highspy.HighsVarType.kContinuous for v in highs.getLp().integrality_)
+    has_primal = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    objective = float(info.objective_function_value) if has_primal else None
+    if model_status == highspy.HighsModelStatus.kOptimal:
+        status = "optimal"
+        bound = float(info.mip_dual_bound) if is_mip else objective
+        if bound is None or not math.isfinite(bound):
+            bound = objective if objective is not None else -math.inf
+    elif model_status == highspy.HighsModelStatus.kInfeasible:
+        return SolveResult("infeasible", None, math.inf, seconds, solver="highs")
+    elif model_status in (highspy.HighsModelStatus.kTimeLimit, highspy.HighsModelStatus.kInterrupt,
+                          highspy.HighsModelStatus.kIterationLimit, highspy.HighsModelStatus.kSolutionLimit):
+        status = "time_limit" if model_status != highspy.HighsModelStatus.kInterrupt else "interrupted"
+        # An LP stopped early proves nothing; a MIP's dual bound is proven at any point.
+        bound = float(info.mip_dual_bound) if is_mip and math.isfinite(info.mip_dual_bound) else -math.inf
+    else:
+        log.warning("HiGHS ended with status %s", highs.modelStatusToString(model_status))
+        status, bound = "error", -math.inf
+    values = list(highs.getSolution().col_value) if has_primal else []
+    return SolveResult(status, objective, bound, seconds, values, solver="highs")
+
+
+def solve_cpsat(model: cp_model.CpModel, time_limit: float, *, workers: int = 2, seed: int = 0,
+                hint_callback: Callable[[float, float, float], None] | None = None,
+                verbose: bool = False) -> tuple[SolveResult, cp_model.CpSolver]:
+    """Solve a CP-SAT model; ``hint_callback(seconds, incumbent, bound)`` is called on each new
+    incumbent (for progress bars). Ctrl-C stops the search and keeps the best solution and bound."""
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = float(max(time_limit, 1e-3))
+    solver.parameters.num_workers = int(workers)
+    solver.parameters.random_seed = int(seed)
+    solver.parameters.log_search_progress = bool(verbose)
+    solver.parameters.catch_sigint_signal = True
+    callback = None
+    if hint_callback is not None:
+        class _Progress(cp_model.CpSolverSolutionCallback):
+            def on_solution_callback(self) -> None:
+                hint_callback(self.WallTime(), self.ObjectiveValue(), self.BestObjectiveBound())
+
+        callback = _Progress()
+    start = time.perf_counter()
+    code = solver.Solve(model, callback)
+    seconds = time.perf_counter() - start
+    has_solution = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    objective = solver.ObjectiveValue() if has_solution else None
+    if code == cp_model.OPTIMAL:
+        status = "optimal"
+    elif code == cp_model.INFEASIBLE:
+        status = "infeasible"
+    elif code == cp_model.MODEL_INVALID:
+        raise RuntimeError(f"CP-SAT model invalid: {model.Validate()}")
+    else:
+        status = "time_limit"
+    bound = solver.BestObjectiveBound() if code != cp_model.INFEASIBLE else math.inf
+    return SolveResult(status, objective, float(bound), seconds, solver="cp-sat"), solver
