@@ -1,0 +1,37 @@
+"""Shared by the bench_*.py scripts: the machine line and writing one section of BENCHMARKS.md."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+
+
+def machine_line() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"{datetime.date.today().isoformat()}")
+
+
+def write_section(name: str, markdown: str) -> None:
+    """Replace the text between ``<!-- name:start -->`` and ``<!-- name:end -->`` in BENCHMARKS.md."""
+    path = ROOT / "BENCHMARKS.md"
+    text = path.read_text()
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    if start not in text:
+        text = text.rstrip() + f"\n\n{start}\n{end}\n"
+    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
+    text = pattern.sub(lambda _: f"{start}\n{markdown.strip()}\n{end}", text)
+    path.write_text(text)
