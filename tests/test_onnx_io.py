@@ -1,0 +1,123 @@
+"""Safe loading, --input-shape, external data, and subgraph extraction."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+import onnx
+import pytest
+
+from onnxpart import runtime
+from onnxpart.errors import UserError
+from onnxpart.onnx_io import extract_subgraph, load_graph, parse_input_shapes, read_model
+from tests.conftest import FIXTURES, light
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(UserError, match="does not exist"):
+        read_model(tmp_path / "nope.onnx")
+
+
+def test_random_bytes(tmp_path):
+    path = tmp_path / "random.onnx"
+    path.write_bytes(np.random.default_rng(0).bytes(4096))
+    with pytest.raises(UserError, match="not .*ONNX model"):
+        read_model(path)
+
+
+def test_truncated_file(tmp_path):
+    data = light("squeezenet").read_bytes()
+    path = tmp_path / "truncated.onnx"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(UserError, match="ONNX model"):
+        read_model(path)
+
+
+def test_symbolic_dims_need_input_shape():
+    with pytest.raises(UserError, match=r"'batch' \[\?,3,16,16\].*--input-shape batch="):
+        load_graph(FIXTURES / "symbolic.onnx")
+    graph, _ = load_graph(FIXTURES / "symbolic.onnx", {"batch": (2, 3, 16, 16)})
+    assert graph.tensors["pooled"].shape == (2, 8, 1, 1)
+    assert graph.tensors["batch"].bytes == 2 * 3 * 16 * 16 * 4
+
+
+def test_input_shape_errors():
+    with pytest.raises(UserError, match="not a graph input"):
+        load_graph(FIXTURES / "symbolic.onnx", {"nope": (1,)})
+    with pytest.raises(UserError, match="rank 4"):
+        load_graph(FIXTURES / "symbolic.onnx", {"batch": (1, 3)})
+    with pytest.raises(UserError, match="NAME=1x3x224x224"):
+        parse_input_shapes(["batch:1x3"])
+    assert parse_input_shapes(["a=1x3x224x224", "b=7"]) == {"a": (1, 3, 224, 224), "b": (7,)}
+
+
+def test_external_data_loads(tmp_path):
+    graph, loaded = load_graph(FIXTURES / "external" / "mlp.onnx")
+    assert graph.total_param_bytes == 4 * (32 * 64 + 64 + 64 * 64 + 64 + 64 * 10 + 10)
+    weights = [i for i in loaded.model.graph.initializer if i.name == "fc0_w"][0]
+    assert onnx.numpy_helper.to_array(weights).shape == (32, 64)  # data really read
+
+
+def _with_external_location(tmp_path, location: str):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    model = onnx.load(str(FIXTURES / "external" / "mlp.onnx"), load_external_data=False)
+    for tensor in model.graph.initializer:
+        for entry in tensor.external_data:
+            if entry.key == "location":
+                entry.value = location
+    onnx.save(model, str(folder / "mlp.onnx"))
+    shutil.copy(FIXTURES / "external" / "mlp.onnx.data", tmp_path / "mlp.onnx.data")
+    return folder / "mlp.onnx"
+
+
+@pytest.mark.parametrize("location", ["../mlp.onnx.data", "ABSOLUTE"])
+def test_external_data_escaping_the_folder_is_refused(tmp_path, location):
+    if location == "ABSOLUTE":
+        location = str(tmp_path / "mlp.onnx.data")
+    path = _with_external_location(tmp_path, location)
+    with pytest.raises(UserError, match="outside the model's folder"):
+        read_model(path)
+
+
+def test_external_data_symlink_escaping_is_refused(tmp_path):
+    path = _with_external_location(tmp_path, "link.data")
+    os.symlink(tmp_path / "mlp.onnx.data", path.parent / "link.data")
+    with pytest.raises(UserError, match="outside the model's folder"):
+        read_model(path)
+
+
+def test_input_file_is_never_modified(tmp_path):
+    path = tmp_path / "squeezenet.onnx"
+    shutil.copy(light("squeezenet"), path)
+    before = path.read_bytes()
+    load_graph(path, coarsen=True)
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("name", ["resnet50", "inception_v1", "shufflenet"])
+def test_extracted_halves_reproduce_the_model(name):
+    """Split the op list in two; the two extracted models, run in sequence, give the original outputs."""
+    graph, loaded = load_graph(light(name))
+    half = len(graph.ops) // 2
+    first, second = graph.ops[:half], graph.ops[half:]
+    first_ids = {op.index for op in first}
+    crossing = [t.name for t in graph.tensors.values()
+                if t.producer in first_ids and any(c not in first_ids for c in t.consumers)]
+    first_outputs = crossing + [o for o in graph.outputs if graph.tensors[o].producer in first_ids]
+    second_inputs = [t for t in graph.inputs if any(c >= half for c in graph.tensors[t].consumers)] + crossing
+    part1 = extract_subgraph(loaded.model, [n for op in first for n in op.onnx_nodes], list(graph.inputs),
+                             first_outputs, name="part1")
+    part2 = extract_subgraph(loaded.model, [n for op in second for n in op.onnx_nodes], second_inputs,
+                             [o for o in graph.outputs if graph.tensors[o].producer >= half], name="part2")
+    for part in (part1, part2):
+        onnx.checker.check_model(part, full_check=True)
+    session = runtime.make_session(loaded.model)
+    feeds = runtime.random_inputs(session, seed=1)
+    reference = runtime.run(loaded.model, feeds)
+    values = dict(feeds)
+    values.update(runtime.run(part1, values))
+    values.update(runtime.run(part2, values))
+    assert runtime.max_abs_error(reference, {k: values[k] for k in reference}) < 1e-4
