@@ -1,0 +1,316 @@
+"""The MTPP instance: what the partition algorithms see, and the block cost of Eqs. (1)–(3).
+
+Archer et al., "Practical Performance Guarantees for Pipelined DNN Inference" (ICML 2024), Section 2:
+a block S pays
+
+    f(S) = io(V∖S, S) + Σ_{v∈S} work(v) + overflow(S) + io(S, V∖S)                      (Eq. 3)
+
+where io counts every tensor that crosses the block boundary **once per direction**, however many
+consumers it has on the other side (Eq. 1), priced at ``transfer = bytes / bandwidth``, and
+``overflow(S) = (param_bytes(S) − M)⁺ / B`` streams the parameters that do not fit in the stage's fast
+memory M (Eq. 2). Activations are assumed to have their own reserved buffer (the paper's Section 3
+simplification), so M is the fast memory left for parameters; overflow is off unless M is given.
+
+Graph inputs and outputs are free: they are not produced/consumed by an op of V, exactly as in the
+paper's Eq. (1) and in the dnn-partitioning artifact (Tarnawski et al., NeurIPS 2020), so results are
+comparable with that artifact's optima.
+
+An instance comes from an :class:`~onnxpart.graph.OpGraph` (:func:`from_graph`) or from the JSON graphs
+of the dnn-partitioning artifact (:func:`from_dnn_json`): nodes with ``fpgaLatency`` as work, edges whose
+``cost`` is the transfer time of the source node's output; nodes sharing a ``colorClass`` are contracted
+into one op (the artifact's colocation rule).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from onnxpart.errors import UserError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Instance:
+    """A costed DAG in topological order (op ``i`` only reads tensors of ops ``< i``).
+
+    Tensors are the op outputs that some *other* op reads; ``consumers(t)`` are op indices.
+    """
+
+    name: str
+    op_names: tuple[str, ...]
+    members: tuple[tuple[str, ...], ...]  # ONNX nodes (or artifact node names) behind each op
+    work: np.ndarray  # (n,) seconds
+    params: np.ndarray  # (n,) parameter bytes owned by each op
+    tensor_names: tuple[str, ...]
+    producer: np.ndarray  # (T,) op index
+    cons_ptr: np.ndarray  # (T+1,) CSR pointers into cons_idx
+    cons_idx: np.ndarray  # consumer op indices, sorted per tensor
+    transfer: np.ndarray  # (T,) seconds to move the tensor between stages
+    bandwidth: float | None = None  # bytes/s (prices overflow)
+    stage_memory: float | None = None  # bytes of fast memory per stage for parameters (None: no overflow)
+
+    @property
+    def n(self) -> int:
+        return len(self.work)
+
+    @property
+    def num_tensors(self) -> int:
+        return len(self.producer)
+
+    def consumers(self, t: int) -> np.ndarray:
+        return self.cons_idx[self.cons_ptr[t]:self.cons_ptr[t + 1]]
+
+    def edges(self) -> np.ndarray:
+        """Distinct ``(u, v)`` op pairs joined by at least one tensor, shape (m, 2)."""
+        if not len(self.cons_idx):
+            return np.zeros((0, 2), dtype=np.int64)
+        counts = np.diff(self.cons_ptr)
+        pairs = np.stack([np.repeat(self.producer, counts), self.cons_idx], axis=1)
+        return np.unique(pairs, axis=0)
+
+    def predecessors(self) -> list[np.ndarray]:
+        preds: list[list[int]] = [[] for _ in range(self.n)]
+        for u, v in self.edges():
+            preds[v].append(int(u))
+        return [np.array(p, dtype=np.int64) for p in preds]
+
+    def successors(self) -> list[np.ndarray]:
+        succs: list[list[int]] = [[] for _ in range(self.n)]
+        for u, v in self.edges():
+            succs[u].append(int(v))
+        return [np.array(s, dtype=np.int64) for s in succs]
+
+    def overflow(self, param_bytes: np.ndarray | float) -> np.ndarray | float:
+        """Eq. (2) without the activation peak: ``(param_bytes − M)⁺ / B`` (0 when M is not set)."""
+        if self.stage_memory is None:
+            return np.zeros_like(param_bytes, dtype=float) if isinstance(param_bytes, np.ndarray) else 0.0
+        return np.maximum(np.asarray(param_bytes, dtype=float) - self.stage_memory, 0.0) / self.bandwidth
+
+    def digest(self) -> str:
+        """sha256 of the numbers that define the instance (work, params, tensors, M, B)."""
+        h = hashlib.sha256()
+        for array in (self.work, self.params, self.producer, self.cons_ptr, self.cons_idx, self.transfer):
+            h.update(np.ascontiguousarray(array).tobytes())
+        h.update(repr((self.op_names, self.stage_memory, self.bandwidth)).encode())
+        return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class BlockCost:
+    """The terms of Eq. (3) for one block."""
+
+    work: float
+    io_in: float
+    io_out: float
+    overflow: float
+    params: float
+
+    @property
+    def cost(self) -> float:
+        return self.io_in + self.work + self.overflow + self.io_out
+
+
+def block_costs(inst: Instance, assignment: Sequence[int], k: int) -> list[BlockCost]:
+    """Eq. (3) for every block of ``assignment`` (op -> block in 0..k-1), computed from scratch.
+
+    Each tensor is paid once as output by its producer's block if any consumer lies elsewhere, and once
+    as input by every *other* block holding at least one of its consumers (Eq. 1).
+    """
+    assign = np.asarray(assignment, dtype=np.int64)
+    work = np.bincount(assign, weights=inst.work, minlength=k)
+    params = np.bincount(assign, weights=inst.params, minlength=k)
+    io_in = np.zeros(k)
+    io_out = np.zeros(k)
+    for t in range(inst.num_tensors):
+        home = assign[inst.producer[t]]
+        blocks = set(assign[inst.consumers(t)].tolist()) - {home}
+        if blocks:
+            io_out[home] += inst.transfer[t]
+            for b in blocks:
+                io_in[b] += inst.transfer[t]
+    over = inst.overflow(params)
+    return [BlockCost(float(work[b]), float(io_in[b]), float(io_out[b]), float(over[b]), float(params[b]))
+            for b in range(k)]
+
+
+def bottleneck(inst: Instance, assignment: Sequence[int], k: int) -> float:
+    return max(c.cost for c in block_costs(inst, assignment, k))
+
+
+def check_assignment(inst: Instance, assignment: Sequence[int], k: int) -> None:
+    """Raise ValueError unless every op is in a block of 0..k-1 and no edge goes to an earlier block
+    (blocks numbered in DAG order, hence an acyclic quotient graph)."""
+    assign = np.asarray(assignment, dtype=np.int64)
+    if assign.shape != (inst.n,) or (inst.n and (assign.min() < 0 or assign.max() >= k)):
+        raise ValueError("assignment must give every op a block in 0..k-1")
+    edges = inst.edges()
+    if len(edges) and (assign[edges[:, 0]] > assign[edges[:, 1]]).any():
+        raise ValueError("an edge goes from a later block to an earlier one")
+
+
+# ------------------------------------------------------------------------------------------ builders
+def _csr(consumers: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    ptr = np.zeros(len(consumers) + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum([len(c) for c in consumers])
+    idx = np.array([v for c in consumers for v in sorted(c)], dtype=np.int64)
+    return ptr, idx
+
+
+def from_graph(graph, bandwidth: float | None = None, stage_memory: float | None = None) -> Instance:
+    """MTPP instance of a costed OpGraph: one op per OpGraph op, one tensor per op output that another
+    op reads, ``transfer = bytes / bandwidth`` (``bandwidth`` overrides the device spec's interconnect)."""
+    bw = bandwidth if bandwidth is not None else graph.bandwidth
+    if not bw or bw <= 0:
+        raise UserError("no interconnect bandwidth known for this graph: pass --bandwidth (e.g. 25GB/s)")
+    names, producer, consumers, transfer = [], [], [], []
+    for tensor in graph.tensors.values():
+        if tensor.producer is None:
+            continue  # graph inputs are free (paper's convention)
+        users = sorted(set(tensor.consumers) - {tensor.producer})
+        if not users:
+            continue  # graph outputs / unused: nothing crosses
+        names.append(tensor.name)
+        producer.append(tensor.producer)
+        consumers.append(users)
+        transfer.append(tensor.bytes / bw)
+    ptr, idx = _csr(consumers)
+    return Instance(
+        name=graph.name, op_names=tuple(op.name for op in graph.ops),
+        members=tuple(op.onnx_nodes for op in graph.ops),
+        work=np.array([op.work for op in graph.ops], dtype=float),
+        params=np.array([op.param_bytes for op in graph.ops], dtype=float),
+        tensor_names=tuple(names), producer=np.array(producer, dtype=np.int64), cons_ptr=ptr, cons_idx=idx,
+        transfer=np.array(transfer, dtype=float), bandwidth=float(bw), stage_memory=stage_memory,
+    )
+
+
+def is_dnn_partitioning(data) -> bool:
+    """True for the dnn-partitioning artifact's format (``nodes`` with ``fpgaLatency``, ``edges`` with
+    ``sourceId``/``destId``/``cost``)."""
+    try:
+        return (isinstance(data, dict) and isinstance(data.get("nodes"), list) and isinstance(data.get("edges"), list)
+                and (not data["nodes"] or "fpgaLatency" in data["nodes"][0]))
+    except (TypeError, KeyError):
+        return False
+
+
+def from_dnn_json(data: dict, name: str = "graph", bandwidth: float | None = None,
+                  stage_memory: float | None = None) -> Instance:
+    """Instance of a dnn-partitioning JSON graph (accelerator-only: ``cpuLatency`` and ``maxCPUs`` are
+    ignored, as are backward nodes' training semantics).
+
+    Nodes of one ``colorClass`` must share a device, so they are contracted into one op; if that creates
+    a cycle, the strongly connected components are fused (as the artifact does). Each source node's
+    output is one tensor whose transfer time is the edge ``cost``; ``size`` becomes parameter bytes.
+    """
+    try:
+        nodes = list(data["nodes"])
+        ids = [int(n["id"]) for n in nodes]
+        if len(set(ids)) != len(ids):
+            raise UserError(f"{name}: node ids are not unique")
+        where = {node_id: i for i, node_id in enumerate(ids)}
+        latency = [float(n["fpgaLatency"]) for n in nodes]
+        size = [float(n.get("size", 0.0)) for n in nodes]
+        labels = [str(n.get("name", n["id"])) for n in nodes]
+        color = [n.get("colorClass", ("solo", n["id"])) for n in nodes]
+        edges = []
+        out_cost: dict[int, float] = {}
+        for e in data["edges"]:
+            u, v = where[int(e["sourceId"])], where[int(e["destId"])]
+            cost = float(e["cost"])
+            if u in out_cost and abs(out_cost[u] - cost) > 1e-6:
+                raise UserError(f"{name}: node {ids[u]} has two different outgoing edge costs")
+            out_cost[u] = cost
+            edges.append((u, v))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"{name}: malformed dnn-partitioning graph ({type(exc).__name__}: {exc})") from None
+    if any(x < 0 for x in latency) or any(c < 0 for c in out_cost.values()):
+        raise UserError(f"{name}: negative latency or edge cost")
+
+    # Contract colour classes, then strongly connected components of the contracted graph.
+    import networkx as nx
+
+    class_of = {c: i for i, c in enumerate(dict.fromkeys(color))}
+    group = [class_of[c] for c in color]
+    contracted = nx.DiGraph()
+    contracted.add_nodes_from(range(len(class_of)))
+    contracted.add_edges_from((group[u], group[v]) for u, v in edges if group[u] != group[v])
+    scc = {}
+    for index, component in enumerate(nx.strongly_connected_components(contracted)):
+        for g in component:
+            scc[g] = index
+    group = [scc[g] for g in group]
+    count = len(set(group))
+    # Topological order of groups, ties broken by first appearance in the file.
+    first = {}
+    for i, g in enumerate(group):
+        first.setdefault(g, i)
+    succ: dict[int, set[int]] = {g: set() for g in range(count)}
+    indeg = [0] * count
+    for u, v in edges:
+        gu, gv = group[u], group[v]
+        if gu != gv and gv not in succ[gu]:
+            succ[gu].add(gv)
+            indeg[gv] += 1
+    ready = [(first[g], g) for g in range(count) if indeg[g] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, g = heapq.heappop(ready)
+        order.append(g)
+        for h in succ[g]:
+            indeg[h] -= 1
+            if indeg[h] == 0:
+                heapq.heappush(ready, (first[h], h))
+    if len(order) != count:
+        raise UserError(f"{name}: the graph has a cycle")
+    rank = {g: r for r, g in enumerate(order)}
+    op_of = [rank[g] for g in group]
+
+    members: list[list[int]] = [[] for _ in range(count)]
+    for i, op in enumerate(op_of):
+        members[op].append(i)
+    work = np.zeros(count)
+    params = np.zeros(count)
+    np.add.at(work, op_of, latency)
+    np.add.at(params, op_of, size)
+    users: dict[int, set[int]] = {}
+    for u, v in edges:
+        if op_of[u] != op_of[v]:
+            users.setdefault(u, set()).add(op_of[v])
+    sources = sorted(users, key=lambda u: (op_of[u], u))
+    ptr, idx = _csr([users[u] for u in sources])
+    if stage_memory is not None and not bandwidth:
+        raise UserError("--stage-memory on a dnn-partitioning graph needs --bandwidth to price the overflow")
+    return Instance(
+        name=name, op_names=tuple("+".join(labels[i] for i in m) if len(m) <= 3 else f"{labels[m[0]]}+{len(m) - 1}"
+                                  for m in members),
+        members=tuple(tuple(labels[i] for i in m) for m in members), work=work, params=params,
+        tensor_names=tuple(labels[u] for u in sources),
+        producer=np.array([op_of[u] for u in sources], dtype=np.int64), cons_ptr=ptr, cons_idx=idx,
+        transfer=np.array([out_cost[u] for u in sources], dtype=float), bandwidth=bandwidth,
+        stage_memory=stage_memory,
+    )
+
+
+def simple_lower_bound(inst: Instance, k: int) -> float:
+    """Lemma 3.3, with the overflow of Eq. (2) added where ``--stage-memory`` is set.
+
+    ``max(max_v work(v) + overflow({v}), (Σ work + (Σ params − k·M)⁺ / B) / k) ≤ OPT``: the block holding
+    v costs at least its work and overflow, and the k block costs sum to at least the total work plus the
+    total overflow, which by convexity of ``(·)⁺`` is at least ``(Σ params − k·M)⁺ / B``.
+    """
+    if inst.n == 0:
+        return 0.0
+    single = float(np.max(inst.work + inst.overflow(inst.params)))
+    total = float(inst.work.sum())
+    if inst.stage_memory is not None:
+        total += max(float(inst.params.sum()) - k * inst.stage_memory, 0.0) / inst.bandwidth
+    return max(single, total / k)

@@ -1,0 +1,60 @@
+"""highspy and ortools in one process (both ship libhighs.so.1; the pinned pair must coexist), and the
+wrappers' proven bounds."""
+
+from __future__ import annotations
+
+import math
+
+import highspy
+import numpy as np
+from ortools.sat.python import cp_model
+
+from onnxpart.solvers import solve_cpsat, solve_highs
+
+
+def knapsack_highs(values, weights, capacity):
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    n = len(values)
+    h.addVars(n, np.zeros(n), np.ones(n))
+    h.changeColsIntegrality(n, np.arange(n), np.array([highspy.HighsVarType.kInteger] * n))
+    h.changeColsCost(n, np.arange(n), -np.asarray(values, dtype=float))  # maximize value = minimize -value
+    h.addRow(-math.inf, capacity, n, np.arange(n), np.asarray(weights, dtype=float))
+    return h
+
+
+def test_both_solvers_in_one_process():
+    values, weights, capacity = [10, 13, 7, 8, 9], [5, 6, 3, 4, 5], 12
+    result = solve_highs(knapsack_highs(values, weights, capacity), time_limit=10)
+    model = cp_model.CpModel()
+    take = [model.NewBoolVar(f"x{i}") for i in range(len(values))]
+    model.Add(sum(w * x for w, x in zip(weights, take)) <= capacity)
+    model.Minimize(-sum(v * x for v, x in zip(values, take)))
+    cp_result, _ = solve_cpsat(model, time_limit=10, workers=1)
+    best = -max(sum(v for v, bit in zip(values, bits) if bit) for bits in np.ndindex(*(2,) * 5)
+                if sum(w for w, bit in zip(weights, bits) if bit) <= capacity)
+    assert result.status == cp_result.status == "optimal"
+    assert result.objective == cp_result.objective == best
+    assert result.bound <= result.objective + 1e-6 and cp_result.bound <= cp_result.objective
+
+
+def test_time_limited_mip_reports_a_proven_bound_not_the_incumbent():
+    rng = np.random.default_rng(3)
+    n = 60
+    values = rng.integers(50, 100, n)
+    weights = rng.integers(40, 80, n)
+    h = knapsack_highs(values, weights, int(weights.sum() / 2))
+    h.setOptionValue("mip_heuristic_effort", 0.0)
+    result = solve_highs(h, time_limit=0.05)
+    if result.status == "time_limit":
+        assert result.bound <= (result.objective if result.objective is not None else math.inf)
+    else:
+        assert result.status == "optimal" and abs(result.bound - result.objective) <= 1e-6 * abs(result.objective)
+
+
+def test_infeasible_is_reported():
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.addVars(1, np.array([0.0]), np.array([1.0]))
+    h.addRow(2.0, math.inf, 1, np.array([0]), np.array([1.0]))
+    assert solve_highs(h, time_limit=5).status == "infeasible"
