@@ -1,0 +1,257 @@
+"""The rematerialization instance: what the solvers see of a graph, the budget rule, and the reader for
+networkx node-link graphs (the Moccasin paper's benchmark format).
+
+An :class:`Instance` is an OpGraph reduced to the numbers of the Moccasin formulation (§2): for every
+node a duration ``w_v`` and the tensors it outputs, for every tensor (a *value*) its size ``m`` in bytes,
+producer and consumers, and an input topological order.
+
+Memory model (the retention-interval model of the Moccasin paper, Eq. 4; the same rules as
+:func:`onnxpart.memory.memory_profile`): a tensor occupies its bytes from the compute event of its
+producer up to and including the compute event of its last reader; graph outputs stay to the end;
+an op's *internal* bytes (coarsened ops) count at its own event only. Each output tensor of a
+multi-output op has its own retention interval (they start together, at the op's event, and end at
+their own last readers) — for a single-output op this is exactly the paper's ``m_v``.
+
+Graph inputs become *input nodes*: zero-duration nodes placed first in the order that may not be
+recomputed, so a graph input is resident from the start until its last use — also when that last use is
+a recomputation late in the sequence. Ops that produce a graph output are computed exactly once: their
+output is retained to the end anyway, so recomputing them can never help.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from onnxpart.errors import UserError
+from onnxpart.graph import Node, Op, OpGraph, Tensor, TensorInfo
+
+
+@dataclass(frozen=True)
+class Instance:
+    """Numbers of one rematerialization problem. Node ids ``0..n_ops-1`` are the graph's op indices;
+    ids ``n_ops..`` are input nodes (one per used graph input)."""
+
+    name: str
+    n_ops: int
+    node_names: tuple[str, ...]
+    durations: tuple[float, ...]  # w_v (seconds, or the unit of the graph file); 0 for input nodes
+    internal: tuple[int, ...]  # bytes resident only during the node's own compute event
+    node_inputs: tuple[tuple[int, ...], ...]  # value ids read
+    node_outputs: tuple[tuple[int, ...], ...]  # value ids written
+    value_names: tuple[str, ...]
+    value_sizes: tuple[int, ...]  # m (bytes)
+    value_producer: tuple[int, ...]  # node id
+    value_consumers: tuple[tuple[int, ...], ...]  # node ids
+    value_to_end: tuple[bool, ...]  # graph outputs: retained to the end of the sequence
+    order: tuple[int, ...]  # input topological order over all nodes; input nodes first
+    constant_bytes: int = 0  # added to every event (parameters with --include-params)
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.node_names)
+
+    @property
+    def input_nodes(self) -> tuple[int, ...]:
+        return tuple(range(self.n_ops, self.n_nodes))
+
+    def recomputable(self, node: int) -> bool:
+        """Input nodes and producers of graph outputs are computed exactly once."""
+        return node < self.n_ops and not any(self.value_to_end[x] for x in self.node_outputs[node])
+
+    def predecessors(self, node: int) -> tuple[int, ...]:
+        return tuple(sorted({self.value_producer[x] for x in self.node_inputs[node]}))
+
+    @property
+    def base_duration(self) -> float:
+        """Total duration without recomputation (every op once)."""
+        return float(sum(self.durations[: self.n_ops]))
+
+    def op_order(self) -> tuple[int, ...]:
+        """The input order without the input nodes (what a no-recompute sequence is)."""
+        return tuple(v for v in self.order if v < self.n_ops)
+
+    def with_order(self, op_order: Sequence[int]) -> "Instance":
+        """The same instance with another topological order of the ops (input nodes stay first)."""
+        order = tuple(self.input_nodes) + tuple(op_order)
+        if sorted(order) != list(range(self.n_nodes)):
+            raise ValueError("op_order must be a permutation of the ops")
+        position = {v: p for p, v in enumerate(order)}
+        for v in range(self.n_nodes):
+            for u in self.predecessors(v):
+                if position[u] >= position[v]:
+                    raise ValueError(f"order is not topological: {self.node_names[u]} after {self.node_names[v]}")
+        return _replace(self, order=order)
+
+    def op_floor_bytes(self, node: int) -> int:
+        """Bytes resident at any compute event of ``node``: its inputs, its outputs and internal bytes."""
+        values = set(self.node_inputs[node]) | set(self.node_outputs[node])
+        return sum(self.value_sizes[x] for x in values) + self.internal[node] + self.constant_bytes
+
+    def min_budget(self) -> tuple[int, str]:
+        """A restriction-free lower bound on the peak of *any* valid sequence, and why.
+
+        Every op's inputs, outputs and internal bytes are resident at its compute event, and every graph
+        output is resident at the last event."""
+        best, why = 0, "nothing"
+        for v in range(self.n_ops):
+            need = self.op_floor_bytes(v)
+            if need > best:
+                best, why = need, f"op {self.node_names[v]!r} needs its inputs and outputs resident at once"
+        outputs = sum(s for s, end in zip(self.value_sizes, self.value_to_end) if end) + self.constant_bytes
+        if outputs > best:
+            best, why = outputs, "the graph outputs are all resident at the end"
+        return best, why
+
+
+def _replace(instance: Instance, **changes: Any) -> Instance:
+    import dataclasses
+
+    return dataclasses.replace(instance, **changes)
+
+
+def build_instance(graph: OpGraph, include_params: bool = False) -> Instance:
+    """The instance of ``graph`` in its own (file) order."""
+    n_ops = len(graph.ops)
+    outputs = set(graph.outputs)
+    used_inputs = [name for name in graph.inputs if name in graph.tensors
+                   and (graph.tensors[name].consumers or name in outputs)]
+    value_names = list(used_inputs) + [t for op in graph.ops for t in op.outputs if t in graph.tensors]
+    value_id = {name: i for i, name in enumerate(value_names)}
+    input_node = {name: n_ops + k for k, name in enumerate(used_inputs)}
+    producer = [input_node[name] if name in input_node else graph.tensors[name].producer for name in value_names]
+    consumers = [tuple(graph.tensors[name].consumers) for name in value_names]
+    node_inputs = [tuple(value_id[t] for t in op.inputs if t in value_id) for op in graph.ops]
+    node_inputs += [() for _ in used_inputs]
+    node_outputs = [tuple(value_id[t] for t in op.outputs if t in value_id) for op in graph.ops]
+    node_outputs += [(value_id[name],) for name in used_inputs]
+    return Instance(
+        name=graph.name,
+        n_ops=n_ops,
+        node_names=tuple(op.name for op in graph.ops) + tuple(used_inputs),
+        durations=tuple(float(op.work) for op in graph.ops) + (0.0,) * len(used_inputs),
+        internal=tuple(int(op.internal_bytes) for op in graph.ops) + (0,) * len(used_inputs),
+        node_inputs=tuple(node_inputs),
+        node_outputs=tuple(node_outputs),
+        value_names=tuple(value_names),
+        value_sizes=tuple(int(graph.tensors[name].bytes) for name in value_names),
+        value_producer=tuple(int(p) for p in producer),
+        value_consumers=tuple(consumers),
+        value_to_end=tuple(name in outputs for name in value_names),
+        order=tuple(input_node[name] for name in used_inputs) + tuple(range(n_ops)),
+        constant_bytes=int(graph.total_param_bytes) if include_params else 0,
+    )
+
+
+# ------------------------------------------------------------------------------------------ budget
+def resolve_budget(kind: str, value: float, baseline_peak: float) -> int:
+    """Budget in bytes. A fraction follows the benchmark rule ``ceil(fraction × baseline peak)``; bytes
+    are floored (memory is counted in whole bytes)."""
+    if kind == "fraction":
+        return int(math.ceil(value * baseline_peak - 1e-9))
+    if value <= 0:
+        raise UserError(f"the budget must be positive, got {value:g} bytes")
+    return int(math.floor(value))
+
+
+# ------------------------------------------------------------------------------- node-link reader
+def is_node_link(data: Any) -> bool:
+    """networkx node-link JSON: ``nodes`` plus ``links`` (or ``edges``) and a ``graph`` attribute dict."""
+    return isinstance(data, dict) and "nodes" in data and ("links" in data or "edges" in data) \
+        and "graph" in data and "ops" not in data
+
+
+def read_node_link(data: dict[str, Any], source: str = "graph") -> OpGraph:
+    """An OpGraph from a networkx node-link graph (the Moccasin benchmark graphs).
+
+    Node attributes: ``duration`` and ``out_cost`` (random layered graphs; the graph attribute
+    ``node_duration_tag`` / ``node_output_cost_tag`` may rename them) or ``cost_cpu`` and ``cost_ram``
+    (Checkmate graphs). Node ids are ``id`` (or ``name``); edge endpoints are ``source``/``target`` (or
+    ``"0"``/``"1"``, as networkx writes some multigraph exports). The op order is the graph attribute
+    ``order`` when present (the input topological order whose peak sets the budget), else the node-list
+    order; sinks are the graph outputs. Each node has one output tensor, named after the node.
+    """
+    attrs = data.get("graph") or {}
+    if isinstance(attrs, list):  # older networkx wrote graph attributes as [[key, value], ...]
+        attrs = {k: v for k, v in attrs}
+    duration_tag = attrs.get("node_duration_tag", "duration")
+    size_tag = attrs.get("node_output_cost_tag", "out_cost")
+    raw_nodes = list(data["nodes"])
+    raw_links = list(data.get("links", data.get("edges", [])))
+    try:
+        ids = [n["id"] if "id" in n else n["name"] for n in raw_nodes]
+        names = [str(n.get("name", n.get("id"))) for n in raw_nodes]
+        durations = [float(n[duration_tag] if duration_tag in n else n["cost_cpu"]) for n in raw_nodes]
+        sizes = [int(n[size_tag] if size_tag in n else n["cost_ram"]) for n in raw_nodes]
+        where = {node_id: i for i, node_id in enumerate(ids)}
+        edges = []
+        for link in raw_links:
+            u = link["source"] if "source" in link else link["0"]
+            v = link["target"] if "target" in link else link["1"]
+            edges.append((where[u], where[v]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"{source}: not a graph onnxpart can read (missing or bad {exc}); nodes need "
+                        "duration/out_cost or cost_cpu/cost_ram") from None
+    if len(set(names)) != len(names):
+        names = [f"{name}#{i}" for i, name in enumerate(names)]
+    if any(d < 0 or not math.isfinite(d) for d in durations) or any(s < 0 for s in sizes):
+        raise UserError(f"{source}: negative or non-finite duration or size")
+    order = [where[i] for i in attrs["order"]] if attrs.get("order") else list(range(len(ids)))
+    if sorted(order) != list(range(len(ids))):
+        raise UserError(f"{source}: the graph attribute 'order' is not a permutation of the nodes")
+    position = {v: p for p, v in enumerate(order)}
+    if any(position[u] >= position[v] for u, v in edges):
+        order = _kahn(len(ids), edges, source)
+        position = {v: p for p, v in enumerate(order)}
+    succ: list[set[int]] = [set() for _ in ids]
+    pred: list[set[int]] = [set() for _ in ids]
+    for u, v in edges:
+        if u != v:
+            succ[position[u]].add(position[v])
+            pred[position[v]].add(position[u])
+    tensors, ops = {}, []
+    for p, old in enumerate(order):
+        tensors[names[old]] = Tensor(names[old], "bytes", (sizes[old],), sizes[old], p, tuple(sorted(succ[p])))
+    for p, old in enumerate(order):
+        ops.append(Op(index=p, name=names[old], op_type="Node", nodes=(Node(names[old], "Node", "", (), ()),),
+                      inputs=tuple(names[order[q]] for q in sorted(pred[p])), outputs=(names[old],),
+                      params=(), param_bytes=0, work=durations[old]))
+    outputs = [names[order[p]] for p in range(len(order)) if not succ[p]]
+    values = {t.name: TensorInfo(t.dtype, t.shape, t.bytes) for t in tensors.values()}
+    return OpGraph(name=str(attrs.get("name", Path(source).stem)), ops=ops, tensors=tensors, params={},
+                   inputs=[], outputs=outputs, values=values, cost_model="graph file")
+
+
+def _kahn(n: int, edges: list[tuple[int, int]], source: str) -> list[int]:
+    import heapq
+
+    succ: list[list[int]] = [[] for _ in range(n)]
+    indegree = [0] * n
+    for u, v in edges:
+        succ[u].append(v)
+        indegree[v] += 1
+    ready = [i for i in range(n) if indegree[i] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        u = heapq.heappop(ready)
+        order.append(u)
+        for v in succ[u]:
+            indegree[v] -= 1
+            if indegree[v] == 0:
+                heapq.heappush(ready, v)
+    if len(order) != n:
+        raise UserError(f"{source}: the graph has a cycle")
+    return order
+
+
+def read_graph_file(path: Path) -> OpGraph | None:
+    """An OpGraph if ``path`` is a node-link JSON graph; None if it is something else (a costs file)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return read_node_link(data, source=str(path)) if is_node_link(data) else None
