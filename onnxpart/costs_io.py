@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from onnxpart.errors import UserError
-from onnxpart.graph import Node, Op, OpGraph, Param, Tensor, TensorInfo
+from onnxpart.graph import Node, Op, OpGraph, Param, Tensor, TensorInfo, stable_topological_order
 
 SCHEMA = "onnxpart.costs/1"
 
@@ -85,8 +85,12 @@ def graph_from_costs(data: dict[str, Any], source: str = "costs file") -> OpGrap
             for ref in [t.get("producer")] + list(t.get("consumers", [])):
                 if ref is not None and ref not in where:
                     raise UserError(f"{source}: tensor {t['name']!r} names unknown op {ref!r}")
-        order = _topological(len(raw_ops), [(where[t["producer"]], where[c]) for t in raw_tensors
-                                            if t.get("producer") is not None for c in t.get("consumers", [])], source)
+        try:
+            order = stable_topological_order(len(raw_ops), [(where[t["producer"]], where[c]) for t in raw_tensors
+                                                            if t.get("producer") is not None
+                                                            for c in t.get("consumers", [])])
+        except ValueError:
+            raise UserError(f"{source}: the graph has a cycle") from None
         new_index = {old: new for new, old in enumerate(order)}
         tensors = {}
         op_inputs: list[list[str]] = [[] for _ in raw_ops]
@@ -156,26 +160,3 @@ def apply_costs(graph: OpGraph, data: dict[str, Any], source: str = "costs file"
     return graph.with_costs(work, flops, mem, cost_model=str(data.get("cost_model") or "file"),
                             device=data.get("device"),
                             bandwidth=float(data["bandwidth"]) if data.get("bandwidth") else None)
-
-
-def _topological(n: int, edges: list[tuple[int, int]], source: str) -> list[int]:
-    import heapq
-
-    succ: list[list[int]] = [[] for _ in range(n)]
-    indegree = [0] * n
-    for u, v in edges:
-        succ[u].append(v)
-        indegree[v] += 1
-    ready = [i for i in range(n) if indegree[i] == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        u = heapq.heappop(ready)
-        order.append(u)
-        for v in succ[u]:
-            indegree[v] -= 1
-            if indegree[v] == 0:
-                heapq.heappush(ready, v)
-    if len(order) != n:
-        raise UserError(f"{source}: the graph has a cycle")
-    return order

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -443,42 +443,50 @@ def _shape_text(info: TensorInfo | None) -> str:
     return "[" + ",".join("?" if d < 0 else str(d) for d in info.shape) + "]"
 
 
+def stable_topological_order(n: int, edges: Iterable[tuple[int, int]]) -> list[int]:
+    """A topological order of nodes ``0..n-1`` that stays as close to ``0, 1, 2, …`` as possible (Kahn's
+    algorithm with the smallest ready index first). Raises ``ValueError`` on a cycle."""
+    succ: list[list[int]] = [[] for _ in range(n)]
+    indegree = [0] * n
+    for u, v in edges:
+        succ[u].append(v)
+        indegree[v] += 1
+    ready = [i for i in range(n) if indegree[i] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        u = heapq.heappop(ready)
+        order.append(u)
+        for v in succ[u]:
+            indegree[v] -= 1
+            if indegree[v] == 0:
+                heapq.heappush(ready, v)
+    if len(order) != n:
+        raise ValueError("the graph has a cycle")
+    return order
+
+
 def _toposort_nodes(nodes, available: set[str]):
-    """Nodes in a topological order, as close to the file's order as possible (Kahn, file index as
-    priority). Valid ONNX files are already sorted; this makes unsorted ones work too."""
+    """Nodes in a topological order, as close to the file's order as possible. Valid ONNX files are
+    already sorted; this makes unsorted ones work too."""
     nodes = list(nodes)
     produced_by = {}
     for i, node in enumerate(nodes):
         for out in node.output:
             if out:
                 produced_by[out] = i
-    deps: list[set[int]] = []
-    for node in nodes:
+    edges = []
+    for i, node in enumerate(nodes):
         reads = [n for n in node.input if n]
         if any(attr.type in (5, 10) for attr in node.attribute):
             reads += _outer_scope_names(node)
-        deps.append({produced_by[n] for n in reads if n in produced_by and n not in available})
-    if all(all(d < i for d in dep) for i, dep in enumerate(deps)):
+        edges += [(produced_by[n], i) for n in reads if n in produced_by and n not in available]
+    if all(u < v for u, v in edges):
         return nodes
-    users: list[list[int]] = [[] for _ in nodes]
-    indegree = [0] * len(nodes)
-    for i, dep in enumerate(deps):
-        for d in dep:
-            users[d].append(i)
-            indegree[i] += 1
-    ready = [i for i, deg in enumerate(indegree) if deg == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        i = heapq.heappop(ready)
-        order.append(nodes[i])
-        for u in users[i]:
-            indegree[u] -= 1
-            if indegree[u] == 0:
-                heapq.heappush(ready, u)
-    if len(order) != len(nodes):
-        raise UserError("the model's graph has a cycle: it is not a valid ONNX model")
-    return order
+    try:
+        return [nodes[i] for i in stable_topological_order(len(nodes), edges)]
+    except ValueError:
+        raise UserError("the model's graph has a cycle: it is not a valid ONNX model") from None
 
 
 def _outer_scope_names(node) -> list[str]:

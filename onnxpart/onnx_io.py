@@ -69,8 +69,11 @@ def read_model(path: str | os.PathLike, input_shapes: Mapping[str, Sequence[int]
         raise UserError(f"{path} is not a readable ONNX model ({type(exc).__name__}: {str(exc)[:120]})") from None
     if not model.graph.node and not model.graph.output:
         raise UserError(f"{path} is not an ONNX model: it has no graph (empty, truncated or another format)")
-    _load_external_data(model, path.parent)
+    _check_external_data(model, path.parent)
+    # Infer shapes before the external weights are read in: inference serializes the model, which
+    # protobuf caps at 2 GiB, and it needs only the weights' dims, which the references carry.
     model = prepare(model, input_shapes or {})
+    _load_external_data(model, path.parent)
     return LoadedModel(path=path, model=model, sha256=file_sha256(path))
 
 
@@ -86,10 +89,10 @@ def load_graph(path: str | os.PathLike, input_shapes: Mapping[str, Sequence[int]
     return graph, loaded
 
 
-def _load_external_data(model: onnx.ModelProto, base_dir: Path) -> None:
+def _check_external_data(model: onnx.ModelProto, base_dir: Path) -> None:
+    """Refuse external-data locations outside ``base_dir`` (absolute, ``..``, or a symlink out)."""
     base = base_dir.resolve()
-    tensors = list(external_data_helper._get_all_tensors(model))
-    for tensor in tensors:
+    for tensor in external_data_helper._get_all_tensors(model):
         if not external_data_helper.uses_external_data(tensor):
             continue
         info = external_data_helper.ExternalDataInfo(tensor)
@@ -101,7 +104,11 @@ def _load_external_data(model: onnx.ModelProto, base_dir: Path) -> None:
         if not resolved.is_file():
             raise UserError(f"external data file {location!r} of tensor {tensor.name!r} is missing next "
                             f"to the model in {base}")
-    if any(external_data_helper.uses_external_data(t) for t in tensors):
+
+
+def _load_external_data(model: onnx.ModelProto, base_dir: Path) -> None:
+    base = base_dir.resolve()
+    if any(external_data_helper.uses_external_data(t) for t in external_data_helper._get_all_tensors(model)):
         try:
             external_data_helper.load_external_data_for_model(model, str(base))
         except Exception as exc:
