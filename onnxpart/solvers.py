@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import highspy
 from ortools.sat.python import cp_model
@@ -79,15 +80,20 @@ def solve_highs(highs: highspy.Highs, time_limit: float, *, mip_rel_gap: float =
 
 def solve_cpsat(model: cp_model.CpModel, time_limit: float, *, workers: int = 2, seed: int = 0,
                 hint_callback: Callable[[float, float, float], None] | None = None,
-                verbose: bool = False) -> tuple[SolveResult, cp_model.CpSolver]:
+                verbose: bool = False, parameters: Mapping[str, Any] | None = None,
+                ) -> tuple[SolveResult, cp_model.CpSolver]:
     """Solve a CP-SAT model; ``hint_callback(seconds, incumbent, bound)`` is called on each new
-    incumbent (for progress bars). Ctrl-C stops the search and keeps the best solution and bound."""
+    incumbent (for progress bars). Ctrl-C stops the search and keeps the best solution and bound.
+    ``parameters`` sets further ``SatParameters`` fields by name (e.g. ``interleave_search``,
+    ``max_deterministic_time`` for reproducible multi-worker runs)."""
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = float(max(time_limit, 1e-3))
     solver.parameters.num_workers = int(workers)
     solver.parameters.random_seed = int(seed)
     solver.parameters.log_search_progress = bool(verbose)
     solver.parameters.catch_sigint_signal = True
+    for name, value in (parameters or {}).items():
+        setattr(solver.parameters, name, value)
     callback = None
     if hint_callback is not None:
         class _Progress(cp_model.CpSolverSolutionCallback):

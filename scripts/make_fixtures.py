@@ -5,6 +5,7 @@ Each model is small enough to commit and exercises one structure the strategies 
 - diamond.onnx            a diamond DAG (one tensor read by two branches that join again)
 - unet.onnx               a U-Net-like encoder/decoder with long skip connections (Concat)
 - transformer_block.onnx  a pre-LN transformer block: LayerNormalization, MatMul, Softmax attention, GELU MLP
+                          (benchmarks build deeper/wider ones with ``transformer_block(layers=...)``)
 - external/mlp.onnx       a 3-layer MLP whose weights live in external data (mlp.onnx.data)
 - if_model.onnx           an ``If`` whose branches read outer-scope tensors
 - symbolic.onnx           a model with a symbolic batch dim ("N") for ``--input-shape``
@@ -96,45 +97,46 @@ def unet() -> onnx.ModelProto:
     return b.model("unet", [x], [helper.make_tensor_value_info("mask", TensorProto.FLOAT, [1, 2, 32, 32])])
 
 
-def transformer_block(seq: int = 64, dim: int = 32, heads: int = 4, hidden: int = 128) -> onnx.ModelProto:
-    b = Builder(3)
+def transformer_block(seq: int = 64, dim: int = 32, heads: int = 4, hidden: int = 128, layers: int = 1,
+                      seed: int = 3) -> onnx.ModelProto:
+    """``layers`` pre-LN transformer blocks (attention + GELU MLP, both residual) on [1, seq, dim] tokens."""
+    b = Builder(seed)
     head_dim = dim // heads
     x = helper.make_tensor_value_info("tokens", TensorProto.FLOAT, [1, seq, dim])
-    ln1 = b.op("LayerNormalization", ["tokens", b.const("ln1_g", np.ones(dim, np.float32)),
-                                      b.const("ln1_b", np.zeros(dim, np.float32))], axis=-1)
     split_shape = b.const("split_heads", np.array([1, seq, heads, head_dim], np.int64))
     merge_shape = b.const("merge_heads", np.array([1, seq, dim], np.int64))
+    scale = b.const("scale", np.array(np.sqrt(head_dim), np.float32))
+    sqrt2 = b.const("sqrt2", np.array(np.sqrt(2.0), np.float32))
+    one = b.const("one", np.array(1.0, np.float32))
+    half = b.const("half", np.array(0.5, np.float32))
+    h = "tokens"
+    for layer in range(layers):
+        p = f"l{layer}_" if layers > 1 else ""
+        ln1 = b.op("LayerNormalization", [h, b.const(f"{p}ln1_g", np.ones(dim, np.float32)),
+                                          b.const(f"{p}ln1_b", np.zeros(dim, np.float32))], axis=-1)
 
-    def project(name: str) -> str:
-        h = b.op("MatMul", [ln1, b.weight(f"w_{name}", (dim, dim))])
-        h = b.op("Add", [h, b.weight(f"b_{name}", (dim,))])
-        h = b.op("Reshape", [h, split_shape])
-        return b.op("Transpose", [h], perm=[0, 2, 1, 3] if name != "k" else [0, 2, 3, 1])
+        def project(name: str) -> str:
+            t = b.op("MatMul", [ln1, b.weight(f"{p}w_{name}", (dim, dim))])
+            t = b.op("Add", [t, b.weight(f"{p}b_{name}", (dim,))])
+            t = b.op("Reshape", [t, split_shape])
+            return b.op("Transpose", [t], perm=[0, 2, 1, 3] if name != "k" else [0, 2, 3, 1])
 
-    q, k, v = project("q"), project("k"), project("v")
-    scores = b.op("MatMul", [q, k])
-    scores = b.op("Div", [scores, b.const("scale", np.array(np.sqrt(head_dim), np.float32))])
-    probs = b.op("Softmax", [scores], axis=-1)
-    ctx = b.op("MatMul", [probs, v])
-    ctx = b.op("Transpose", [ctx], perm=[0, 2, 1, 3])
-    ctx = b.op("Reshape", [ctx, merge_shape])
-    attn = b.op("MatMul", [ctx, b.weight("w_o", (dim, dim))])
-    attn = b.op("Add", [attn, b.weight("b_o", (dim,))])
-    h1 = b.op("Add", ["tokens", attn])
-    ln2 = b.op("LayerNormalization", [h1, b.const("ln2_g", np.ones(dim, np.float32)),
-                                      b.const("ln2_b", np.zeros(dim, np.float32))], axis=-1)
-    up = b.op("MatMul", [ln2, b.weight("w_up", (dim, hidden))])
-    up = b.op("Add", [up, b.weight("b_up", (hidden,))])
-    # GELU as its parts (erf form): 0.5 * u * (1 + erf(u / sqrt(2)))
-    scaled = b.op("Div", [up, b.const("sqrt2", np.array(np.sqrt(2.0), np.float32))])
-    erf = b.op("Erf", [scaled])
-    erf1 = b.op("Add", [erf, b.const("one", np.array(1.0, np.float32))])
-    gelu = b.op("Mul", [up, erf1])
-    gelu = b.op("Mul", [gelu, b.const("half", np.array(0.5, np.float32))])
-    down = b.op("MatMul", [gelu, b.weight("w_down", (hidden, dim))])
-    down = b.op("Add", [down, b.weight("b_down", (dim,))])
-    b.op("Add", [h1, down], output="hidden")
-    return b.model("transformer_block", [x], [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, [1, seq, dim])])
+        q, k, v = project("q"), project("k"), project("v")
+        scores = b.op("Div", [b.op("MatMul", [q, k]), scale])
+        probs = b.op("Softmax", [scores], axis=-1)
+        ctx = b.op("Transpose", [b.op("MatMul", [probs, v])], perm=[0, 2, 1, 3])
+        ctx = b.op("Reshape", [ctx, merge_shape])
+        attn = b.op("Add", [b.op("MatMul", [ctx, b.weight(f"{p}w_o", (dim, dim))]), b.weight(f"{p}b_o", (dim,))])
+        h1 = b.op("Add", [h, attn])
+        ln2 = b.op("LayerNormalization", [h1, b.const(f"{p}ln2_g", np.ones(dim, np.float32)),
+                                          b.const(f"{p}ln2_b", np.zeros(dim, np.float32))], axis=-1)
+        up = b.op("Add", [b.op("MatMul", [ln2, b.weight(f"{p}w_up", (dim, hidden))]), b.weight(f"{p}b_up", (hidden,))])
+        # GELU as its parts (erf form): 0.5 * u * (1 + erf(u / sqrt(2)))
+        erf1 = b.op("Add", [b.op("Erf", [b.op("Div", [up, sqrt2])]), one])
+        gelu = b.op("Mul", [b.op("Mul", [up, erf1]), half])
+        down = b.op("Add", [b.op("MatMul", [gelu, b.weight(f"{p}w_down", (hidden, dim))]), b.weight(f"{p}b_down", (dim,))])
+        h = b.op("Add", [h1, down], output="hidden" if layer == layers - 1 else None)
+    return b.model("transformer", [x], [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, [1, seq, dim])])
 
 
 def mlp_external() -> onnx.ModelProto:
@@ -188,6 +190,7 @@ def write(out: Path) -> list[Path]:
     external = out / "external"
     external.mkdir(exist_ok=True)
     path = external / "mlp.onnx"
+    (external / "mlp.onnx.data").unlink(missing_ok=True)  # onnx.save appends to an existing data file
     onnx.save(mlp_external(), str(path), save_as_external_data=True, all_tensors_to_one_file=True,
               location="mlp.onnx.data", size_threshold=0)
     written.append(path)
