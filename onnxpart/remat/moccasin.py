@@ -1,0 +1,177 @@
+"""Moccasin: rematerialization as retention intervals in CP-SAT (Bartan et al., "Moccasin: Efficient
+Tensor Rematerialization for Neural Networks", ICML 2023, §2.1–2.4).
+
+Every node ``v`` gets ``C_v`` optional copies; copy ``i`` is a compute event ``s_v^i`` (its start) with a
+presence literal ``a_v^i`` (Eq. 7: the first copy is always present), and every output tensor ``x`` of the
+copy is retained on ``[s_v^i, e_x^i)`` (CP-SAT's end is exclusive: the paper's last retained event is
+``e - 1``). Constraints, in the paper's numbering:
+
+* Eq. 2–3: ``s < e``; the copies of a node are ordered and do not overlap (``e^i ≤ s^{i+1}``).
+* Eq. 4: ``AddCumulative`` over all retention intervals, demand = tensor size, capacity = the budget.
+* Eq. 5 via Eq. 10: one ``AddReservoirConstraintWithActive`` per (tensor, consumer): +1 at each producer
+  copy's start, −1 at its end, −1 at each consumer copy's start and +1 one event later; the level may not
+  go below 0, so a copy of every input is retained at each compute event of the consumer.
+* Fixed input order (§2.3, the default): stage ``j`` has ``j`` events; the node at position ``p`` may only
+  be computed at event ``p`` of a stage ``j ≥ p`` (time ``j(j−1)/2 + p``, Eq. 11), and its first copy is
+  the last event of stage ``p``. Free order (§2.1): starts take values in ``1..ΣC_v`` (Eq. 9) and are
+  all different (Eq. 6).
+* Two phases (§2.4): phase 1 minimizes ``max(M_var, M)`` (Eq. 12–13; modeled as ``M_var ≥ M``) from the
+  trivial no-recompute solution, phase 2 minimizes the recomputed duration (Eq. 1; the first copies are a
+  constant) with the budget as the cumulative capacity, warm-started from phase 1.
+
+Graph inputs are zero-duration input nodes placed first (see :mod:`onnxpart.remat.model`); producers of
+graph outputs have ``C_v = 1`` and retain their outputs to the horizon.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from onnxpart.remat.model import Instance, MethodResult, Scale, scale
+from onnxpart.remat.sequence import baseline
+from onnxpart.solvers import solve_cpsat
+
+log = logging.getLogger(__name__)
+
+#: progress(phase, seconds, incumbent, bound): phase is "phase1" (bytes) or "phase2" (duration).
+Progress = Callable[[str, float, float, float], None]
+
+
+@dataclass(frozen=True)
+class MoccasinOptions:
+    max_copies: int = 2  # C_v: how many times an op may be computed (2 = at most one recomputation)
+    order: str = "fixed"  # "fixed" (§2.3, the input order's stages) or "free" (§2.1)
+    time_limit: float = 60.0  # seconds for both phases together
+    workers: int = 2
+    seed: int = 0
+    deterministic: bool = False  # interleaved search and a deterministic time limit (reproducible runs)
+
+
+def restriction(options: MoccasinOptions) -> str:
+    where = "the input topological order's stages (§2.3)" if options.order == "fixed" else "any order (§2.1)"
+    return f"C_v ≤ {options.max_copies} computations per op, {where}"
+
+
+@dataclass
+class _Vars:
+    starts: list[list]  # per node, per copy: int var or int
+    actives: list[list]  # per node, per copy: bool var
+    ends: dict[tuple[int, int], object]  # (value, copy) -> int var
+    peak: object | None  # phase 1's M_var
+
+
+def _grid(instance: Instance, options: MoccasinOptions) -> tuple[list[list[int]], int, list[int]]:
+    """Allowed start times per node (copy 0 first), the horizon (exclusive end), and copies per node."""
+    n = instance.n_nodes
+    position = {v: p + 1 for p, v in enumerate(instance.order)}
+    copies = [1] * n
+    allowed: list[list[int]] = [[] for _ in range(n)]
+    if options.order == "fixed":
+        for v in range(n):
+            p = position[v]
+            allowed[v] = [j * (j - 1) // 2 + p for j in range(p, n + 1)]  # Eq. 11
+            copies[v] = min(options.max_copies, len(allowed[v])) if instance.recomputable(v) else 1
+        return allowed, n * (n + 1) // 2 + 1, copies
+    for v in range(n):
+        copies[v] = options.max_copies if instance.recomputable(v) else 1
+    slots = sum(copies)  # Eq. 9
+    k = len(instance.input_nodes)
+    for v in range(n):
+        allowed[v] = [position[v]] if v >= instance.n_ops else list(range(k + 1, slots + 1))
+    return allowed, slots + 1, copies
+
+
+def _build(instance: Instance, sc: Scale, options: MoccasinOptions, capacity: int | None,
+           floor: int, ceiling: int) -> tuple[cp_model.CpModel, _Vars]:
+    """The CP model. ``capacity`` None: phase 1 (``M_var`` in ``[floor, ceiling]`` is the capacity and the
+    objective); else phase 2 with that capacity and the duration objective."""
+    model = cp_model.CpModel()
+    allowed, horizon, copies = _grid(instance, options)
+    n = instance.n_nodes
+    starts: list[list] = []
+    actives: list[list] = []
+    for v in range(n):
+        s_v, a_v = [], []
+        for i in range(copies[v]):
+            a = model.new_bool_var(f"a_{v}_{i}")
+            if i == 0:
+                model.add(a == 1)  # Eq. 7
+            values = allowed[v] if options.order == "free" or i == 0 else allowed[v][1:]
+            values = values[:1] if options.order == "fixed" and i == 0 else values
+            s = model.new_int_var_from_domain(cp_model.Domain.from_values(values), f"s_{v}_{i}")
+            if i > 0:
+                model.add_implication(a, a_v[i - 1])
+                if options.order == "free":
+                    model.add(s >= s_v[i - 1] + 1)  # copies in order (symmetry breaking)
+                else:
+                    model.add(s >= s_v[i - 1] + 1).only_enforce_if(a)
+                    model.add(s == allowed[v][i]).only_enforce_if(~a)  # an absent copy sits still
+            s_v.append(s)
+            a_v.append(a)
+        starts.append(s_v)
+        actives.append(a_v)
+    if options.order == "free":
+        model.add_all_different([s for s_v in starts for s in s_v])  # Eq. 6
+
+    latest_use: list[int] = []  # exclusive upper bound of a value's retention end
+    for x in range(len(instance.value_sizes)):
+        consumers = instance.value_consumers[x]
+        latest_use.append(horizon if instance.value_to_end[x] or options.order == "free"
+                          else max((allowed[c][-1] + 1 for c in consumers), default=0))
+
+    intervals, demands = [], []
+    ends: dict[tuple[int, int], object] = {}
+    for v in range(n):
+        for i in range(copies[v]):
+            s, a = starts[v][i], actives[v][i]
+            for x in instance.node_outputs[v]:
+                lo = min(allowed[v]) + 1
+                if instance.value_to_end[x]:
+                    e = model.new_constant(horizon)
+                elif not instance.value_consumers[x]:
+                    e = model.new_int_var(lo, horizon, f"e_{x}_{i}")
+                    model.add(e == s + 1)
+                else:
+                    e = model.new_int_var(lo, max(lo, latest_use[x]), f"e_{x}_{i}")
+                    model.add(e == s + 1).only_enforce_if(~a)
+                size = model.new_int_var(1, horizon, f"d_{x}_{i}")
+                intervals.append(model.new_optional_interval_var(s, size, e, a, f"r_{x}_{i}"))
+                demands.append(sc.sizes[x])
+                ends[(x, i)] = e
+                if i > 0:
+                    model.add(ends[(x, i - 1)] <= s).only_enforce_if(a)  # Eq. 3
+            if sc.internal[v]:
+                intervals.append(model.new_optional_fixed_size_interval_var(s, 1, a, f"w_{v}_{i}"))
+                demands.append(sc.internal[v])
+
+    # Eq. 4 (phase 2) / Eq. 13 (phase 1): memory at every event within the capacity.
+    peak = None
+    if capacity is None:
+        peak = model.new_int_var(floor, max(floor, ceiling), "M_var")
+        model.add_cumulative(intervals, demands, peak)
+        model.minimize(peak)  # Eq. 12: max(M_var, M) with M_var ≥ M
+    else:
+        model.add_cumulative(intervals, demands, capacity)
+        model.minimize(sum(sc.weights[v] * actives[v][i]
+                           for v in range(n) for i in range(1, copies[v])))  # Eq. 1 less the constant
+
+    # Eq. 5 as Eq. 10: a copy of each input is retained at every compute event of its consumer.
+    for x in range(len(instance.value_sizes)):
+        u = instance.value_producer[x]
+        for v in instance.value_consumers[x]:
+            times, changes, lits = [], [], []
+            for j in range(copies[u]):
+                times += [starts[u][j], ends[(x, j)]]
+                changes += [1, -1]
+                lits += [actives[u][j], actives[u][j]]
+            for i in range(copies[v]):
+                times += [starts[v][i], starts[v][i] + 1]
+                changes += [-1, 1]
+                lits += [actives[v][i], actives[v][i]]
+            model.add_reservoir_constraint_with_active(times, changes, lits, 0, copies[u] + copies[v])
+    return model, _Vars(starts, actives, ends, peak)
