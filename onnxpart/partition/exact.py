@@ -1,0 +1,291 @@
+"""MIP lower bounds for MTPP on HiGHS (Section 3 of Archer et al.).
+
+* :func:`exact_mip` — Figure 3, Eqs. (5)–(12): y_vb = "v is in block b or earlier" binary, x eliminated
+  with Eq. (11) (x_vb = y_vb − y_v(b−1)), tensor-cut variables c_tb relaxed to continuous [0, 1]. Its
+  proven dual bound is a lower bound; its incumbent is a partition.
+* :func:`bottleneck_mip` — the three-superblock relaxation of Section 3.2: Figure 3 with k = 3, block 2
+  forced to hold ≥ L work (Eq. 14), objective block₂ only.
+* :func:`guess_mip` — Section 3.3's LB_j: three superblocks, block 2 is the guessed bottleneck j with
+  ≥ L work, and bottleneck ≥ block₁/(j−1), ≥ block₃/(k−j). The bound is min_j LB_j.
+
+Tensors replace the paper's one-output-per-node: c_tb is indexed by tensor t (producer u(t)), with
+Eqs. (9)/(10) written for every consumer of t. The overflow of Eq. (2) (``--stage-memory``) enters each
+block as o_b ≥ (Σ params·x_vb − M)/B, o_b ≥ 0 (for a superblock of s blocks, (… − s·M)/B: a valid
+relaxation by convexity). Every bound is the solver's proven dual bound, also at the time limit.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import highspy
+import numpy as np
+
+from onnxpart.partition.model import Instance
+from onnxpart.solvers import solve_highs
+
+log = logging.getLogger(__name__)
+
+
+class _Mip:
+    """A sparse MIP built row by row (minimization), then handed to HiGHS in one ``passModel``."""
+
+    def __init__(self) -> None:
+        self.lower: list[float] = []
+        self.upper: list[float] = []
+        self.cost: list[float] = []
+        self.integer: list[bool] = []
+        self.rows_lo: list[float] = []
+        self.rows_hi: list[float] = []
+        self.entries: list[tuple[int, int, float]] = []
+        self.overflow: dict[int, int] = {}  # block -> its overflow column
+
+    def var(self, lower: float = 0.0, upper: float = math.inf, cost: float = 0.0, integer: bool = False) -> int:
+        self.lower.append(lower)
+        self.upper.append(upper)
+        self.cost.append(cost)
+        self.integer.append(integer)
+        return len(self.lower) - 1
+
+    def row(self, terms: dict[int, float], lower: float = -math.inf, upper: float = math.inf) -> None:
+        index = len(self.rows_lo)
+        self.rows_lo.append(lower)
+        self.rows_hi.append(upper)
+        self.entries.extend((index, col, coef) for col, coef in terms.items() if coef != 0.0)
+
+    def highs(self) -> highspy.Highs:
+        lp = highspy.HighsLp()
+        lp.num_col_ = len(self.lower)
+        lp.num_row_ = len(self.rows_lo)
+        lp.col_cost_ = np.array(self.cost, dtype=float)
+        lp.col_lower_ = np.array(self.lower, dtype=float)
+        lp.col_upper_ = np.array(self.upper, dtype=float)
+        lp.row_lower_ = np.array(self.rows_lo, dtype=float)
+        lp.row_upper_ = np.array(self.rows_hi, dtype=float)
+        rows = np.array([e[0] for e in self.entries], dtype=np.int64)
+        cols = np.array([e[1] for e in self.entries], dtype=np.int64)
+        vals = np.array([e[2] for e in self.entries], dtype=float)
+        order = np.lexsort((rows, cols))
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_ = np.concatenate([[0], np.cumsum(np.bincount(cols, minlength=lp.num_col_))]).astype(np.int32)
+        lp.a_matrix_.index_ = rows[order].astype(np.int32)
+        lp.a_matrix_.value_ = vals[order]
+        lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
+                           for i in self.integer]
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        h.passModel(lp)
+        return h
+
+
+def _add(terms: dict[int, float], col: int | None, coef: float) -> None:
+    if col is not None:
+        terms[col] = terms.get(col, 0.0) + coef
+
+
+class _Blocks:
+    """y_vb for b = 0..blocks (y_v0 = 0 and y_v,blocks = 1 are constants; None stands for a constant)."""
+
+    def __init__(self, mip: _Mip, inst: Instance, blocks: int):
+        self.blocks = blocks
+        self.cols = [[mip.var(0, 1, integer=True) for _ in range(blocks - 1)] for _ in range(inst.n)]
+
+    def y(self, v: int, b: int) -> tuple[int | None, float]:
+        """(column, constant): y_vb = column value if column is not None, else the constant."""
+        if b <= 0:
+            return None, 0.0
+        if b >= self.blocks:
+            return None, 1.0
+        return self.cols[v][b - 1], 0.0
+
+
+def _lin(parts: Sequence[tuple[float, tuple[int | None, float]]]) -> tuple[dict[int, float], float]:
+    """Σ coef·y as (terms, constant)."""
+    terms: dict[int, float] = {}
+    const = 0.0
+    for coef, (col, value) in parts:
+        if col is None:
+            const += coef * value
+        else:
+            _add(terms, col, coef)
+    return terms, const
+
+
+def _structure(mip: _Mip, inst: Instance, blocks: _Blocks, cut_blocks: Sequence[int]) -> dict[int, list[int]]:
+    """Monotone y, the DAG constraints (Eq. 8) and the tensor-cut constraints (Eqs. 9, 10) for the blocks
+    in ``cut_blocks`` (1-based). Returns block -> tensor-cut columns c_tb."""
+    k = blocks.blocks
+    for v in range(inst.n):  # y_v(b-1) <= y_vb
+        for b in range(2, k):
+            terms, const = _lin([(1.0, blocks.y(v, b)), (-1.0, blocks.y(v, b - 1))])
+            mip.row(terms, lower=-const)
+    for u, v in inst.edges():  # Eq. (8): y_ub >= y_vb
+        for b in range(1, k):
+            terms, const = _lin([(1.0, blocks.y(int(u), b)), (-1.0, blocks.y(int(v), b))])
+            mip.row(terms, lower=-const)
+    cuts: dict[int, list[int]] = {}
+    for b in cut_blocks:
+        cuts[b] = [mip.var(0.0, 1.0) for _ in range(inst.num_tensors)]
+        for t in range(inst.num_tensors):
+            u = int(inst.producer[t])
+            c = cuts[b][t]
+            for v in inst.consumers(t).tolist():
+                # Eq. (9): c_tb >= y_u(b-1) + x_vb - 1, with x_vb = y_vb - y_v(b-1)
+                terms, const = _lin([(1.0, blocks.y(u, b - 1)), (1.0, blocks.y(v, b)), (-1.0, blocks.y(v, b - 1))])
+                if terms or const - 1 > 0:
+                    terms = {col: -coef for col, coef in terms.items()}
+                    terms[c] = 1.0
+                    mip.row(terms, lower=const - 1)
+                # Eq. (10): c_tb >= x_ub - y_vb
+                terms, const = _lin([(1.0, blocks.y(u, b)), (-1.0, blocks.y(u, b - 1)), (-1.0, blocks.y(v, b))])
+                if terms or const > 0:
+                    terms = {col: -coef for col, coef in terms.items()}
+                    terms[c] = 1.0
+                    mip.row(terms, lower=const)
+    return cuts
+
+
+def _block_cost(mip: _Mip, inst: Instance, blocks: _Blocks, b: int, cuts: list[int], stages: int) -> tuple[dict[int, float], float]:
+    """Eq. (7) for block b: Σ work·x_vb + Σ transfer·c_tb + overflow, as (terms, constant)."""
+    parts = []
+    for v in range(inst.n):
+        parts += [(inst.work[v], blocks.y(v, b)), (-inst.work[v], blocks.y(v, b - 1))]
+    terms, const = _lin(parts)
+    for t, c in enumerate(cuts):
+        _add(terms, c, float(inst.transfer[t]))
+    if inst.stage_memory is not None and inst.params.any():
+        over = mip.var(0.0)
+        # o_b >= (Σ params·x_vb - stages·M) / B
+        p_terms, p_const = _lin([(inst.params[v] / inst.bandwidth, blocks.y(v, b)) for v in range(inst.n)]
+                                + [(-inst.params[v] / inst.bandwidth, blocks.y(v, b - 1)) for v in range(inst.n)])
+        p_terms = {col: -coef for col, coef in p_terms.items()}
+        p_terms[over] = 1.0
+        mip.row(p_terms, lower=p_const - stages * inst.stage_memory / inst.bandwidth)
+        mip.overflow[b] = over
+        _add(terms, over, 1.0)
+    return terms, const
+
+
+@dataclass
+class BoundResult:
+    method: str
+    value: float | None
+    status: str
+    seconds: float
+    incumbent: np.ndarray | None = None  # a partition, for the exact MIP
+    incumbent_value: float | None = None
+    note: str = ""
+    parts: list[float] = field(default_factory=list)
+
+
+def exact_mip(inst: Instance, k: int, time_limit: float, lower: float = 0.0,
+              warm: np.ndarray | None = None, seed: int = 0) -> BoundResult:
+    """Figure 3 (Eqs. 5–12) with x eliminated via Eq. (11); ``lower`` (e.g. Lemma 3.3) bounds the objective."""
+    if k == 1:
+        from onnxpart.partition.model import bottleneck
+
+        value = bottleneck(inst, np.zeros(inst.n, dtype=np.int64), 1)
+        return BoundResult("exact", value, "optimal", 0.0, np.zeros(inst.n, dtype=np.int64), value)
+    mip = _Mip()
+    z = mip.var(lower, cost=1.0)  # Eq. (5): minimize bottleneck
+    blocks = _Blocks(mip, inst, k)
+    cuts = _structure(mip, inst, blocks, range(1, k + 1))
+    for b in range(1, k + 1):  # Eqs. (6), (7): bottleneck >= block_b
+        terms, const = _block_cost(mip, inst, blocks, b, cuts[b], 1)
+        terms = {col: -coef for col, coef in terms.items()}
+        terms[z] = 1.0
+        mip.row(terms, lower=const)
+    h = mip.highs()
+    if warm is not None:
+        _set_warm_start(h, mip, inst, blocks, cuts, warm, z)
+    result = solve_highs(h, time_limit, seed=seed)
+    incumbent = None
+    if result.values:
+        values = np.array(result.values)
+        ys = np.array([[values[c] for c in row] for row in blocks.cols]).reshape(inst.n, k - 1)
+        incumbent = (k - 1 - np.rint(ys).sum(axis=1)).astype(np.int64)
+    return BoundResult("exact", _bound(result), result.status, result.seconds, incumbent, result.objective)
+
+
+def _set_warm_start(h: highspy.Highs, mip: _Mip, inst: Instance, blocks: _Blocks, cuts: dict[int, list[int]],
+                    assignment: np.ndarray, z: int) -> None:
+    """Hand HiGHS a feasible solution (y from the assignment, c at their minimum, bottleneck from Eq. 3)."""
+    from onnxpart.partition.model import block_costs
+
+    k = blocks.blocks
+    values = np.zeros(len(mip.lower))
+    for v in range(inst.n):
+        for b in range(1, k):
+            values[blocks.cols[v][b - 1]] = 1.0 if assignment[v] + 1 <= b else 0.0
+    for t in range(inst.num_tensors):
+        home = assignment[inst.producer[t]]
+        others = set(assignment[inst.consumers(t)].tolist()) - {home}
+        if others:
+            values[cuts[home + 1][t]] = 1.0
+            for b in others:
+                values[cuts[b + 1][t]] = 1.0
+    costs = block_costs(inst, assignment, k)
+    values[z] = max(max(c.cost for c in costs), mip.lower[z])
+    for b, col in mip.overflow.items():
+        values[col] = costs[b - 1].overflow
+    solution = highspy.HighsSolution()
+    solution.col_value = values.tolist()
+    solution.value_valid = True
+    h.setSolution(solution)
+
+
+def bottleneck_mip(inst: Instance, k: int, lower: float, time_limit: float, seed: int = 0) -> BoundResult:
+    """Section 3.2: three superblocks, Σ work·x_v2 ≥ L (Eq. 14), minimize block₂ (Corollary 3.4)."""
+    mip = _Mip()
+    blocks = _Blocks(mip, inst, 3)
+    cuts = _structure(mip, inst, blocks, [2])
+    _work_at_least(mip, inst, blocks, lower)
+    terms, const = _block_cost(mip, inst, blocks, 2, cuts[2], 1)
+    z = mip.var(-math.inf, cost=1.0)
+    terms = {col: -coef for col, coef in terms.items()}
+    terms[z] = 1.0
+    mip.row(terms, lower=const, upper=const)
+    result = solve_highs(mip.highs(), time_limit, seed=seed)
+    return BoundResult("bottleneck", _bound(result), result.status, result.seconds)
+
+
+def guess_mip(inst: Instance, k: int, j: int, lower: float, time_limit: float, seed: int = 0) -> BoundResult:
+    """Section 3.3's LB_j: block 2 is the guessed bottleneck block j (work ≥ L); superblock 1 holds blocks
+    1..j−1 and superblock 3 blocks j+1..k, each charged at its average (block/(j−1), block/(k−j))."""
+    mip = _Mip()
+    z = mip.var(0.0, cost=1.0)
+    blocks = _Blocks(mip, inst, 3)
+    if j == 1:  # nothing before block 1
+        for row in blocks.cols:
+            mip.upper[row[0]] = 0.0
+    if j == k:  # nothing after block k
+        for row in blocks.cols:
+            mip.lower[row[1]] = 1.0
+    cuts = _structure(mip, inst, blocks, [1, 2, 3])
+    _work_at_least(mip, inst, blocks, lower)
+    for b, share in ((1, j - 1), (2, 1), (3, k - j)):
+        if share <= 0:
+            continue
+        terms, const = _block_cost(mip, inst, blocks, b, cuts[b], share)
+        # bottleneck >= block_b / share
+        terms = {col: -coef / share for col, coef in terms.items()}
+        terms[z] = 1.0
+        mip.row(terms, lower=const / share)
+    result = solve_highs(mip.highs(), time_limit, seed=seed)
+    return BoundResult(f"guess-{j}", _bound(result), result.status, result.seconds)
+
+
+def _work_at_least(mip: _Mip, inst: Instance, blocks: _Blocks, lower: float) -> None:
+    """Eq. (14): Σ work(v)·x_v2 ≥ L."""
+    terms, const = _lin([(inst.work[v], blocks.y(v, 2)) for v in range(inst.n)]
+                        + [(-inst.work[v], blocks.y(v, 1)) for v in range(inst.n)])
+    mip.row(terms, lower=lower - const)
+
+
+def _bound(result) -> float | None:
+    if result.status == "infeasible":
+        return math.inf
+    return result.bound if math.isfinite(result.bound) else None
