@@ -314,3 +314,9 @@ def simple_lower_bound(inst: Instance, k: int) -> float:
     if inst.stage_memory is not None:
         total += max(float(inst.params.sum()) - k * inst.stage_memory, 0.0) / inst.bandwidth
     return max(single, total / k)
+
+
+def work_lower_bound(inst: Instance, k: int) -> float:
+    """Lemma 3.3 proper (Eq. 13): some block holds at least ``max(max work, Σ work / k)`` of work. This,
+    not :func:`simple_lower_bound`, is the L of Eq. (14)."""
+    return max(float(inst.work.max()), float(inst.work.sum()) / k) if inst.n else 0.0

@@ -175,3 +175,124 @@ def _build(instance: Instance, sc: Scale, options: MoccasinOptions, capacity: in
                 lits += [actives[v][i], actives[v][i]]
             model.add_reservoir_constraint_with_active(times, changes, lits, 0, copies[u] + copies[v])
     return model, _Vars(starts, actives, ends, peak)
+
+
+def _times_of(instance: Instance, options: MoccasinOptions, sequence: list[tuple[int, int]]) -> dict:
+    """Start times of the copies in a no-recompute sequence of (node, copy) pairs, placed on the grid."""
+    allowed, _, copies = _grid(instance, options)
+    times = {}
+    if options.order == "fixed":
+        for v in range(instance.n_nodes):
+            for i in range(copies[v]):
+                times[(v, i)] = allowed[v][i]
+        return times
+    slot = 1
+    for v, i in sequence:
+        times[(v, i)] = slot
+        slot += 1
+    for v in range(instance.n_nodes):  # absent copies take the leftover slots, in order
+        for i in range(copies[v]):
+            if (v, i) not in times:
+                times[(v, i)] = slot
+                slot += 1
+    return times
+
+
+def _hint(model: cp_model.CpModel, instance: Instance, variables: _Vars, times: dict, active: set,
+          horizon: int) -> None:
+    """Hint a complete assignment: start times, presence, and the tightest retention ends."""
+    end: dict[tuple[int, int], int] = {}
+    live: dict[int, tuple[int, int]] = {}
+    for t, v, i in sorted((times[key], *key) for key in active):
+        for x in instance.node_inputs[v]:
+            end[live[x]] = max(end[live[x]], t + 1)
+        for x in instance.node_outputs[v]:
+            live[x] = (x, i)
+            end[(x, i)] = t + 1
+    for (x, i), e in variables.ends.items():
+        v = instance.value_producer[x]
+        value = horizon if instance.value_to_end[x] else end.get((x, i), times[(v, i)] + 1)
+        model.add_hint(e, value)
+    for v, s_v in enumerate(variables.starts):
+        for i, s in enumerate(s_v):
+            model.add_hint(s, times[(v, i)])
+            model.add_hint(variables.actives[v][i], (v, i) in active)
+
+
+def _solution(solver: cp_model.CpSolver, variables: _Vars) -> tuple[dict, set]:
+    times, active = {}, set()
+    for v, s_v in enumerate(variables.starts):
+        for i, s in enumerate(s_v):
+            times[(v, i)] = solver.value(s)
+            if solver.boolean_value(variables.actives[v][i]):
+                active.add((v, i))
+    return times, active
+
+
+def _sequence(instance: Instance, times: dict, active: set) -> tuple[int, ...]:
+    return tuple(v for _, v in sorted((times[(v, i)], v) for v, i in active) if v < instance.n_ops)
+
+
+def solve_moccasin(instance: Instance, budget: float, options: MoccasinOptions,
+                   progress: Progress | None = None) -> MethodResult:
+    """Both phases (§2.4). Returns the best sequence found, or none with the phase-1 evidence in
+    ``notes`` (``reachable_budget``: the smallest peak found; ``proven_min_budget``: CP-SAT's bound on it)."""
+    sc = scale(instance)
+    capacity = sc.budget_units(budget, instance.constant_bytes)
+    base = baseline(instance)
+    base_units = int(round((base.peak - instance.constant_bytes) / sc.memory_unit))
+    _, horizon, _ = _grid(instance, options)
+    no_recompute = [(v, 0) for v in instance.order]
+    wall = options.time_limit
+    params: dict = {}
+    if options.deterministic:
+        params = {"interleave_search": True, "max_deterministic_time": float(options.time_limit)}
+        wall = 3 * options.time_limit
+    start = time.perf_counter()
+    to_bytes = lambda units: units * sc.memory_unit + instance.constant_bytes  # noqa: E731
+    to_duration = lambda q: instance.base_duration + q * sc.quantum  # noqa: E731
+    notes: dict = {"memory_unit": sc.memory_unit, "duration_quantum": sc.quantum, "capacity_units": capacity}
+
+    # Phase 1 (Eq. 12–13): reach the budget, starting from the input order without recomputation.
+    times, active = _times_of(instance, options, no_recompute), set(no_recompute)
+    if base_units > capacity:
+        model, variables = _build(instance, sc, options, None, capacity, base_units)
+        _hint(model, instance, variables, times, active, horizon)
+        model.add_hint(variables.peak, base_units)
+        report = (lambda t, obj, bound: progress("phase1", t, to_bytes(obj), to_bytes(bound))) if progress else None
+        result, solver = solve_cpsat(model, wall, workers=options.workers, seed=options.seed,
+                                     hint_callback=report, parameters=params)
+        notes["phase1"] = {"status": result.status, "seconds": result.seconds,
+                           "peak": None if result.objective is None else to_bytes(result.objective),
+                           "bound": to_bytes(result.bound) if result.bound > -1e300 else None}
+        if result.objective is None or result.objective > capacity + 1e-9:
+            proven = result.bound > capacity + 1e-9
+            notes["reachable_budget"] = None if result.objective is None else to_bytes(result.objective)
+            notes["proven_min_budget"] = to_bytes(result.bound) if result.bound > capacity else None
+            return MethodResult("moccasin", "infeasible" if proven else "no_solution", None, None, "none",
+                                time.perf_counter() - start, None, restriction(options), "cp-sat", notes)
+        times, active = _solution(solver, variables)
+    log.info("moccasin phase 1 done in %.1f s", time.perf_counter() - start)
+
+    # Phase 2 (Eq. 1–10): least recomputed duration within the budget, warm-started from phase 1.
+    best_at = [time.perf_counter() - start]
+    offset = best_at[0]
+
+    def report2(t: float, obj: float, bound: float) -> None:
+        best_at[0] = offset + t
+        if progress:
+            progress("phase2", offset + t, to_duration(obj), to_duration(bound))
+
+    model, variables = _build(instance, sc, options, capacity, 0, 0)
+    _hint(model, instance, variables, times, active, horizon)
+    remaining = max(wall - (time.perf_counter() - start), 0.5)
+    result, solver = solve_cpsat(model, remaining, workers=options.workers, seed=options.seed,
+                                 hint_callback=report2, parameters=params)
+    if result.has_solution:
+        times, active = _solution(solver, variables)
+    bound = to_duration(max(result.bound, 0.0)) if result.bound > -1e300 else instance.base_duration
+    notes["phase2"] = {"status": result.status, "seconds": result.seconds}
+    status = "optimal" if result.status == "optimal" else "time_limit"
+    return MethodResult("moccasin", status, _sequence(instance, times, active), bound,
+                        result.status if result.status in ("optimal", "time_limit") else "none",
+                        time.perf_counter() - start, best_at[0], restriction(options), "cp-sat", notes)
