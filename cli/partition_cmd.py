@@ -1,11 +1,242 @@
-"""`onnxpart partition` (in progress)."""
+"""`onnxpart partition`: k pipeline stages with the smallest bottleneck, runnable stage models, and a
+certificate with proven lower bounds. The algorithms live in onnxpart.partition; this module parses
+options, shows progress and prints the result."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Optional
 
 import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
-from onnxpart.cli.common import err_console
+from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, COSTS_HELP, DEVICE_HELP, INPUT_SHAPE_HELP, console,
+                                 err_console, handle_errors, is_graph_file, load_costed, log, print_json)
+from onnxpart.errors import GapNotMetError, UserError
+from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes, parse_fraction
+
+FORMATS = ("auto", "onnx", "costs", "dnn-partitioning")
 
 
-def partition() -> None:
-    """Not yet implemented."""
-    err_console.print("onnxpart partition is not yet implemented")
-    raise typer.Exit(2)
+@handle_errors
+def partition(
+    model: Path = typer.Argument(..., help="ONNX model, a costs.json graph, or a dnn-partitioning JSON graph."),
+    stages: int = typer.Option(..., "-k", "--stages", help="Number of pipeline stages k (≥ 1; empty stages are allowed)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Output folder (stage_i.onnx, manifest.json, certificate.json, annotated.onnx)."),
+    bounds: str = typer.Option("simple,bottleneck,exact", "--bounds", help="Lower bounds to prove: any of simple, bottleneck, guess, exact (comma-separated), or none."),
+    time_limit: float = typer.Option(60.0, "--time-limit", help="Wall-clock seconds for search and bounds together."),
+    seed: int = typer.Option(0, "--seed", help="Seed of every randomized search (same seed, same partition)."),
+    max_gap: Optional[str] = typer.Option(None, "--max-gap", help="Exit with code 3 unless the certified gap 1 − LB/UB is at most this (e.g. 5%)."),
+    costs: Optional[Path] = typer.Option(None, "--costs", help=COSTS_HELP),
+    cost: str = typer.Option("analytic", "--cost", help=COST_HELP),
+    device: str = typer.Option("a100", "--device", help=DEVICE_HELP),
+    input_shape: Optional[list[str]] = typer.Option(None, "--input-shape", help=INPUT_SHAPE_HELP),
+    coarsen: bool = typer.Option(False, "--coarsen", help=COARSEN_HELP),
+    bandwidth: Optional[str] = typer.Option(None, "--bandwidth", help="Inter-stage bandwidth (e.g. 25GB/s); default: the device's interconnect."),
+    stage_memory: Optional[str] = typer.Option(None, "--stage-memory", help="Fast memory per stage for parameters (e.g. 40MiB); the excess streams at the bandwidth (Eq. 2). Off by default."),
+    graph_format: str = typer.Option("auto", "--format", help="Input format: auto, onnx, costs, dnn-partitioning."),
+    verify: bool = typer.Option(False, "--verify", help="Run the stages in order in onnxruntime on seeded random inputs and report the max abs error vs the original."),
+    check_certificate: Optional[Path] = typer.Option(None, "--check-certificate", help="Re-check an earlier output folder against this model and costs instead of solving."),
+    population: int = typer.Option(100, "--population", min=2, help="BRKGA population size."),
+    generations: int = typer.Option(100, "--generations", min=0, help="BRKGA generations (0: no BRKGA)."),
+    elite: float = typer.Option(0.2, "--elite", min=0.0, max=1.0, help="BRKGA elite fraction."),
+    mutants: float = typer.Option(0.15, "--mutants", min=0.0, max=1.0, help="BRKGA mutant fraction."),
+    rho: float = typer.Option(0.7, "--rho", min=0.0, max=1.0, help="BRKGA probability of inheriting the elite parent's gene."),
+    random_orders: int = typer.Option(100, "--random-orders", min=0, help="Random priority vectors tried before BRKGA (random-T)."),
+    mla: bool = typer.Option(True, "--mla/--no-mla", help="Seed the search with an mla-weighted order."),
+    ideal_limit: int = typer.Option(5000, "--ideal-limit", min=0, help="Use the exact ideal DP when the DAG has at most this many ideals (0: never)."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing output folder."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
+) -> None:
+    """Split a model into k pipeline stages minimizing the bottleneck stage (MTPP), with proven lower bounds."""
+    from onnxpart.partition import BOUND_METHODS, Options, Progress as Report, solve
+    from onnxpart.partition.orders import BrkgaOptions
+
+    if stages < 1:
+        raise UserError(f"-k must be at least 1, got {stages}")
+    if not time_limit > 0:
+        raise UserError(f"--time-limit must be positive, got {time_limit}")
+    methods = tuple(m.strip() for m in bounds.split(",") if m.strip() and m.strip() != "none")
+    unknown = [m for m in methods if m not in BOUND_METHODS]
+    if unknown:
+        raise UserError(f"unknown --bounds {', '.join(unknown)}: use {', '.join(BOUND_METHODS)} or none")
+    gap_limit = parse_fraction(max_gap) if max_gap is not None else None
+    if gap_limit is not None and not 0 <= gap_limit < 1:
+        raise UserError(f"--max-gap must be in [0%, 100%), got {max_gap}")
+    if graph_format not in FORMATS:
+        raise UserError(f"unknown --format {graph_format!r}: use {', '.join(FORMATS)}")
+    if output is None and check_certificate is None:
+        raise UserError("pass --output/-o DIR (or --check-certificate DIR)")
+
+    inst, graph, loaded = _load(model, graph_format, costs=costs, cost=cost, device=device, input_shape=input_shape,
+                                coarsen=coarsen, bandwidth=bandwidth, stage_memory=stage_memory)
+    model_sha = getattr(loaded, "sha256", None) if loaded is not None else (graph.model_sha256 if graph else None)
+    if check_certificate is not None:
+        _check(inst, check_certificate, model_sha, as_json)
+        return
+    if stages > inst.n:
+        err_console.print(f"[yellow]note:[/] k = {stages} exceeds the {inst.n} ops: at least "
+                          f"{stages - inst.n} stages will be empty (allowed)", highlight=False)
+    if inst.stage_memory is not None and graph is not None:
+        _warn_memory(graph, inst.stage_memory)
+    if verify and loaded is None:
+        raise UserError("--verify needs an ONNX model (graph-only input has nothing to run)")
+
+    from onnxpart.files import OutputDir
+
+    out = OutputDir(output, force=force)
+    options = Options(k=stages, time_limit=time_limit, seed=seed, bounds=methods,
+                      brkga=BrkgaOptions(population=population, generations=generations, elite=elite,
+                                         mutants=mutants, rho=rho),
+                      random_orders=random_orders, mla=mla, ideal_limit=ideal_limit)
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err_console,
+                  transient=True, disable=as_json) as bar:
+        task = bar.add_task("searching", total=time_limit)
+
+        def on_progress(report: Report) -> None:
+            gap = 1 - report.lower / report.upper if report.upper > 0 else 0.0
+            bar.update(task, completed=min(report.seconds, time_limit),
+                       description=f"{report.phase:<12} best {format_seconds(report.upper)}  "
+                                   f"proven ≥ {format_seconds(report.lower)}  gap {gap:.1%}")
+
+        options = dataclasses.replace(options, progress=on_progress)
+        solution = solve(inst, options)
+
+    summary = _write(out, solution, graph, loaded, model, model_sha, options, verify, seed)
+    if as_json:
+        print_json(summary)
+    else:
+        _print(summary)
+    gap = summary["certificate"]["gap"]
+    if gap_limit is not None and (gap is None or gap > gap_limit + 1e-12):
+        shown = "no lower bound" if gap is None else f"gap {gap:.2%}"
+        raise GapNotMetError(f"not provably within --max-gap {gap_limit:.2%} ({shown}); results are in {output}")
+
+
+def _load(model: Path, graph_format: str, *, costs, cost, device, input_shape, coarsen, bandwidth, stage_memory):
+    """-> (Instance, OpGraph or None, LoadedModel or None)."""
+    from onnxpart.partition.model import from_dnn_json, from_graph, is_dnn_partitioning
+
+    bw = parse_bandwidth(bandwidth) if bandwidth is not None else None
+    memory = parse_bytes(stage_memory) if stage_memory is not None else None
+    if graph_format == "dnn-partitioning" or (graph_format == "auto" and is_graph_file(model)):
+        if not model.is_file():
+            raise UserError(f"graph file {model} does not exist")
+        try:
+            data = json.loads(model.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise UserError(f"{model} is not valid JSON: {exc}") from None
+        if graph_format == "dnn-partitioning" or is_dnn_partitioning(data):
+            if not is_dnn_partitioning(data):
+                raise UserError(f"{model} is not a dnn-partitioning graph (needs nodes with fpgaLatency and edges)")
+            return from_dnn_json(data, name=model.stem, bandwidth=bw, stage_memory=memory), None, None
+    if graph_format == "onnx" and is_graph_file(model):
+        raise UserError(f"{model} is a JSON graph, not an ONNX model")
+    loaded = load_costed(model, input_shape=input_shape, coarsen=coarsen, costs=costs, cost=cost, device=device)
+    return from_graph(loaded.graph, bandwidth=bw, stage_memory=memory), loaded.graph, loaded.model
+
+
+def _warn_memory(graph, memory: float) -> None:
+    """Warn about ops whose parameters and tensors alone exceed the stage memory."""
+    heavy = []
+    for op in graph.ops:
+        tensors = sum(graph.tensors[n].bytes for n in op.inputs + op.outputs if n in graph.tensors)
+        total = op.param_bytes + tensors
+        if total > memory:
+            heavy.append((total, op.name))
+    if heavy:
+        heavy.sort(reverse=True)
+        shown = ", ".join(f"{name} ({format_bytes(size)})" for size, name in heavy[:5])
+        more = f" and {len(heavy) - 5} more" if len(heavy) > 5 else ""
+        err_console.print(f"[yellow]warning:[/] {len(heavy)} ops need more than --stage-memory "
+                          f"{format_bytes(memory)} by themselves (parameters + tensors): {shown}{more}; their "
+                          "stages will stream the excess", highlight=False)
+
+
+def _write(out, solution, graph, loaded, model_path: Path, model_sha, options, verify: bool, seed: int) -> dict:
+    from onnxpart.files import write_json
+    from onnxpart.onnx_io import save_model
+    from onnxpart.partition import emit
+    from onnxpart.partition.verify import run_stages
+
+    files: dict[int, str] = {}
+    stage_models = {}
+    with out:
+        if loaded is not None:
+            stage_models = emit.stage_models(loaded.model, graph, solution)
+            for index, stage in stage_models.items():
+                files[index] = f"stage_{index}.onnx"
+                save_model(stage, out.path(files[index]))
+            save_model(emit.annotated_model(loaded.model, graph, solution), out.path("annotated.onnx"))
+        manifest = emit.manifest(solution, graph, str(model_path), model_sha, files)
+        recorded = {"k": options.k, "time_limit": options.time_limit, "seed": options.seed,
+                    "bounds": list(options.bounds), "bandwidth": solution.instance.bandwidth,
+                    "stage_memory": solution.instance.stage_memory}
+        cert = emit.certificate(solution, model_sha, recorded)
+        error = None
+        if verify:
+            with err_console.status("running the stages in onnxruntime…"):
+                error = run_stages(loaded.model, stage_models, {s["index"]: s["inputs"] for s in manifest["stages"]},
+                                   seed=seed)
+            cert.details["verify"] = {"max_abs_error": error, "seed": seed}
+        write_json(out.path("manifest.json"), manifest)
+        write_json(out.path("certificate.json"), cert.to_dict())
+    return {"output": str(out.target), "manifest": manifest, "certificate": cert.to_dict(),
+            "verify_max_abs_error": error}
+
+
+def _print(summary: dict) -> None:
+    manifest, cert = summary["manifest"], summary["certificate"]
+    table = Table(title=f"{manifest['graph']}: {manifest['k']} stages ({manifest['method']})", title_justify="left")
+    for column in ("stage", "ops", "work", "in", "out", "overflow", "cost", ""):
+        table.add_column(column, justify="left" if column in ("", "stage") else "right")
+    empty = []
+    for stage in manifest["stages"]:
+        if not stage["ops"]:
+            empty.append(stage["index"])
+            continue
+        mark = "◀" if stage["index"] == manifest["bottleneck_stage"] else ""
+        table.add_row(str(stage["index"]), str(len(stage["ops"])), format_seconds(stage["work"]),
+                      format_seconds(stage["io_in"]), format_seconds(stage["io_out"]),
+                      format_seconds(stage["overflow"]) if stage["overflow"] else "-",
+                      format_seconds(stage["cost"]), mark)
+    console.print(table)
+    if empty:
+        console.print(f"empty stages: {', '.join(map(str, empty))} (more stages do not help this graph)", highlight=False)
+    console.print(_certificate_line(cert), highlight=False)
+    if summary["verify_max_abs_error"] is not None:
+        console.print(f"verify: stages reproduce the model's outputs, max abs error {summary['verify_max_abs_error']:.3g}",
+                      highlight=False)
+    console.print(f"wrote {summary['output']}", highlight=False)
+
+
+def _certificate_line(cert: dict) -> str:
+    ub, lb, gap = cert["upper_bound"], cert["best_lower_bound"], cert["gap"]
+    if lb is None:
+        return f"bottleneck {format_seconds(ub)}, no lower bound proven"
+    best = max((b for b in cert["lower_bounds"] if b["value"] is not None), key=lambda b: b["value"])
+    return f"bottleneck {format_seconds(ub)}, proven ≥ {format_seconds(lb)} (gap {gap:.1%}, {best['method']})"
+
+
+def _check(inst, folder: Path, model_sha, as_json: bool) -> None:
+    from onnxpart.certificate import Certificate
+    from onnxpart.partition.verify import check_certificate
+
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text())
+        cert = Certificate.from_dict(json.loads((folder / "certificate.json").read_text()))
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise UserError(f"cannot read {folder}/manifest.json and certificate.json: {exc}") from None
+    result = check_certificate(inst, manifest, cert, model_sha)
+    if as_json:
+        print_json({"ok": result.ok, "upper_bound": result.upper_bound, "simple_bound": result.simple_bound,
+                    "problems": result.problems})
+    if not result.ok:
+        raise UserError("certificate check failed: " + "; ".join(result.problems))
+    log.info("certificate %s checked", folder)
+    if not as_json:
+        console.print(f"certificate ok: bottleneck {format_seconds(result.upper_bound)} recomputed from the manifest, "
+                      f"simple bound {format_seconds(result.simple_bound)} re-checked", highlight=False)

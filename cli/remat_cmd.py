@@ -1,11 +1,185 @@
-"""`onnxpart remat` (in progress)."""
+"""`onnxpart remat`: fit a memory budget with the least recomputation, emit the rematerialized model, and
+say how close to optimal it is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
 
 import typer
+from rich.table import Table
 
-from onnxpart.cli.common import err_console
+from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, COSTS_HELP, DEVICE_HELP, INPUT_SHAPE_HELP, console,
+                                 err_console, handle_errors, is_graph_file, load_costed, print_json)
+from onnxpart.errors import InfeasibleError, UserError
 
 
-def remat() -> None:
-    """Not yet implemented."""
-    err_console.print("onnxpart remat is not yet implemented")
-    raise typer.Exit(2)
+@handle_errors
+def remat(
+    model: Path = typer.Argument(..., help="ONNX model, costs.json from `annotate`, or a networkx node-link JSON graph."),
+    budget: str = typer.Option(..., "--budget", "-b", help="Memory budget: 80% (of the file order's peak) or 24MiB."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Folder for remat.onnx, sequence.json, certificate.json, memory.png."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing output folder."),
+    method: str = typer.Option("moccasin", "--method", help="moccasin, checkmate, checkmate-lp; comma-separated to run several."),
+    compare: bool = typer.Option(False, "--compare", help="Run the methods on the same instance and print one table (all three if one is named)."),
+    order: str = typer.Option("fixed", "--order", help="fixed: the file's order (paper §2.3); minmem: the memory-minimizing order; free: the solver picks (§2.1)."),
+    max_recompute: int = typer.Option(2, "--max-recompute", min=1, help="C_v: how many times an op may be computed (2 = at most one recomputation)."),
+    time_limit: float = typer.Option(60.0, "--time-limit", min=0.1, help="Seconds per method."),
+    order_time_limit: float = typer.Option(10.0, "--order-time-limit", min=0.0, help="Seconds for the exact part of --order minmem."),
+    workers: int = typer.Option(2, "--workers", min=1, help="CP-SAT workers."),
+    seed: int = typer.Option(0, "--seed", help="Solver seed (and the seed of --verify's inputs)."),
+    deterministic: bool = typer.Option(False, "--deterministic", help="Reproducible CP-SAT runs: interleaved workers, deterministic time limit."),
+    precedence: str = typer.Option("literals", "--precedence", help="Moccasin precedence encoding: literals (Eq. 5) or reservoir (Eq. 10)."),
+    include_params: bool = typer.Option(False, "--include-params", help="Count parameters in the memory (resident all along)."),
+    verify: bool = typer.Option(False, "--verify", help="Run remat.onnx in onnxruntime, compare outputs with the original, report ORT's peak."),
+    input_shape: Optional[list[str]] = typer.Option(None, "--input-shape", help=INPUT_SHAPE_HELP),
+    cost: str = typer.Option("analytic", "--cost", help=COST_HELP),
+    device: str = typer.Option("a100", "--device", help=DEVICE_HELP),
+    costs: Optional[Path] = typer.Option(None, "--costs", help=COSTS_HELP),
+    coarsen: bool = typer.Option(False, "--coarsen", help=COARSEN_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
+) -> None:
+    """Fit a memory budget with the least recomputation (Moccasin CP-SAT; Checkmate baselines)."""
+    from onnxpart import remat as rm
+    from onnxpart.remat.model import read_graph_file
+    from onnxpart.units import parse_percent_or_bytes
+
+    methods = tuple(m.strip() for m in method.split(",") if m.strip())
+    if compare and len(methods) == 1:
+        methods = rm.METHODS
+    if precedence not in ("literals", "reservoir"):
+        raise UserError(f"unknown --precedence {precedence!r}: use literals or reservoir")
+    options = rm.RematOptions(
+        budget=parse_percent_or_bytes(budget), methods=methods, order=order, max_copies=max_recompute,
+        time_limit=time_limit, order_time_limit=order_time_limit, workers=workers, seed=seed,
+        include_params=include_params, deterministic=deterministic, precedence=precedence)
+    graph = read_graph_file(model) if is_graph_file(model) and model.is_file() else None
+    loaded = None
+    if graph is None:
+        loaded = load_costed(model, input_shape=input_shape, coarsen=coarsen, costs=costs, cost=cost, device=device)
+        graph = loaded.graph
+    onnx_model = loaded.model.model if loaded is not None and loaded.model is not None else None
+    if verify and onnx_model is None:
+        raise UserError("--verify needs an ONNX model; a graph file has nothing to run")
+    out = None
+    if output is not None:
+        from onnxpart.files import OutputDir
+
+        out = OutputDir(output, force=force)  # refuse an existing folder before solving
+
+    try:
+        with err_console.status("remat: building the instance…") as status:
+            def progress(phase: str, seconds: float, incumbent: float, bound: float) -> None:
+                what = {"phase1": "phase 1 (reach the budget): peak", "phase2": "phase 2 (least recompute): duration",
+                        "checkmate": "checkmate MILP: duration"}.get(phase, phase)
+                status.update(f"remat {seconds:6.1f}s  {what} {incumbent:,.6g}  (bound {bound:,.6g})")
+
+            solution = rm.solve(graph, options, progress)
+    except InfeasibleError as exc:
+        if out is not None:
+            out.__exit__(InfeasibleError, exc, None)
+        partial = getattr(exc, "solution", None)
+        if partial is not None and compare and not as_json:
+            _compare_table(partial)
+        raise
+
+    best = solution.best
+    payload = rm.summary(solution)
+    cert = rm.certificate(solution, graph.model_sha256)
+    payload["certificate"] = cert.to_dict()
+    try:
+        remat_model = report = None
+        if onnx_model is not None:
+            from onnxpart.remat.emit import build_remat_model, check_emitted
+
+            remat_model = build_remat_model(onnx_model, graph, best.profile, solution.budget)
+            payload["emitted_peak_bytes"] = check_emitted(remat_model, solution.budget, include_params)
+        if verify:
+            from onnxpart.remat.verify import verify as run_verify
+
+            with err_console.status("verifying in onnxruntime…"):
+                report = run_verify(onnx_model, remat_model, best.profile.peak, seed=seed)
+            payload["verify"] = report.to_dict()
+        if out is not None:
+            payload["files"] = _write(out, graph, solution, cert, remat_model, payload.get("verify"))
+    except BaseException as exc:
+        if out is not None:
+            out.__exit__(type(exc), exc, None)
+        raise
+    if as_json:
+        print_json(payload)
+        return
+    if compare or len(methods) > 1:
+        _compare_table(solution)
+    console.print(_summary_line(solution, cert), highlight=False, soft_wrap=True)
+    if "verify" in payload:
+        v = payload["verify"]
+        ort = (f"; onnxruntime measured peak {_mib(v['ort_peak_bytes'])} (original {_mib(v['ort_original_peak_bytes'])})"
+               if v["ort_peak_bytes"] is not None else "; onnxruntime reported no memory peak")
+        console.print(f"verify: {v['outputs']} outputs, max abs error {v['max_abs_error']:.3g}{ort}", highlight=False, soft_wrap=True)
+    if out is not None:
+        console.print(f"wrote {', '.join(payload['files'])} to {output}", highlight=False)
+
+
+def _write(out, graph, solution, cert, remat_model, verify_report) -> list[str]:
+    from onnxpart.files import write_json
+    from onnxpart.onnx_io import save_model
+    from onnxpart.remat.emit import plot_memory, sequence_payload
+
+    best = solution.best
+    files = []
+    if remat_model is not None:
+        save_model(remat_model, out.path("remat.onnx"))
+        files.append("remat.onnx")
+    extra = {"verify": verify_report} if verify_report else {}
+    write_json(out.path("sequence.json"), sequence_payload(graph, best.profile, solution.budget, solution.baseline,
+                                                           best.result.method, extra))
+    write_json(out.path("certificate.json"), cert.to_dict())
+    plot_memory(out.path("memory.png"), solution.baseline, best.profile, solution.budget,
+                f"{graph.name}: {best.result.method}, order {solution.options.order}")
+    files += ["sequence.json", "certificate.json", "memory.png"]
+    out.commit()
+    return files
+
+
+def _unit(value: float) -> tuple[float, str]:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if value >= scale:
+            return scale, unit
+    return 1, "B"
+
+
+def _mib(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    scale, unit = _unit(value)
+    return f"{value / scale:.1f} {unit}"
+
+
+def _summary_line(solution, cert) -> str:
+    best = solution.best
+    scale, unit = _unit(solution.baseline.peak)
+    lb = cert.details["tdi_lower_bound"]
+    proven = "proven optimal" if cert.proven_optimal else f"proven ≥ {100 * lb:+.2f}%"
+    return (f"peak {solution.baseline.peak / scale:.1f} → {best.profile.peak / scale:.1f} {unit} "
+            f"(budget {solution.budget / scale:.1f}), duration {100 * best.profile.tdi:+.2f}% ({proven}), "
+            f"{best.profile.recomputations} ops recomputed [{best.result.method}, {best.result.status}]")
+
+
+def _compare_table(solution) -> None:
+    from onnxpart import remat as rm
+
+    data = rm.summary(solution)
+    scale, unit = _unit(solution.baseline.peak)
+    table = Table(title=f"remat, budget {solution.budget / scale:.1f} {unit} "
+                        f"(baseline {solution.baseline.peak / scale:.1f} {unit})", title_justify="left")
+    for column in ("method", "status", "TDI", "proven ≥", f"peak ({unit})", "recomputed", "time to best", "seconds"):
+        table.add_column(column, justify="left" if column in ("method", "status") else "right")
+    for row in data["methods"]:
+        pct = lambda v: "—" if v is None else f"{100 * v:+.2f}%"  # noqa: E731
+        table.add_row(row["method"], row["status"], pct(row["tdi"]), pct(row["tdi_lower_bound"]),
+                      "—" if row["peak_bytes"] is None else f"{row['peak_bytes'] / scale:.2f}",
+                      "—" if row["recomputations"] is None else str(row["recomputations"]),
+                      "—" if row["time_to_best"] is None else f"{row['time_to_best']:.1f} s",
+                      f"{row['seconds']:.1f} s")
+    console.print(table)

@@ -1,0 +1,314 @@
+"""Pipeline partitioning (MTPP): k stages with the smallest bottleneck, and proven lower bounds.
+
+Public entry points: :func:`solve` (search + bounds, returns a :class:`Solution`) and :func:`bounds`
+(the MIP lower bounds alone). The paper is Archer et al., "Practical Performance Guarantees for
+Pipelined DNN Inference" (ICML 2024); the exact mode for narrow graphs follows Tarnawski et al.
+(NeurIPS 2020). See ``docs/partition.md``.
+
+How :func:`solve` spends ``time_limit`` (wall clock):
+
+1. Lemma 3.3's simple bound (instant). If the DAG has few ideals, the ideal DP
+   (:mod:`~onnxpart.partition.ideals`) returns the proven optimum and nothing else runs.
+2. Warm starts (file order, DFS order) sliced optimally by SliceGraph give a first incumbent.
+3. The requested MIP bounds start in a process pool sized to the machine's cores, each with the time
+   left until the deadline (bottleneck-guess's k MIPs share it); the exact MIP gets the incumbent.
+4. Meanwhile the order search runs: mla-weighted seed, random-T, then BRKGA for its generations,
+   stopping early at the deadline or when the incumbent meets a proven bound.
+5. The exact MIP's incumbent replaces the search's when it is better.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import logging
+import math
+import multiprocessing
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from onnxpart.certificate import LowerBound
+from onnxpart.partition.exact import BoundResult, run_bound_job
+from onnxpart.partition.ideals import IDEAL_LIMIT, ideal_dp
+from onnxpart.partition.model import (BlockCost, Instance, block_costs, check_assignment, simple_lower_bound,
+                                      work_lower_bound)
+from onnxpart.partition.orders import BrkgaOptions, Decoder, brkga, keys_of_order, mla_weighted_order
+
+log = logging.getLogger(__name__)
+
+BOUND_METHODS = ("simple", "bottleneck", "guess", "exact")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One progress report: seconds since the start, incumbent (UB), best proven bound (LB), phase."""
+
+    seconds: float
+    upper: float
+    lower: float
+    phase: str
+
+
+@dataclass(frozen=True)
+class Options:
+    k: int
+    time_limit: float = 60.0
+    seed: int = 0
+    bounds: tuple[str, ...] = ("simple", "bottleneck", "exact")
+    brkga: BrkgaOptions = BrkgaOptions()
+    random_orders: int = 100  # random-T before BRKGA
+    mla: bool = True  # seed BRKGA with an mla-weighted order
+    ideal_limit: int = IDEAL_LIMIT  # 0 disables the exact ideal DP
+    workers: int = 0  # bound processes; 0 = os.cpu_count()
+    progress: Callable[[Progress], None] | None = None
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise ValueError("k must be at least 1")
+        if not self.time_limit > 0:
+            raise ValueError("time_limit must be positive")
+        unknown = set(self.bounds) - set(BOUND_METHODS)
+        if unknown:
+            raise ValueError(f"unknown bound methods {sorted(unknown)}")
+
+
+@dataclass
+class Solution:
+    """A partition into k (possibly empty) blocks numbered in DAG order, with its bounds."""
+
+    instance: Instance
+    k: int
+    assignment: np.ndarray  # op -> block, non-empty blocks first
+    method: str  # "ideal-dp", "slicegraph", "exact-mip"
+    lower_bounds: list[LowerBound]
+    search: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def costs(self) -> list[BlockCost]:
+        return block_costs(self.instance, self.assignment, self.k)
+
+    @property
+    def value(self) -> float:
+        return max((c.cost for c in self.costs), default=0.0)
+
+    @property
+    def best_lower_bound(self) -> float | None:
+        values = [b.value for b in self.lower_bounds if b.value is not None]
+        return max(values) if values else None
+
+
+def _compact(assignment: np.ndarray) -> np.ndarray:
+    """Renumber blocks so the non-empty ones are 0..b−1 in their order (empty blocks go last)."""
+    used = np.unique(assignment)
+    remap = np.zeros(int(assignment.max(initial=0)) + 1, dtype=np.int64)
+    remap[used] = np.arange(len(used))
+    return remap[assignment]
+
+
+def solve(inst: Instance, options: Options) -> Solution:
+    """Search a partition and prove lower bounds within ``options.time_limit`` seconds (see module doc)."""
+    start = time.perf_counter()
+    deadline_wall = time.time() + options.time_limit
+    k = options.k
+
+    def elapsed() -> float:
+        return time.perf_counter() - start
+
+    lbs: list[LowerBound] = []
+    simple = simple_lower_bound(inst, k)
+    if "simple" in options.bounds or not options.bounds:
+        lbs.append(LowerBound("simple", simple, "bound", "formula", 0.0, "Lemma 3.3"))
+
+    def report(upper: float, phase: str) -> None:
+        if options.progress is not None:
+            lower = max((b.value for b in lbs if b.value is not None), default=0.0)
+            options.progress(Progress(elapsed(), upper, lower, phase))
+
+    # 1. Exact ideal DP for narrow graphs.
+    if options.ideal_limit > 0 and inst.n:
+        t0 = time.perf_counter()
+        exact = ideal_dp(inst, k, options.ideal_limit)
+        if exact is not None:
+            # The DP's value and the recomputed Eq. (3) cost of its partition agree up to float rounding;
+            # report the latter so the bound never exceeds the upper bound by a rounding error.
+            value = min(exact.optimum_by_k[-1], max(c.cost for c in block_costs(inst, exact.assignment, k)))
+            lbs.append(LowerBound("ideal-dp", value, "optimal", "dp", time.perf_counter() - t0,
+                                  f"{exact.ideals} ideals, {exact.pairs} ideal pairs"))
+            solution = Solution(inst, k, _compact(exact.assignment), "ideal-dp", lbs,
+                                {"ideals": exact.ideals, "optimum_by_k": list(exact.optimum_by_k),
+                                 "seconds": elapsed()})
+            report(solution.value, "ideal-dp")
+            return solution
+
+    # 2. Warm starts.
+    decoder = Decoder(inst, k)
+    rng = np.random.default_rng(options.seed)
+    best_value, best_order, best_how = math.inf, None, ""
+
+    def consider(order: np.ndarray, how: str) -> float:
+        nonlocal best_value, best_order, best_how
+        value = decoder.value(order)
+        if value < best_value - 1e-12 * max(1.0, abs(value)):
+            best_value, best_order, best_how = value, order, how
+            report(best_value, how)
+        return value
+
+    seeds = [np.arange(inst.n, dtype=np.int64), decoder.dag.dfs_order()]
+    for order, how in zip(seeds, ("file-order", "dfs-order")):
+        consider(order, how)
+    if inst.n == 0:
+        return Solution(inst, k, np.zeros(0, dtype=np.int64), "slicegraph", lbs, {"seconds": elapsed()})
+
+    # 3. Bounds in a process pool.
+    warm = decoder.slicing(best_order).assignment
+    jobs = _bound_jobs(inst, k, options, deadline_wall, warm)
+    pool, futures = _start_jobs(jobs, options.workers)
+    results: list[BoundResult] = []
+
+    def collect() -> None:
+        for future in [f for f in futures if f.done()]:
+            futures.remove(future)
+            results.append(_result_of(future))
+            _merge_bounds(lbs, results, k, done=not futures)
+            report(best_value, "bounds")
+
+    def stop(_: float = 0.0) -> bool:
+        collect()
+        lower = max((b.value for b in lbs if b.value is not None), default=0.0)
+        return time.time() >= deadline_wall or best_value <= lower * (1 + 1e-9)
+
+    stats: dict[str, Any] = {}
+    interrupted = False
+    try:
+        # 4. Order search.
+        if options.mla and not stop():
+            budget = time.time() + 0.1 * options.time_limit
+            mla_opts = BrkgaOptions(population=20, generations=20)
+            mla = mla_weighted_order(inst, decoder.dag, rng, mla_opts, lambda _: time.time() >= budget or stop())
+            seeds.append(mla)
+            consider(mla, "mla-weighted")
+        for _ in range(options.random_orders):
+            if stop():
+                break
+            consider(decoder.order(rng.random(inst.n)), "random")
+        generations = 0
+
+        def fitness(keys: np.ndarray) -> float:
+            return consider(decoder.order(keys), "brkga")
+
+        def on_generation(generation: int, value: float, keys: np.ndarray) -> None:
+            nonlocal generations
+            generations = generation + 1
+
+        if options.brkga.generations > 0 and not stop():
+            brkga(fitness, inst.n, options.brkga, rng, seeds=[keys_of_order(o) for o in seeds], stop=stop,
+                  on_generation=on_generation)
+        stats["generations"] = generations
+        # Wait for the bounds (they stop by the deadline themselves).
+        while futures and not stop():
+            cf.wait(futures, timeout=0.2, return_when=cf.FIRST_COMPLETED)
+    except KeyboardInterrupt:
+        interrupted = True
+        log.warning("interrupted: keeping the best partition and the bounds proven so far")
+    finally:
+        _shutdown(pool, futures, wait=not interrupted)
+        collect()
+        for future in futures:
+            future.cancel()
+    _merge_bounds(lbs, results, k, done=True)
+
+    # 5. The exact MIP's incumbent is a candidate too.
+    assignment = decoder.slicing(best_order).assignment
+    method = "slicegraph"
+    for result in results:
+        if result.incumbent is not None and result.incumbent_value is not None:
+            try:
+                check_assignment(inst, result.incumbent, k)
+            except ValueError:
+                continue
+            mip_value = max(c.cost for c in block_costs(inst, result.incumbent, k))
+            if mip_value < best_value - 1e-12 * max(1.0, best_value):
+                assignment, best_value, best_how, method = result.incumbent, mip_value, "exact-mip", "exact-mip"
+    stats.update({"evaluations": decoder.evaluations, "found_by": best_how, "seconds": elapsed(),
+                  "interrupted": interrupted})
+    solution = Solution(inst, k, _compact(assignment), method, lbs, stats)
+    report(solution.value, "done")
+    return solution
+
+
+def bounds(inst: Instance, k: int, methods: tuple[str, ...] = BOUND_METHODS, time_limit: float = 60.0,
+           workers: int = 0, warm: np.ndarray | None = None) -> list[LowerBound]:
+    """The requested lower bounds alone (no search), each proven within ``time_limit``."""
+    options = Options(k=k, time_limit=time_limit, bounds=methods, workers=workers)
+    lbs = [LowerBound("simple", simple_lower_bound(inst, k), "bound", "formula", 0.0, "Lemma 3.3")] \
+        if "simple" in methods else []
+    pool, futures = _start_jobs(_bound_jobs(inst, k, options, time.time() + time_limit, warm), workers)
+    results = [_result_of(f) for f in futures]
+    _shutdown(pool, [], wait=True)
+    _merge_bounds(lbs, results, k, done=True)
+    return lbs
+
+
+# ------------------------------------------------------------------------------------ bound jobs
+def _bound_jobs(inst: Instance, k: int, options: Options, deadline: float, warm: np.ndarray | None) -> list[dict]:
+    """Job descriptions for :func:`run_bound_job`: exact first (strongest), then bottleneck, then guesses."""
+    if k == 1 or inst.n == 0:
+        return []  # the simple bound is exact for k = 1
+    L = work_lower_bound(inst, k)
+    jobs = []
+    if "exact" in options.bounds:
+        jobs.append(dict(kind="exact", inst=inst, k=k, lower=L, objective_floor=simple_lower_bound(inst, k),
+                         deadline=deadline, warm=warm, seed=options.seed))
+    if "bottleneck" in options.bounds:
+        jobs.append(dict(kind="bottleneck", inst=inst, k=k, lower=L, deadline=deadline, seed=options.seed))
+    if "guess" in options.bounds:
+        workers = options.workers or os.cpu_count() or 1
+        share = max(1.0, (deadline - time.time()) * workers / (k + len(jobs)))
+        for j in range(1, k + 1):
+            jobs.append(dict(kind="guess", inst=inst, k=k, j=j, lower=L, deadline=deadline, share=share,
+                             seed=options.seed))
+    return jobs
+
+
+def _start_jobs(jobs: list[dict], workers: int) -> tuple[cf.Executor | None, list[cf.Future]]:
+    if not jobs:
+        return None, []
+    count = min(len(jobs), workers or os.cpu_count() or 1)
+    pool = cf.ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context("fork"))
+    return pool, [pool.submit(run_bound_job, job) for job in jobs]
+
+
+def _shutdown(pool: cf.Executor | None, futures: list[cf.Future], wait: bool) -> None:
+    if pool is not None:
+        pool.shutdown(wait=wait, cancel_futures=not wait)
+
+
+def _result_of(future: cf.Future) -> BoundResult:
+    try:
+        return future.result()
+    except Exception as exc:  # a crashed or interrupted worker proves nothing
+        log.warning("a bound computation failed: %s", exc)
+        return BoundResult("error", None, "error", 0.0, note=str(exc)[:200])
+
+
+def _merge_bounds(lbs: list[LowerBound], results: list[BoundResult], k: int, done: bool) -> None:
+    """Turn finished jobs into LowerBound entries; bottleneck-guess is min_j LB_j once all j are in."""
+    names = {b.method for b in lbs}
+    for r in results:
+        if r.method in ("exact", "bottleneck") and r.method not in names:
+            note = "Figure 3, Eqs. 5-12" if r.method == "exact" else "three-superblock MIP, Section 3.2"
+            lbs.append(LowerBound(r.method, r.value, r.status, "highs", round(r.seconds, 3), note))
+            names.add(r.method)
+    guesses = [r for r in results if r.method.startswith("guess-")]
+    if guesses and "bottleneck-guess" not in names and (len(guesses) == k or done):
+        complete = len(guesses) == k and all(r.value is not None for r in guesses)
+        value = min(r.value for r in guesses) if complete else None
+        status = "optimal" if complete and all(r.status in ("optimal", "infeasible") for r in guesses) else (
+            "time_limit" if complete else "error")
+        lbs.append(LowerBound("bottleneck-guess", value, status, "highs",
+                              round(sum(r.seconds for r in guesses), 3),
+                              f"min over j of {k} MIPs LB_j, Section 3.3; seconds summed"))

@@ -16,6 +16,7 @@ relaxation by convexity). Every bound is the solver's proven dual bound, also at
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Sequence
@@ -289,3 +290,34 @@ def _bound(result) -> float | None:
     if result.status == "infeasible":
         return math.inf
     return result.bound if math.isfinite(result.bound) else None
+
+
+def run_bound_job(job: dict) -> BoundResult:
+    """Run one bound MIP described by ``job`` (picklable, for a process pool). The time limit is what is
+    left until ``job['deadline']`` (wall clock), and at most ``job['share']`` for a bottleneck guess."""
+    import time
+
+    limit = job["deadline"] - time.time()
+    if "share" in job:
+        limit = min(limit, job["share"])
+    name = f"guess-{job['j']}" if job["kind"] == "guess" else job["kind"]
+    if limit <= 0.05:
+        return BoundResult(name, None, "time_limit", 0.0, note="no time left")
+    inst, k, seed = job["inst"], job["k"], job["seed"]
+    # Solve in units of the work bound L so that HiGHS' absolute tolerances (1e-6) are relative ones.
+    scale = job["lower"] if job["lower"] > 0 else 1.0
+    inst = dataclasses.replace(inst, work=inst.work / scale, transfer=inst.transfer / scale,
+                               bandwidth=inst.bandwidth * scale if inst.bandwidth else inst.bandwidth)
+    lower = job["lower"] / scale
+    if job["kind"] == "exact":
+        result = exact_mip(inst, k, limit, lower=job.get("objective_floor", job["lower"]) / scale,
+                           warm=job.get("warm"), seed=seed)
+    elif job["kind"] == "bottleneck":
+        result = bottleneck_mip(inst, k, lower, limit, seed=seed)
+    else:
+        result = guess_mip(inst, k, job["j"], lower, limit, seed=seed)
+    for attr in ("value", "incumbent_value"):
+        value = getattr(result, attr)
+        if value is not None and math.isfinite(value):
+            setattr(result, attr, value * scale)
+    return result

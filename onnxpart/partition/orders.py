@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import heapq
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -103,13 +102,6 @@ class Decoder:
 
     def slicing(self, order: np.ndarray) -> Slicing:
         return slice_order(SegmentCosts(self.inst, order), self.k)
-
-
-@dataclass
-class Incumbent:
-    value: float
-    order: np.ndarray
-    method: str
 
 
 @dataclass(frozen=True)

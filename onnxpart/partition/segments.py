@@ -19,6 +19,7 @@ Work and parameter bytes are 1-D prefix sums, and the overflow of Eq. (2) is app
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -40,16 +41,23 @@ class SegmentCosts:
         self.io = _io_matrix(inst, position)
         work = np.concatenate([[0.0], np.cumsum(inst.work[self.order])])
         params = np.concatenate([[0.0], np.cumsum(inst.params[self.order])])
-        seg_work = work[None, 1:] - work[:-1, None]  # [l, r] = Σ work of π(l..r)
-        cost = self.io + seg_work
+        cost = self.io.copy()
+        cost += work[None, 1:]  # [l, r] += Σ work of π(l..r) = W[r+1] - W[l]
+        cost -= work[:-1, None]
         if inst.stage_memory is not None:
             cost += inst.overflow(params[None, 1:] - params[:-1, None])
-        cost[np.tril_indices(n, -1)] = np.inf
+        cost += _below_diagonal(n)
         self.cost = cost
 
     def query(self, l: int, r: int) -> float:
         """f of segment [l, r] (inclusive); 0 for an empty segment (l > r)."""
         return 0.0 if l > r else float(self.cost[l, r])
+
+
+@functools.lru_cache(maxsize=4)
+def _below_diagonal(n: int) -> np.ndarray:
+    """+inf strictly below the diagonal, 0 elsewhere (segments with l > r do not exist)."""
+    return np.where(np.tri(n, k=-1, dtype=bool), np.inf, 0.0)
 
 
 def _io_matrix(inst: Instance, position: np.ndarray) -> np.ndarray:
@@ -95,8 +103,9 @@ def _io_matrix(inst: Instance, position: np.ndarray) -> np.ndarray:
     index = np.concatenate([r0 * width + c0, r0 * width + c1 + 1, (r1 + 1) * width + c0, (r1 + 1) * width + c1 + 1])
     weight = np.concatenate([-vals, vals, vals, -vals])
     diff = np.bincount(index, weights=weight, minlength=width * width).reshape(width, width)
-    io = np.cumsum(np.cumsum(diff, axis=0), axis=1)[:n, :n]
-    io += float(value.sum())
+    np.cumsum(diff, axis=0, out=diff)
+    np.cumsum(diff, axis=1, out=diff)
+    io = diff[:n, :n] + float(value.sum())
     np.maximum(io, 0.0, out=io)  # clear float dust on segments that pay nothing
     return io
 

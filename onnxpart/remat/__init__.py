@@ -1,0 +1,228 @@
+"""Rematerialization: fit a memory budget with the least recomputation (``onnxpart remat``).
+
+Public entry: :func:`solve` (graph + options -> :class:`Solution`) and :func:`certificate`. Methods:
+``moccasin`` (CP-SAT retention intervals, :mod:`.moccasin`), ``checkmate`` (the Checkmate MILP on HiGHS)
+and ``checkmate-lp`` (its LP relaxation with two-phase rounding, :mod:`.checkmate`). Every sequence a
+method returns is re-simulated by :mod:`.sequence`; one whose simulated peak is over the budget is never
+the answer.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from onnxpart.certificate import Certificate, LowerBound, instance_hash
+from onnxpart.errors import InfeasibleError, UserError
+from onnxpart.graph import OpGraph
+from onnxpart.remat.model import Instance, MethodResult, build_instance, resolve_budget
+from onnxpart.remat.moccasin import MoccasinOptions, Progress, solve_moccasin
+from onnxpart.remat.orders import OrderResult, minmem_order
+from onnxpart.remat.sequence import SequenceProfile, baseline, simulate
+
+log = logging.getLogger(__name__)
+
+METHODS = ("moccasin", "checkmate", "checkmate-lp")
+ORDERS = ("fixed", "free", "minmem")
+
+
+@dataclass(frozen=True)
+class RematOptions:
+    budget: tuple[str, float]  # ("fraction", 0.8) or ("bytes", 25165824.0)
+    methods: tuple[str, ...] = ("moccasin",)
+    order: str = "fixed"  # fixed: the file's order (§2.3); minmem: the memory-minimizing order; free: §2.1
+    max_copies: int = 2  # C_v
+    time_limit: float = 60.0  # per method
+    order_time_limit: float = 10.0  # for --order minmem
+    workers: int = 2
+    seed: int = 0
+    include_params: bool = False
+    deterministic: bool = False
+    precedence: str = "literals"
+
+
+@dataclass
+class Outcome:
+    """One method's result and the simulation of its sequence."""
+
+    result: MethodResult
+    profile: SequenceProfile | None
+
+    @property
+    def feasible(self) -> bool:
+        return self.profile is not None and self.result.status not in ("over_budget",)
+
+
+@dataclass
+class Solution:
+    instance: Instance  # in the input order the methods used
+    budget: int  # bytes
+    baseline: SequenceProfile  # the file's order, no recomputation: what --budget P% is relative to
+    start: SequenceProfile  # the input order used, no recomputation
+    options: RematOptions
+    outcomes: list[Outcome] = field(default_factory=list)
+    order: OrderResult | None = None
+    floor: tuple[int, str] = (0, "")  # restriction-free minimum budget and why
+
+    @property
+    def best(self) -> Outcome | None:
+        """The feasible outcome with the least duration (ties: the method listed first)."""
+        feasible = [o for o in self.outcomes if o.feasible]
+        return min(feasible, key=lambda o: o.profile.duration) if feasible else None
+
+
+def solve(graph: OpGraph, options: RematOptions, progress: Progress | None = None) -> Solution:
+    """Build the instance, check the budget against the restriction-free floor, run every method.
+
+    Raises :class:`InfeasibleError` when no method meets the budget (the message says what is proven);
+    the partial :class:`Solution` is attached as ``exc.solution``.
+    """
+    for method in options.methods:
+        if method not in METHODS:
+            raise UserError(f"unknown method {method!r}: use {', '.join(METHODS)}")
+    if options.order not in ORDERS:
+        raise UserError(f"unknown order {options.order!r}: use {', '.join(ORDERS)}")
+    if options.max_copies < 1:
+        raise UserError("--max-recompute must be at least 1 (1 = no recomputation)")
+    if not graph.ops:
+        raise UserError("the graph has no ops")
+    instance = build_instance(graph, options.include_params)
+    base = baseline(instance)
+    budget = resolve_budget(*options.budget, base.peak)
+    floor = instance.min_budget()
+    solution = Solution(instance, budget, base, base, options, floor=floor)
+    if budget < floor[0]:
+        raise InfeasibleError(f"budget {budget:,} B is below {floor[0]:,} B, which every sequence needs: "
+                              f"{floor[1]} (proven, no restriction)")
+    if options.order == "minmem":
+        solution.order = minmem_order(instance, options.order_time_limit, options.workers, options.seed)
+        instance = instance.with_order(solution.order.order)
+        solution.instance = instance
+        solution.start = simulate(instance, instance.op_order())
+    for method in options.methods:
+        result = _run(method, instance, budget, options, progress)
+        profile = None
+        if result.sequence is not None:
+            profile = simulate(instance, result.sequence)
+            if profile.peak > budget:
+                if method != "checkmate-lp":
+                    raise AssertionError(f"{method} returned a sequence with simulated peak {profile.peak} "
+                                         f"over the budget {budget}")
+                result.status = "over_budget"
+        solution.outcomes.append(Outcome(result, profile))
+    if solution.best is None:
+        error = InfeasibleError(infeasible_message(solution))
+        error.solution = solution  # type: ignore[attr-defined]
+        raise error
+    return solution
+
+
+def _run(method: str, instance: Instance, budget: int, options: RematOptions,
+         progress: Progress | None) -> MethodResult:
+    start = simulate(instance, instance.op_order())
+    if start.peak <= budget:  # the input order already fits: nothing to recompute, trivially optimal
+        return MethodResult(method, "optimal", instance.op_order(), instance.base_duration, "optimal", 0.0, 0.0,
+                            "none (the input order fits without recomputation)", "none")
+    if method == "moccasin":
+        opts = MoccasinOptions(max_copies=options.max_copies, order="free" if options.order == "free" else "fixed",
+                               time_limit=options.time_limit, workers=options.workers, seed=options.seed,
+                               deterministic=options.deterministic, precedence=options.precedence)
+        return solve_moccasin(instance, budget, opts, progress)
+    from onnxpart.remat.checkmate import solve_checkmate, solve_checkmate_lp
+
+    if method == "checkmate":
+        return solve_checkmate(instance, budget, options.time_limit, seed=options.seed, progress=progress)
+    return solve_checkmate_lp(instance, budget, options.time_limit, seed=options.seed)
+
+
+def infeasible_message(solution: Solution) -> str:
+    """Why no method met the budget, with the smallest budget proven reachable / the proven limit."""
+    budget = solution.budget
+    parts = [f"no sequence fits the budget {budget:,} B (baseline peak {solution.baseline.peak:,.0f} B)"]
+    for outcome in solution.outcomes:
+        notes = outcome.result.notes or {}
+        if outcome.result.status == "infeasible" and notes.get("proven_min_budget"):
+            parts.append(f"{outcome.result.method}: proven impossible under {outcome.result.restriction} — "
+                         f"needs ≥ {notes['proven_min_budget']:,.0f} B")
+        elif notes.get("reachable_budget"):
+            parts.append(f"{outcome.result.method}: smallest peak reached {notes['reachable_budget']:,.0f} B "
+                         f"(proven ≥ {notes.get('proven_min_budget') or solution.floor[0]:,.0f} B; "
+                         f"not proven impossible — raise --time-limit or --max-recompute)")
+        elif outcome.profile is not None and outcome.result.status == "over_budget":
+            parts.append(f"{outcome.result.method}: rounded sequence peaks at {outcome.profile.peak:,.0f} B")
+        else:
+            parts.append(f"{outcome.result.method}: {outcome.result.status}")
+    return "; ".join(parts)
+
+
+def certificate(solution: Solution, source_sha256: str | None = None) -> Certificate:
+    """One certificate for the chosen sequence: duration as the upper bound, every method's proven bound."""
+    inst, best = solution.instance, solution.best
+    assert best is not None and best.profile is not None
+    bounds = [LowerBound("no-recompute", inst.base_duration, "bound", "formula", 0.0,
+                         "every op is computed at least once")]
+    for outcome in solution.outcomes:
+        r = outcome.result
+        bounds.append(LowerBound(f"{r.method}", r.lower_bound, r.lower_bound_status if r.lower_bound is not None
+                                 else "error", r.solver, round(r.seconds, 3), f"holds under: {r.restriction}"))
+    tdi = lambda d: (d - inst.base_duration) / inst.base_duration if inst.base_duration else 0.0  # noqa: E731
+    lower = max((b.value for b in bounds if b.value is not None), default=inst.base_duration)
+    digest = instance_hash(source_sha256 or inst.name, inst.durations, inst.value_sizes, inst.order,
+                           solution.budget, inst.constant_bytes)
+    return Certificate(
+        problem="remat",
+        instance_sha256=digest,
+        objective="total duration of the sequence (sum of op work over compute events)",
+        upper_bound=best.profile.duration,
+        lower_bounds=bounds,
+        details={
+            "budget_bytes": solution.budget,
+            "baseline_peak_bytes": solution.baseline.peak,
+            "input_order_peak_bytes": solution.start.peak,
+            "peak_bytes": best.profile.peak,
+            "base_duration": inst.base_duration,
+            "tdi": tdi(best.profile.duration),
+            "tdi_lower_bound": tdi(lower),
+            "recomputations": best.profile.recomputations,
+            "method": best.result.method,
+            "status": best.result.status,
+            "order": solution.options.order,
+            "restriction": best.result.restriction,
+            "gap_note": "each lower bound holds under its own restriction (see its note); the best one "
+                        "bounds every sequence that satisfies all of them",
+            "include_params": solution.options.include_params,
+        },
+    )
+
+
+def summary(solution: Solution) -> dict[str, Any]:
+    """Plain data for ``--json`` and the compare table."""
+    inst = solution.instance
+    rows = []
+    for o in solution.outcomes:
+        r, p = o.result, o.profile
+        lb_tdi = ((r.lower_bound - inst.base_duration) / inst.base_duration
+                  if r.lower_bound is not None and inst.base_duration else None)
+        rows.append({
+            "method": r.method, "status": r.status, "feasible": o.feasible,
+            "peak_bytes": p.peak if p else None, "duration": p.duration if p else None,
+            "tdi": p.tdi if p else None, "tdi_lower_bound": lb_tdi, "lower_bound": r.lower_bound,
+            "lower_bound_status": r.lower_bound_status, "recomputations": p.recomputations if p else None,
+            "seconds": r.seconds, "time_to_best": r.time_to_best, "restriction": r.restriction,
+            "notes": r.notes or {},
+        })
+    best = solution.best
+    return {
+        "budget_bytes": solution.budget,
+        "baseline_peak_bytes": solution.baseline.peak,
+        "input_order_peak_bytes": solution.start.peak,
+        "min_budget_bytes": solution.floor[0],
+        "order": solution.options.order,
+        "minmem": None if solution.order is None else {
+            "peak_bytes": solution.order.peak, "lower_bound": solution.order.lower_bound,
+            "status": solution.order.status, "method": solution.order.method},
+        "base_duration": inst.base_duration,
+        "best": None if best is None else best.result.method,
+        "methods": rows,
+    }

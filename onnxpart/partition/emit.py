@@ -1,0 +1,157 @@
+"""Solution -> files: ``stage_i.onnx``, ``manifest.json``, ``certificate.json``, ``annotated.onnx``.
+
+* A stage model holds the ONNX nodes of its ops (weight generators pulled in by
+  :func:`onnxpart.onnx_io.extract_subgraph`); its inputs are the tensors it receives (from earlier stages
+  or the graph's inputs), its outputs the tensors later stages read plus the model outputs it makes.
+* ``annotated.onnx`` is the original model with ONNX's multi-device fields (IR ≥ 11):
+  ``ModelProto.configuration`` holds one ``DeviceConfigurationProto`` named ``pipeline`` with k devices
+  ``stage_0 … stage_{k-1}``, and every compute node (and the weight generators it owns) carries a
+  ``NodeDeviceConfigurationProto(configuration_id="pipeline", pipeline_stage=i)``.
+* Empty stages (allowed when k exceeds what helps, or k > ops) have no file: ``"file": null``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from onnxpart.certificate import Certificate, instance_hash
+from onnxpart.partition import Solution
+
+MANIFEST_SCHEMA = "onnxpart.partition-manifest/1"
+OBJECTIVE = "bottleneck stage time (s)"
+CONFIGURATION = "pipeline"
+
+
+def stage_io(graph, assignment: np.ndarray, k: int) -> list[tuple[list[str], list[str]]]:
+    """(inputs, outputs) tensor names per stage of an OpGraph partition, in a deterministic order."""
+    io: list[tuple[list[str], list[str]]] = [([], []) for _ in range(k)]
+    outputs = set(graph.outputs)
+    for op in graph.ops:
+        stage = int(assignment[op.index])
+        for name in op.inputs:
+            tensor = graph.tensors[name]
+            if (tensor.producer is None or assignment[tensor.producer] != stage) and name not in io[stage][0]:
+                io[stage][0].append(name)
+        for name in op.outputs:
+            tensor = graph.tensors.get(name)
+            if tensor is None:
+                continue
+            elsewhere = any(assignment[c] != stage for c in tensor.consumers)
+            if (elsewhere or name in outputs) and name not in io[stage][1]:
+                io[stage][1].append(name)
+    return io
+
+
+def _instance_io(solution: Solution) -> list[tuple[list[str], list[str]]]:
+    """Stage inputs/outputs from the instance alone (graph-only input)."""
+    inst, assign = solution.instance, solution.assignment
+    io: list[tuple[list[str], list[str]]] = [([], []) for _ in range(solution.k)]
+    for t, name in enumerate(inst.tensor_names):
+        home = int(assign[inst.producer[t]])
+        others = sorted(set(assign[inst.consumers(t)].tolist()) - {home})
+        if others:
+            io[home][1].append(name)
+            for b in others:
+                io[b][0].append(name)
+    return io
+
+
+def manifest(solution: Solution, graph=None, model_path: str | None = None, model_sha256: str | None = None,
+             files: dict[int, str] | None = None) -> dict[str, Any]:
+    """The manifest: model, k, cost model, bandwidth, and per stage its ops, tensors and Eq. (3) terms."""
+    inst, k = solution.instance, solution.k
+    costs = solution.costs
+    io = stage_io(graph, solution.assignment, k) if graph is not None else _instance_io(solution)
+    value = max(c.cost for c in costs) if costs else 0.0
+    worst = int(np.argmax([c.cost for c in costs])) if costs else 0
+    stages = []
+    for b in range(k):
+        ops = np.flatnonzero(solution.assignment == b)
+        stages.append({
+            "index": b,
+            "file": (files or {}).get(b),
+            "ops": [inst.op_names[i] for i in ops],
+            "onnx_nodes": [name for i in ops for name in inst.members[i]],
+            "inputs": io[b][0],
+            "outputs": io[b][1],
+            "work": costs[b].work,
+            "io_in": costs[b].io_in,
+            "io_out": costs[b].io_out,
+            "overflow": costs[b].overflow,
+            "param_bytes": costs[b].params,
+            "cost": costs[b].cost,
+        })
+    return {
+        "schema": MANIFEST_SCHEMA,
+        "model": {"path": model_path, "sha256": model_sha256},
+        "graph": inst.name,
+        "k": k,
+        "cost_model": getattr(graph, "cost_model", None),
+        "device": getattr(graph, "device", None),
+        "bandwidth": inst.bandwidth,
+        "stage_memory": inst.stage_memory,
+        "objective": OBJECTIVE,
+        "method": solution.method,
+        "bottleneck": value,
+        "bottleneck_stage": worst,
+        "stages": stages,
+    }
+
+
+def certificate_hash(solution: Solution, model_sha256: str | None) -> str:
+    """Instance sha256: model file + the instance's costs (work, tensors, M, B) + k."""
+    return instance_hash(model_sha256, solution.instance.digest(), solution.k)
+
+
+def certificate(solution: Solution, model_sha256: str | None, options: dict[str, Any]) -> Certificate:
+    costs = solution.costs
+    return Certificate(
+        problem="mtpp",
+        instance_sha256=certificate_hash(solution, model_sha256),
+        objective=OBJECTIVE,
+        upper_bound=max((c.cost for c in costs), default=0.0),
+        lower_bounds=list(solution.lower_bounds),
+        details={"k": solution.k, "method": solution.method,
+                 "stages_used": int(len(np.unique(solution.assignment))) if len(solution.assignment) else 0,
+                 "options": options, "search": solution.search},
+    )
+
+
+def stage_models(loaded_model, graph, solution: Solution) -> dict[int, Any]:
+    """``{stage index: ModelProto}`` for the non-empty stages."""
+    from onnxpart.onnx_io import extract_subgraph
+
+    io = stage_io(graph, solution.assignment, solution.k)
+    models = {}
+    for b in range(solution.k):
+        ops = [op for op in graph.ops if solution.assignment[op.index] == b]
+        if not ops:
+            continue
+        nodes = [name for op in ops for name in op.onnx_nodes]
+        models[b] = extract_subgraph(loaded_model, nodes, io[b][0], io[b][1], name=f"{graph.name}_stage_{b}")
+    return models
+
+
+def annotated_model(loaded_model, graph, solution: Solution):
+    """The original model with ``pipeline_stage`` on every compute node and the weight generators it
+    owns, and the ``pipeline`` device configuration (IR version raised to 11 if lower)."""
+    import onnx
+
+    model = onnx.ModelProto()
+    model.CopyFrom(loaded_model)
+    stage_of = {}
+    for op in graph.ops:
+        for name in op.onnx_nodes + op.const_nodes:
+            stage_of[name] = int(solution.assignment[op.index])
+    del model.configuration[:]
+    model.configuration.append(onnx.DeviceConfigurationProto(
+        name=CONFIGURATION, num_devices=solution.k, device=[f"stage_{b}" for b in range(solution.k)]))
+    for node in model.graph.node:
+        if node.name in stage_of:
+            del node.device_configurations[:]
+            node.device_configurations.append(onnx.NodeDeviceConfigurationProto(
+                configuration_id=CONFIGURATION, pipeline_stage=stage_of[node.name]))
+    model.ir_version = max(model.ir_version, 11)
+    return model

@@ -1,0 +1,96 @@
+"""Checking a partition without trusting the code that made it.
+
+* :func:`run_stages` feeds seeded random inputs through the stage models in order (onnxruntime, file
+  order kept) and compares the model outputs with the original model's: the ``--verify`` check.
+* :func:`check_certificate` re-derives the upper bound from ``manifest.json`` and the instance's costs
+  (Eq. 3 from scratch, not the segment structure), checks the partition is valid (every op once, no edge
+  to an earlier stage), re-computes Lemma 3.3's simple bound, and checks the instance hash and that no
+  lower bound exceeds the upper bound: the ``--check-certificate`` option.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from onnxpart.certificate import Certificate, instance_hash
+from onnxpart.partition.model import Instance, block_costs, check_assignment, simple_lower_bound
+
+#: relative slack for comparing floats written to JSON and MIP bounds (HiGHS tolerances)
+RTOL = 1e-6
+
+
+def run_stages(original, stages: Mapping[int, Any], stage_inputs: Mapping[int, list[str]], seed: int = 0) -> float:
+    """Max abs error between the original model's outputs and the stages run in order on the same
+    seeded random inputs."""
+    from onnxpart.runtime import make_session, max_abs_error, random_inputs, run
+
+    feeds = random_inputs(make_session(original), seed)
+    reference = run(original, feeds)
+    values = dict(feeds)
+    for index in sorted(stages):
+        missing = [name for name in stage_inputs[index] if name not in values]
+        if missing:
+            raise RuntimeError(f"stage {index} needs {missing[:3]}, which no earlier stage produced")
+        values.update(run(stages[index], {name: values[name] for name in stage_inputs[index]}))
+    return max_abs_error(reference, {name: values[name] for name in reference})
+
+
+@dataclass
+class CertificateCheck:
+    upper_bound: float
+    simple_bound: float
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= RTOL * max(1.0, abs(a), abs(b)) if abs(a - b) > 1e-12 else True
+
+
+def check_certificate(inst: Instance, manifest: dict[str, Any], cert: Certificate,
+                      model_sha256: str | None) -> CertificateCheck:
+    """Recompute the upper bound from the manifest's stage op lists and re-check the simple bound."""
+    k = int(manifest["k"])
+    where = {name: i for i, name in enumerate(inst.op_names)}
+    assignment = np.full(inst.n, -1, dtype=np.int64)
+    problems: list[str] = []
+    for stage in manifest["stages"]:
+        for name in stage["ops"]:
+            if name not in where:
+                problems.append(f"stage {stage['index']} lists op {name!r}, which the model does not have")
+            elif assignment[where[name]] >= 0:
+                problems.append(f"op {name!r} is in two stages")
+            else:
+                assignment[where[name]] = int(stage["index"])
+    unplaced = [inst.op_names[i] for i in np.flatnonzero(assignment < 0)]
+    if unplaced:
+        problems.append(f"{len(unplaced)} ops are in no stage (first: {unplaced[0]!r})")
+        return CertificateCheck(float("nan"), float("nan"), problems)
+    try:
+        check_assignment(inst, assignment, k)
+    except ValueError as exc:
+        problems.append(f"invalid partition: {exc}")
+    costs = block_costs(inst, assignment, k)
+    upper = max((c.cost for c in costs), default=0.0)
+    for stage, cost in zip(manifest["stages"], costs):
+        if not _close(stage["cost"], cost.cost):
+            problems.append(f"stage {stage['index']}: manifest says cost {stage['cost']}, recomputed {cost.cost}")
+    if not _close(upper, cert.upper_bound):
+        problems.append(f"certificate upper bound {cert.upper_bound} != recomputed bottleneck {upper}")
+    simple = simple_lower_bound(inst, k)
+    for bound in cert.lower_bounds:
+        if bound.method == "simple" and not _close(bound.value, simple):
+            problems.append(f"simple bound {bound.value} != recomputed {simple}")
+        if bound.value is not None and bound.value > upper * (1 + RTOL) + 1e-12:
+            problems.append(f"lower bound {bound.method} = {bound.value} exceeds the upper bound {upper}")
+    expected = instance_hash(model_sha256, inst.digest(), k)
+    if cert.instance_sha256 != expected:
+        problems.append("instance sha256 differs: the certificate was made for another model, costs, options or k")
+    return CertificateCheck(upper, simple, problems)

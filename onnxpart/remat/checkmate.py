@@ -1,0 +1,256 @@
+"""Checkmate baselines (Jain et al., "Checkmate: Breaking the Memory Wall with Optimal Tensor
+Rematerialization", MLSys 2020) on HiGHS: the MILP, and its LP relaxation with two-phase rounding.
+
+Stages follow the input order: stage ``t`` ends with the first computation of the node at position ``t``
+and may recompute any earlier node (nodes that may not be recomputed — input nodes and producers of graph
+outputs — only in their own stage). Variables (Checkmate §4):
+
+* ``R[t,k]`` (binary): node ``k`` is computed in stage ``t`` (``R[t,t] = 1``);
+* ``S[t,x]`` (binary): tensor ``x`` is retained from stage ``t−1`` into stage ``t`` (graph outputs: 1);
+* ``U[t,k]`` (continuous): memory at event ``k`` of stage ``t``;
+* ``FREE[t,x,k]`` (continuous in [0,1]; at an optimum the product it bounds): ``x`` is freed after
+  event ``k`` of stage ``t``.
+
+Constraints: dependencies ``R[t,k] ≤ R[t,q] + S[t,x]`` for each input ``x`` of ``k`` produced by ``q``;
+retention ``S[t+1,x] ≤ S[t,x] + R[t,q]``; memory accounting ``U[t,0] = Σ m_x S[t,x] + m_0 R[t,0]``,
+``U[t,k] = U[t,k−1] − Σ m_x FREE[t,x,k−1] + m_k R[t,k]``, ``U[t,k] + internal_k R[t,k] ≤ M``; and
+``FREE[t,x,k] ≤ R[t,k]``, ``≤ 1 − S[t+1,x]``, ``≤ 1 − R[t,j]`` for each later reader ``j`` of ``x`` in
+the stage. Objective: the recomputed duration ``Σ_{k<t} w_k R[t,k]``. The memory rules are those of
+:mod:`onnxpart.remat.sequence`, so both formulations share one optimum when ``C_v`` is not binding.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import highspy
+import numpy as np
+
+from onnxpart.remat.model import Instance, MethodResult, scale
+from onnxpart.solvers import solve_highs
+
+log = logging.getLogger(__name__)
+
+RESTRICTION = "the input topological order's stages (no limit on recomputations)"
+
+
+@dataclass
+class _Lp:
+    """A sparse (MI)LP under construction."""
+
+    cost: list[float] = field(default_factory=list)
+    lower: list[float] = field(default_factory=list)
+    upper: list[float] = field(default_factory=list)
+    integer: list[bool] = field(default_factory=list)
+    row_lower: list[float] = field(default_factory=list)
+    row_upper: list[float] = field(default_factory=list)
+    starts: list[int] = field(default_factory=lambda: [0])
+    index: list[int] = field(default_factory=list)
+    value: list[float] = field(default_factory=list)
+
+    def var(self, lower: float, upper: float, cost: float = 0.0, integer: bool = False) -> int:
+        self.cost.append(cost)
+        self.lower.append(lower)
+        self.upper.append(upper)
+        self.integer.append(integer)
+        return len(self.cost) - 1
+
+    def row(self, terms: list[tuple[int, float]], lower: float, upper: float) -> None:
+        for col, coef in terms:
+            self.index.append(col)
+            self.value.append(coef)
+        self.starts.append(len(self.index))
+        self.row_lower.append(lower)
+        self.row_upper.append(upper)
+
+    def highs(self, relax: bool) -> highspy.Highs:
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = len(self.cost), len(self.row_lower)
+        lp.col_cost_ = np.asarray(self.cost, dtype=float)
+        lp.col_lower_ = np.asarray(self.lower, dtype=float)
+        lp.col_upper_ = np.asarray(self.upper, dtype=float)
+        lp.row_lower_ = np.asarray(self.row_lower, dtype=float)
+        lp.row_upper_ = np.asarray(self.row_upper, dtype=float)
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+        lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = lp.num_col_, lp.num_row_
+        lp.a_matrix_.start_ = np.asarray(self.starts, dtype=np.int32)
+        lp.a_matrix_.index_ = np.asarray(self.index, dtype=np.int32)
+        lp.a_matrix_.value_ = np.asarray(self.value, dtype=float)
+        if not relax:
+            lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
+                               for i in self.integer]
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        h.passModel(lp)
+        return h
+
+
+@dataclass
+class _Model:
+    lp: _Lp
+    R: dict[tuple[int, int], int]  # (stage, position) -> column
+    S: dict[tuple[int, int], int]  # (stage, value) -> column
+
+
+def _build(instance: Instance, capacity: int) -> _Model:
+    sc = scale(instance)
+    order = instance.order
+    n = len(order)
+    pos = {v: p for p, v in enumerate(order)}
+    q = [pos[instance.value_producer[x]] for x in range(len(instance.value_sizes))]
+    readers = [sorted(pos[c] for c in instance.value_consumers[x]) for x in range(len(q))]
+    out_units = [sum(sc.sizes[x] for x in instance.node_outputs[order[k]]) for k in range(n)]
+    lp = _Lp()
+    R: dict[tuple[int, int], int] = {}
+    S: dict[tuple[int, int], int] = {}
+    for t in range(n):
+        for k in range(t + 1):
+            v = order[k]
+            if k == t:
+                R[(t, k)] = lp.var(1, 1)
+            elif instance.recomputable(v):
+                R[(t, k)] = lp.var(0, 1, sc.weights[v], integer=True)
+        for x in range(len(q)):
+            if q[x] < t and (readers[x] or instance.value_to_end[x]):
+                S[(t, x)] = lp.var(1 if instance.value_to_end[x] else 0, 1, integer=True)
+
+    def r_terms(t: int, k: int, coef: float) -> list[tuple[int, float]]:
+        return [(R[(t, k)], coef)] if (t, k) in R else []
+
+    for t in range(n):
+        # dependencies: an input is recomputed in the stage or retained into it
+        for k in range(t + 1):
+            if (t, k) not in R:
+                continue
+            for x in instance.node_inputs[order[k]]:
+                if (t, x) not in S and (t, q[x]) not in R:
+                    lp.row([(R[(t, k)], 1.0)], -np.inf, 0.0)
+                    continue
+                lp.row([(R[(t, k)], 1.0)] + r_terms(t, q[x], -1.0)
+                       + ([(S[(t, x)], -1.0)] if (t, x) in S else []), -np.inf, 0.0)
+        # retention: only what was resident in stage t can be carried into stage t+1
+        for x in range(len(q)):
+            if (t + 1, x) in S and q[x] < t:
+                lp.row([(S[(t + 1, x)], 1.0)] + ([(S[(t, x)], -1.0)] if (t, x) in S else [])
+                       + r_terms(t, q[x], -1.0), -np.inf, 0.0)
+        # memory accounting, event by event
+        previous, frees = None, []
+        for k in range(t + 1):
+            u = lp.var(0, capacity)
+            terms = [(u, 1.0)] + r_terms(t, k, -float(out_units[k]))
+            if previous is None:
+                terms += [(S[(t, x)], -float(sc.sizes[x])) for x in range(len(q)) if (t, x) in S]
+            else:
+                terms += [(previous, -1.0)] + frees
+            lp.row(terms, 0.0, 0.0)
+            if sc.internal[order[k]] and (t, k) in R:
+                lp.row([(u, 1.0), (R[(t, k)], float(sc.internal[order[k]]))], -np.inf, capacity)
+            previous, frees = u, []
+            if (t, k) not in R:
+                continue
+            v = order[k]
+            for x in set(instance.node_inputs[v]) | set(instance.node_outputs[v]):
+                if instance.value_to_end[x]:
+                    continue
+                later = [j for j in readers[x] if k < j <= t]
+                if t in later:
+                    continue  # the stage's own node still reads it
+                f = lp.var(0, 1)
+                frees.append((f, float(sc.sizes[x])))
+                lp.row([(f, 1.0), (R[(t, k)], -1.0)], -np.inf, 0.0)
+                if (t + 1, x) in S:
+                    lp.row([(f, 1.0), (S[(t + 1, x)], 1.0)], -np.inf, 1.0)
+                for j in later:
+                    if (t, j) in R:
+                        lp.row([(f, 1.0), (R[(t, j)], 1.0)], -np.inf, 1.0)
+    return _Model(lp, R, S)
+
+
+def _sequence(instance: Instance, model: _Model, values) -> tuple[int, ...]:
+    n = len(instance.order)
+    return tuple(instance.order[k] for t in range(n) for k in range(t + 1)
+                 if (t, k) in model.R and values[model.R[(t, k)]] > 0.5 and instance.order[k] < instance.n_ops)
+
+
+def solve_checkmate(instance: Instance, budget: float, time_limit: float, seed: int = 0,
+                    progress=None) -> MethodResult:
+    """The Checkmate MILP on HiGHS; the lower bound is HiGHS's proven dual bound."""
+    sc = scale(instance)
+    capacity = sc.budget_units(budget, instance.constant_bytes)
+    start = time.perf_counter()
+    model = _build(instance, capacity)
+    highs = model.lp.highs(relax=False)
+    best_at: list[float] = []
+
+    def improved(event) -> None:
+        best_at.append(time.perf_counter() - start)
+        if progress:
+            progress("checkmate", best_at[-1], instance.base_duration
+                     + sc.quantum * event.data_out.objective_function_value,
+                     instance.base_duration + sc.quantum * max(event.data_out.mip_dual_bound, 0.0))
+
+    highs.cbMipImprovingSolution.subscribe(improved)
+    result = solve_highs(highs, max(time_limit - (time.perf_counter() - start), 1.0), seed=seed)
+    notes = {"columns": len(model.lp.cost), "rows": len(model.lp.row_lower)}
+    if result.status == "infeasible":
+        return MethodResult("checkmate", "infeasible", None, None, "infeasible", time.perf_counter() - start,
+                            None, RESTRICTION, "highs", notes)
+    bound = instance.base_duration + sc.quantum * max(result.bound, 0.0) if result.bound > -1e300 else None
+    sequence = _sequence(instance, model, result.values) if result.has_solution else None
+    status = result.status if sequence is not None else "no_solution"
+    return MethodResult("checkmate", status, sequence, bound, result.status if bound is not None else "none",
+                        time.perf_counter() - start, best_at[-1] if best_at else None, RESTRICTION, "highs", notes)
+
+
+def solve_checkmate_lp(instance: Instance, budget: float, time_limit: float, seed: int = 0) -> MethodResult:
+    """Checkmate's LP relaxation with two-phase rounding (Checkmate §5.2): round the retention matrix
+    ``S`` at 0.5, then recompute exactly what the rounded ``S`` leaves missing. The result may exceed the
+    budget (the paper's Table 2 shows it often does); the LP optimum is a proven lower bound."""
+    sc = scale(instance)
+    capacity = sc.budget_units(budget, instance.constant_bytes)
+    start = time.perf_counter()
+    model = _build(instance, capacity)
+    result = solve_highs(model.lp.highs(relax=True), time_limit, seed=seed)
+    notes = {"columns": len(model.lp.cost), "rows": len(model.lp.row_lower)}
+    if not result.has_solution:
+        status = "infeasible" if result.status == "infeasible" else "no_solution"
+        return MethodResult("checkmate-lp", status, None, None, status if status == "infeasible" else "none",
+                            time.perf_counter() - start, None, RESTRICTION, "highs", notes)
+    bound = instance.base_duration + sc.quantum * max(result.objective, 0.0) if result.status == "optimal" else None
+    sequence = _round(instance, model, result.values)
+    return MethodResult("checkmate-lp", "rounded", sequence, bound, "optimal" if bound is not None else "none",
+                        time.perf_counter() - start, time.perf_counter() - start, RESTRICTION + ", LP relaxation",
+                        "highs", notes)
+
+
+def _round(instance: Instance, model: _Model, values) -> tuple[int, ...]:
+    """Two-phase rounding: ``S* = [S_lp ≥ ½]``, then per stage the least ``R`` that makes ``S*`` valid."""
+    order = instance.order
+    n = len(order)
+    pos = {v: p for p, v in enumerate(order)}
+    n_values = len(instance.value_sizes)
+    resident = [False] * n_values  # retained into the current stage
+    sequence: list[int] = []
+    for t in range(n):
+        needed = [False] * n_values
+        compute = [False] * (t + 1)
+        compute[t] = True
+        for k in range(t, -1, -1):
+            v = order[k]
+            if not compute[k]:
+                continue
+            for x in instance.node_inputs[v]:
+                if not resident[x]:
+                    compute[pos[instance.value_producer[x]]] = True
+                needed[x] = True
+        sequence += [order[k] for k in range(t + 1) if compute[k] and order[k] < instance.n_ops]
+        available = [resident[x] or compute[pos[instance.value_producer[x]]]
+                     if pos[instance.value_producer[x]] <= t else False for x in range(n_values)]
+        for x in range(n_values):
+            wanted = (t + 1, x) in model.S and values[model.S[(t + 1, x)]] >= 0.5
+            must = instance.value_to_end[x] or (not instance.recomputable(instance.value_producer[x])
+                                                and any(pos[c] > t for c in instance.value_consumers[x]))
+            resident[x] = available[x] and (wanted or must)
+    return tuple(sequence)

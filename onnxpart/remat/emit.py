@@ -1,0 +1,165 @@
+"""Solution -> files: ``remat.onnx``, ``sequence.json``, ``certificate.json`` and ``memory.png``.
+
+``remat.onnx`` lists the weight-generator nodes first (initializers and ``ConstantOfShape``-built
+weights are kept as they are), then one node per compute event in sequence order. A recomputation is a
+clone of the original node named ``<node>__r<k>`` whose outputs are renamed ``<tensor>__r<k>``; every
+later reader is rewired to the copy that is live at its event. Before anything is written the emitted
+model is loaded back as an OpGraph and its own node order is simulated by
+:func:`onnxpart.memory.memory_profile`: its peak must be within the budget (an ``AssertionError``
+otherwise — that would be a bug).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import onnx
+
+from onnxpart.graph import OpGraph
+from onnxpart.memory import memory_profile
+from onnxpart.remat.sequence import SequenceProfile
+
+log = logging.getLogger(__name__)
+
+SEQUENCE_SCHEMA = "onnxpart.remat.sequence/1"
+
+#: How to run remat.onnx so onnxruntime keeps its order and does not merge the clones back (CSE).
+SESSION_OPTIONS = {
+    "graph_optimization_level": "ORT_DISABLE_ALL",
+    "execution_order": "PRIORITY_BASED",
+    "execution_mode": "ORT_SEQUENTIAL",
+    "enable_mem_pattern": "False",
+}
+
+
+def build_remat_model(model: onnx.ModelProto, graph: OpGraph, profile: SequenceProfile,
+                      budget: int) -> onnx.ModelProto:
+    """The rematerialized model: ``model`` is the shape-inferred model ``graph`` was built from."""
+    g = model.graph
+    by_name = {node.name: node for node in g.node}
+    compute = {name for op in graph.ops for name in op.onnx_nodes}
+    taken = {o for node in g.node for o in node.output} | {vi.name for vi in g.input} \
+        | {init.name for init in g.initializer} | set(by_name)
+    types = {vi.name: vi for vi in list(g.value_info) + list(g.output) + list(g.input)}
+
+    nodes = [_copy(node) for node in g.node if node.name not in compute]  # weight generators, dead constants
+    value_info = [_copy(vi) for vi in g.value_info]
+    live: dict[str, str] = {}
+    for op_id, k in zip(profile.sequence, profile.copy_index):
+        op = graph.ops[op_id]
+        local: dict[str, str] = {}
+        for name in op.onnx_nodes:
+            node = _copy(by_name[name])
+            for j, value in enumerate(node.input):
+                if value:
+                    node.input[j] = local.get(value, live.get(value, value))
+            if k > 0:
+                node.name = _fresh(f"{name}__r{k}", taken)
+                for j, value in enumerate(node.output):
+                    if value:
+                        renamed = _fresh(f"{value}__r{k}", taken)
+                        local[value] = renamed
+                        node.output[j] = renamed
+                        if value in types:
+                            vi = _copy(types[value])
+                            vi.name = renamed
+                            value_info.append(vi)
+            else:
+                local.update({value: value for value in node.output if value})
+            nodes.append(node)
+        live.update(local)
+
+    out = onnx.helper.make_graph(nodes, g.name or "model", list(g.input), list(g.output),
+                                 initializer=list(g.initializer), value_info=value_info)
+    remat = onnx.helper.make_model(out, opset_imports=list(model.opset_import),
+                                   producer_name="onnxpart remat")
+    remat.ir_version = model.ir_version
+    for fn in model.functions:
+        remat.functions.append(fn)
+    onnx.helper.set_model_props(remat, {
+        **{p.key: p.value for p in model.metadata_props},
+        "onnxpart.remat.session_options": "; ".join(f"{k}={v}" for k, v in SESSION_OPTIONS.items()),
+        "onnxpart.remat.note": "run with these onnxruntime session options: the default execution order "
+                               "hoists recomputations and graph optimizations merge the clones back",
+        "onnxpart.remat.budget_bytes": str(budget),
+        "onnxpart.remat.predicted_peak_bytes": str(int(profile.peak)),
+    })
+    onnx.checker.check_model(remat)
+    return remat
+
+
+def check_emitted(remat: onnx.ModelProto, budget: int, include_params: bool) -> float:
+    """Simulate the emitted file's own node order; return its peak, asserting it is within the budget."""
+    from onnxpart.graph import from_onnx
+    from onnxpart.onnx_io import prepare
+
+    peak = memory_profile(from_onnx(prepare(remat, {})), include_params=include_params).peak
+    if peak > budget:
+        raise AssertionError(f"emitted remat.onnx peaks at {peak:.0f} B in its own node order, over the "
+                             f"budget {budget} B")
+    return peak
+
+
+def sequence_payload(graph: OpGraph, profile: SequenceProfile, budget: int, baseline: SequenceProfile,
+                     method: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``sequence.json``: the events in order with the memory at each, and the totals."""
+    return {
+        "schema": SEQUENCE_SCHEMA,
+        "graph": graph.name,
+        "method": method,
+        "budget_bytes": budget,
+        "baseline_peak_bytes": baseline.peak,
+        "peak_bytes": profile.peak,
+        "peak_event": profile.peak_event,
+        "base_duration": profile.base_duration,
+        "duration": profile.duration,
+        "tdi": profile.tdi,
+        "recomputations": profile.recomputations,
+        "events": [
+            {"event": i, "op": graph.ops[v].name, "recompute": k, "duration": graph.ops[v].work,
+             "memory_bytes": m}
+            for i, (v, k, m) in enumerate(zip(profile.sequence, profile.copy_index, profile.memory))
+        ],
+        **(extra or {}),
+    }
+
+
+def plot_memory(path, baseline: SequenceProfile, profile: SequenceProfile, budget: int, title: str) -> None:
+    """``memory.png``: memory at each event before (input order) and after, and the budget line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    scale, unit = next(((s, u) for s, u in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
+                        if max(baseline.peak, budget) >= s), (1, "B"))
+    fig, ax = plt.subplots(figsize=(9, 4), dpi=110)
+    ax.step(range(len(baseline.memory)), [m / scale for m in baseline.memory], where="mid", lw=1.2,
+            color="0.55", label=f"before: peak {baseline.peak / scale:.3g} {unit}")
+    ax.step(range(len(profile.memory)), [m / scale for m in profile.memory], where="mid", lw=1.4,
+            color="tab:blue", label=f"after: peak {profile.peak / scale:.3g} {unit}, "
+                                    f"{profile.recomputations} recomputed, TDI {100 * profile.tdi:+.2f}%")
+    ax.axhline(budget / scale, color="tab:red", ls="--", lw=1, label=f"budget {budget / scale:.3g} {unit}")
+    ax.set_xlabel("compute event")
+    ax.set_ylabel(f"activation memory ({unit})")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, loc="upper right")
+    ax.margins(x=0.01)
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)
+
+
+def _copy(proto):
+    clone = type(proto)()
+    clone.CopyFrom(proto)
+    return clone
+
+
+def _fresh(name: str, taken: set[str]) -> str:
+    candidate, k = name, 2
+    while candidate in taken:
+        candidate, k = f"{name}_{k}", k + 1
+    taken.add(candidate)
+    return candidate

@@ -1,0 +1,152 @@
+"""Benchmark `onnxpart remat` and write the tables into BENCHMARKS.md (section "remat").
+
+Instances: the Moccasin paper's graphs (../shared/benchmarks/moccasin-graphs, read in place), random
+layered graphs from scripts/gen_layered_graphs.py, the transformer fixture and light models of the onnx
+wheel. Budgets 90% and 80% of the input order's peak (floor, the paper's rule). Every method gets the same
+time limit on the same instance; the lower bound is each solver's proven bound.
+
+    python scripts/bench_remat.py            # the default subset (about 25 minutes on 2 cores)
+    python scripts/bench_remat.py --full     # adds G3, G4 and ResNet50 with the baselines
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_common import ROOT, SHARED, machine_line, write_section  # noqa: E402
+from gen_layered_graphs import layered_graph  # noqa: E402
+
+from onnxpart.errors import InfeasibleError  # noqa: E402
+from onnxpart.remat import RematOptions, solve  # noqa: E402
+from onnxpart.remat.model import read_graph_file, read_node_link  # noqa: E402
+
+GRAPHS = SHARED / "benchmarks" / "moccasin-graphs"
+KNOWN = {("G1", 0.9): 0.79, ("G1", 0.8): 2.30, ("fcn_8_vgg train", 0.9): 0.03, ("fcn_8_vgg train", 0.8): 0.14}
+FILES = {
+    "G1": "random_layered_n100_w0.27_nlv0.75_ed0.2_scd0.14.json",
+    "G2": "random_layered_n250_w0.43_nlv0.75_ed0.2_scd0.14.json",
+    "G3": "random_layered_n500_w0.36_nlv0.75_ed0.2_scd0.14.json",
+    "G4": "random_layered_n1000_w0.31_nlv0.75_ed0.2_scd0.14.json",
+    "fcn_8_vgg train": "fcn_8_vgg (MLSys)_32_(416, 608, 3)_train_nx.json",
+    "ResNet50 train": "ResNet50 (MLSys)_256_(224, 224, 3)_train_nx.json",
+}
+
+
+def run(graph, fraction: float, method: str, time_limit: float, order: str = "fixed") -> dict:
+    options = RematOptions(budget=("fraction", fraction), methods=(method,), order=order, time_limit=time_limit)
+    start = time.perf_counter()
+    try:
+        solution = solve(graph, options)
+    except InfeasibleError as exc:
+        partial = getattr(exc, "solution", None)
+        row = {"method": method, "status": "no solution", "feasible": False, "seconds": time.perf_counter() - start}
+        if partial is not None and partial.outcomes:
+            o = partial.outcomes[0]
+            row.update(status=o.result.status, peak=o.profile.peak if o.profile else None,
+                       tdi=o.profile.tdi if o.profile else None, seconds=o.result.seconds,
+                       budget=partial.budget)
+        return row
+    o = solution.outcomes[0]
+    base = solution.instance.base_duration
+    lb = o.result.lower_bound
+    return {"method": method, "status": o.result.status, "feasible": True, "budget": solution.budget,
+            "baseline": solution.baseline.peak, "peak": o.profile.peak, "tdi": o.profile.tdi,
+            "tdi_lb": (lb - base) / base if lb is not None and base else None,
+            "time_to_best": o.result.time_to_best, "seconds": o.result.seconds,
+            "recomputed": o.profile.recomputations}
+
+
+def paper_cases(full: bool) -> list[tuple[str, object, list[tuple[str, float]]]]:
+    both = [("moccasin", 60), ("checkmate", 150), ("checkmate-lp", 150)]
+    cases = [("G1", both), ("fcn_8_vgg train", both), ("G2", [("moccasin", 60), ("checkmate", 150),
+                                                              ("checkmate-lp", 150)])]
+    if full:
+        cases += [("ResNet50 train", both), ("G3", [("moccasin", 120)]), ("G4", [("moccasin", 600)])]
+    else:
+        cases += [("ResNet50 train", [("moccasin", 60)]), ("G4", [("moccasin", 300)])]
+    return [(name, read_graph_file(GRAPHS / FILES[name]), methods) for name, methods in cases]
+
+
+def fmt_pct(value) -> str:
+    return "—" if value is None else f"{100 * value:+.2f}%"
+
+
+def fmt_int(value) -> str:
+    return "—" if value is None else f"{value:,.0f}"
+
+
+def fmt_s(value) -> str:
+    return "—" if value is None else f"{value:.1f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--full", action="store_true")
+    parser.add_argument("--out", type=Path, default=ROOT / ".venv" / "bench_remat.json")
+    args = parser.parse_args()
+    results: dict = json.loads(args.out.read_text()) if args.out.exists() else {}
+
+    def record(key: str, compute) -> dict:
+        if key not in results:
+            print(f"… {key}", flush=True)
+            results[key] = compute()
+            args.out.write_text(json.dumps(results, indent=1))
+        print(f"{key}: {results[key]}", flush=True)
+        return results[key]
+
+    lines = [f"Measured by `scripts/bench_remat.py` on {machine_line()}. TDI = total duration increase over "
+             "computing every op once; *proven ≥* is the solver's proven bound under the same restriction "
+             "(moccasin: input-order stages and C_v = 2; checkmate: input-order stages); time = seconds to the "
+             "best solution (HiGHS: to its last improving solution), same time limit per method and "
+             "instance. Budgets are floor(fraction × the input order's peak), the paper's rule.", ""]
+    lines += ["### Paper graphs (Table 2 layout)", "",
+              "| graph (n, m) | budget | method | TDI | proven ≥ | peak | recomputed | time to best (s) | "
+              "total (s) | known optimum |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, graph, methods in paper_cases(args.full):
+        m = sum(1 for _ in graph.edges())
+        for fraction in (0.9, 0.8):
+            for method, limit in methods:
+                row = record(f"{name}|{fraction}|{method}|{limit}", lambda: run(graph, fraction, method, limit))
+                known = KNOWN.get((name, fraction))
+                lines.append(f"| {name} ({len(graph.ops)}, {m}) | {int(fraction * 100)}% = {fmt_int(row.get('budget'))} "
+                             f"| {method} | {fmt_pct(row.get('tdi')) if row['feasible'] else row['status']} "
+                             f"| {fmt_pct(row.get('tdi_lb'))} | {fmt_int(row.get('peak'))} "
+                             f"| {row.get('recomputed', '—')} | {fmt_s(row.get('time_to_best'))} "
+                             f"| {fmt_s(row.get('seconds'))} | {'+%.2f%%' % known if known else ''} |")
+    lines += ["", "### Random layered graphs (scripts/gen_layered_graphs.py, moccasin, 60 s)", "",
+              "| graph | n | m | budget | TDI | proven ≥ | time to best (s) | total (s) |", "|---|---|---|---|---|---|---|---|"]
+    for n, width, seed in ((100, 0.3, 1), (150, 0.3, 2), (250, 0.35, 3)):
+        graph = read_node_link(layered_graph(n, width, seed))
+        for fraction in (0.9, 0.8):
+            row = record(f"layered{n}-{width}-{seed}|{fraction}", lambda: run(graph, fraction, "moccasin", 60))
+            lines.append(f"| layered w={width} seed={seed} | {n} | {sum(1 for _ in graph.edges())} | {int(fraction * 100)}% "
+                         f"| {fmt_pct(row.get('tdi')) if row['feasible'] else row['status']} | {fmt_pct(row.get('tdi_lb'))} "
+                         f"| {fmt_s(row.get('time_to_best'))} | {fmt_s(row.get('seconds'))} |")
+    lines += ["", "### ONNX models (analytic a100 costs; moccasin 60 s)", "",
+              "| model | ops | order | budget | baseline peak | peak | TDI | proven ≥ | total (s) |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    import onnx
+
+    from onnxpart.cli.common import load_costed
+
+    light = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+    for label, path, fraction, order in (("transformer_block", ROOT / "fixtures" / "transformer_block.onnx", 0.95, "fixed"),
+                                         ("light_shufflenet", light / "light_shufflenet.onnx", 0.95, "minmem"),
+                                         ("light_densenet121", light / "light_densenet121.onnx", 0.9, "fixed")):
+        graph = load_costed(path).graph
+        row = record(f"{label}|{fraction}|{order}", lambda: run(graph, fraction, "moccasin", 60, order))
+        lines.append(f"| {label} | {len(graph.ops)} | {order} | {int(fraction * 100)}% | {fmt_int(row.get('baseline'))} "
+                     f"| {fmt_int(row.get('peak'))} | {fmt_pct(row.get('tdi')) if row['feasible'] else row['status']} "
+                     f"| {fmt_pct(row.get('tdi_lb'))} | {fmt_s(row.get('seconds'))} |")
+    write_section("remat", "\n".join(lines))
+    print("wrote the remat section of BENCHMARKS.md")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""Exactness and validity against brute force: ideal DP and exact MIP equal the optimum; every lower
+bound is at most the optimum, which is at most what solve() returns."""
+
+import numpy as np
+import pytest
+from tests.partition.partition_helpers import brute_force, random_instance
+
+from onnxpart.partition import Options, bounds, solve
+from onnxpart.partition.exact import bottleneck_mip, exact_mip, guess_mip
+from onnxpart.partition.ideals import enumerate_ideals, ideal_dp
+from onnxpart.partition.model import bottleneck, check_assignment, simple_lower_bound, work_lower_bound
+from onnxpart.partition.orders import BrkgaOptions, brkga
+
+CASES = [(n, seed) for n, seed in ((5, 0), (6, 1), (6, 2), (7, 3), (7, 4))]
+
+
+@pytest.mark.parametrize("n,seed", CASES)
+def test_ideal_dp_equals_brute_force_for_every_k(n, seed):
+    inst = random_instance(n, seed, stage_memory=150.0 if seed % 2 else None)
+    result = ideal_dp(inst, 4)
+    for k in range(1, 5):
+        assert result.optimum_by_k[k - 1] == pytest.approx(brute_force(inst, k), abs=1e-9)
+    check_assignment(inst, result.assignment, 4)
+    assert bottleneck(inst, result.assignment, 4) == pytest.approx(result.optimum_by_k[-1], abs=1e-9)
+
+
+def test_ideals_are_counted_with_a_limit():
+    inst = random_instance(8, 0, density=0.0)  # no edges: every subset is an ideal
+    assert len(enumerate_ideals(inst, 1000)) == 2 ** 8
+    assert enumerate_ideals(inst, 100) is None
+    assert ideal_dp(inst, 2, limit=100) is None
+
+
+@pytest.mark.parametrize("n,seed", CASES)
+def test_mips_bound_the_optimum(n, seed):
+    inst = random_instance(n, seed, stage_memory=150.0 if seed % 2 else None)
+    for k in (2, 3):
+        opt = brute_force(inst, k)
+        exact = exact_mip(inst, k, 20, lower=simple_lower_bound(inst, k))
+        assert exact.status == "optimal" and exact.value == pytest.approx(opt, rel=1e-6)
+        assert bottleneck(inst, exact.incumbent, k) == pytest.approx(opt, rel=1e-6)
+        L = work_lower_bound(inst, k)
+        assert bottleneck_mip(inst, k, L, 20).value <= opt * (1 + 1e-6)
+        guesses = [guess_mip(inst, k, j, L, 20).value for j in range(1, k + 1)]
+        assert min(guesses) <= opt * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("n,seed", CASES[:3])
+def test_solve_sandwiches_the_optimum(n, seed):
+    inst = random_instance(n, seed)
+    for k in (2, 3):
+        opt = brute_force(inst, k)
+        solution = solve(inst, Options(k=k, time_limit=20, bounds=("simple", "bottleneck", "guess", "exact"),
+                                       ideal_limit=0, brkga=BrkgaOptions(population=10, generations=5)))
+        check_assignment(inst, solution.assignment, k)
+        assert solution.value >= opt - 1e-9
+        methods = {b.method for b in solution.lower_bounds}
+        assert {"simple", "bottleneck", "bottleneck-guess", "exact"} <= methods
+        for bound in solution.lower_bounds:
+            assert bound.value is not None and bound.value <= opt * (1 + 1e-6)
+        assert solution.best_lower_bound == pytest.approx(opt, rel=1e-6)  # tiny: the exact MIP closes it
+
+
+def test_bounds_alone_and_k1():
+    inst = random_instance(6, 5)
+    lbs = bounds(inst, 2, ("simple", "exact"), time_limit=10, workers=1)
+    assert [b.method for b in lbs] == ["simple", "exact"]
+    assert lbs[1].value == pytest.approx(brute_force(inst, 2), rel=1e-6)
+    solution = solve(inst, Options(k=1, time_limit=5, ideal_limit=0))
+    assert solution.value == pytest.approx(inst.work.sum())
+    assert solution.best_lower_bound == pytest.approx(solution.value)
+
+
+def test_search_is_deterministic_for_a_seed():
+    inst = random_instance(30, 7, density=0.1)
+    options = Options(k=4, time_limit=30, seed=3, bounds=(), ideal_limit=0,
+                      brkga=BrkgaOptions(population=12, generations=6), random_orders=5)
+    first, second = solve(inst, options), solve(inst, options)
+    assert (first.assignment == second.assignment).all() and first.value == second.value
+
+
+def test_brkga_minimizes_a_known_function():
+    target = np.linspace(0, 1, 8)
+    value, keys = brkga(lambda x: float(((x - target) ** 2).sum()), 8, BrkgaOptions(population=30, generations=40),
+                        np.random.default_rng(0))
+    assert value < 0.05 and value == pytest.approx(float(((keys - target) ** 2).sum()))

@@ -1,0 +1,177 @@
+"""`onnxpart partition` end to end: files, stage models that reproduce the outputs in onnxruntime, the
+ONNX multi-device annotation, --json, --check-certificate, determinism, and every error case."""
+
+import json
+from pathlib import Path
+
+import onnx
+import pytest
+from typer.testing import CliRunner
+
+from onnxpart.cli.app import app
+from tests.conftest import SHARED, light
+
+FAST = ["--time-limit", "20", "--population", "8", "--generations", "3", "--random-orders", "3", "--no-mla"]
+runner = CliRunner()
+
+
+def partition(*args: str):
+    return runner.invoke(app, ["partition", *map(str, args)])
+
+
+@pytest.mark.parametrize("name,k", [("squeezenet", 3), ("inception_v1", 4), ("resnet50", 5), ("zfnet512", 2)])
+def test_stages_reproduce_the_model(tmp_path, name, k):
+    out = tmp_path / "out"
+    result = partition(light(name), "-k", k, "-o", out, "--verify", "--bounds", "simple", "--ideal-limit", "0",
+                       "--json", *FAST)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["verify_max_abs_error"] < 1e-4
+    manifest = json.loads((out / "manifest.json").read_text())
+    files = [s["file"] for s in manifest["stages"] if s["file"]]
+    assert len(files) == len([s for s in manifest["stages"] if s["ops"]]) >= 2
+    for stage in manifest["stages"]:
+        if not stage["file"]:
+            continue
+        model = onnx.load(out / stage["file"])
+        onnx.checker.check_model(model)
+        assert [i.name for i in model.graph.input] == stage["inputs"]
+        assert [o.name for o in model.graph.output] == stage["outputs"]
+        assert {n.name for n in model.graph.node} >= set(stage["onnx_nodes"])
+    assert max(s["cost"] for s in manifest["stages"]) == pytest.approx(manifest["bottleneck"])
+    cert = json.loads((out / "certificate.json").read_text())
+    assert cert["problem"] == "mtpp" and cert["upper_bound"] == pytest.approx(manifest["bottleneck"])
+    assert cert["best_lower_bound"] <= cert["upper_bound"]
+
+
+def test_annotated_model_carries_the_plan(tmp_path):
+    out = tmp_path / "out"
+    assert partition(light("squeezenet"), "-k", 3, "-o", out, *FAST).exit_code == 0
+    model = onnx.load(out / "annotated.onnx")
+    onnx.checker.check_model(model)
+    assert model.ir_version >= 11
+    assert model.configuration[0].name == "pipeline" and model.configuration[0].num_devices == 3
+    manifest = json.loads((out / "manifest.json").read_text())
+    stage_of = {n: s["index"] for s in manifest["stages"] for n in s["onnx_nodes"]}
+    annotated = {n.name: n.device_configurations[0].pipeline_stage for n in model.graph.node
+                 if n.device_configurations}
+    assert all(annotated[name] == stage for name, stage in stage_of.items())
+    from onnxpart.runtime import make_session
+
+    make_session(model)  # onnxruntime accepts the IR-11 annotations
+
+
+def test_ideal_dp_and_certificate_check(tmp_path):
+    out = tmp_path / "out"
+    result = partition(light("squeezenet"), "-k", 4, "-o", out, "--json", *FAST)
+    assert result.exit_code == 0
+    cert = json.loads(result.stdout)["certificate"]
+    assert cert["proven_optimal"] and any(b["method"] == "ideal-dp" and b["status"] == "optimal"
+                                          for b in cert["lower_bounds"])
+    check = partition(light("squeezenet"), "-k", 4, "--check-certificate", out, "--json")
+    assert check.exit_code == 0 and json.loads(check.stdout)["ok"]
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["stages"][0]["cost"] *= 0.5
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    assert partition(light("squeezenet"), "-k", 4, "--check-certificate", out).exit_code == 2
+    # another bandwidth is another instance: the hash no longer matches
+    manifest["stages"][0]["cost"] *= 2
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    assert partition(light("squeezenet"), "-k", 4, "--bandwidth", "1GB/s", "--check-certificate", out).exit_code == 2
+
+
+def test_same_seed_same_files(tmp_path):
+    outputs = []
+    for run in range(2):
+        out = tmp_path / f"run{run}"
+        args = [light("inception_v1"), "-k", 4, "-o", out, "--seed", 5, "--bounds", "none", "--ideal-limit", 0]
+        assert partition(*args, *FAST).exit_code == 0
+        outputs.append(out)
+    for name in ["manifest.json", "annotated.onnx"] + [p.name for p in outputs[0].glob("stage_*.onnx")]:
+        assert (outputs[0] / name).read_bytes() == (outputs[1] / name).read_bytes(), name
+
+
+def test_graph_only_inputs(tmp_path):
+    dnn = SHARED / "benchmarks" / "dnn-partitioning" / "throughput-inputs" / "LayerGraphs" / "bert24_inference.json"
+    if not dnn.exists():
+        pytest.skip("benchmark inputs not present")
+    result = partition(dnn, "-k", 4, "-o", tmp_path / "dnn", "--json", *FAST)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["manifest"]["method"] == "ideal-dp" and summary["certificate"]["gap"] == 0.0
+    assert sorted(p.name for p in (tmp_path / "dnn").iterdir()) == ["certificate.json", "manifest.json"]
+    # a costs.json from `annotate`
+    costs = tmp_path / "costs.json"
+    assert runner.invoke(app, ["annotate", str(light("squeezenet")), "-o", str(costs)]).exit_code == 0
+    result = partition(costs, "-k", 2, "-o", tmp_path / "costs", "--json", *FAST)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["manifest"]["stages"][0]["file"] is None
+
+
+def tiny_costs(tmp_path: Path) -> Path:
+    """Three ops in a chain, as a costs.json any tool could write."""
+    data = {"bandwidth": 1e9, "ops": [{"name": n, "work": w, "param_bytes": p}
+                                      for n, w, p in (("a", 1e-3, 4000), ("b", 2e-3, 0), ("c", 1e-3, 9000))],
+            "tensors": [{"name": "x", "bytes": 1000, "producer": "a", "consumers": ["b", "c"]},
+                        {"name": "y", "bytes": 500, "producer": "b", "consumers": ["c"]}]}
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_more_stages_than_ops_is_allowed(tmp_path):
+    result = partition(tiny_costs(tmp_path), "-k", 5, "-o", tmp_path / "o", "--json", *FAST)
+    assert result.exit_code == 0, result.output
+    stages = json.loads(result.stdout)["manifest"]["stages"]
+    assert len(stages) == 5 and sum(1 for s in stages if not s["ops"]) >= 2
+
+
+def test_stage_memory_adds_overflow(tmp_path):
+    result = partition(tiny_costs(tmp_path), "-k", 1, "-o", tmp_path / "o", "--stage-memory", "5000B", "--json",
+                       *FAST)
+    assert result.exit_code == 0, result.output
+    stage = json.loads(result.stdout)["manifest"]["stages"][0]
+    assert stage["overflow"] == pytest.approx((13000 - 5000) / 1e9)
+
+
+def test_stage_memory_warns_about_big_ops(tmp_path, capsys):
+    from onnxpart.cli.partition_cmd import _warn_memory
+    from onnxpart.onnx_io import load_graph
+
+    graph, _ = load_graph(light("zfnet512"))
+    _warn_memory(graph, 1024.0)
+    assert "need more than --stage-memory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args,message", [
+    (["-k", "0"], "at least 1"),
+    (["-k", "2", "--time-limit", "0"], "must be positive"),
+    (["-k", "2", "--bounds", "magic"], "unknown --bounds"),
+    (["-k", "2", "--max-gap", "150%"], "--max-gap"),
+    (["-k", "2", "--format", "xml"], "unknown --format"),
+])
+def test_bad_options_exit_2(tmp_path, args, message):
+    result = partition(tiny_costs(tmp_path), *args, "-o", tmp_path / "o")
+    assert result.exit_code == 2
+    assert not (tmp_path / "o").exists()
+
+
+def test_existing_output_needs_force(tmp_path):
+    out = tmp_path / "o"
+    out.mkdir()
+    assert partition(tiny_costs(tmp_path), "-k", 2, "-o", out, *FAST).exit_code == 2
+    assert partition(tiny_costs(tmp_path), "-k", 2, "-o", out, "--force", *FAST).exit_code == 0
+    assert (out / "manifest.json").exists()
+
+
+def test_max_gap_not_met_exits_3(tmp_path):
+    costs = tiny_costs(tmp_path)
+    # with no lower bound at all, no gap can be certified
+    assert partition(costs, "-k", 2, "-o", tmp_path / "a", "--bounds", "none", "--ideal-limit", 0,
+                     "--max-gap", "5%", *FAST).exit_code == 3
+    assert (tmp_path / "a" / "manifest.json").exists()  # results are still written
+    assert partition(costs, "-k", 2, "-o", tmp_path / "b", "--max-gap", "0%", *FAST).exit_code == 0
+
+
+def test_verify_needs_a_model(tmp_path):
+    assert partition(tiny_costs(tmp_path), "-k", 2, "-o", tmp_path / "o", "--verify", *FAST).exit_code == 2
