@@ -173,8 +173,10 @@ def _compare_table(solution) -> None:
     scale, unit = _unit(solution.baseline.peak)
     table = Table(title=f"remat, budget {solution.budget / scale:.1f} {unit} "
                         f"(baseline {solution.baseline.peak / scale:.1f} {unit})", title_justify="left")
-    for column in ("method", "status", "TDI", "proven ≥", f"peak ({unit})", "recomputed", "time to best", "seconds"):
-        table.add_column(column, justify="left" if column in ("method", "status") else "right")
+    table.add_column("method", no_wrap=True, min_width=12)
+    table.add_column("status", no_wrap=True)
+    for column in ("TDI", "proven ≥", f"peak ({unit})", "recomputed", "time to best", "seconds"):
+        table.add_column(column, justify="right")
     for row in data["methods"]:
         pct = lambda v: "—" if v is None else f"{100 * v:+.2f}%"  # noqa: E731
         table.add_row(row["method"], row["status"], pct(row["tdi"]), pct(row["tdi_lower_bound"]),

@@ -173,7 +173,7 @@ def solve(inst: Instance, options: Options) -> Solution:
         for future in [f for f in futures if f.done()]:
             futures.remove(future)
             results.append(_result_of(future))
-            _merge_bounds(lbs, results, k, done=not futures)
+            _merge_bounds(lbs, results, k, done=not futures, work_floor=work_lower_bound(inst, k))
             report(best_value, "bounds")
 
     def stop(_: float = 0.0) -> bool:
@@ -219,7 +219,7 @@ def solve(inst: Instance, options: Options) -> Solution:
         collect()
         for future in futures:
             future.cancel()
-    _merge_bounds(lbs, results, k, done=True)
+    _merge_bounds(lbs, results, k, done=True, work_floor=work_lower_bound(inst, k))
 
     # 5. The exact MIP's incumbent is a candidate too.
     assignment = decoder.slicing(best_order).assignment
@@ -249,7 +249,7 @@ def bounds(inst: Instance, k: int, methods: tuple[str, ...] = BOUND_METHODS, tim
     pool, futures = _start_jobs(_bound_jobs(inst, k, options, time.time() + time_limit, warm), workers)
     results = [_result_of(f) for f in futures]
     _shutdown(pool, [], wait=True)
-    _merge_bounds(lbs, results, k, done=True)
+    _merge_bounds(lbs, results, k, done=True, work_floor=work_lower_bound(inst, k))
     return lbs
 
 
@@ -295,7 +295,8 @@ def _result_of(future: cf.Future) -> BoundResult:
         return BoundResult("error", None, "error", 0.0, note=str(exc)[:200])
 
 
-def _merge_bounds(lbs: list[LowerBound], results: list[BoundResult], k: int, done: bool) -> None:
+def _merge_bounds(lbs: list[LowerBound], results: list[BoundResult], k: int, done: bool,
+                  work_floor: float) -> None:
     """Turn finished jobs into LowerBound entries; bottleneck-guess is min_j LB_j once all j are in."""
     names = {b.method for b in lbs}
     for r in results:
@@ -305,10 +306,14 @@ def _merge_bounds(lbs: list[LowerBound], results: list[BoundResult], k: int, don
             names.add(r.method)
     guesses = [r for r in results if r.method.startswith("guess-")]
     if guesses and "bottleneck-guess" not in names and (len(guesses) == k or done):
-        complete = len(guesses) == k and all(r.value is not None for r in guesses)
-        value = min(r.value for r in guesses) if complete else None
-        status = "optimal" if complete and all(r.status in ("optimal", "infeasible") for r in guesses) else (
-            "time_limit" if complete else "error")
+        # A guess that proved nothing in time still has LB_j >= block_2 >= L by Eq. (14): use L for it.
+        values = [r.value if r.value is not None else work_floor for r in guesses]
+        value = min(values) if len(guesses) == k else None
+        proven = all(r.status in ("optimal", "infeasible") for r in guesses)
+        status = "optimal" if value is not None and proven else ("time_limit" if value is not None else "error")
+        missing = sum(r.value is None for r in guesses)
+        note = f"min over j of {k} MIPs LB_j, Section 3.3; seconds summed"
+        if missing:
+            note += f"; {missing} LB_j proved nothing in time and count as L (Eq. 14)"
         lbs.append(LowerBound("bottleneck-guess", value, status, "highs",
-                              round(sum(r.seconds for r in guesses), 3),
-                              f"min over j of {k} MIPs LB_j, Section 3.3; seconds summed"))
+                              round(sum(r.seconds for r in guesses), 3), note))

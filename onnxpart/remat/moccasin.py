@@ -227,9 +227,9 @@ def _hint(model: cp_model.CpModel, instance: Instance, variables: _Vars, times: 
             live[x] = (x, i)
             end[(x, i)] = t + 1
     for (x, i), e in variables.ends.items():
-        v = instance.value_producer[x]
-        value = horizon if instance.value_to_end[x] else end.get((x, i), times[(v, i)] + 1)
-        model.add_hint(e, value)
+        if instance.value_to_end[x]:
+            continue  # the horizon constant, shared
+        model.add_hint(e, end.get((x, i), times[(instance.value_producer[x], i)] + 1))
     for v, s_v in enumerate(variables.starts):
         for i, s in enumerate(s_v):
             model.add_hint(s, times[(v, i)])

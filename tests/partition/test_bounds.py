@@ -84,3 +84,17 @@ def test_brkga_minimizes_a_known_function():
     value, keys = brkga(lambda x: float(((x - target) ** 2).sum()), 8, BrkgaOptions(population=30, generations=40),
                         np.random.default_rng(0))
     assert value < 0.05 and value == pytest.approx(float(((keys - target) ** 2).sum()))
+
+
+def test_guess_without_a_proof_for_some_j_falls_back_to_eq14():
+    from onnxpart.partition import _merge_bounds
+    from onnxpart.partition.exact import BoundResult
+
+    results = [BoundResult("guess-1", 5.0, "optimal", 1.0), BoundResult("guess-2", None, "time_limit", 2.0),
+               BoundResult("guess-3", 7.0, "time_limit", 1.0)]
+    lbs = []
+    _merge_bounds(lbs, results, 3, done=True, work_floor=4.0)
+    assert lbs[0].method == "bottleneck-guess" and lbs[0].value == 4.0 and lbs[0].status == "time_limit"
+    lbs = []
+    _merge_bounds(lbs, results[:2], 3, done=True, work_floor=4.0)  # a guess never ran: nothing proven
+    assert lbs[0].value is None

@@ -1,0 +1,106 @@
+"""`onnxpart remat` end to end: emitted models run in onnxruntime with the original's outputs and their
+own node order fits the budget; infeasible budgets exit 4; graph-only inputs; --json; determinism."""
+
+from __future__ import annotations
+
+import json
+
+import onnx
+import pytest
+from typer.testing import CliRunner
+
+from onnxpart.cli.app import app
+from onnxpart.graph import from_onnx
+from onnxpart.memory import memory_profile
+from onnxpart.onnx_io import prepare
+from tests.conftest import FIXTURES, SHARED, light
+
+runner = CliRunner()
+GRAPHS = SHARED / "benchmarks" / "moccasin-graphs"
+
+
+def invoke(*args):
+    return runner.invoke(app, ["remat", *map(str, args)])
+
+
+def emitted_peak(path):
+    return memory_profile(from_onnx(prepare(onnx.load(str(path)), {}))).peak
+
+
+def test_transformer_block_recomputes_and_verifies(tmp_path):
+    out = tmp_path / "out"
+    result = invoke(FIXTURES / "transformer_block.onnx", "--budget", "95%", "-o", out, "--verify",
+                    "--time-limit", "20", "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert sorted(p.name for p in out.iterdir()) == ["certificate.json", "memory.png", "remat.onnx", "sequence.json"]
+    model = onnx.load(str(out / "remat.onnx"))
+    onnx.checker.check_model(model)
+    clones = [n for n in model.graph.node if "__r1" in n.name]
+    assert clones and all(all(o.endswith("__r1") for o in n.output) for n in clones)
+    assert payload["verify"]["max_abs_error"] == 0.0
+    budget = payload["budget_bytes"]
+    assert emitted_peak(out / "remat.onnx") <= budget < payload["baseline_peak_bytes"]
+    sequence = json.loads((out / "sequence.json").read_text())
+    assert sequence["peak_bytes"] == max(e["memory_bytes"] for e in sequence["events"]) <= budget
+    assert sequence["recomputations"] == sum(1 for e in sequence["events"] if e["recompute"] > 0) == len(clones)
+    props = {p.key: p.value for p in model.metadata_props}
+    assert "PRIORITY_BASED" in props["onnxpart.remat.session_options"]
+    cert = json.loads((out / "certificate.json").read_text())
+    assert cert["problem"] == "remat" and cert["best_lower_bound"] <= cert["upper_bound"]
+
+
+def test_light_model_minmem_order_runs_identically(tmp_path):
+    out = tmp_path / "out"
+    result = invoke(light("shufflenet"), "--budget", "95%", "--order", "minmem", "--order-time-limit", "5",
+                    "-o", out, "--verify", "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["verify"]["max_abs_error"] == 0.0 and payload["verify"]["outputs"] == 1
+    assert emitted_peak(out / "remat.onnx") <= payload["budget_bytes"]
+    assert payload["minmem"]["peak_bytes"] < payload["baseline_peak_bytes"]
+
+
+def test_infeasible_budget_exits_4_with_the_reason(tmp_path):
+    result = invoke(light("squeezenet"), "--budget", "50%", "-o", tmp_path / "out")
+    assert result.exit_code == 4
+    assert "every sequence needs" in result.output and "proven" in result.output
+    assert not (tmp_path / "out").exists()
+    result = invoke(FIXTURES / "transformer_block.onnx", "--budget", "90%", "--time-limit", "20")
+    assert result.exit_code == 4
+    assert "proven impossible" in result.output and "needs ≥" in result.output
+
+
+def test_node_link_graph_reaches_the_known_optimum(tmp_path):
+    graph = GRAPHS / "fcn_8_vgg (MLSys)_32_(416, 608, 3)_train_nx.json"
+    out = tmp_path / "out"
+    result = invoke(graph, "--budget", "80%", "--time-limit", "30", "-o", out, "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert sorted(p.name for p in out.iterdir()) == ["certificate.json", "memory.png", "sequence.json"]
+    best = payload["methods"][0]
+    assert best["status"] == "optimal"
+    assert round(100 * best["tdi"], 2) == 0.14  # known optimum (two independent solvers agree)
+    assert best["tdi_lower_bound"] <= best["tdi"] + 1e-9
+
+
+def test_compare_table_and_existing_folder(tmp_path):
+    graph = GRAPHS / "fcn_8_vgg (MLSys)_32_(416, 608, 3)_train_nx.json"
+    result = invoke(graph, "--budget", "90%", "--compare", "--time-limit", "20")
+    assert result.exit_code == 0, result.output
+    for method in ("moccasin", "checkmate", "checkmate-lp"):
+        assert method in result.output
+    (tmp_path / "taken").mkdir()
+    result = invoke(graph, "--budget", "90%", "-o", tmp_path / "taken")
+    assert result.exit_code == 2 and "--force" in result.output
+
+
+def test_same_seed_same_files(tmp_path):
+    files = []
+    for run in range(2):
+        out = tmp_path / f"run{run}"
+        result = invoke(FIXTURES / "transformer_block.onnx", "--budget", "95%", "--seed", "3", "--deterministic",
+                        "--workers", "2", "--time-limit", "20", "-o", out)
+        assert result.exit_code == 0, result.output
+        files.append({name: (out / name).read_bytes() for name in ("remat.onnx", "sequence.json")})
+    assert files[0] == files[1]
