@@ -7,7 +7,8 @@ Pipelined DNN Inference" (ICML 2024); the exact mode for narrow graphs follows T
 
 How :func:`solve` spends ``time_limit`` (wall clock):
 
-1. Lemma 3.3's simple bound (instant). If the DAG has few ideals, the ideal DP
+1. Lemma 3.3's simple bound, the single-block min-cut bound and its convex refinement
+   (:mod:`~onnxpart.partition.cuts`, all requested by ``simple``; milliseconds to seconds). If the DAG has few ideals, the ideal DP
    (:mod:`~onnxpart.partition.ideals`) returns the proven optimum and nothing else runs.
 2. Warm starts (file order, DFS order) sliced optimally by SliceGraph give a first incumbent.
 3. The requested MIP bounds start in a process pool sized to the machine's cores, each with the time
@@ -32,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from onnxpart.certificate import LowerBound
+from onnxpart.partition.cuts import convex_block_bound, single_block_bound
 from onnxpart.partition.exact import BoundResult, run_bound_job
 from onnxpart.partition.ideals import IDEAL_LIMIT, ideal_dp
 from onnxpart.partition.model import (BlockCost, Instance, block_costs, check_assignment, simple_lower_bound,
@@ -118,10 +120,7 @@ def solve(inst: Instance, options: Options) -> Solution:
     def elapsed() -> float:
         return time.perf_counter() - start
 
-    lbs: list[LowerBound] = []
-    simple = simple_lower_bound(inst, k)
-    if "simple" in options.bounds or not options.bounds:
-        lbs.append(LowerBound("simple", simple, "bound", "formula", 0.0, "Lemma 3.3"))
+    lbs = _combinatorial_bounds(inst, k, options.bounds, options.time_limit, options.seed)
 
     def report(upper: float, phase: str) -> None:
         if options.progress is not None:
@@ -165,7 +164,7 @@ def solve(inst: Instance, options: Options) -> Solution:
 
     # 3. Bounds in a process pool.
     warm = decoder.slicing(best_order).assignment
-    jobs = _bound_jobs(inst, k, options, deadline_wall, warm)
+    jobs = _bound_jobs(inst, k, options, deadline_wall, warm, _floor(lbs))
     pool, futures = _start_jobs(jobs, options.workers)
     results: list[BoundResult] = []
 
@@ -244,9 +243,9 @@ def bounds(inst: Instance, k: int, methods: tuple[str, ...] = BOUND_METHODS, tim
            workers: int = 0, warm: np.ndarray | None = None) -> list[LowerBound]:
     """The requested lower bounds alone (no search), each proven within ``time_limit``."""
     options = Options(k=k, time_limit=time_limit, bounds=methods, workers=workers)
-    lbs = [LowerBound("simple", simple_lower_bound(inst, k), "bound", "formula", 0.0, "Lemma 3.3")] \
-        if "simple" in methods else []
-    pool, futures = _start_jobs(_bound_jobs(inst, k, options, time.time() + time_limit, warm), workers)
+    lbs = _combinatorial_bounds(inst, k, methods, time_limit)
+    pool, futures = _start_jobs(_bound_jobs(inst, k, options, time.time() + time_limit, warm, _floor(lbs)),
+                                workers)
     results = [_result_of(f) for f in futures]
     _shutdown(pool, [], wait=True)
     _merge_bounds(lbs, results, k, done=True, work_floor=work_lower_bound(inst, k))
@@ -254,24 +253,63 @@ def bounds(inst: Instance, k: int, methods: tuple[str, ...] = BOUND_METHODS, tim
 
 
 # ------------------------------------------------------------------------------------ bound jobs
-def _bound_jobs(inst: Instance, k: int, options: Options, deadline: float, warm: np.ndarray | None) -> list[dict]:
-    """Job descriptions for :func:`run_bound_job`: exact first (strongest), then bottleneck, then guesses."""
+def _combinatorial_bounds(inst: Instance, k: int, methods: tuple[str, ...], time_limit: float,
+                          seed: int = 0) -> list[LowerBound]:
+    """``simple`` (or no bounds at all) gives Lemma 3.3, the single-block min-cut bound and its convex
+    refinement (:mod:`~onnxpart.partition.cuts`; at most a tenth of ``time_limit``). They are floors
+    for the MIPs."""
+    if methods and "simple" not in methods:
+        return []
+    t0 = time.perf_counter()
+    simple = simple_lower_bound(inst, k)
+    cut = single_block_bound(inst)
+    t1 = time.perf_counter()
+    lbs = [LowerBound("simple", simple, "bound", "formula", 0.0, "Lemma 3.3"),
+           LowerBound("single-block", cut.value, "bound", "max-flow", round(t1 - t0, 3),
+                      f"min over sets S containing op {cut.op} of f(S), by max flow ({cut.flows} solved)")]
+    convex = convex_block_bound(inst, max(simple, cut.value), time.time() + 0.1 * time_limit, seed)
+    lbs.append(LowerBound("convex-block", convex.value, "optimal" if convex.proven else "time_limit", "max-flow+highs",
+                          round(time.perf_counter() - t1, 3),
+                          f"min over blocks B containing op {convex.op} of f(B) ({convex.flows} max flows, "
+                          f"{convex.mips} three-superblock MIPs); at least the bounds above"))
+    return lbs
+
+
+def _floor(lbs: list[LowerBound]) -> float:
+    return max((b.value for b in lbs if b.value is not None), default=0.0)
+
+
+def _bound_jobs(inst: Instance, k: int, options: Options, deadline: float, warm: np.ndarray | None,
+                floor: float) -> list[dict]:
+    """Job descriptions for :func:`run_bound_job`: exact first (strongest), then bottleneck, then guesses.
+    ``floor`` (a proven bound) is the exact MIP's and the guesses' objective lower limit.
+
+    Time: with ≥ 2 workers the exact MIP keeps one worker until the deadline and the other workers run
+    the short MIPs (bottleneck, then LB_1..LB_k) one after another; short job i must stop by the end of
+    its slot, ``now + (⌊i / lanes⌋ + 1) · T / ⌈count / lanes⌉``, so time a job leaves unused goes to the
+    next ones and every LB_j gets its turn."""
     if k == 1 or inst.n == 0:
         return []  # the simple bound is exact for k = 1
     L = work_lower_bound(inst, k)
-    jobs = []
+    floor = max(floor, simple_lower_bound(inst, k))
+    now = time.time()
+    jobs, short = [], []
     if "exact" in options.bounds:
-        jobs.append(dict(kind="exact", inst=inst, k=k, lower=L, objective_floor=simple_lower_bound(inst, k),
+        jobs.append(dict(kind="exact", inst=inst, k=k, lower=L, objective_floor=floor,
                          deadline=deadline, warm=warm, seed=options.seed))
     if "bottleneck" in options.bounds:
-        jobs.append(dict(kind="bottleneck", inst=inst, k=k, lower=L, deadline=deadline, seed=options.seed))
+        short.append(dict(kind="bottleneck", inst=inst, k=k, lower=L, seed=options.seed))
     if "guess" in options.bounds:
-        workers = options.workers or os.cpu_count() or 1
-        share = max(1.0, (deadline - time.time()) * workers / (k + len(jobs)))
-        for j in range(1, k + 1):
-            jobs.append(dict(kind="guess", inst=inst, k=k, j=j, lower=L, deadline=deadline, share=share,
-                             seed=options.seed))
-    return jobs
+        short += [dict(kind="guess", inst=inst, k=k, j=j, lower=L, objective_floor=floor, seed=options.seed)
+                  for j in range(1, k + 1)]
+    workers = options.workers or os.cpu_count() or 1
+    lanes = workers - 1 if jobs and workers > 1 else workers
+    if jobs and workers == 1:  # one worker: the exact MIP takes its turn like the others
+        short, jobs = jobs + short, []
+    rounds = math.ceil(len(short) / lanes) if short else 1
+    for i, job in enumerate(short):
+        job["deadline"] = min(deadline, now + (i // lanes + 1) * (deadline - now) / rounds)
+    return jobs + short
 
 
 def _start_jobs(jobs: list[dict], workers: int) -> tuple[cf.Executor | None, list[cf.Future]]:

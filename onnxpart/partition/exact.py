@@ -253,11 +253,15 @@ def bottleneck_mip(inst: Instance, k: int, lower: float, time_limit: float, seed
     return BoundResult("bottleneck", _bound(result), result.status, result.seconds)
 
 
-def guess_mip(inst: Instance, k: int, j: int, lower: float, time_limit: float, seed: int = 0) -> BoundResult:
+def guess_mip(inst: Instance, k: int, j: int, lower: float, time_limit: float, seed: int = 0,
+              floor: float = 0.0) -> BoundResult:
     """Section 3.3's LB_j: block 2 is the guessed bottleneck block j (work ≥ L); superblock 1 holds blocks
-    1..j−1 and superblock 3 blocks j+1..k, each charged at its average (block/(j−1), block/(k−j))."""
+    1..j−1 and superblock 3 blocks j+1..k, each charged at its average (block/(j−1), block/(k−j)).
+
+    ``floor`` must be a proven bound on OPT: with z ≥ floor the MIP gives max(LB_j, floor), and
+    min_j max(LB_j, floor) = max(min_j LB_j, floor) ≤ OPT."""
     mip = _Mip()
-    z = mip.var(0.0, cost=1.0)
+    z = mip.var(floor, cost=1.0)
     blocks = _Blocks(mip, inst, 3)
     if j == 1:  # nothing before block 1
         for row in blocks.cols:
@@ -279,11 +283,41 @@ def guess_mip(inst: Instance, k: int, j: int, lower: float, time_limit: float, s
     return BoundResult(f"guess-{j}", _bound(result), result.status, result.seconds)
 
 
+def convex_block_mip(inst: Instance, v: int, time_limit: float, floor: float = 0.0, seed: int = 0) -> BoundResult:
+    """min f(B) over the blocks B ∋ v that some partition can have: three superblocks with v in block 2,
+    objective block₂ (Figure 3 with k = 3, no Eq. 14).
+
+    In every partition the block holding v is B = I_j ∖ I_{j−1} for ideals I_{j−1} ⊆ I_j, and putting
+    I_{j−1} in superblock 1, B in 2 and the rest in 3 is feasible here with block₂ = f(B) ≤ OPT, so the
+    optimum (and HiGHS' dual bound) is a lower bound on OPT. It is the convex refinement of
+    :func:`onnxpart.partition.cuts.single_block_bound`'s min cut, so that cut value (``floor``) is a valid
+    objective lower limit."""
+    mip = _Mip()
+    blocks = _Blocks(mip, inst, 3)
+    first, second = blocks.cols[v]
+    mip.upper[first] = 0.0  # v not in superblock 1
+    mip.lower[second] = 1.0  # v in superblock 1 or 2
+    cuts = _structure(mip, inst, blocks, [2])
+    terms, const = _block_cost(mip, inst, blocks, 2, cuts[2], 1)
+    z = mip.var(floor, cost=1.0)
+    terms = {col: -coef for col, coef in terms.items()}
+    terms[z] = 1.0
+    mip.row(terms, lower=const)
+    result = solve_highs(mip.highs(), time_limit, seed=seed)
+    return BoundResult(f"convex-{v}", _bound(result), result.status, result.seconds)
+
+
 def _work_at_least(mip: _Mip, inst: Instance, blocks: _Blocks, lower: float) -> None:
     """Eq. (14): Σ work(v)·x_v2 ≥ L."""
     terms, const = _lin([(inst.work[v], blocks.y(v, 2)) for v in range(inst.n)]
                         + [(-inst.work[v], blocks.y(v, 1)) for v in range(inst.n)])
     mip.row(terms, lower=lower - const)
+
+
+def scaled(inst: Instance, scale: float) -> Instance:
+    """The instance with every cost divided by ``scale`` (so that f, OPT and every bound are too)."""
+    return dataclasses.replace(inst, work=inst.work / scale, transfer=inst.transfer / scale,
+                               bandwidth=inst.bandwidth * scale if inst.bandwidth else inst.bandwidth)
 
 
 def _bound(result) -> float | None:
@@ -294,20 +328,17 @@ def _bound(result) -> float | None:
 
 def run_bound_job(job: dict) -> BoundResult:
     """Run one bound MIP described by ``job`` (picklable, for a process pool). The time limit is what is
-    left until ``job['deadline']`` (wall clock), and at most ``job['share']`` for a bottleneck guess."""
+    left until ``job['deadline']`` (wall clock)."""
     import time
 
     limit = job["deadline"] - time.time()
-    if "share" in job:
-        limit = min(limit, job["share"])
     name = f"guess-{job['j']}" if job["kind"] == "guess" else job["kind"]
     if limit <= 0.05:
         return BoundResult(name, None, "time_limit", 0.0, note="no time left")
     inst, k, seed = job["inst"], job["k"], job["seed"]
     # Solve in units of the work bound L so that HiGHS' absolute tolerances (1e-6) are relative ones.
     scale = job["lower"] if job["lower"] > 0 else 1.0
-    inst = dataclasses.replace(inst, work=inst.work / scale, transfer=inst.transfer / scale,
-                               bandwidth=inst.bandwidth * scale if inst.bandwidth else inst.bandwidth)
+    inst = scaled(inst, scale)
     lower = job["lower"] / scale
     if job["kind"] == "exact":
         result = exact_mip(inst, k, limit, lower=job.get("objective_floor", job["lower"]) / scale,
@@ -315,7 +346,8 @@ def run_bound_job(job: dict) -> BoundResult:
     elif job["kind"] == "bottleneck":
         result = bottleneck_mip(inst, k, lower, limit, seed=seed)
     else:
-        result = guess_mip(inst, k, job["j"], lower, limit, seed=seed)
+        result = guess_mip(inst, k, job["j"], lower, limit, seed=seed,
+                           floor=job.get("objective_floor", 0.0) / scale)
     for attr in ("value", "incumbent_value"):
         value = getattr(result, attr)
         if value is not None and math.isfinite(value):

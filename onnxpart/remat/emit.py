@@ -144,7 +144,7 @@ def plot_memory(path, baseline: SequenceProfile, profile: SequenceProfile, budge
     ax.set_xlabel("compute event")
     ax.set_ylabel(f"activation memory ({unit})")
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=8, loc="best")
     ax.margins(x=0.01)
     fig.tight_layout()
     fig.savefig(path, metadata={"Software": None})

@@ -8,9 +8,14 @@ copy is retained on ``[s_v^i, e_x^i)`` (CP-SAT's end is exclusive: the paper's l
 
 * Eq. 2–3: ``s < e``; the copies of a node are ordered and do not overlap (``e^i ≤ s^{i+1}``).
 * Eq. 4: ``AddCumulative`` over all retention intervals, demand = tensor size, capacity = the budget.
-* Eq. 5 via Eq. 10: one ``AddReservoirConstraintWithActive`` per (tensor, consumer): +1 at each producer
-  copy's start, −1 at its end, −1 at each consumer copy's start and +1 one event later; the level may not
-  go below 0, so a copy of every input is retained at each compute event of the consumer.
+* Eq. 5, two encodings with the same solutions. ``precedence="reservoir"`` is the paper's Eq. 10: one
+  ``AddReservoirConstraintWithActive`` per (tensor, consumer): +1 at each producer copy's start, −1 at its
+  end, −1 at each consumer copy's start and +1 one event later; the level may not go below 0, so a copy
+  of every input is retained at each compute event of the consumer. ``precedence="literals"`` (default)
+  states Eq. 5 directly with a *serving copy* literal ``b`` per (consumer copy, producer copy):
+  ``b → a_u^j ∧ s_u^j < s_v^i < e_x^j`` and ``a_v^i → OR_j b``. CP-SAT expands each reservoir into
+  pairwise precedence literals; the direct form is smaller and, on the paper's G2 (n = 250, 90%), proves
+  the optimum within 60 s where the reservoir form stays above +7% TDI.
 * Fixed input order (§2.3, the default): stage ``j`` has ``j`` events; the node at position ``p`` may only
   be computed at event ``p`` of a stage ``j ≥ p`` (time ``j(j−1)/2 + p``, Eq. 11), and its first copy is
   the last event of stage ``p``. Free order (§2.1): starts take values in ``1..ΣC_v`` (Eq. 9) and are
@@ -93,9 +98,9 @@ def _grid(instance: Instance, options: MoccasinOptions) -> tuple[list[list[int]]
 
 def _build(instance: Instance, sc: Scale, options: MoccasinOptions, capacity: int | None,
            floor: int, ceiling: int) -> tuple[cp_model.CpModel, _Vars]:
-    precedence = options.precedence
     """The CP model. ``capacity`` None: phase 1 (``M_var`` in ``[floor, ceiling]`` is the capacity and the
     objective); else phase 2 with that capacity and the duration objective."""
+    precedence = options.precedence
     model = cp_model.CpModel()
     allowed, horizon, copies = _grid(instance, options)
     n = instance.n_nodes

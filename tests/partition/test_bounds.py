@@ -64,8 +64,8 @@ def test_solve_sandwiches_the_optimum(n, seed):
 def test_bounds_alone_and_k1():
     inst = random_instance(6, 5)
     lbs = bounds(inst, 2, ("simple", "exact"), time_limit=10, workers=1)
-    assert [b.method for b in lbs] == ["simple", "exact"]
-    assert lbs[1].value == pytest.approx(brute_force(inst, 2), rel=1e-6)
+    assert [b.method for b in lbs] == ["simple", "single-block", "convex-block", "exact"]
+    assert lbs[-1].value == pytest.approx(brute_force(inst, 2), rel=1e-6)
     solution = solve(inst, Options(k=1, time_limit=5, ideal_limit=0))
     assert solution.value == pytest.approx(inst.work.sum())
     assert solution.best_lower_bound == pytest.approx(solution.value)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import onnx
-import pytest
 from typer.testing import CliRunner
 
 from onnxpart.cli.app import app
