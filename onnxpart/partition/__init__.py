@@ -175,10 +175,12 @@ def solve(inst: Instance, options: Options) -> Solution:
             _merge_bounds(lbs, results, k, done=not futures, work_floor=work_lower_bound(inst, k))
             report(best_value, "bounds")
 
+    def closed() -> bool:
+        return best_value <= _floor(lbs) * (1 + 1e-9)
+
     def stop(_: float = 0.0) -> bool:
         collect()
-        lower = max((b.value for b in lbs if b.value is not None), default=0.0)
-        return time.time() >= deadline_wall or best_value <= lower * (1 + 1e-9)
+        return time.time() >= deadline_wall or closed()
 
     stats: dict[str, Any] = {}
     interrupted = False
@@ -214,8 +216,12 @@ def solve(inst: Instance, options: Options) -> Solution:
         interrupted = True
         log.warning("interrupted: keeping the best partition and the bounds proven so far")
     finally:
-        _shutdown(pool, futures, wait=not interrupted)
         collect()
+        # Jobs still running once the gap is closed cannot improve anything: end them, do not wait.
+        early = interrupted or closed()
+        _shutdown(pool, futures, wait=not early)
+        if not early:
+            collect()
         for future in futures:
             future.cancel()
     _merge_bounds(lbs, results, k, done=True, work_floor=work_lower_bound(inst, k))
@@ -321,8 +327,19 @@ def _start_jobs(jobs: list[dict], workers: int) -> tuple[cf.Executor | None, lis
 
 
 def _shutdown(pool: cf.Executor | None, futures: list[cf.Future], wait: bool) -> None:
-    if pool is not None:
-        pool.shutdown(wait=wait, cancel_futures=not wait)
+    """Wait for the jobs (they stop by their deadlines), or cancel the queued ones and terminate this
+    pool's own worker processes (a HiGHS run cannot be interrupted from outside its process)."""
+    if pool is None:
+        return
+    if wait:
+        pool.shutdown(wait=True)
+        return
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in workers:
+        process.terminate()
+    for process in workers:
+        process.join(timeout=5)
 
 
 def _result_of(future: cf.Future) -> BoundResult:

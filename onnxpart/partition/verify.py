@@ -4,8 +4,9 @@
   order kept) and compares the model outputs with the original model's: the ``--verify`` check.
 * :func:`check_certificate` re-derives the upper bound from ``manifest.json`` and the instance's costs
   (Eq. 3 from scratch, not the segment structure), checks the partition is valid (every op once, no edge
-  to an earlier stage), re-computes Lemma 3.3's simple bound, and checks the instance hash and that no
-  lower bound exceeds the upper bound: the ``--check-certificate`` option.
+  to an earlier stage), re-computes Lemma 3.3's simple bound and the single-block min-cut bound, and
+  checks the instance hash and that no lower bound exceeds the upper bound: the ``--check-certificate``
+  option.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from onnxpart.certificate import Certificate, instance_hash
+from onnxpart.partition.cuts import single_block_bound
 from onnxpart.partition.model import Instance, block_costs, check_assignment, simple_lower_bound
 
 #: relative slack for comparing floats written to JSON and MIP bounds (HiGHS tolerances)
@@ -88,6 +90,8 @@ def check_certificate(inst: Instance, manifest: dict[str, Any], cert: Certificat
     for bound in cert.lower_bounds:
         if bound.method == "simple" and not _close(bound.value, simple):
             problems.append(f"simple bound {bound.value} != recomputed {simple}")
+        if bound.method == "single-block" and not _close(bound.value, single_block_bound(inst).value):
+            problems.append(f"single-block bound {bound.value} != recomputed {single_block_bound(inst).value}")
         if bound.value is not None and bound.value > upper * (1 + RTOL) + 1e-12:
             problems.append(f"lower bound {bound.method} = {bound.value} exceeds the upper bound {upper}")
     expected = instance_hash(model_sha256, inst.digest(), k)

@@ -92,6 +92,15 @@ def test_communication_heavy_instance_beats_the_simple_bound():
     assert solution.best_lower_bound <= solution.value * (1 + 1e-9)
 
 
+def test_solve_stops_and_ends_the_mips_once_the_gap_is_closed():
+    inst = _skip()  # OPT = 61 for k = 8: the convex-block bound closes the gap before any MIP can
+    started = time.perf_counter()
+    solution = solve(inst, Options(k=8, time_limit=60, ideal_limit=0,
+                                   bounds=("simple", "bottleneck", "guess", "exact")))
+    assert solution.value == pytest.approx(61.0) and solution.best_lower_bound == pytest.approx(61.0)
+    assert time.perf_counter() - started < 20
+
+
 def test_convexity_check():
     inst = _skip(2)  # 0 -> 1 -> 2 -> 3 -> 4, 1 -> 4
     assert is_convex(inst, {0, 1}) and is_convex(inst, {1, 2, 3}) and is_convex(inst, {4})
