@@ -21,7 +21,7 @@ run: $(STAMP)
 	$(BIN)/onnxpart inspect $(DEMO_MODEL)
 	$(BIN)/onnxpart annotate $(DEMO_MODEL) --cost analytic --device a100 -o $(VENV)/demo_costs.json --force
 	$(BIN)/onnxpart partition $(DEMO_MODEL) -k 4 --time-limit 10 --verify --force -o $(VENV)/demo_partition
-	$(BIN)/onnxpart remat $(DEMO_MODEL) --budget 80% --time-limit 10 --verify --force -o $(VENV)/demo_remat
+	$(BIN)/onnxpart remat $(DEMO_MODEL) --budget 95% --time-limit 10 --verify --force -o $(VENV)/demo_remat
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

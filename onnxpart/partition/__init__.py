@@ -8,13 +8,16 @@ Pipelined DNN Inference" (ICML 2024); the exact mode for narrow graphs follows T
 How :func:`solve` spends ``time_limit`` (wall clock):
 
 1. Lemma 3.3's simple bound, the single-block min-cut bound and its convex refinement
-   (:mod:`~onnxpart.partition.cuts`, all requested by ``simple``; milliseconds to seconds). If the DAG has few ideals, the ideal DP
-   (:mod:`~onnxpart.partition.ideals`) returns the proven optimum and nothing else runs.
+   (:mod:`~onnxpart.partition.cuts`, all requested by ``simple``; milliseconds to seconds). If the DAG
+   has few ideals, the ideal DP (:mod:`~onnxpart.partition.ideals`) returns the proven optimum and
+   nothing else runs.
 2. Warm starts (file order, DFS order) sliced optimally by SliceGraph give a first incumbent.
-3. The requested MIP bounds start in a process pool sized to the machine's cores, each with the time
-   left until the deadline (bottleneck-guess's k MIPs share it); the exact MIP gets the incumbent.
+3. The requested MIP bounds start in a process pool sized to the machine's cores: the exact MIP (with
+   the incumbent and the best bound of step 1 as objective floor) until the deadline, bottleneck and
+   the k guesses in time slots on the other workers (:func:`_bound_jobs`).
 4. Meanwhile the order search runs: mla-weighted seed, random-T, then BRKGA for its generations,
-   stopping early at the deadline or when the incumbent meets a proven bound.
+   stopping early at the deadline or when the incumbent meets a proven bound; then the MIPs still
+   running are ended rather than waited for.
 5. The exact MIP's incumbent replaces the search's when it is better.
 """
 
@@ -224,7 +227,8 @@ def solve(inst: Instance, options: Options) -> Solution:
             collect()
         for future in futures:
             future.cancel()
-    _merge_bounds(lbs, results, k, done=True, work_floor=work_lower_bound(inst, k))
+    # Ended early, the unfinished guesses are simply not reported (rather than reported as unproven).
+    _merge_bounds(lbs, results, k, done=not early, work_floor=work_lower_bound(inst, k))
 
     # 5. The exact MIP's incumbent is a candidate too.
     assignment = decoder.slicing(best_order).assignment
