@@ -1,8 +1,9 @@
 """Rematerialization: fit a memory budget with the least recomputation (``onnxpart remat``).
 
 Public entry: :func:`solve` (graph + options -> :class:`Solution`) and :func:`certificate`. Methods:
-``moccasin`` (CP-SAT retention intervals, :mod:`.moccasin`), ``checkmate`` (the Checkmate MILP on HiGHS)
-and ``checkmate-lp`` (its LP relaxation with two-phase rounding, :mod:`.checkmate`). Every sequence a
+``moccasin`` (CP-SAT retention intervals, :mod:`.moccasin`, warm-started by the greedy heuristic),
+``checkmate`` (the Checkmate MILP on HiGHS), ``checkmate-lp`` (its LP relaxation with two-phase rounding,
+:mod:`.checkmate`) and ``greedy`` (the eviction heuristic of :mod:`.heuristics`; no lower bound). Every sequence a
 method returns is re-simulated by :mod:`.sequence`; one whose simulated peak is over the budget is never
 the answer.
 """
@@ -23,7 +24,7 @@ from onnxpart.remat.sequence import SequenceProfile, baseline, simulate
 
 log = logging.getLogger(__name__)
 
-METHODS = ("moccasin", "checkmate", "checkmate-lp")
+METHODS = ("moccasin", "checkmate", "checkmate-lp", "greedy")
 ORDERS = ("fixed", "free", "minmem")
 
 
@@ -129,6 +130,10 @@ def _run(method: str, instance: Instance, budget: int, options: RematOptions,
                                time_limit=options.time_limit, workers=options.workers, seed=options.seed,
                                deterministic=options.deterministic, precedence=options.precedence)
         return solve_moccasin(instance, budget, opts, progress)
+    if method == "greedy":
+        from onnxpart.remat.heuristics import solve_greedy
+
+        return solve_greedy(instance, budget, options.max_copies, min(30.0, 0.25 * options.time_limit))
     from onnxpart.remat.checkmate import solve_checkmate, solve_checkmate_lp
 
     if method == "checkmate":
@@ -164,6 +169,8 @@ def certificate(solution: Solution, source_sha256: str | None = None) -> Certifi
                          "every op is computed at least once")]
     for outcome in solution.outcomes:
         r = outcome.result
+        if r.solver == "greedy":
+            continue  # a heuristic proves no bound
         bounds.append(LowerBound(f"{r.method}", r.lower_bound, r.lower_bound_status if r.lower_bound is not None
                                  else "error", r.solver, round(r.seconds, 3), f"holds under: {r.restriction}"))
     tdi = lambda d: (d - inst.base_duration) / inst.base_duration if inst.base_duration else 0.0  # noqa: E731

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
+from onnxpart.remat.heuristics import greedy_sequence
 from onnxpart.remat.model import Instance, MethodResult, Scale, scale
 from onnxpart.remat.sequence import baseline
 from onnxpart.solvers import solve_cpsat
@@ -72,6 +73,8 @@ class _Vars:
     starts: list[list]  # per node, per copy: int var or int
     actives: list[list]  # per node, per copy: bool var
     ends: dict[tuple[int, int], object]  # (value, copy) -> int var
+    lengths: dict[tuple[int, int], object]  # (value, copy) -> the retention interval's size var
+    serving: dict[tuple[int, int, int, int], object]  # (value, consumer, consumer copy, producer copy) -> b
     peak: object | None  # phase 1's M_var
 
 
@@ -137,6 +140,8 @@ def _build(instance: Instance, sc: Scale, options: MoccasinOptions, capacity: in
 
     intervals, demands = [], []
     ends: dict[tuple[int, int], object] = {}
+    lengths: dict[tuple[int, int], object] = {}
+    serving_vars: dict[tuple[int, int, int, int], object] = {}
     for v in range(n):
         for i in range(copies[v]):
             s, a = starts[v][i], actives[v][i]
@@ -154,6 +159,7 @@ def _build(instance: Instance, sc: Scale, options: MoccasinOptions, capacity: in
                 intervals.append(model.new_optional_interval_var(s, size, e, a, f"r_{x}_{i}"))
                 demands.append(sc.sizes[x])
                 ends[(x, i)] = e
+                lengths[(x, i)] = size
                 if i > 0:
                     model.add(ends[(x, i - 1)] <= s).only_enforce_if(a)  # Eq. 3
             if sc.internal[v]:
@@ -195,8 +201,9 @@ def _build(instance: Instance, sc: Scale, options: MoccasinOptions, capacity: in
                     model.add(starts[u][j] < starts[v][i]).only_enforce_if(b)
                     model.add(ends[(x, j)] > starts[v][i]).only_enforce_if(b)
                     serving.append(b)
+                    serving_vars[(x, v, i, j)] = b
                 model.add_bool_or(serving).only_enforce_if(actives[v][i])
-    return model, _Vars(starts, actives, ends, peak)
+    return model, _Vars(starts, actives, ends, lengths, serving_vars, peak)
 
 
 def _times_of(instance: Instance, options: MoccasinOptions, sequence: list[tuple[int, int]]) -> dict:
@@ -222,23 +229,46 @@ def _times_of(instance: Instance, options: MoccasinOptions, sequence: list[tuple
 
 def _hint(model: cp_model.CpModel, instance: Instance, variables: _Vars, times: dict, active: set,
           horizon: int) -> None:
-    """Hint a complete assignment: start times, presence, and the tightest retention ends."""
+    """Hint a complete assignment: start times, presence, the tightest retention ends and their lengths,
+    and the serving copy of every input of every present copy (the copy live at its start)."""
     end: dict[tuple[int, int], int] = {}
     live: dict[int, tuple[int, int]] = {}
+    served: set[tuple[int, int, int, int]] = set()
     for t, v, i in sorted((times[key], *key) for key in active):
         for x in instance.node_inputs[v]:
             end[live[x]] = max(end[live[x]], t + 1)
+            served.add((x, v, i, live[x][1]))
         for x in instance.node_outputs[v]:
             live[x] = (x, i)
             end[(x, i)] = t + 1
     for (x, i), e in variables.ends.items():
-        if instance.value_to_end[x]:
-            continue  # the horizon constant, shared
-        model.add_hint(e, end.get((x, i), times[(instance.value_producer[x], i)] + 1))
+        s = times[(instance.value_producer[x], i)]
+        value = horizon if instance.value_to_end[x] else end.get((x, i), s + 1)
+        if not instance.value_to_end[x]:
+            model.add_hint(e, value)  # the horizon constant is shared, not hinted
+        model.add_hint(variables.lengths[(x, i)], value - s)
+    for key, b in variables.serving.items():
+        model.add_hint(b, key in served)
     for v, s_v in enumerate(variables.starts):
         for i, s in enumerate(s_v):
             model.add_hint(s, times[(v, i)])
             model.add_hint(variables.actives[v][i], (v, i) in active)
+
+
+def _greedy_times(instance: Instance, options: MoccasinOptions, events: list) -> tuple[dict, set]:
+    """Start times and present copies of a greedy sequence (:mod:`.heuristics`): stage ``j`` (1-based)
+    computes position ``p`` at ``j(j−1)/2 + p`` (Eq. 11); free order: consecutive slots (Eq. 9). Absent
+    copies sit where the model puts them."""
+    allowed, _, copies = _grid(instance, options)
+    active = {(e.node, e.copy) for e in events}
+    times = {(v, i): allowed[v][i] if options.order == "fixed" else None
+             for v in range(instance.n_nodes) for i in range(copies[v])}
+    if options.order == "fixed":
+        position = {v: p + 1 for p, v in enumerate(instance.order)}
+        for e in events:
+            times[(e.node, e.copy)] = (e.stage + 1) * e.stage // 2 + position[e.node]
+        return times, active
+    return _times_of(instance, options, [(e.node, e.copy) for e in events]), active
 
 
 def _solution(solver: cp_model.CpSolver, variables: _Vars) -> tuple[dict, set]:
@@ -275,21 +305,41 @@ def solve_moccasin(instance: Instance, budget: float, options: MoccasinOptions,
     to_duration = lambda q: instance.base_duration + q * sc.quantum  # noqa: E731
     notes: dict = {"memory_unit": sc.memory_unit, "duration_quantum": sc.quantum, "capacity_units": capacity}
 
-    # Phase 1 (Eq. 12–13): reach the budget, starting from the input order without recomputation.
+    # Warm start: the greedy eviction heuristic (:mod:`.heuristics`) on the same stages and C_v. If its
+    # sequence fits the budget, phase 1 is skipped; otherwise phase 1 starts from the smaller of its peak
+    # and the no-recompute peak.
     times, active = _times_of(instance, options, no_recompute), set(no_recompute)
+    hint_units = base_units
+    greedy = None
     if base_units > capacity:
-        model, variables = _build(instance, sc, options, None, capacity, base_units)
+        found = greedy_sequence(instance, budget, options.max_copies, min(30.0, 0.25 * options.time_limit))
+        if found is not None:
+            events, profile = found
+            units = int(round((profile.peak - instance.constant_bytes) / sc.memory_unit))
+            notes["greedy"] = {"peak": profile.peak, "tdi": profile.tdi, "seconds": time.perf_counter() - start}
+            if units < hint_units:
+                times, active = _greedy_times(instance, options, events)
+                hint_units = units
+            if units <= capacity:
+                greedy = (times, active)
+                log.info("moccasin: greedy warm start fits (TDI %+.2f%%); phase 1 skipped", 100 * profile.tdi)
+
+    # Phase 1 (Eq. 12–13): reach the budget from the warm start.
+    if hint_units > capacity:
+        model, variables = _build(instance, sc, options, None, capacity, hint_units)
         _hint(model, instance, variables, times, active, horizon)
-        model.add_hint(variables.peak, base_units)
+        model.add_hint(variables.peak, hint_units)
         report = (lambda t, obj, bound: progress("phase1", t, to_bytes(obj), to_bytes(bound))) if progress else None
-        result, solver = solve_cpsat(model, wall, workers=options.workers, seed=options.seed,
+        remaining = max(wall - (time.perf_counter() - start), 0.5)
+        result, solver = solve_cpsat(model, remaining, workers=options.workers, seed=options.seed,
                                      hint_callback=report, parameters=params)
         notes["phase1"] = {"status": result.status, "seconds": result.seconds,
                            "peak": None if result.objective is None else to_bytes(result.objective),
                            "bound": to_bytes(result.bound) if result.bound > -1e300 else None}
         if result.objective is None or result.objective > capacity + 1e-9:
             proven = result.bound > capacity + 1e-9
-            notes["reachable_budget"] = None if result.objective is None else to_bytes(result.objective)
+            reached = hint_units if result.objective is None else min(hint_units, result.objective)
+            notes["reachable_budget"] = to_bytes(reached)
             notes["proven_min_budget"] = to_bytes(result.bound) if result.bound > capacity else None
             return MethodResult("moccasin", "infeasible" if proven else "no_solution", None, None, "none",
                                 time.perf_counter() - start, None, restriction(options), "cp-sat", notes)
@@ -312,6 +362,9 @@ def solve_moccasin(instance: Instance, budget: float, options: MoccasinOptions,
                                  hint_callback=report2, parameters=params)
     if result.has_solution:
         times, active = _solution(solver, variables)
+    elif greedy is not None:  # CP-SAT found nothing in time: the greedy sequence, with CP-SAT's bound
+        times, active = greedy
+        notes["fallback"] = "greedy"
     bound = to_duration(max(result.bound, 0.0)) if result.bound > -1e300 else instance.base_duration
     notes["phase2"] = {"status": result.status, "seconds": result.seconds}
     status = "optimal" if result.status == "optimal" else "time_limit"

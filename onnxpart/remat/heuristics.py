@@ -1,0 +1,322 @@
+"""A fast greedy rematerialization heuristic on the stages of the input order (Moccasin §2.3): a sequence
+that fits the budget in milliseconds, used as the ``greedy`` baseline method, as the complete solution
+hint that lets phase 2 of :mod:`.moccasin` start without phase 1, and as the fallback answer when CP-SAT
+finds nothing better in its time limit.
+
+The search is an eviction policy in the style of Dynamic Tensor Rematerialization (Kirisame et al., ICLR
+2021) and Belady's rule, run over the stages of the fixed input order: stage ``j`` recomputes the freed
+inputs of the ``j``-th op (recursively, their freed inputs too; in input-order position, so the result is
+stage-structured: Eq. 11's grid) and then computes the op. Every computed tensor stays resident until its
+last reader has run; when an event would exceed the budget (the retention-interval memory of Eq. 4), the
+resident tensor with the largest ``size × distance to next use / recompute cost`` that the current stage
+does not need is freed — it will be recomputed right before its next use. An op is computed at most
+``C_v`` times (``--max-recompute``), so a freed tensor must have a producer with a copy left, and that
+producer's inputs must be resident or recomputable too.
+
+A tally of resident bytes is an upper bound on the retention-interval memory of the sequence (a freed
+tensor's copy really ends at its last read, earlier than the tally assumes), so the sequence fits the
+budget; :func:`greedy_sequence` re-simulates it anyway and finally drops every recomputation that is not
+needed (latest first). Several scoring exponents are tried and the shortest sequence kept.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import logging
+import time
+from dataclasses import dataclass
+
+from onnxpart.remat.model import Instance, MethodResult
+from onnxpart.remat.sequence import SequenceProfile, simulate
+
+log = logging.getLogger(__name__)
+
+#: Exponents ``(a, b, c)`` of the eviction score ``size × distance^a / cost^b × (share of the remaining
+#: retention freed)^c``, and the factors of the budget the policy aims at (the simulated memory is below
+#: its tally, so an aim above the budget can still fit); every combination is run and the best kept.
+_SCORES = tuple(itertools.product((0.5, 1.0, 2.0), (0.5, 1.0, 2.0), (0.0, 1.0)))
+_SLACKS = (0.95, 1.0, 1.03, 1.06)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One compute event: ``node`` computed for the ``copy``-th time in ``stage`` (0-based positions of
+    the input order; a first computation is the last event of its own stage)."""
+
+    node: int
+    copy: int
+    stage: int
+
+
+class _Stuck(Exception):
+    """No tensor can be freed to fit an event under the budget (within ``C_v``)."""
+
+
+def stage_events(instance: Instance, budget: float, max_copies: int, distance_exp: float = 1.0,
+                 cost_exp: float = 1.0, span_exp: float = 0.0) -> list[Event] | None:
+    """The greedy stage-structured sequence (input nodes included, at their own stages), or None if the
+    policy gets stuck. The tally of resident bytes never exceeds ``budget`` at any event."""
+    order = instance.order
+    position = {v: p for p, v in enumerate(order)}
+    sizes = instance.value_sizes
+    n_values = len(sizes)
+    readers = [sorted(position[c] for c in instance.value_consumers[x]) for x in range(n_values)]
+    limit = [max_copies if instance.recomputable(v) else 1 for v in range(instance.n_nodes)]
+    used = [0] * instance.n_nodes
+    resident: set[int] = set()
+    freed: set[int] = set()  # values freed by the policy (not resident) that may be recomputed
+    tally = 0
+    events: list[Event] = []
+
+    def next_use(x: int, stage: int) -> int | None:
+        k = bisect.bisect_right(readers[x], stage)
+        return readers[x][k] if k < len(readers[x]) else None
+
+    def needed(x: int, stage: int) -> bool:
+        """``x`` is read after ``stage``: by a first computation, or by the recomputation of a freed
+        tensor that is itself still needed."""
+        if next_use(x, stage) is not None:
+            return True
+        return any(y in freed and needed(y, stage) for c in instance.value_consumers[x]
+                   for y in instance.node_outputs[c])
+
+    def missing(v: int, memo: dict[int, frozenset[int] | None]) -> frozenset[int] | None:
+        """The non-resident tensors a recomputation of ``v`` needs recomputed first (recursively), or
+        None if ``v`` or one of them has no copy left."""
+        if v not in memo:
+            memo[v] = None
+            if used[v] < limit[v]:
+                acc: set[int] = set()
+                for x in instance.node_inputs[v]:
+                    if x in resident:
+                        continue
+                    deeper = missing(instance.value_producer[x], memo)
+                    if deeper is None:
+                        return None
+                    acc |= deeper | {x}
+                memo[v] = frozenset(acc)
+        return memo[v]
+
+    def free(x: int) -> None:
+        nonlocal tally
+        resident.discard(x)
+        tally -= sizes[x]
+
+    def fit(need: int, stage: int, pinned: set[int]) -> None:
+        """Free resident tensors until ``tally + need`` fits the budget."""
+        while tally + need > budget:
+            best, best_score, best_missing = None, -1.0, frozenset()
+            memo: dict[int, frozenset[int] | None] = {}
+            for x in resident:
+                if x in pinned or instance.value_to_end[x]:
+                    continue
+                u = instance.value_producer[x]
+                nxt = next_use(x, stage)
+                chain = missing(u, memo)
+                if nxt is None or chain is None:
+                    continue
+                cost = instance.durations[u] + sum(instance.durations[instance.value_producer[y]] for y in chain)
+                saved = float(nxt - stage) / (readers[x][-1] - stage)  # share of the remaining retention freed
+                score = sizes[x] * float(nxt - stage) ** distance_exp * saved ** span_exp \
+                    / max(cost, 1e-9) ** cost_exp
+                if score > best_score:
+                    best, best_score, best_missing = x, score, chain
+            if best is None:  # every resident tensor is needed now or has no copy left: go over
+                return
+            free(best)
+            freed.update(best_missing | {best})  # their inputs stay resident while they are needed
+
+    def plan(v: int, todo: set[int]) -> None:
+        """Add ``v``'s producers of freed inputs to ``todo`` (recursively)."""
+        for x in instance.node_inputs[v]:
+            u = instance.value_producer[x]
+            if x in resident or u in todo:
+                continue
+            if used[u] >= limit[u]:
+                raise _Stuck(f"{instance.node_names[u]!r} has no copy left")
+            todo.add(u)
+            plan(u, todo)
+
+    try:
+        for stage, v in enumerate(order):
+            todo: set[int] = set()
+            plan(v, todo)
+            chain = sorted(todo, key=position.__getitem__) + [v]
+            for k, w in enumerate(chain):
+                pinned = {x for z in chain[k:] for x in instance.node_inputs[z]}
+                outputs = instance.node_outputs[w]
+                stale = sum(sizes[x] for x in outputs if x in resident)  # an older copy ends before this event
+                need = sum(sizes[x] for x in outputs) - stale + instance.internal[w] + instance.constant_bytes
+                pinned |= set(outputs)
+                fit(need, stage, pinned)
+                events.append(Event(w, used[w], stage))
+                used[w] += 1
+                for x in outputs:
+                    freed.discard(x)
+                    if x not in resident:
+                        resident.add(x)
+                        tally += sizes[x]
+                later = {x for z in chain[k + 1:] for x in instance.node_inputs[z]}
+                for x in set(instance.node_inputs[w]) | set(outputs):
+                    if x in resident and x not in later and not instance.value_to_end[x] \
+                            and not needed(x, stage):
+                        free(x)
+    except _Stuck as exc:
+        log.debug("greedy (%g, %g, %g) stuck: %s", distance_exp, cost_exp, span_exp, exc)
+        return None
+    return events
+
+
+def prune(instance: Instance, events: list[Event], budget: float) -> list[Event]:
+    """Drop recomputations (latest first) whose removal keeps the sequence valid and within the budget;
+    copy indices are renumbered."""
+    from onnxpart.remat.sequence import InvalidSequence
+
+    kept = list(events)
+    for k in range(len(kept) - 1, -1, -1):
+        if kept[k].copy == 0:
+            continue
+        trial = kept[:k] + kept[k + 1:]
+        try:
+            if simulate(instance, _ops(instance, trial)).peak <= budget:
+                kept = trial
+        except InvalidSequence:
+            continue
+    return _renumber(kept)
+
+
+def repair(instance: Instance, events: list[Event], budget: float, max_copies: int,
+           deadline: float) -> list[Event]:
+    """Local search on the simulator for a sequence over the budget: at the highest event, every tensor
+    retained across it is a candidate to free, i.e. to recompute its producer in the stage of its next
+    read; the candidate that removes the most overflow (bytes over the budget, summed over events) per
+    unit of recompute duration is applied, until the sequence fits, nothing helps, or ``deadline``."""
+    position = {v: p for p, v in enumerate(instance.order)}
+    limit = [max_copies if instance.recomputable(v) else 1 for v in range(instance.n_nodes)]
+    k = len(instance.input_nodes)
+
+    def overflow(evs: list[Event]) -> tuple[float, SequenceProfile]:
+        profile = simulate(instance, _ops(instance, evs))
+        return sum(max(0.0, m - budget) for m in profile.memory), profile
+
+    events = sorted(events, key=lambda e: (e.stage, position[e.node]))
+    current, profile = overflow(events)
+    while current > 0 and time.perf_counter() < deadline:
+        peak = profile.peak_event + k  # index into events (input nodes included)
+        stage_nodes = {(e.stage, e.node) for e in events}
+        counts: dict[int, int] = {}
+        for e in events:
+            counts[e.node] = counts.get(e.node, 0) + 1
+        produced: dict[int, int] = {}  # value -> event of its live copy, up to the peak
+        for t in range(peak):
+            for x in instance.node_outputs[events[t].node]:
+                produced[x] = t
+        at_peak = set(instance.node_inputs[events[peak].node]) | set(instance.node_outputs[events[peak].node])
+        candidates: dict[tuple[int, int], int] = {}  # (producer, stage) -> value
+        for x in produced:
+            if x in at_peak or instance.value_to_end[x]:
+                continue
+            u = instance.value_producer[x]
+            if counts[u] >= limit[u]:
+                continue
+            for t in range(peak + 1, len(events)):
+                if x in instance.node_outputs[events[t].node]:
+                    break
+                if x in instance.node_inputs[events[t].node]:
+                    if (events[t].stage, u) not in stage_nodes:  # u precedes its reader: position order
+                        candidates[(u, events[t].stage)] = x
+                    break
+        best = None
+        for u, stage in candidates:
+            trial = sorted(events + [Event(u, 0, stage)], key=lambda e: (e.stage, position[e.node]))
+            value, trial_profile = overflow(trial)
+            gain = (current - value) / max(instance.durations[u], 1e-9)
+            if value < current and (best is None or gain > best[0]):
+                best = (gain, trial, value, trial_profile)
+        if best is None:
+            break
+        _, events, current, profile = best
+    return _renumber(events)
+
+
+def improve(instance: Instance, events: list[Event], budget: float, max_copies: int,
+            deadline: float) -> list[Event]:
+    """Remove-and-repair: drop one recomputation (longest first), :func:`repair` the overflow with others,
+    keep the result if it fits and is shorter; until no move helps or ``deadline``."""
+    best = simulate(instance, _ops(instance, events)).duration
+    improved = True
+    while improved and time.perf_counter() < deadline:
+        improved = False
+        recomputed = sorted((e for e in events if e.copy > 0), key=lambda e: -instance.durations[e.node])
+        for victim in recomputed:
+            if time.perf_counter() >= deadline:
+                break
+            trial = [e for e in events if e is not victim]
+            trial = repair(instance, trial, budget, max_copies, deadline)
+            profile = simulate(instance, _ops(instance, trial))
+            if profile.peak <= budget and profile.duration < best:
+                events, best, improved = prune(instance, trial, budget), profile.duration, True
+                break
+    return events
+
+
+def _renumber(events: list[Event]) -> list[Event]:
+    counts: dict[int, int] = {}
+    renumbered = []
+    for e in events:
+        renumbered.append(Event(e.node, counts.get(e.node, 0), e.stage))
+        counts[e.node] = counts.get(e.node, 0) + 1
+    return renumbered
+
+
+def _ops(instance: Instance, events: list[Event]) -> tuple[int, ...]:
+    return tuple(e.node for e in events if e.node < instance.n_ops)
+
+
+def greedy_sequence(instance: Instance, budget: float, max_copies: int,
+                    search_seconds: float = 30.0) -> tuple[list[Event], SequenceProfile] | None:
+    """Over the scoring variants and target slacks: the shortest pruned sequence whose simulated peak fits
+    ``budget``; if none fits, the one with the least peak (a warm start for phase 1). None only if every
+    variant got stuck on ``C_v``. At most ``search_seconds`` go to :func:`repair` and :func:`improve`."""
+    deadline = time.perf_counter() + search_seconds
+    fitting, closest = None, None
+    for (a, b, c), slack in itertools.product(_SCORES, _SLACKS):
+        events = stage_events(instance, budget * slack, max_copies, a, b, c)
+        if events is None:
+            continue
+        profile = simulate(instance, _ops(instance, events))
+        if profile.peak > budget:
+            if closest is None or profile.peak < closest[1].peak:
+                closest = (events, profile)
+            continue
+        if fitting is not None and profile.duration >= fitting[1].duration and \
+                profile.duration - fitting[1].duration > 0.5 * (profile.duration - instance.base_duration):
+            continue  # pruning cannot catch up: skip the simulations
+        events = prune(instance, events, budget)
+        profile = simulate(instance, _ops(instance, events))
+        if fitting is None or profile.duration < fitting[1].duration:
+            fitting = (events, profile)
+    if fitting is None and closest is not None:
+        events = repair(instance, closest[0], budget, max_copies, deadline)
+        profile = simulate(instance, _ops(instance, events))
+        if profile.peak > budget:
+            return (events, profile) if profile.peak < closest[1].peak else closest
+        fitting = (prune(instance, events, budget), profile)
+    if fitting is None:
+        return closest
+    events = improve(instance, fitting[0], budget, max_copies, deadline)
+    return events, simulate(instance, _ops(instance, events))
+
+
+def solve_greedy(instance: Instance, budget: float, max_copies: int, search_seconds: float = 30.0) -> MethodResult:
+    """The ``greedy`` method: a sequence and no lower bound (a heuristic proves nothing)."""
+    start = time.perf_counter()
+    found = greedy_sequence(instance, budget, max_copies, search_seconds)
+    seconds = time.perf_counter() - start
+    where = f"C_v ≤ {max_copies} computations per op, the input topological order's stages (§2.3)"
+    if found is None or found[1].peak > budget:
+        notes = None if found is None else {"reachable_budget": found[1].peak}
+        return MethodResult("greedy", "no_solution", None, None, "none", seconds, None, where, "greedy", notes)
+    return MethodResult("greedy", "heuristic", _ops(instance, found[0]), None, "none", seconds, seconds, where,
+                        "greedy")
