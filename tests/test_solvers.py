@@ -58,3 +58,18 @@ def test_infeasible_is_reported():
     h.addVars(1, np.array([0.0]), np.array([1.0]))
     h.addRow(2.0, math.inf, 1, np.array([0]), np.array([1.0]))
     assert solve_highs(h, time_limit=5).status == "infeasible"
+
+
+def test_sparse_model_mip_and_its_relaxation():
+    from onnxpart.solvers import SparseModel
+
+    # max x + y s.t. 2x + 2y <= 3, x, y integer in [0, 1]  ->  MIP optimum 1, LP optimum 1.5
+    model = SparseModel()
+    x = model.var(0, 1, cost=-1.0, integer=True)
+    y = model.var(0, 1, cost=-1.0, integer=True)
+    model.row([(x, 1.0), (y, 1.0), (x, 1.0), (y, 1.0)], upper=3.0)  # repeated columns are summed
+    mip = solve_highs(model.highs(), time_limit=5)
+    lp = solve_highs(model.highs(relax=True), time_limit=5)
+    assert mip.status == lp.status == "optimal"
+    assert mip.objective == -1.0 and lp.objective == -1.5
+    assert sum(mip.values) == 1.0
