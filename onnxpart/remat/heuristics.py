@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 
 from onnxpart.remat.model import Instance, MethodResult
-from onnxpart.remat.sequence import SequenceProfile, simulate
+from onnxpart.remat.sequence import InvalidSequence, SequenceProfile, simulate
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class Event:
 
 
 class _Stuck(Exception):
-    """No tensor can be freed to fit an event under the budget (within ``C_v``)."""
+    """A freed tensor's producer has no copy left (``C_v``) when the tensor is needed again."""
 
 
 def stage_events(instance: Instance, budget: float, max_copies: int, distance_exp: float = 1.0,
@@ -171,8 +171,6 @@ def stage_events(instance: Instance, budget: float, max_copies: int, distance_ex
 def prune(instance: Instance, events: list[Event], budget: float) -> list[Event]:
     """Drop recomputations (latest first) whose removal keeps the sequence valid and within the budget;
     copy indices are renumbered."""
-    from onnxpart.remat.sequence import InvalidSequence
-
     kept = list(events)
     for k in range(len(kept) - 1, -1, -1):
         if kept[k].copy == 0:
