@@ -57,7 +57,7 @@ def run(graph, fraction: float, method: str, time_limit: float, order: str = "fi
         return row
     o = solution.outcomes[0]
     base = solution.instance.base_duration
-    lb = o.result.lower_bound
+    lb = o.result.best_bound
     return {"method": method, "status": o.result.status, "feasible": True, "budget": solution.budget,
             "baseline": solution.baseline.peak, "peak": o.profile.peak, "tdi": o.profile.tdi,
             "tdi_lb": (lb - base) / base if lb is not None and base else None,

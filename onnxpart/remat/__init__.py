@@ -173,6 +173,7 @@ def certificate(solution: Solution, source_sha256: str | None = None) -> Certifi
             continue  # a heuristic proves no bound
         bounds.append(LowerBound(f"{r.method}", r.lower_bound, r.lower_bound_status if r.lower_bound is not None
                                  else "error", r.solver, round(r.seconds, 3), f"holds under: {r.restriction}"))
+        bounds += r.extra_bounds
     tdi = lambda d: (d - inst.base_duration) / inst.base_duration if inst.base_duration else 0.0  # noqa: E731
     lower = max((b.value for b in bounds if b.value is not None), default=inst.base_duration)
     digest = instance_hash(source_sha256 or inst.name, inst.durations, inst.value_sizes, inst.order,
@@ -209,13 +210,15 @@ def summary(solution: Solution) -> dict[str, Any]:
     rows = []
     for o in solution.outcomes:
         r, p = o.result, o.profile
-        lb_tdi = ((r.lower_bound - inst.base_duration) / inst.base_duration
-                  if r.lower_bound is not None and inst.base_duration else None)
+        lb_tdi = ((r.best_bound - inst.base_duration) / inst.base_duration
+                  if r.best_bound is not None and inst.base_duration else None)
         rows.append({
             "method": r.method, "status": r.status, "feasible": o.feasible,
             "peak_bytes": p.peak if p else None, "duration": p.duration if p else None,
             "tdi": p.tdi if p else None, "tdi_lower_bound": lb_tdi, "lower_bound": r.lower_bound,
-            "lower_bound_status": r.lower_bound_status, "recomputations": p.recomputations if p else None,
+            "lower_bound_status": r.lower_bound_status,
+            "extra_bounds": [{"method": b.method, "value": b.value, "status": b.status, "seconds": b.seconds}
+                             for b in r.extra_bounds], "recomputations": p.recomputations if p else None,
             "seconds": r.seconds, "time_to_best": r.time_to_best, "restriction": r.restriction,
             "notes": r.notes or {},
         })

@@ -22,6 +22,7 @@ the stage. Objective: the recomputed duration ``Σ_{k<t} w_k R[t,k]``. The memor
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -218,11 +219,36 @@ def solve_checkmate_lp(instance: Instance, budget: float, time_limit: float, see
         status = "infeasible" if result.status == "infeasible" else "no_solution"
         return MethodResult("checkmate-lp", status, None, None, status if status == "infeasible" else "none",
                             time.perf_counter() - start, None, RESTRICTION, "highs", notes)
-    bound = instance.base_duration + sc.quantum * max(result.objective, 0.0) if result.status == "optimal" else None
+    bound = _lp_bound(instance, result.objective) if result.status == "optimal" else None
     sequence = _round(instance, model, result.values)
     return MethodResult("checkmate-lp", "rounded", sequence, bound, "optimal" if bound is not None else "none",
                         time.perf_counter() - start, time.perf_counter() - start, RESTRICTION + ", LP relaxation",
                         "highs", notes)
+
+
+def _lp_bound(instance: Instance, objective: float) -> float:
+    """The duration bound of an LP optimum (in quanta): every integer solution's recomputed duration is a
+    whole number of quanta (the weights are floored to integers, :func:`scale`), so the bound rounds up;
+    the ``1e-6`` absorbs HiGHS's feasibility tolerance."""
+    return instance.base_duration + scale(instance).quantum * max(math.ceil(objective - 1e-6), 0)
+
+
+def lp_lower_bound(instance: Instance, budget: float, time_limit: float, seed: int = 0) -> tuple[float | None, str]:
+    """The Checkmate LP relaxation's optimum as a proven lower bound on the duration, and its status
+    (``optimal`` with a bound; ``infeasible``: no stage-structured sequence fits the budget; else
+    ``time_limit``/``error`` and no bound — an LP stopped early proves nothing).
+
+    It bounds Moccasin's fixed-order problem too: both use the input order's stages (Moccasin Eq. 11,
+    Checkmate's stages) and the same retention-interval memory (Eq. 4; see the module docstring — a
+    tensor retained into stage ``t`` is never recomputed in ``t`` by a tightest sequence, because every
+    reader follows its producer in position order, so ``S`` and ``R`` never count one value twice), and
+    Checkmate allows any number of recomputations where Moccasin allows ``C_v``: the MILP's optimum is at
+    most Moccasin's, and the LP's at most the MILP's."""
+    capacity = scale(instance).budget_units(budget, instance.constant_bytes)
+    result = solve_highs(_build(instance, capacity).lp.highs(relax=True), time_limit, seed=seed)
+    if result.status == "optimal" and result.objective is not None:
+        return _lp_bound(instance, result.objective), "optimal"
+    return None, result.status
 
 
 def _round(instance: Instance, model: _Model, values) -> tuple[int, ...]:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
+from onnxpart.remat.background import MAX_NODES, BackgroundLpBound
 from onnxpart.remat.heuristics import greedy_sequence
 from onnxpart.remat.model import Instance, MethodResult, Scale, scale
 from onnxpart.remat.sequence import baseline
@@ -61,6 +62,7 @@ class MoccasinOptions:
     seed: int = 0
     deterministic: bool = False  # interleaved search and a deterministic time limit (reproducible runs)
     precedence: str = "literals"  # "reservoir" (Eq. 10) or "literals" (Eq. 5 with a serving-copy literal)
+    lp_bound: bool = True  # fixed order: also solve the Checkmate LP relaxation beside CP-SAT (a proven bound)
 
 
 def restriction(options: MoccasinOptions) -> str:
@@ -311,6 +313,9 @@ def solve_moccasin(instance: Instance, budget: float, options: MoccasinOptions,
     times, active = _times_of(instance, options, no_recompute), set(no_recompute)
     hint_units = base_units
     greedy = None
+    lp = None  # the Checkmate LP relaxation, a second proven bound for the fixed order (:mod:`.background`)
+    if options.lp_bound and options.order == "fixed" and base_units > capacity and instance.n_nodes <= MAX_NODES:
+        lp = BackgroundLpBound(instance, budget, 0.95 * wall, options.seed)
     if base_units > capacity:
         found = greedy_sequence(instance, budget, options.max_copies, min(30.0, 0.25 * options.time_limit))
         if found is not None:
@@ -341,6 +346,8 @@ def solve_moccasin(instance: Instance, budget: float, options: MoccasinOptions,
             reached = hint_units if result.objective is None else min(hint_units, result.objective)
             notes["reachable_budget"] = to_bytes(reached)
             notes["proven_min_budget"] = to_bytes(result.bound) if result.bound > capacity else None
+            if lp is not None:
+                lp.cancel()
             return MethodResult("moccasin", "infeasible" if proven else "no_solution", None, None, "none",
                                 time.perf_counter() - start, None, restriction(options), "cp-sat", notes)
         times, active = _solution(solver, variables)
@@ -368,6 +375,11 @@ def solve_moccasin(instance: Instance, budget: float, options: MoccasinOptions,
     bound = to_duration(max(result.bound, 0.0)) if result.bound > -1e300 else instance.base_duration
     notes["phase2"] = {"status": result.status, "seconds": result.seconds}
     status = "optimal" if result.status == "optimal" else "time_limit"
+    extra = []
+    if lp is not None and status == "optimal":
+        lp.cancel()  # CP-SAT proved the optimum: the LP cannot add anything
+    elif lp is not None:
+        extra.append(lp.result(wall - (time.perf_counter() - start)))
     return MethodResult("moccasin", status, _sequence(instance, times, active), bound,
                         result.status if result.status in ("optimal", "time_limit") else "none",
-                        time.perf_counter() - start, best_at[0], restriction(options), "cp-sat", notes)
+                        time.perf_counter() - start, best_at[0], restriction(options), "cp-sat", notes, extra)

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from onnxpart.certificate import LowerBound
 from onnxpart.errors import UserError
 from onnxpart.graph import Node, Op, OpGraph, Tensor, TensorInfo
 
@@ -304,3 +305,11 @@ class MethodResult:
     restriction: str
     solver: str
     notes: dict[str, Any] | None = None
+    extra_bounds: list[LowerBound] = field(default_factory=list)  # further proven bounds, each its own entry
+
+    @property
+    def best_bound(self) -> float | None:
+        """The strongest proven duration bound: ``lower_bound`` or one of ``extra_bounds``."""
+        values = [b.value for b in self.extra_bounds if b.value is not None]
+        values += [self.lower_bound] if self.lower_bound is not None else []
+        return max(values, default=None)

@@ -1,0 +1,75 @@
+"""The Checkmate LP relaxation (:func:`.checkmate.lp_lower_bound`) as a second proven lower bound for
+Moccasin, solved in a worker process while CP-SAT searches, within the same time limit.
+
+CP-SAT's objective bound on the stage grid stays at the trivial ``Σ w_v`` on larger instances (the
+paper's G2 at 80%: +0.00% after 60 s); the LP relaxation of the same stage structure (Moccasin §2.3,
+Checkmate's stages, the memory of Eq. 4) bounds every sequence Moccasin may return (see
+:func:`.checkmate.lp_lower_bound`). Only an LP solved to optimality is reported as a bound.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import time
+from multiprocessing.connection import Connection
+
+from onnxpart.certificate import LowerBound
+from onnxpart.remat.model import Instance
+
+log = logging.getLogger(__name__)
+
+METHOD = "checkmate-lp-relaxation"
+NOTE = ("holds under: the input topological order's stages, any number of recomputations (so also under "
+        "C_v); LP relaxation of the Checkmate MILP, rounded up to a whole duration quantum")
+#: The LP has O(n²) columns and rows (G2, n = 250: 0.2 M columns, 0.7 M rows); above this many nodes it
+#: would not be solved within a usual time limit, and building it would take gigabytes.
+MAX_NODES = 600
+
+
+def _work(send: Connection, instance: Instance, budget: float, time_limit: float, seed: int) -> None:
+    from onnxpart.remat.checkmate import lp_lower_bound
+
+    try:
+        send.send(lp_lower_bound(instance, budget, time_limit, seed))
+    except Exception as exc:  # noqa: BLE001 - reported as "error", never as a bound
+        send.send((None, f"error: {exc}"))
+
+
+class BackgroundLpBound:
+    """Start the LP in a forked process now; :meth:`result` collects it (or stops it)."""
+
+    def __init__(self, instance: Instance, budget: float, time_limit: float, seed: int = 0) -> None:
+        ctx = mp.get_context("fork")  # the instance is not re-pickled; no solver threads are alive yet
+        self._recv, send = ctx.Pipe(duplex=False)
+        self._start = time.perf_counter()
+        self._process = ctx.Process(target=_work, args=(send, instance, budget, time_limit, seed),
+                                    name="remat-lp-bound", daemon=True)
+        self._process.start()
+        send.close()
+
+    def result(self, wait: float) -> LowerBound:
+        """The bound if the LP is solved to optimality within ``wait`` more seconds; else an entry with no
+        value. The worker is stopped either way."""
+        value, status = None, "time_limit"
+        try:
+            if self._recv.poll(max(wait, 0.0)):
+                value, status = self._recv.recv()
+        except (EOFError, OSError):
+            status = "error"
+        finally:
+            self.cancel()
+        seconds = time.perf_counter() - self._start
+        if status != "optimal":
+            value = None
+        log.info("checkmate LP relaxation: %s after %.1f s%s", status, seconds,
+                 "" if value is None else f", duration ≥ {value:g}")
+        return LowerBound(METHOD, value, "optimal" if value is not None else
+                          ("infeasible" if status == "infeasible" else "time_limit" if status == "time_limit"
+                           else "error"), "highs", round(seconds, 3), NOTE)
+
+    def cancel(self) -> None:
+        if self._process.is_alive():
+            self._process.terminate()
+        self._process.join()
+        self._recv.close()
