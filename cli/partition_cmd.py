@@ -26,7 +26,7 @@ def partition(
     model: Path = typer.Argument(..., help="ONNX model, a costs.json graph, or a dnn-partitioning JSON graph."),
     stages: int = typer.Option(..., "-k", "--stages", help="Number of pipeline stages k (≥ 1; empty stages are allowed)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Output folder (stage_i.onnx, manifest.json, certificate.json, annotated.onnx)."),
-    bounds: str = typer.Option("simple,bottleneck,exact", "--bounds", help="Lower bounds to prove: any of simple, bottleneck, guess, exact (comma-separated), or none."),
+    bounds: str = typer.Option("simple,bottleneck,exact", "--bounds", help="Lower bounds to prove: any of simple, bottleneck, guess, exact (comma-separated), or none. `simple` also reports the single-block and convex-block min-cut bounds."),
     time_limit: float = typer.Option(60.0, "--time-limit", help="Wall-clock seconds for search and bounds together."),
     seed: int = typer.Option(0, "--seed", help="Seed of every randomized search (same seed, same partition)."),
     max_gap: Optional[str] = typer.Option(None, "--max-gap", help="Exit with code 3 unless the certified gap 1 − LB/UB is at most this (e.g. 5%)."),

@@ -193,10 +193,10 @@ def geomean(values) -> float:
     return float(np.exp(np.mean(np.log(values)))) if values else float("nan")
 
 
-def run(instances, time_limit: float, log) -> list[dict]:
+def run(instances, time_limit: float, log, ks=KS) -> list[dict]:
     rows = []
     for family, name, inst in instances:
-        for k in KS:
+        for k in ks:
             started = time.perf_counter()
             solution = solve(inst, Options(k=k, time_limit=time_limit, seed=0,
                                            bounds=("simple", "bottleneck", "guess", "exact")))
@@ -332,9 +332,18 @@ def main() -> None:
     parser.add_argument("--light", default=",".join(LIGHT), help="light models (comma-separated)")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--json", type=Path, help="also dump the raw rows here")
+    parser.add_argument("--regal-only", action="store_true",
+                        help="only the REGAL-like graphs, rows to --json, BENCHMARKS.md untouched")
+    parser.add_argument("--ks", default=",".join(map(str, KS)), help="k values with --regal-only")
     args = parser.parse_args()
-    instances = dnn_instances() + light_instances([n for n in args.light.split(",") if n])
-    instances.append(transformer_instance())
+    instances = [regal_instance(seed) for seed in range(args.regal)]
+    if args.regal_only:
+        rows = run(instances, args.time_limit, lambda line: print(line, flush=True),
+                   tuple(int(k) for k in args.ks.split(",")))
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=1, default=float))
+        return
+    instances = dnn_instances() + light_instances([n for n in args.light.split(",") if n]) + [transformer_instance()]
     instances += [regal_instance(seed) for seed in range(args.regal)]
     rows = run(instances, args.time_limit, lambda line: print(line, flush=True))
     speed = slicing_speed()

@@ -17,8 +17,11 @@ How :func:`solve` spends ``time_limit`` (wall clock):
    the k guesses in time slots on the other workers (:func:`_bound_jobs`).
 4. Meanwhile the order search runs: mla-weighted seed, random-T, then BRKGA for its generations,
    stopping early at the deadline or when the incumbent meets a proven bound; then the MIPs still
-   running are ended rather than waited for.
-5. The exact MIP's incumbent replaces the search's when it is better.
+   running are ended rather than waited for. The order search stops ``LOCAL_SEARCH_SHARE`` of the
+   time limit early: the iterated local search on the partition itself
+   (:mod:`~onnxpart.partition.local_search`) polishes its best slicing for at most that share (method
+   ``local-search`` when it helps), so the main process uses the cores no longer than before.
+5. The exact MIP's incumbent replaces the search's when it is better (after a local descent).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from onnxpart.certificate import LowerBound
 from onnxpart.partition.cuts import convex_block_bound, single_block_bound
 from onnxpart.partition.exact import BoundResult, run_bound_job
 from onnxpart.partition.ideals import IDEAL_LIMIT, ideal_dp
+from onnxpart.partition.local_search import improve, iterated
 from onnxpart.partition.model import (BlockCost, Instance, block_costs, check_assignment, simple_lower_bound,
                                       work_lower_bound)
 from onnxpart.partition.orders import BrkgaOptions, Decoder, brkga, keys_of_order, mla_weighted_order
@@ -46,6 +50,8 @@ from onnxpart.partition.orders import BrkgaOptions, Decoder, brkga, keys_of_orde
 log = logging.getLogger(__name__)
 
 BOUND_METHODS = ("simple", "bottleneck", "guess", "exact")
+LOCAL_SEARCH_SHARE = 0.15  # of the time limit, kept from the order search for the local search
+LOCAL_SEARCH_KICKS = 200  # iterated local search kicks when no bound job is left to wait for
 
 
 @dataclass(frozen=True)
@@ -185,18 +191,30 @@ def solve(inst: Instance, options: Options) -> Solution:
         collect()
         return time.time() >= deadline_wall or closed()
 
+    search_deadline = deadline_wall - LOCAL_SEARCH_SHARE * options.time_limit
+
+    def stop_search(_: float = 0.0) -> bool:
+        return stop() or time.time() >= search_deadline
+
+    def stop_local(value: float) -> bool:
+        collect()
+        return time.time() >= deadline_wall or value <= _floor(lbs) * (1 + 1e-9)
+
+    polished: np.ndarray | None = None
+
     stats: dict[str, Any] = {}
     interrupted = False
     try:
         # 4. Order search.
-        if options.mla and not stop():
+        if options.mla and not stop_search():
             budget = time.time() + 0.1 * options.time_limit
             mla_opts = BrkgaOptions(population=20, generations=20)
-            mla = mla_weighted_order(inst, decoder.dag, rng, mla_opts, lambda _: time.time() >= budget or stop())
+            mla = mla_weighted_order(inst, decoder.dag, rng, mla_opts,
+                                     lambda _: time.time() >= budget or stop_search())
             seeds.append(mla)
             consider(mla, "mla-weighted")
         for _ in range(options.random_orders):
-            if stop():
+            if stop_search():
                 break
             consider(decoder.order(rng.random(inst.n)), "random")
         generations = 0
@@ -208,10 +226,22 @@ def solve(inst: Instance, options: Options) -> Solution:
             nonlocal generations
             generations = generation + 1
 
-        if options.brkga.generations > 0 and not stop():
-            brkga(fitness, inst.n, options.brkga, rng, seeds=[keys_of_order(o) for o in seeds], stop=stop,
+        if options.brkga.generations > 0 and not stop_search():
+            brkga(fitness, inst.n, options.brkga, rng, seeds=[keys_of_order(o) for o in seeds], stop=stop_search,
                   on_generation=on_generation)
         stats["generations"] = generations
+        # Iterated local search on the partition itself, while the bounds run.
+        if not closed():
+            # With no bound running, a fixed number of kicks keeps the run short and deterministic.
+            # It takes at most its share of the time: once it ends, the main process idles and leaves
+            # the cores to the bound MIPs.
+            local = iterated(inst, decoder.slicing(best_order).assignment, k, options.seed, stop_local,
+                             min(deadline_wall, time.time() + LOCAL_SEARCH_SHARE * options.time_limit),
+                             kicks=0 if futures else LOCAL_SEARCH_KICKS)
+            if local.value < best_value - 1e-12 * max(1.0, best_value):
+                polished, best_value, best_how = local.assignment, local.value, "local-search"
+                report(best_value, best_how)
+            stats["local_search_moves"] = local.moves
         # Wait for the bounds (they stop by the deadline themselves).
         while futures and not stop():
             cf.wait(futures, timeout=0.2, return_when=cf.FIRST_COMPLETED)
@@ -231,17 +261,17 @@ def solve(inst: Instance, options: Options) -> Solution:
     _merge_bounds(lbs, results, k, done=not early, work_floor=work_lower_bound(inst, k))
 
     # 5. The exact MIP's incumbent is a candidate too.
-    assignment = decoder.slicing(best_order).assignment
-    method = "slicegraph"
+    assignment = decoder.slicing(best_order).assignment if polished is None else polished
+    method = "slicegraph" if polished is None else "local-search"
     for result in results:
         if result.incumbent is not None and result.incumbent_value is not None:
             try:
                 check_assignment(inst, result.incumbent, k)
             except ValueError:
                 continue
-            mip_value = max(c.cost for c in block_costs(inst, result.incumbent, k))
-            if mip_value < best_value - 1e-12 * max(1.0, best_value):
-                assignment, best_value, best_how, method = result.incumbent, mip_value, "exact-mip", "exact-mip"
+            mip = improve(inst, result.incumbent, k, options.seed, time.time() + 0.01 * options.time_limit)
+            if mip.value < best_value - 1e-12 * max(1.0, best_value):
+                assignment, best_value, best_how, method = mip.assignment, mip.value, "exact-mip", "exact-mip"
     stats.update({"evaluations": decoder.evaluations, "found_by": best_how, "seconds": elapsed(),
                   "interrupted": interrupted})
     solution = Solution(inst, k, _compact(assignment), method, lbs, stats)

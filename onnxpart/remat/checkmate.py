@@ -229,8 +229,8 @@ def solve_checkmate_lp(instance: Instance, budget: float, time_limit: float, see
 def _lp_bound(instance: Instance, objective: float) -> float:
     """The duration bound of an LP optimum (in quanta): every integer solution's recomputed duration is a
     whole number of quanta (the weights are floored to integers, :func:`scale`), so the bound rounds up;
-    the ``1e-6`` absorbs HiGHS's feasibility tolerance."""
-    return instance.base_duration + scale(instance).quantum * max(math.ceil(objective - 1e-6), 0)
+    the relative ``1e-6`` absorbs HiGHS's tolerances."""
+    return instance.base_duration + scale(instance).quantum * max(math.ceil(objective - 1e-6 * max(1.0, objective)), 0)
 
 
 def lp_lower_bound(instance: Instance, budget: float, time_limit: float, seed: int = 0) -> tuple[float | None, str]:

@@ -299,6 +299,11 @@ def solve_moccasin(instance: Instance, budget: float, options: MoccasinOptions,
     no_recompute = [(v, 0) for v in instance.order]
     wall = options.time_limit
     params: dict = dict(_PRESOLVE)
+    if options.workers >= 2:
+        # Half of the workers run CP-SAT's full search (it proves the optimum on G1 and on G2 at 90%), the
+        # others large-neighbourhood search from the incumbent: CP-SAT's default gives both of two workers
+        # to full search, and only LNS improves the greedy warm start on G2 at 80% (+6.42% → +5.71%).
+        params["num_full_subsolvers"] = options.workers // 2
     if options.deterministic:
         params.update(interleave_search=True, max_deterministic_time=float(options.time_limit))
         wall = 3 * options.time_limit
