@@ -27,23 +27,28 @@ NOTE = ("holds under: the input topological order's stages, any number of recomp
 MAX_NODES = 600
 
 
-def _work(send: Connection, instance: Instance, budget: float, time_limit: float, seed: int) -> None:
+def _work(send: Connection, instance: Instance, budget: float, time_limit: float, seed: int,
+          delay: float) -> None:
     from onnxpart.remat.checkmate import lp_lower_bound
 
+    time.sleep(delay)
     try:
-        send.send(lp_lower_bound(instance, budget, time_limit, seed))
+        send.send(lp_lower_bound(instance, budget, max(time_limit - delay, 0.1), seed))
     except Exception as exc:  # noqa: BLE001 - reported as "error", never as a bound
         send.send((None, f"error: {exc}"))
 
 
 class BackgroundLpBound:
-    """Start the LP in a forked process now; :meth:`result` collects it (or stops it)."""
+    """Fork a worker now that starts the LP after ``delay`` seconds, all within ``time_limit``;
+    :meth:`result` collects it (or stops it). The delay leaves the CPU to CP-SAT on instances it solves
+    at once (G1, fcn_8_vgg: proven optimal within two seconds), where the LP cannot add anything."""
 
-    def __init__(self, instance: Instance, budget: float, time_limit: float, seed: int = 0) -> None:
+    def __init__(self, instance: Instance, budget: float, time_limit: float, seed: int = 0,
+                 delay: float = 0.0) -> None:
         ctx = mp.get_context("fork")  # the instance is not re-pickled; no solver threads are alive yet
         self._recv, send = ctx.Pipe(duplex=False)
         self._start = time.perf_counter()
-        self._process = ctx.Process(target=_work, args=(send, instance, budget, time_limit, seed),
+        self._process = ctx.Process(target=_work, args=(send, instance, budget, time_limit, seed, delay),
                                     name="remat-lp-bound", daemon=True)
         self._process.start()
         send.close()
