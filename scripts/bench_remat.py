@@ -166,8 +166,9 @@ def main() -> None:
 
     lines = [f"Measured by `scripts/bench_remat.py` on {machine_line()}. TDI = total duration increase over "
              "computing every op once; *proven ≥* is the best proven bound under the same restriction "
-             "(moccasin: CP-SAT's bound under input-order stages and C_v = 2, or the Checkmate LP relaxation "
-             "of the same stages that moccasin solves beside it; checkmate: input-order stages); time = seconds to the "
+             "(moccasin: the largest of CP-SAT's bound under input-order stages and C_v = 2, the event-cover "
+             "bound and the Checkmate LP relaxation of the same stages, solved beside CP-SAT when it gets the CPU "
+             "in time; checkmate: input-order stages); time = seconds to the "
              "best solution (HiGHS: to its last improving solution), same time limit per method and "
              "instance. Budgets are floor(fraction × the input order's peak), the paper's rule. "
              "*greedy* is the eviction heuristic (no bound); moccasin starts from it when it fits the budget."

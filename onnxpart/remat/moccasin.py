@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from onnxpart.remat.background import MAX_NODES, BackgroundLpBound
+from onnxpart.remat.bounds import event_cover_entry
 from onnxpart.remat.heuristics import greedy_sequence
 from onnxpart.remat.model import Instance, MethodResult, Scale, scale
 from onnxpart.remat.sequence import baseline
@@ -297,7 +298,16 @@ def solve_moccasin(instance: Instance, budget: float, options: MoccasinOptions,
     base_units = int(round((base.peak - instance.constant_bytes) / sc.memory_unit))
     _, horizon, _ = _grid(instance, options)
     no_recompute = [(v, 0) for v in instance.order]
-    wall = 3 * options.time_limit if options.deterministic else options.time_limit
+    wall = options.time_limit
+    params: dict = dict(_PRESOLVE)
+    if options.workers >= 2:
+        # Half of the workers run CP-SAT's full search (it proves the optimum on G1 and on G2 at 90%), the
+        # others large-neighbourhood search from the incumbent: CP-SAT's default gives both of two workers
+        # to full search, and only LNS improves the greedy warm start on G2 at 80% (+6.42% → +5.71%).
+        params["num_full_subsolvers"] = options.workers // 2
+    if options.deterministic:
+        params.update(interleave_search=True, max_deterministic_time=float(options.time_limit))
+        wall = 3 * options.time_limit
     start = time.perf_counter()
     to_bytes = lambda units: units * sc.memory_unit + instance.constant_bytes  # noqa: E731
     to_duration = lambda q: instance.base_duration + q * sc.quantum  # noqa: E731
@@ -312,16 +322,6 @@ def solve_moccasin(instance: Instance, budget: float, options: MoccasinOptions,
     lp = None  # the Checkmate LP relaxation, a second proven bound for the fixed order (:mod:`.background`)
     if options.lp_bound and options.order == "fixed" and base_units > capacity and instance.n_nodes <= MAX_NODES:
         lp = BackgroundLpBound(instance, budget, 0.95 * wall, options.seed, delay=min(3.0, 0.1 * wall))
-    # --workers counts the LP's process: CP-SAT gets the other workers' threads.
-    workers = options.workers - 1 if lp is not None and options.workers > 1 else options.workers
-    params: dict = dict(_PRESOLVE)
-    if workers >= 2:
-        # Half of the workers run CP-SAT's full search (it proves the optimum on G1 and on G2 at 90%), the
-        # others large-neighbourhood search from the incumbent: CP-SAT's default gives both of two workers
-        # to full search, and only LNS improves the greedy warm start on G2 at 80% (+6.42% → +5.71%).
-        params["num_full_subsolvers"] = workers // 2
-    if options.deterministic:
-        params.update(interleave_search=True, max_deterministic_time=float(options.time_limit))
     if base_units > capacity:
         found = greedy_sequence(instance, budget, options.max_copies, min(30.0, 0.25 * options.time_limit))
         if found is not None:
@@ -342,7 +342,7 @@ def solve_moccasin(instance: Instance, budget: float, options: MoccasinOptions,
         model.add_hint(variables.peak, hint_units)
         report = (lambda t, obj, bound: progress("phase1", t, to_bytes(obj), to_bytes(bound))) if progress else None
         remaining = max(wall - (time.perf_counter() - start), 0.5)
-        result, solver = solve_cpsat(model, remaining, workers=workers, seed=options.seed,
+        result, solver = solve_cpsat(model, remaining, workers=options.workers, seed=options.seed,
                                      hint_callback=report, parameters=params)
         notes["phase1"] = {"status": result.status, "seconds": result.seconds,
                            "peak": None if result.objective is None else to_bytes(result.objective),
@@ -371,7 +371,7 @@ def solve_moccasin(instance: Instance, budget: float, options: MoccasinOptions,
     model, variables = _build(instance, sc, options, capacity, 0, 0)
     _hint(model, instance, variables, times, active, horizon)
     remaining = max(wall - (time.perf_counter() - start), 0.5)
-    result, solver = solve_cpsat(model, remaining, workers=workers, seed=options.seed,
+    result, solver = solve_cpsat(model, remaining, workers=options.workers, seed=options.seed,
                                  hint_callback=report2, parameters=params)
     if result.has_solution:
         times, active = _solution(solver, variables)
@@ -381,7 +381,7 @@ def solve_moccasin(instance: Instance, budget: float, options: MoccasinOptions,
     bound = to_duration(max(result.bound, 0.0)) if result.bound > -1e300 else instance.base_duration
     notes["phase2"] = {"status": result.status, "seconds": result.seconds}
     status = "optimal" if result.status == "optimal" else "time_limit"
-    extra = []
+    extra = [event_cover_entry(instance, budget, options.max_copies)] if options.order == "fixed" else []
     if lp is not None and status == "optimal":
         lp.cancel()  # CP-SAT proved the optimum: the LP cannot add anything
     elif lp is not None:

@@ -1,6 +1,6 @@
-"""Proven lower bounds beside CP-SAT's: the Checkmate LP relaxation under the input order's stages never
-exceeds the brute-force optimum (with C_v = 2 or unlimited), runs in a worker process within moccasin's
-time limit, and lands in the certificate as its own entry."""
+"""Proven lower bounds beside CP-SAT's: the Checkmate LP relaxation and the event-cover bound under the
+input order's stages never exceed the brute-force optimum (with C_v = 2 or unlimited); the LP runs in a
+worker process within moccasin's time limit; both land in the result as their own entries."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from onnxpart.remat.background import METHOD, BackgroundLpBound
+from onnxpart.remat.bounds import event_cover_bound
 from onnxpart.remat.checkmate import lp_lower_bound
 from onnxpart.remat.model import build_instance, read_graph_file, resolve_budget
 from onnxpart.remat.moccasin import MoccasinOptions, solve_moccasin
@@ -40,6 +41,28 @@ def test_lp_bound_is_below_the_brute_force_optimum(n, seed, fraction):
         assert bound <= unlimited + 1e-9 <= (optimum if optimum is not None else float("inf")) + 1e-9
 
 
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(3, 6), seed=st.integers(0, 10_000), fraction=st.floats(0.0, 1.0), copies=st.integers(1, 3))
+def test_event_cover_bound_is_below_the_brute_force_optimum(n, seed, fraction, copies):
+    inst = random_dag(n, seed, p=0.6)
+    budget = _budget(inst, fraction)
+    bound, status = event_cover_bound(inst, budget, copies)
+    optimum = brute_force_fixed(inst, budget, max_copies=copies)
+    if status == "infeasible":
+        assert bound is None and optimum is None
+        return
+    assert status == "bound" and bound >= inst.base_duration
+    if optimum is not None:
+        assert bound <= optimum + 1e-9
+
+
+def test_event_cover_bound_is_positive_where_memory_must_be_freed():
+    inst = build_instance(read_graph_file(G1))
+    budget = resolve_budget("fraction", 0.8, baseline(inst).peak)
+    bound, status = event_cover_bound(inst, budget, 2)
+    assert status == "bound" and inst.base_duration < bound <= inst.base_duration * 1.0230  # G1 80%: +2.30%
+
+
 def test_background_bound_matches_the_in_process_lp_and_stops_on_time():
     inst = build_instance(read_graph_file(G1))
     budget = resolve_budget("fraction", 0.8, baseline(inst).peak)
@@ -57,10 +80,8 @@ def test_moccasin_reports_the_lp_bound_unless_it_proved_the_optimum(time_limit):
     budget = resolve_budget("fraction", 0.8, baseline(inst).peak)
     result = solve_moccasin(inst, budget, MoccasinOptions(time_limit=time_limit, workers=1))
     duration = simulate(inst, result.sequence).duration
-    if result.status == "optimal":
-        assert result.extra_bounds == []
-    else:
-        assert [b.method for b in result.extra_bounds] == [METHOD]
+    methods = [b.method for b in result.extra_bounds]
+    assert methods == (["event-cover"] if result.status == "optimal" else ["event-cover", METHOD])
     for entry in result.extra_bounds:
         assert entry.value is None or inst.base_duration <= entry.value <= duration + 1e-9
     assert result.best_bound <= duration + 1e-9
