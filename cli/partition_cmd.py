@@ -5,7 +5,6 @@ options, shows progress and prints the result."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -16,6 +15,7 @@ from rich.table import Table
 from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, COSTS_HELP, DEVICE_HELP, INPUT_SHAPE_HELP, console,
                                  err_console, handle_errors, is_graph_file, load_costed, log, print_json)
 from onnxpart.errors import GapNotMetError, UserError
+from onnxpart.files import read_json
 from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes, parse_fraction
 
 FORMATS = ("auto", "onnx", "costs", "dnn-partitioning")
@@ -123,12 +123,7 @@ def _load(model: Path, graph_format: str, *, costs, cost, device, input_shape, c
     bw = parse_bandwidth(bandwidth) if bandwidth is not None else None
     memory = parse_bytes(stage_memory) if stage_memory is not None else None
     if graph_format == "dnn-partitioning" or (graph_format == "auto" and is_graph_file(model)):
-        if not model.is_file():
-            raise UserError(f"graph file {model} does not exist")
-        try:
-            data = json.loads(model.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise UserError(f"{model} is not valid JSON: {exc}") from None
+        data = read_json(model, "graph file")
         if graph_format == "dnn-partitioning" or is_dnn_partitioning(data):
             if not is_dnn_partitioning(data):
                 raise UserError(f"{model} is not a dnn-partitioning graph (needs nodes with fpgaLatency and edges)")
@@ -225,11 +220,11 @@ def _check(inst, folder: Path, model_sha, as_json: bool) -> None:
     from onnxpart.certificate import Certificate
     from onnxpart.partition.verify import check_certificate
 
+    manifest = read_json(folder / "manifest.json", "manifest")
     try:
-        manifest = json.loads((folder / "manifest.json").read_text())
-        cert = Certificate.from_dict(json.loads((folder / "certificate.json").read_text()))
-    except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise UserError(f"cannot read {folder}/manifest.json and certificate.json: {exc}") from None
+        cert = Certificate.from_dict(read_json(folder / "certificate.json", "certificate"))
+    except (KeyError, TypeError) as exc:
+        raise UserError(f"{folder}/certificate.json is not an onnxpart certificate: {exc}") from None
     result = check_certificate(inst, manifest, cert, model_sha)
     if as_json:
         print_json({"ok": result.ok, "upper_bound": result.upper_bound, "simple_bound": result.simple_bound,

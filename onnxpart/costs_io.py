@@ -8,12 +8,12 @@ can write a graph onnxpart will read.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from onnxpart.errors import UserError
+from onnxpart.files import read_json
 from onnxpart.graph import Node, Op, OpGraph, Param, Tensor, TensorInfo, stable_topological_order
 
 SCHEMA = "onnxpart.costs/1"
@@ -60,13 +60,7 @@ def graph_to_costs(graph: OpGraph, model_path: str | None = None, device_spec: d
 
 
 def read_costs_file(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"costs file {path} does not exist")
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path} is not valid JSON: {exc}") from None
+    data = read_json(path, "costs file")
     if not isinstance(data, dict) or "ops" not in data or "tensors" not in data:
         raise UserError(f"{path} is not an onnxpart costs file (needs 'ops' and 'tensors'; see README)")
     return data

@@ -1,5 +1,7 @@
-"""Atomic file output. Every file onnxpart writes goes through here: written to a temporary file in the
-destination folder, flushed, then renamed over the target, so a crash or Ctrl-C never leaves a half file."""
+"""File input and output. Every file onnxpart writes goes through here: written to a temporary file in
+the destination folder, flushed, then renamed over the target, so a crash or Ctrl-C never leaves a half
+file. JSON inputs are read through :func:`read_json`, which turns a missing or malformed file into a
+one-line :class:`UserError`."""
 
 from __future__ import annotations
 
@@ -37,6 +39,17 @@ def write_json(path: str | os.PathLike, payload: Any) -> Path:
     """Pretty, key-stable JSON (same inputs -> same bytes), written atomically."""
     text = json.dumps(payload, indent=2, sort_keys=False, allow_nan=False, default=_jsonable)
     return atomic_write_bytes(path, (text + "\n").encode())
+
+
+def read_json(path: str | os.PathLike, what: str = "file") -> Any:
+    """Parse a JSON file; ``what`` names it in the error (``"costs file"``, ``"graph file"``…)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{what} {path} does not exist")
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path} is not valid JSON: {exc}") from None
 
 
 def _jsonable(value: Any) -> Any:

@@ -272,7 +272,6 @@ def from_onnx(model, model_sha256: str | None = None) -> OpGraph:
     Raises :class:`UserError` when a tensor's shape is still unknown (naming the tensor and the
     ``--input-shape`` option to pass) or when a node reads a value nothing defines.
     """
-    from onnx import helper, numpy_helper  # noqa: F401  (protobuf stays inside this function)
 
     g = model.graph
     values = _collect_value_types(g)
@@ -443,24 +442,27 @@ def _shape_text(info: TensorInfo | None) -> str:
     return "[" + ",".join("?" if d < 0 else str(d) for d in info.shape) + "]"
 
 
-def stable_topological_order(n: int, edges: Iterable[tuple[int, int]]) -> list[int]:
-    """A topological order of nodes ``0..n-1`` that stays as close to ``0, 1, 2, …`` as possible (Kahn's
-    algorithm with the smallest ready index first). Raises ``ValueError`` on a cycle."""
+def stable_topological_order(n: int, edges: Iterable[tuple[int, int]],
+                             priority: Sequence[float] | None = None) -> list[int]:
+    """A topological order of nodes ``0..n-1`` (Kahn's algorithm) that always takes the ready node with
+    the smallest ``(priority, index)`` — by default the smallest index, i.e. as close to ``0, 1, 2, …`` as
+    the edges allow. Duplicate edges are fine. Raises ``ValueError`` on a cycle."""
+    key = list(range(n)) if priority is None else list(priority)
     succ: list[list[int]] = [[] for _ in range(n)]
     indegree = [0] * n
     for u, v in edges:
         succ[u].append(v)
         indegree[v] += 1
-    ready = [i for i in range(n) if indegree[i] == 0]
+    ready = [(key[i], i) for i in range(n) if indegree[i] == 0]
     heapq.heapify(ready)
     order = []
     while ready:
-        u = heapq.heappop(ready)
+        _, u = heapq.heappop(ready)
         order.append(u)
         for v in succ[u]:
             indegree[v] -= 1
             if indegree[v] == 0:
-                heapq.heappush(ready, v)
+                heapq.heappush(ready, (key[v], v))
     if len(order) != n:
         raise ValueError("the graph has a cycle")
     return order

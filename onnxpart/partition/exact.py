@@ -26,60 +26,17 @@ import highspy
 import numpy as np
 
 from onnxpart.partition.model import Instance
-from onnxpart.solvers import solve_highs
+from onnxpart.solvers import SparseModel, solve_highs
 
 log = logging.getLogger(__name__)
 
 
-class _Mip:
-    """A sparse MIP built row by row (minimization), then handed to HiGHS in one ``passModel``."""
+class _Mip(SparseModel):
+    """The shared sparse MIP builder, plus the overflow column of each block (for warm starts)."""
 
     def __init__(self) -> None:
-        self.lower: list[float] = []
-        self.upper: list[float] = []
-        self.cost: list[float] = []
-        self.integer: list[bool] = []
-        self.rows_lo: list[float] = []
-        self.rows_hi: list[float] = []
-        self.entries: list[tuple[int, int, float]] = []
+        super().__init__()
         self.overflow: dict[int, int] = {}  # block -> its overflow column
-
-    def var(self, lower: float = 0.0, upper: float = math.inf, cost: float = 0.0, integer: bool = False) -> int:
-        self.lower.append(lower)
-        self.upper.append(upper)
-        self.cost.append(cost)
-        self.integer.append(integer)
-        return len(self.lower) - 1
-
-    def row(self, terms: dict[int, float], lower: float = -math.inf, upper: float = math.inf) -> None:
-        index = len(self.rows_lo)
-        self.rows_lo.append(lower)
-        self.rows_hi.append(upper)
-        self.entries.extend((index, col, coef) for col, coef in terms.items() if coef != 0.0)
-
-    def highs(self) -> highspy.Highs:
-        lp = highspy.HighsLp()
-        lp.num_col_ = len(self.lower)
-        lp.num_row_ = len(self.rows_lo)
-        lp.col_cost_ = np.array(self.cost, dtype=float)
-        lp.col_lower_ = np.array(self.lower, dtype=float)
-        lp.col_upper_ = np.array(self.upper, dtype=float)
-        lp.row_lower_ = np.array(self.rows_lo, dtype=float)
-        lp.row_upper_ = np.array(self.rows_hi, dtype=float)
-        rows = np.array([e[0] for e in self.entries], dtype=np.int64)
-        cols = np.array([e[1] for e in self.entries], dtype=np.int64)
-        vals = np.array([e[2] for e in self.entries], dtype=float)
-        order = np.lexsort((rows, cols))
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        lp.a_matrix_.start_ = np.concatenate([[0], np.cumsum(np.bincount(cols, minlength=lp.num_col_))]).astype(np.int32)
-        lp.a_matrix_.index_ = rows[order].astype(np.int32)
-        lp.a_matrix_.value_ = vals[order]
-        lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
-                           for i in self.integer]
-        h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
-        h.passModel(lp)
-        return h
 
 
 def _add(terms: dict[int, float], col: int | None, coef: float) -> None:

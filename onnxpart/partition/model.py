@@ -24,7 +24,6 @@ into one op (the artifact's colocation rule).
 from __future__ import annotations
 
 import hashlib
-import heapq
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from onnxpart.errors import UserError
+from onnxpart.graph import stable_topological_order
 
 log = logging.getLogger(__name__)
 
@@ -252,25 +252,11 @@ def from_dnn_json(data: dict, name: str = "graph", bandwidth: float | None = Non
     first = {}
     for i, g in enumerate(group):
         first.setdefault(g, i)
-    succ: dict[int, set[int]] = {g: set() for g in range(count)}
-    indeg = [0] * count
-    for u, v in edges:
-        gu, gv = group[u], group[v]
-        if gu != gv and gv not in succ[gu]:
-            succ[gu].add(gv)
-            indeg[gv] += 1
-    ready = [(first[g], g) for g in range(count) if indeg[g] == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        _, g = heapq.heappop(ready)
-        order.append(g)
-        for h in succ[g]:
-            indeg[h] -= 1
-            if indeg[h] == 0:
-                heapq.heappush(ready, (first[h], h))
-    if len(order) != count:
-        raise UserError(f"{name}: the graph has a cycle")
+    group_edges = {(group[u], group[v]) for u, v in edges if group[u] != group[v]}
+    try:
+        order = stable_topological_order(count, group_edges, priority=[first[g] for g in range(count)])
+    except ValueError:
+        raise UserError(f"{name}: the graph has a cycle") from None
     rank = {g: r for r, g in enumerate(order)}
     op_of = [rank[g] for g in group]
 
