@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 from onnxpart.certificate import LowerBound
 from onnxpart.errors import UserError
-from onnxpart.graph import Node, Op, OpGraph, Tensor, TensorInfo
+from onnxpart.graph import Node, Op, OpGraph, Tensor, TensorInfo, stable_topological_order
 
 
 @dataclass(frozen=True)
@@ -207,7 +207,10 @@ def read_node_link(data: dict[str, Any], source: str = "graph") -> OpGraph:
         raise UserError(f"{source}: the graph attribute 'order' is not a permutation of the nodes")
     position = {v: p for p, v in enumerate(order)}
     if any(position[u] >= position[v] for u, v in edges):
-        order = _kahn(len(ids), edges, source)
+        try:
+            order = stable_topological_order(len(ids), edges)
+        except ValueError:
+            raise UserError(f"{source}: the graph has a cycle") from None
         position = {v: p for p, v in enumerate(order)}
     succ: list[set[int]] = [set() for _ in ids]
     pred: list[set[int]] = [set() for _ in ids]
@@ -226,29 +229,6 @@ def read_node_link(data: dict[str, Any], source: str = "graph") -> OpGraph:
     values = {t.name: TensorInfo(t.dtype, t.shape, t.bytes) for t in tensors.values()}
     return OpGraph(name=str(attrs.get("name", Path(source).stem)), ops=ops, tensors=tensors, params={},
                    inputs=[], outputs=outputs, values=values, cost_model="graph file")
-
-
-def _kahn(n: int, edges: list[tuple[int, int]], source: str) -> list[int]:
-    import heapq
-
-    succ: list[list[int]] = [[] for _ in range(n)]
-    indegree = [0] * n
-    for u, v in edges:
-        succ[u].append(v)
-        indegree[v] += 1
-    ready = [i for i in range(n) if indegree[i] == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        u = heapq.heappop(ready)
-        order.append(u)
-        for v in succ[u]:
-            indegree[v] -= 1
-            if indegree[v] == 0:
-                heapq.heappush(ready, v)
-    if len(order) != n:
-        raise UserError(f"{source}: the graph has a cycle")
-    return order
 
 
 def read_graph_file(path: Path) -> OpGraph | None:
