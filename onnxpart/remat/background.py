@@ -32,10 +32,12 @@ def _work(send: Connection, instance: Instance, budget: float, time_limit: float
     from onnxpart.remat.checkmate import lp_lower_bound
 
     time.sleep(delay)
+    start = time.perf_counter()
     try:
-        send.send(lp_lower_bound(instance, budget, max(time_limit - delay, 0.1), seed))
+        value, status = lp_lower_bound(instance, budget, max(time_limit - delay, 0.1), seed)
     except Exception as exc:  # noqa: BLE001 - reported as "error", never as a bound
-        send.send((None, f"error: {exc}"))
+        value, status = None, f"error: {exc}"
+    send.send((value, status, time.perf_counter() - start))
 
 
 class BackgroundLpBound:
@@ -56,15 +58,14 @@ class BackgroundLpBound:
     def result(self, wait: float) -> LowerBound:
         """The bound if the LP is solved to optimality within ``wait`` more seconds; else an entry with no
         value. The worker is stopped either way."""
-        value, status = None, "time_limit"
+        value, status, seconds = None, "time_limit", time.perf_counter() - self._start
         try:
             if self._recv.poll(max(wait, 0.0)):
-                value, status = self._recv.recv()
+                value, status, seconds = self._recv.recv()  # seconds: the LP's own, after the delay
         except (EOFError, OSError):
             status = "error"
         finally:
             self.cancel()
-        seconds = time.perf_counter() - self._start
         if status != "optimal":
             value = None
         log.info("checkmate LP relaxation: %s after %.1f s%s", status, seconds,
