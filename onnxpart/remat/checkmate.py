@@ -24,13 +24,12 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import highspy
 import numpy as np
 
 from onnxpart.remat.model import Instance, MethodResult, scale
-from onnxpart.solvers import solve_highs
+from onnxpart.solvers import SparseModel, solve_highs
 
 log = logging.getLogger(__name__)
 
@@ -38,59 +37,8 @@ RESTRICTION = "the input topological order's stages (no limit on recomputations)
 
 
 @dataclass
-class _Lp:
-    """A sparse (MI)LP under construction."""
-
-    cost: list[float] = field(default_factory=list)
-    lower: list[float] = field(default_factory=list)
-    upper: list[float] = field(default_factory=list)
-    integer: list[bool] = field(default_factory=list)
-    row_lower: list[float] = field(default_factory=list)
-    row_upper: list[float] = field(default_factory=list)
-    starts: list[int] = field(default_factory=lambda: [0])
-    index: list[int] = field(default_factory=list)
-    value: list[float] = field(default_factory=list)
-
-    def var(self, lower: float, upper: float, cost: float = 0.0, integer: bool = False) -> int:
-        self.cost.append(cost)
-        self.lower.append(lower)
-        self.upper.append(upper)
-        self.integer.append(integer)
-        return len(self.cost) - 1
-
-    def row(self, terms: list[tuple[int, float]], lower: float, upper: float) -> None:
-        for col, coef in terms:
-            self.index.append(col)
-            self.value.append(coef)
-        self.starts.append(len(self.index))
-        self.row_lower.append(lower)
-        self.row_upper.append(upper)
-
-    def highs(self, relax: bool) -> highspy.Highs:
-        lp = highspy.HighsLp()
-        lp.num_col_, lp.num_row_ = len(self.cost), len(self.row_lower)
-        lp.col_cost_ = np.asarray(self.cost, dtype=float)
-        lp.col_lower_ = np.asarray(self.lower, dtype=float)
-        lp.col_upper_ = np.asarray(self.upper, dtype=float)
-        lp.row_lower_ = np.asarray(self.row_lower, dtype=float)
-        lp.row_upper_ = np.asarray(self.row_upper, dtype=float)
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-        lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = lp.num_col_, lp.num_row_
-        lp.a_matrix_.start_ = np.asarray(self.starts, dtype=np.int32)
-        lp.a_matrix_.index_ = np.asarray(self.index, dtype=np.int32)
-        lp.a_matrix_.value_ = np.asarray(self.value, dtype=float)
-        if not relax:
-            lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
-                               for i in self.integer]
-        h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
-        h.passModel(lp)
-        return h
-
-
-@dataclass
 class _Model:
-    lp: _Lp
+    lp: SparseModel
     R: dict[tuple[int, int], int]  # (stage, position) -> column
     S: dict[tuple[int, int], int]  # (stage, value) -> column
 
@@ -103,7 +51,7 @@ def _build(instance: Instance, capacity: int) -> _Model:
     q = [pos[instance.value_producer[x]] for x in range(len(instance.value_sizes))]
     readers = [sorted(pos[c] for c in instance.value_consumers[x]) for x in range(len(q))]
     out_units = [sum(sc.sizes[x] for x in instance.node_outputs[order[k]]) for k in range(n)]
-    lp = _Lp()
+    lp = SparseModel()
     R: dict[tuple[int, int], int] = {}
     S: dict[tuple[int, int], int] = {}
     for t in range(n):
