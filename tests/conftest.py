@@ -22,3 +22,9 @@ def light(name: str) -> Path:
 @pytest.fixture
 def fixtures_dir() -> Path:
     return FIXTURES
+
+
+#: Tests that read the benchmark instances in ../shared/benchmarks (present beside every checkout in CI;
+#: absent in a bare clone elsewhere, where these tests are skipped with this reason).
+requires_shared = pytest.mark.skipif(not (SHARED / "benchmarks").is_dir(),
+                                     reason="../shared/benchmarks is not beside this checkout")

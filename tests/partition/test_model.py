@@ -1,17 +1,17 @@
 """The MTPP instance and Eq. (3)'s block cost, from an OpGraph and from the dnn-partitioning format."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.conftest import SHARED, requires_shared
 from tests.partition.partition_helpers import brute_force, random_instance
 
 from onnxpart.errors import UserError
 from onnxpart.partition.model import (Instance, _csr, block_costs, check_assignment, from_dnn_json,
                                       is_dnn_partitioning, simple_lower_bound, work_lower_bound)
 
-DNN = Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "dnn-partitioning" / "throughput-inputs"
+DNN = SHARED / "benchmarks" / "dnn-partitioning" / "throughput-inputs"
 
 
 def diamond(transfer=1.0) -> Instance:
@@ -59,10 +59,9 @@ def test_simple_bound_is_below_the_optimum(seed):
         assert work_lower_bound(inst, k) <= simple_lower_bound(inst, k) <= opt + 1e-12
 
 
+@requires_shared
 def test_dnn_partitioning_graph_is_read_with_colour_classes_contracted():
     path = DNN / "OperatorGraphs" / "bert_l-3_inference.json"
-    if not path.exists():
-        pytest.skip("benchmark inputs not present")
     data = json.loads(path.read_text())
     assert is_dnn_partitioning(data)
     inst = from_dnn_json(data, name="bert3")

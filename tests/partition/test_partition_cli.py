@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from onnxpart.cli.app import app
-from tests.conftest import SHARED, light
+from tests.conftest import SHARED, light, requires_shared
 
 FAST = ["--time-limit", "20", "--population", "8", "--generations", "3", "--random-orders", "3", "--no-mla"]
 runner = CliRunner()
@@ -91,10 +91,9 @@ def test_same_seed_same_files(tmp_path):
         assert (outputs[0] / name).read_bytes() == (outputs[1] / name).read_bytes(), name
 
 
+@requires_shared
 def test_graph_only_inputs(tmp_path):
     dnn = SHARED / "benchmarks" / "dnn-partitioning" / "throughput-inputs" / "LayerGraphs" / "bert24_inference.json"
-    if not dnn.exists():
-        pytest.skip("benchmark inputs not present")
     result = partition(dnn, "-k", 4, "-o", tmp_path / "dnn", "--json", *FAST)
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)

@@ -14,7 +14,7 @@ from onnxpart.remat.checkmate import lp_lower_bound
 from onnxpart.remat.model import build_instance, read_graph_file, resolve_budget
 from onnxpart.remat.moccasin import MoccasinOptions, solve_moccasin
 from onnxpart.remat.sequence import baseline, simulate
-from tests.conftest import SHARED
+from tests.conftest import SHARED, requires_shared
 from tests.remat.helpers import brute_force_fixed, random_dag
 
 G1 = SHARED / "benchmarks" / "moccasin-graphs" / "random_layered_n100_w0.27_nlv0.75_ed0.2_scd0.14.json"
@@ -56,6 +56,7 @@ def test_event_cover_bound_is_below_the_brute_force_optimum(n, seed, fraction, c
         assert bound <= optimum + 1e-9
 
 
+@requires_shared
 def test_event_cover_bound_is_positive_where_memory_must_be_freed():
     inst = build_instance(read_graph_file(G1))
     budget = resolve_budget("fraction", 0.8, baseline(inst).peak)
@@ -63,6 +64,7 @@ def test_event_cover_bound_is_positive_where_memory_must_be_freed():
     assert status == "bound" and inst.base_duration < bound <= inst.base_duration * 1.0230  # G1 80%: +2.30%
 
 
+@requires_shared
 def test_background_bound_matches_the_in_process_lp_and_stops_on_time():
     inst = build_instance(read_graph_file(G1))
     budget = resolve_budget("fraction", 0.8, baseline(inst).peak)
@@ -74,6 +76,7 @@ def test_background_bound_matches_the_in_process_lp_and_stops_on_time():
     assert early.value is None and early.status == "time_limit"
 
 
+@requires_shared
 @pytest.mark.parametrize("time_limit", [1.0, 20.0])
 def test_moccasin_reports_the_lp_bound_unless_it_proved_the_optimum(time_limit):
     inst = build_instance(read_graph_file(G1))

@@ -12,7 +12,7 @@ from onnxpart.cli.app import app
 from onnxpart.graph import from_onnx
 from onnxpart.memory import memory_profile
 from onnxpart.onnx_io import prepare
-from tests.conftest import FIXTURES, SHARED, light
+from tests.conftest import FIXTURES, SHARED, light, requires_shared
 
 runner = CliRunner()
 GRAPHS = SHARED / "benchmarks" / "moccasin-graphs"
@@ -70,6 +70,7 @@ def test_infeasible_budget_exits_4_with_the_reason(tmp_path):
     assert "proven impossible" in result.output and "needs ≥" in result.output
 
 
+@requires_shared
 def test_node_link_graph_reaches_the_known_optimum(tmp_path):
     graph = GRAPHS / "fcn_8_vgg (MLSys)_32_(416, 608, 3)_train_nx.json"
     out = tmp_path / "out"
@@ -83,6 +84,7 @@ def test_node_link_graph_reaches_the_known_optimum(tmp_path):
     assert best["tdi_lower_bound"] <= best["tdi"] + 1e-9
 
 
+@requires_shared
 def test_compare_table_and_existing_folder(tmp_path):
     graph = GRAPHS / "fcn_8_vgg (MLSys)_32_(416, 608, 3)_train_nx.json"
     result = invoke(graph, "--budget", "90%", "--compare", "--time-limit", "20")

@@ -15,7 +15,7 @@ from onnxpart.remat.model import scale
 from onnxpart.remat.moccasin import MoccasinOptions, _build, _greedy_times, _grid, _hint, solve_moccasin
 from onnxpart.remat.sequence import baseline, simulate
 from onnxpart.solvers import solve_cpsat
-from tests.conftest import SHARED
+from tests.conftest import SHARED, requires_shared
 from tests.remat.helpers import brute_force_fixed, random_dag
 
 GRAPH = SHARED / "benchmarks" / "moccasin-graphs" / "random_layered_n100_w0.27_nlv0.75_ed0.2_scd0.14.json"
@@ -65,6 +65,7 @@ def test_greedy_fits_where_the_stages_allow_and_never_beats_the_optimum():
     assert solved >= 0.9 * feasible
 
 
+@requires_shared
 def test_hint_is_a_complete_feasible_phase2_solution_and_greedy_respects_the_bound():
     from onnxpart.remat.model import build_instance, read_graph_file, resolve_budget
 
@@ -85,6 +86,7 @@ def test_hint_is_a_complete_feasible_phase2_solution_and_greedy_respects_the_bou
     assert proven.notes.get("greedy") and "phase1" not in proven.notes  # the warm start skipped phase 1
 
 
+@requires_shared
 def test_cli_method_greedy(tmp_path):
     out = tmp_path / "out"
     result = CliRunner().invoke(app, ["remat", str(GRAPH), "--budget", "80%", "--method", "greedy", "-o", str(out),

@@ -9,7 +9,7 @@ from onnxpart.memory import memory_profile
 from onnxpart.onnx_io import load_graph
 from onnxpart.remat.model import build_instance, read_graph_file, resolve_budget
 from onnxpart.remat.sequence import InvalidSequence, baseline, simulate
-from tests.conftest import FIXTURES, SHARED, light
+from tests.conftest import FIXTURES, SHARED, light, requires_shared
 from tests.remat.helpers import instance
 
 # a -> b -> c -> d with a skip a -> d: sizes 10, 20, 30, 40; durations 1, 2, 3, 4.
@@ -57,6 +57,7 @@ def test_baseline_matches_inspect(path):
     assert baseline(build_instance(graph, include_params=True)).peak == memory_profile(graph, include_params=True).peak
 
 
+@requires_shared
 def test_node_link_reader_and_budget_rule():
     graph = read_graph_file(SHARED / "benchmarks" / "moccasin-graphs" /
                             "random_layered_n100_w0.27_nlv0.75_ed0.2_scd0.14.json")

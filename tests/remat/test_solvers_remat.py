@@ -7,6 +7,7 @@ import itertools
 
 import pytest
 
+from tests.conftest import requires_shared
 from onnxpart.remat.checkmate import solve_checkmate, solve_checkmate_lp
 from onnxpart.remat.moccasin import MoccasinOptions, solve_moccasin
 from onnxpart.remat.orders import exact_order, greedy_order, minmem_order
@@ -83,6 +84,7 @@ def test_free_order_is_no_worse_than_fixed():
     assert free.lower_bound <= free_profile.duration + 1e-9
 
 
+@requires_shared
 def test_time_limited_bound_is_below_incumbent():
     from tests.conftest import SHARED
     from onnxpart.remat.model import build_instance, read_graph_file, resolve_budget
