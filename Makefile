@@ -31,6 +31,7 @@ fixtures: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_graph.py
+	$(BIN)/python scripts/bench_costs.py
 	$(BIN)/python scripts/bench_partition.py
 	$(BIN)/python scripts/bench_remat.py
 

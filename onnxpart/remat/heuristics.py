@@ -24,6 +24,8 @@ from __future__ import annotations
 import bisect
 import itertools
 import logging
+import math
+import random
 import time
 from dataclasses import dataclass
 
@@ -54,9 +56,12 @@ class _Stuck(Exception):
 
 
 def stage_events(instance: Instance, budget: float, max_copies: int, distance_exp: float = 1.0,
-                 cost_exp: float = 1.0, span_exp: float = 0.0) -> list[Event] | None:
+                 cost_exp: float = 1.0, span_exp: float = 0.0, rng: random.Random | None = None,
+                 noise: float = 0.0) -> list[Event] | None:
     """The greedy stage-structured sequence (input nodes included, at their own stages), or None if the
-    policy gets stuck. The tally of resident bytes never exceeds ``budget`` at any event."""
+    policy gets stuck. The tally of resident bytes never exceeds ``budget`` at any event. With ``rng``,
+    every eviction score is multiplied by a seeded random factor ``exp(noise × N(0, 1))`` (diversity for
+    restarts)."""
     order = instance.order
     position = {v: p for p, v in enumerate(order)}
     sizes = instance.value_sizes
@@ -120,6 +125,8 @@ def stage_events(instance: Instance, budget: float, max_copies: int, distance_ex
                 saved = float(nxt - stage) / (readers[x][-1] - stage)  # share of the remaining retention freed
                 score = sizes[x] * float(nxt - stage) ** distance_exp * saved ** span_exp \
                     / max(cost, 1e-9) ** cost_exp
+                if rng is not None:
+                    score *= math.exp(noise * rng.gauss(0.0, 1.0))
                 if score > best_score:
                     best, best_score, best_missing = x, score, chain
             if best is None:  # every resident tensor is needed now or has no copy left: go over
