@@ -77,7 +77,7 @@ def remat(
             solution = rm.solve(graph, options, progress)
     except InfeasibleError as exc:
         if out is not None:
-            out.__exit__(InfeasibleError, exc, None)
+            out.discard()
         partial = getattr(exc, "solution", None)
         if partial is not None and compare and not as_json:
             _compare_table(partial)
@@ -104,7 +104,7 @@ def remat(
             payload["files"] = _write(out, graph, solution, cert, remat_model, payload.get("verify"))
     except BaseException as exc:
         if out is not None:
-            out.__exit__(type(exc), exc, None)
+            out.discard()
         raise
     if as_json:
         print_json(payload)

@@ -62,41 +62,53 @@ def _jsonable(value: Any) -> Any:
 
 class OutputDir:
     """An output folder filled atomically: files go to a hidden sibling staging folder, which replaces
-    the target only on :meth:`commit`. An existing target is refused unless ``force``.
+    the target only on :meth:`commit`. An existing target is refused unless ``force`` — checked when the
+    object is made, so a command can refuse before it spends minutes solving. The staging folder is
+    created on the first :meth:`path`, so an error or Ctrl-C before anything is written leaves no trace.
 
     Use as a context manager; on error the staging folder is removed and the target is untouched.
     """
 
     def __init__(self, path: str | os.PathLike, force: bool = False):
         self.target = Path(path)
-        parent = self.target.parent if str(self.target.parent) else Path(".")
-        if not parent.is_dir():
-            raise UserError(f"cannot create {self.target}: folder {parent} does not exist")
+        self.parent = self.target.parent if str(self.target.parent) else Path(".")
+        if not self.parent.is_dir():
+            raise UserError(f"cannot create {self.target}: folder {self.parent} does not exist")
         if self.target.exists() and not force:
             raise UserError(f"output folder {self.target} already exists; pass --force to replace it")
         if self.target.exists() and not self.target.is_dir():
             raise UserError(f"output path {self.target} exists and is not a folder")
         self.force = force
-        self.staging = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.", dir=parent))
+        self.staging: Path | None = None
 
     def path(self, name: str) -> Path:
+        if self.staging is None:
+            self.staging = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.", dir=self.parent))
         return self.staging / name
 
     def commit(self) -> Path:
+        self.path("")  # an empty result is still a folder
         if self.target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.old.", dir=self.target.parent))
+            old = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.old.", dir=self.parent))
             os.replace(self.target, old / "dir")
             os.replace(self.staging, self.target)
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(self.staging, self.target)
+        self.staging = None
         return self.target
+
+    def discard(self) -> None:
+        """Remove whatever was staged; the target stays as it was."""
+        if self.staging is not None:
+            shutil.rmtree(self.staging, ignore_errors=True)
+            self.staging = None
 
     def __enter__(self) -> "OutputDir":
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
-            shutil.rmtree(self.staging, ignore_errors=True)
-        elif self.staging.exists():
+            self.discard()
+        elif self.staging is not None:
             self.commit()

@@ -147,3 +147,25 @@ def test_console_script_runs_as_a_process():
     proc = subprocess.run([sys.executable, "-m", "onnxpart.cli.app", "inspect", "/nonexistent.onnx"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "does not exist" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_output_dir_leaves_nothing_on_error_and_replaces_atomically(tmp_path):
+    from onnxpart.errors import UserError
+    from onnxpart.files import OutputDir, write_json
+
+    target = tmp_path / "out"
+    with pytest.raises(RuntimeError):
+        with OutputDir(target) as out:
+            write_json(out.path("a.json"), {"x": 1})
+            raise RuntimeError("solver crashed")
+    assert list(tmp_path.iterdir()) == []  # no target, no staging folder left behind
+    OutputDir(target)  # nothing staged yet: constructing writes nothing
+    assert list(tmp_path.iterdir()) == []
+    with OutputDir(target) as out:
+        write_json(out.path("a.json"), {"x": 1})
+    with pytest.raises(UserError, match="--force"):
+        OutputDir(target)
+    with OutputDir(target, force=True) as out:
+        write_json(out.path("b.json"), {"x": 2})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert sorted(p.name for p in target.iterdir()) == ["b.json"]
