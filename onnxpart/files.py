@@ -23,6 +23,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
         raise UserError(f"cannot write {target}: folder {parent} does not exist")
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -39,6 +40,12 @@ def write_json(path: str | os.PathLike, payload: Any) -> Path:
     """Pretty, key-stable JSON (same inputs -> same bytes), written atomically."""
     text = json.dumps(payload, indent=2, sort_keys=False, allow_nan=False, default=_jsonable)
     return atomic_write_bytes(path, (text + "\n").encode())
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def read_json(path: str | os.PathLike, what: str = "file") -> Any:
@@ -84,6 +91,7 @@ class OutputDir:
     def path(self, name: str) -> Path:
         if self.staging is None:
             self.staging = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.", dir=self.parent))
+            os.chmod(self.staging, 0o777 & ~_umask())  # mkdtemp makes 0700
         return self.staging / name
 
     def commit(self) -> Path:
