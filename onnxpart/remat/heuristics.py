@@ -16,7 +16,9 @@ producer's inputs must be resident or recomputable too.
 A tally of resident bytes is an upper bound on the retention-interval memory of the sequence (a freed
 tensor's copy really ends at its last read, earlier than the tally assumes), so the sequence fits the
 budget; :func:`greedy_sequence` re-simulates it anyway and finally drops every recomputation that is not
-needed (latest first). Several scoring exponents are tried and the shortest sequence kept.
+needed (latest first). Several scoring exponents and budget aims are tried and the shortest sequence
+kept; if none fits, every distinct over-budget sequence is repaired (:func:`repair`) and the shortest
+few results improved (:func:`improve`).
 """
 
 from __future__ import annotations
@@ -24,8 +26,6 @@ from __future__ import annotations
 import bisect
 import itertools
 import logging
-import math
-import random
 import time
 from dataclasses import dataclass
 
@@ -38,7 +38,11 @@ log = logging.getLogger(__name__)
 #: retention freed)^c``, and the factors of the budget the policy aims at (the simulated memory is below
 #: its tally, so an aim above the budget can still fit); every combination is run and the best kept.
 _SCORES = tuple(itertools.product((0.5, 1.0, 2.0), (0.5, 1.0, 2.0), (0.0, 1.0)))
-_SLACKS = (0.95, 1.0, 1.03, 1.06)
+_SLACKS = (0.95, 1.0, 1.03, 1.06, 1.09, 1.12)
+#: At most this many distinct over-budget sequences are repaired when no variant fits the budget.
+_REPAIRS = 32
+#: ... and this many of the shortest repaired sequences are improved (:func:`improve`).
+_IMPROVES = 4
 
 
 @dataclass(frozen=True)
@@ -56,12 +60,9 @@ class _Stuck(Exception):
 
 
 def stage_events(instance: Instance, budget: float, max_copies: int, distance_exp: float = 1.0,
-                 cost_exp: float = 1.0, span_exp: float = 0.0, rng: random.Random | None = None,
-                 noise: float = 0.0) -> list[Event] | None:
+                 cost_exp: float = 1.0, span_exp: float = 0.0) -> list[Event] | None:
     """The greedy stage-structured sequence (input nodes included, at their own stages), or None if the
-    policy gets stuck. The tally of resident bytes never exceeds ``budget`` at any event. With ``rng``,
-    every eviction score is multiplied by a seeded random factor ``exp(noise × N(0, 1))`` (diversity for
-    restarts)."""
+    policy gets stuck. The tally of resident bytes never exceeds ``budget`` at any event."""
     order = instance.order
     position = {v: p for p, v in enumerate(order)}
     sizes = instance.value_sizes
@@ -125,8 +126,6 @@ def stage_events(instance: Instance, budget: float, max_copies: int, distance_ex
                 saved = float(nxt - stage) / (readers[x][-1] - stage)  # share of the remaining retention freed
                 score = sizes[x] * float(nxt - stage) ** distance_exp * saved ** span_exp \
                     / max(cost, 1e-9) ** cost_exp
-                if rng is not None:
-                    score *= math.exp(noise * rng.gauss(0.0, 1.0))
                 if score > best_score:
                     best, best_score, best_missing = x, score, chain
             if best is None:  # every resident tensor is needed now or has no copy left: go over
@@ -286,12 +285,14 @@ def greedy_sequence(instance: Instance, budget: float, max_copies: int,
     variant got stuck on ``C_v``. At most ``search_seconds`` go to :func:`repair` and :func:`improve`."""
     deadline = time.perf_counter() + search_seconds
     fitting, closest = None, None
+    over: dict[tuple[tuple[int, int], ...], tuple[list[Event], SequenceProfile]] = {}
     for (a, b, c), slack in itertools.product(_SCORES, _SLACKS):
         events = stage_events(instance, budget * slack, max_copies, a, b, c)
         if events is None:
             continue
         profile = simulate(instance, _ops(instance, events))
         if profile.peak > budget:
+            over.setdefault(tuple((e.node, e.stage) for e in events), (events, profile))
             if closest is None or profile.peak < closest[1].peak:
                 closest = (events, profile)
             continue
@@ -302,16 +303,31 @@ def greedy_sequence(instance: Instance, budget: float, max_copies: int,
         profile = simulate(instance, _ops(instance, events))
         if fitting is None or profile.duration < fitting[1].duration:
             fitting = (events, profile)
-    if fitting is None and closest is not None:
-        events = repair(instance, closest[0], budget, max_copies, deadline)
+    if fitting is not None:
+        events = improve(instance, fitting[0], budget, max_copies, deadline)
+        return events, simulate(instance, _ops(instance, events))
+    # Nothing fits: repair and prune the distinct over-budget sequences (least peak first, at most
+    # _REPAIRS of them), then improve the _IMPROVES shortest distinct results and keep the shortest. The
+    # repaired sequences differ a lot (on the paper's G2 at 80%: +5.1% to +6.9% TDI), and the least peak
+    # is not the best start.
+    repaired: dict[tuple[int, ...], tuple[list[Event], SequenceProfile]] = {}
+    for events, _ in sorted(over.values(), key=lambda item: item[1].peak)[:_REPAIRS]:
+        if time.perf_counter() >= deadline:
+            break
+        events = repair(instance, events, budget, max_copies, deadline)
         profile = simulate(instance, _ops(instance, events))
         if profile.peak > budget:
-            return (events, profile) if profile.peak < closest[1].peak else closest
-        fitting = (prune(instance, events, budget), profile)
-    if fitting is None:
-        return closest
-    events = improve(instance, fitting[0], budget, max_copies, deadline)
-    return events, simulate(instance, _ops(instance, events))
+            if profile.peak < closest[1].peak:
+                closest = (events, profile)
+            continue
+        events = prune(instance, events, budget)
+        repaired.setdefault(_ops(instance, events), (events, simulate(instance, _ops(instance, events))))
+    for events, _ in sorted(repaired.values(), key=lambda item: item[1].duration)[:_IMPROVES]:
+        events = improve(instance, events, budget, max_copies, deadline)
+        profile = simulate(instance, _ops(instance, events))
+        if fitting is None or profile.duration < fitting[1].duration:
+            fitting = (events, profile)
+    return fitting if fitting is not None else closest
 
 
 def solve_greedy(instance: Instance, budget: float, max_copies: int, search_seconds: float = 30.0) -> MethodResult:

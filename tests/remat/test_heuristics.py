@@ -97,3 +97,16 @@ def test_cli_method_greedy(tmp_path):
     assert row["method"] == "greedy" and row["status"] == "heuristic" and row["lower_bound"] is None
     assert row["peak_bytes"] <= payload["budget_bytes"]
     assert [b["method"] for b in payload["certificate"]["lower_bounds"]] == ["no-recompute"]
+
+
+def test_greedy_repairs_every_distinct_over_budget_variant_deterministically():
+    # No scoring variant fits these budgets, and repairing the least-peak variant alone fails (the first
+    # two) or ends longer (184 > 161 on the third): the other repaired variants fit.
+    for n, seed, fraction, duration in ((10, 34, 0.6, 151.0), (12, 6, 0.4, 219.0), (12, 51, 0.4, 161.0)):
+        inst = random_dag(n, seed)
+        budget = _budget(inst, fraction)
+        events, profile = greedy_sequence(inst, budget, 2, search_seconds=30.0)
+        again = simulate(inst, profile.sequence)
+        assert again.peak == profile.peak <= budget and max(again.copy_index) < 2
+        assert profile.duration <= duration
+        assert greedy_sequence(inst, budget, 2, search_seconds=30.0)[0] == events
