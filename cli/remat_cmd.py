@@ -12,6 +12,7 @@ from rich.table import Table
 from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, COSTS_HELP, DEVICE_HELP, INPUT_SHAPE_HELP, console,
                                  err_console, handle_errors, is_graph_file, load_costed, print_json)
 from onnxpart.errors import InfeasibleError, UserError
+from onnxpart.units import byte_unit, format_bytes
 
 
 @handle_errors
@@ -102,7 +103,7 @@ def remat(
             payload["verify"] = report.to_dict()
         if out is not None:
             payload["files"] = _write(out, graph, solution, cert, remat_model, payload.get("verify"))
-    except BaseException as exc:
+    except BaseException:
         if out is not None:
             out.discard()
         raise
@@ -114,7 +115,7 @@ def remat(
     console.print(_summary_line(solution, cert), highlight=False, soft_wrap=True)
     if "verify" in payload:
         v = payload["verify"]
-        ort = (f"; onnxruntime measured peak {_mib(v['ort_peak_bytes'])} (original {_mib(v['ort_original_peak_bytes'])})"
+        ort = (f"; onnxruntime measured peak {format_bytes(v['ort_peak_bytes'])} (original {format_bytes(v['ort_original_peak_bytes'])})"
                if v["ort_peak_bytes"] is not None else "; onnxruntime reported no memory peak")
         console.print(f"verify: {v['outputs']} outputs, max abs error {v['max_abs_error']:.3g}{ort}", highlight=False, soft_wrap=True)
     if out is not None:
@@ -142,23 +143,9 @@ def _write(out, graph, solution, cert, remat_model, verify_report) -> list[str]:
     return files
 
 
-def _unit(value: float) -> tuple[float, str]:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if value >= scale:
-            return scale, unit
-    return 1, "B"
-
-
-def _mib(value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    scale, unit = _unit(value)
-    return f"{value / scale:.1f} {unit}"
-
-
 def _summary_line(solution, cert) -> str:
     best = solution.best
-    scale, unit = _unit(solution.baseline.peak)
+    scale, unit = byte_unit(solution.baseline.peak)
     lb = cert.details["tdi_lower_bound"]
     proven = "proven optimal" if cert.proven_optimal else f"proven ≥ {100 * lb:+.2f}%"
     return (f"peak {solution.baseline.peak / scale:.1f} → {best.profile.peak / scale:.1f} {unit} "
@@ -170,7 +157,7 @@ def _compare_table(solution) -> None:
     from onnxpart import remat as rm
 
     data = rm.summary(solution)
-    scale, unit = _unit(solution.baseline.peak)
+    scale, unit = byte_unit(solution.baseline.peak)
     table = Table(title=f"remat, budget {solution.budget / scale:.1f} {unit} "
                         f"(baseline {solution.baseline.peak / scale:.1f} {unit})", title_justify="left")
     table.add_column("method", no_wrap=True, min_width=12)

@@ -121,7 +121,7 @@ def prepare(model: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]]) -
     Unnamed nodes get ``<op_type>_<file index>``; a duplicate name gets ``__<k>`` appended. The names are
     deterministic, so every result maps back to the same node of the file.
     """
-    model = _copy(model)
+    model = copy_proto(model)
     _name_nodes(model.graph)
     _apply_input_shapes(model.graph, input_shapes)
     try:
@@ -131,10 +131,11 @@ def prepare(model: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]]) -
     return inferred
 
 
-def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    return copy
+def copy_proto(proto):
+    """A deep copy of any protobuf message (model, node, value info...)."""
+    clone = type(proto)()
+    clone.CopyFrom(proto)
+    return clone
 
 
 def _name_nodes(graph: onnx.GraphProto) -> None:

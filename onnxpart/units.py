@@ -62,12 +62,18 @@ def parse_fraction(text: str) -> float:
         raise UserError(f"cannot read {text!r} as a fraction: use e.g. 5% or 0.05") from None
 
 
-def format_bytes(value: float) -> str:
-    """1536 -> ``"1.5 KiB"``."""
+def byte_unit(value: float) -> tuple[float, str]:
+    """The binary unit to show ``value`` bytes in: 1536 -> ``(1024, "KiB")``; below 1 KiB, ``(1, "B")``."""
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if abs(value) >= scale:
-            return f"{value / scale:.1f} {unit}"
-    return f"{value:.0f} B"
+            return scale, unit
+    return 1, "B"
+
+
+def format_bytes(value: float) -> str:
+    """1536 -> ``"1.5 KiB"``."""
+    scale, unit = byte_unit(value)
+    return f"{value / scale:.1f} {unit}" if scale > 1 else f"{value:.0f} B"
 
 
 def format_seconds(value: float) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from onnxpart.certificate import Certificate, instance_hash
+from onnxpart.onnx_io import copy_proto
 from onnxpart.partition import Solution
 
 MANIFEST_SCHEMA = "onnxpart.partition-manifest/1"
@@ -139,8 +140,7 @@ def annotated_model(loaded_model, graph, solution: Solution):
     owns, and the ``pipeline`` device configuration (IR version raised to 11 if lower)."""
     import onnx
 
-    model = onnx.ModelProto()
-    model.CopyFrom(loaded_model)
+    model = copy_proto(loaded_model)
     stage_of = {}
     for op in graph.ops:
         for name in op.onnx_nodes + op.const_nodes:

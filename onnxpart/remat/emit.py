@@ -17,8 +17,10 @@ from typing import Any
 import onnx
 
 from onnxpart.graph import OpGraph
+from onnxpart.onnx_io import copy_proto
 from onnxpart.memory import memory_profile
 from onnxpart.remat.sequence import SequenceProfile
+from onnxpart.units import byte_unit
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +45,14 @@ def build_remat_model(model: onnx.ModelProto, graph: OpGraph, profile: SequenceP
         | {init.name for init in g.initializer} | set(by_name)
     types = {vi.name: vi for vi in list(g.value_info) + list(g.output) + list(g.input)}
 
-    nodes = [_copy(node) for node in g.node if node.name not in compute]  # weight generators, dead constants
-    value_info = [_copy(vi) for vi in g.value_info]
+    nodes = [copy_proto(node) for node in g.node if node.name not in compute]  # weight generators, dead constants
+    value_info = [copy_proto(vi) for vi in g.value_info]
     live: dict[str, str] = {}
     for op_id, k in zip(profile.sequence, profile.copy_index):
         op = graph.ops[op_id]
         local: dict[str, str] = {}
         for name in op.onnx_nodes:
-            node = _copy(by_name[name])
+            node = copy_proto(by_name[name])
             for j, value in enumerate(node.input):
                 if value:
                     node.input[j] = local.get(value, live.get(value, value))
@@ -62,7 +64,7 @@ def build_remat_model(model: onnx.ModelProto, graph: OpGraph, profile: SequenceP
                         local[value] = renamed
                         node.output[j] = renamed
                         if value in types:
-                            vi = _copy(types[value])
+                            vi = copy_proto(types[value])
                             vi.name = renamed
                             value_info.append(vi)
             else:
@@ -132,8 +134,7 @@ def plot_memory(path, baseline: SequenceProfile, profile: SequenceProfile, budge
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    scale, unit = next(((s, u) for s, u in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
-                        if max(baseline.peak, budget) >= s), (1, "B"))
+    scale, unit = byte_unit(max(baseline.peak, budget))
     fig, ax = plt.subplots(figsize=(9, 4), dpi=110)
     ax.step(range(len(baseline.memory)), [m / scale for m in baseline.memory], where="mid", lw=1.2,
             color="0.55", label=f"before: peak {baseline.peak / scale:.3g} {unit}")
@@ -149,12 +150,6 @@ def plot_memory(path, baseline: SequenceProfile, profile: SequenceProfile, budge
     fig.tight_layout()
     fig.savefig(path, metadata={"Software": None})
     plt.close(fig)
-
-
-def _copy(proto):
-    clone = type(proto)()
-    clone.CopyFrom(proto)
-    return clone
 
 
 def _fresh(name: str, taken: set[str]) -> str:
