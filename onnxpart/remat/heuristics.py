@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import logging
+import random
 import time
 from dataclasses import dataclass
 
@@ -43,6 +44,13 @@ _SLACKS = (0.95, 1.0, 1.03, 1.06, 1.09, 1.12)
 _REPAIRS = 32
 #: ... and this many of the shortest repaired sequences are improved (:func:`improve`).
 _IMPROVES = 4
+#: Iterated local search (:func:`improve`): recomputations dropped per round, rounds without a new best
+#: before it stops, the chance to accept a longer sequence, and how many of the best repair candidates
+#: a randomized repair chooses among.
+_DROPS = (1, 1, 2, 3)
+_PATIENCE = 400
+_WORSE = 0.05
+_RANDOM_TOP = 3
 
 
 @dataclass(frozen=True)
@@ -191,11 +199,13 @@ def prune(instance: Instance, events: list[Event], budget: float) -> list[Event]
 
 
 def repair(instance: Instance, events: list[Event], budget: float, max_copies: int,
-           deadline: float) -> list[Event]:
+           deadline: float, rng: random.Random | None = None) -> list[Event]:
     """Local search on the simulator for a sequence over the budget: at the highest event, every tensor
     retained across it is a candidate to free, i.e. to recompute its producer in the stage of its next
     read; the candidate that removes the most overflow (bytes over the budget, summed over events) per
-    unit of recompute duration is applied, until the sequence fits, nothing helps, or ``deadline``."""
+    unit of recompute duration is applied, until the sequence fits, nothing helps, or ``deadline``. With
+    ``rng`` the choice is randomized among the best ``_RANDOM_TOP`` candidates, biased to the best (the
+    repair step of :func:`improve`)."""
     position = {v: p for p, v in enumerate(instance.order)}
     limit = [max_copies if instance.recomputable(v) else 1 for v in range(instance.n_nodes)]
     k = len(instance.input_nodes)
@@ -231,38 +241,49 @@ def repair(instance: Instance, events: list[Event], budget: float, max_copies: i
                     if (events[t].stage, u) not in stage_nodes:  # u precedes its reader: position order
                         candidates[(u, events[t].stage)] = x
                     break
-        best = None
+        scored = []
         for u, stage in candidates:
             trial = sorted(events + [Event(u, 0, stage)], key=lambda e: (e.stage, position[e.node]))
             value, trial_profile = overflow(trial)
-            gain = (current - value) / max(instance.durations[u], 1e-9)
-            if value < current and (best is None or gain > best[0]):
-                best = (gain, trial, value, trial_profile)
-        if best is None:
+            if value < current:
+                scored.append(((current - value) / max(instance.durations[u], 1e-9), trial, value, trial_profile))
+        if not scored:
             break
-        _, events, current, profile = best
+        scored.sort(key=lambda item: -item[0])  # stable: ties keep the candidates' order
+        pick = 0 if rng is None else min(int(rng.random() ** 2 * _RANDOM_TOP), len(scored) - 1)
+        _, events, current, profile = scored[pick]
     return _renumber(events)
 
 
 def improve(instance: Instance, events: list[Event], budget: float, max_copies: int,
-            deadline: float) -> list[Event]:
-    """Remove-and-repair: drop one recomputation (longest first), :func:`repair` the overflow with others,
-    keep the result if it fits and is shorter; until no move helps or ``deadline``."""
-    best = simulate(instance, _ops(instance, events)).duration
-    improved = True
-    while improved and time.perf_counter() < deadline:
-        improved = False
-        recomputed = sorted((e for e in events if e.copy > 0), key=lambda e: -instance.durations[e.node])
-        for victim in recomputed:
-            if time.perf_counter() >= deadline:
-                break
-            trial = [e for e in events if e is not victim]
-            trial = repair(instance, trial, budget, max_copies, deadline)
-            profile = simulate(instance, _ops(instance, trial))
-            if profile.peak <= budget and profile.duration < best:
-                events, best, improved = prune(instance, trial, budget), profile.duration, True
-                break
-    return events
+            deadline: float, seed: int = 0) -> list[Event]:
+    """Iterated local search (destroy and repair) from a sequence that fits the budget: drop one to three
+    random recomputations, :func:`repair` the overflow with a randomized choice of others, drop the
+    unneeded ones (:func:`prune`); the result replaces the current sequence when it fits and is not
+    longer (or, with probability ``_WORSE``, anyway — to leave a local optimum). Stops after ``_PATIENCE``
+    rounds without a new best, or at ``deadline``; returns the best sequence seen. Seeded: the same
+    inputs give the same rounds (on G2 at 80%: +5.14% → +5.05%, where a deterministic remove-and-repair
+    descent stops at +5.14%)."""
+    rng = random.Random(seed)
+    best = current = events
+    best_duration = current_duration = simulate(instance, _ops(instance, events)).duration
+    stale = 0
+    while stale < _PATIENCE and time.perf_counter() < deadline:
+        stale += 1
+        recomputed = [e for e in current if e.copy > 0]
+        if not recomputed:
+            break
+        victims = set(rng.sample(recomputed, min(len(recomputed), rng.choice(_DROPS))))
+        trial = repair(instance, [e for e in current if e not in victims], budget, max_copies, deadline, rng)
+        if simulate(instance, _ops(instance, trial)).peak > budget:
+            continue
+        trial = prune(instance, trial, budget)
+        duration = simulate(instance, _ops(instance, trial)).duration
+        if duration <= current_duration or rng.random() < _WORSE:
+            current, current_duration = trial, duration
+        if duration < best_duration:
+            best, best_duration, stale = trial, duration, 0
+    return best
 
 
 def _renumber(events: list[Event]) -> list[Event]:
@@ -322,8 +343,10 @@ def greedy_sequence(instance: Instance, budget: float, max_copies: int,
             continue
         events = prune(instance, events, budget)
         repaired.setdefault(_ops(instance, events), (events, simulate(instance, _ops(instance, events))))
-    for events, _ in sorted(repaired.values(), key=lambda item: item[1].duration)[:_IMPROVES]:
-        events = improve(instance, events, budget, max_copies, deadline)
+    starts = sorted(repaired.values(), key=lambda item: item[1].duration)[:_IMPROVES]
+    for i, (events, _) in enumerate(starts):  # each start gets an equal share of the time left
+        share = (deadline - time.perf_counter()) / (len(starts) - i)
+        events = improve(instance, events, budget, max_copies, time.perf_counter() + share, seed=i)
         profile = simulate(instance, _ops(instance, events))
         if fitting is None or profile.duration < fitting[1].duration:
             fitting = (events, profile)
