@@ -42,8 +42,10 @@ FILES = {
 }
 
 
-def run(graph, fraction: float, method: str, time_limit: float, order: str = "fixed") -> dict:
-    options = RematOptions(budget=("fraction", fraction), methods=(method,), order=order, time_limit=time_limit)
+def run(graph, fraction: float, method: str, time_limit: float, order: str = "fixed",
+        order_time_limit: float = 10.0) -> dict:
+    options = RematOptions(budget=("fraction", fraction), methods=(method,), order=order, time_limit=time_limit,
+                           order_time_limit=order_time_limit)
     start = time.perf_counter()
     try:
         solution = solve(graph, options)
@@ -63,7 +65,8 @@ def run(graph, fraction: float, method: str, time_limit: float, order: str = "fi
             "baseline": solution.baseline.peak, "peak": o.profile.peak, "tdi": o.profile.tdi,
             "tdi_lb": (lb - base) / base if lb is not None and base else None,
             "time_to_best": o.result.time_to_best, "seconds": o.result.seconds,
-            "recomputed": o.profile.recomputations}
+            "recomputed": o.profile.recomputations, "start_peak": solution.start.peak,
+            "total": time.perf_counter() - start}
 
 
 def paper_cases(full: bool) -> list[tuple[str, object, list[tuple[str, float]]]]:
@@ -113,9 +116,16 @@ def targets(results: dict, measured: list[str]) -> str:
         key = f"G2|{fraction}|moccasin|60"
         r = row(key)
         ok = r["feasible"] and r["tdi"] <= goal + 1e-12 and r["time_to_best"] <= 60
-        parts.append(f"G2 {int(100 * fraction)}% TDI ≤ {100 * goal:.0f}% in 60 s — {mark(ok)}: "
-                     f"{fmt_pct(r.get('tdi'))} at {fmt_s(r.get('time_to_best'))} s, proven ≥ "
-                     f"{fmt_pct(r.get('tdi_lb'))}{when(key)}")
+        text = (f"G2 {int(100 * fraction)}% TDI ≤ {100 * goal:.0f}% in 60 s — {mark(ok)} in the default fixed "
+                f"order: {fmt_pct(r.get('tdi'))} at {fmt_s(r.get('time_to_best'))} s, proven ≥ "
+                f"{fmt_pct(r.get('tdi_lb'))}{when(key)}")
+        mm_key = f"G2|{fraction}|moccasin-minmem|60"
+        mm = row(mm_key)
+        if mm["feasible"]:
+            mm_ok = mm["tdi"] <= goal + 1e-12 and mm["total"] <= 60
+            text += (f"; {mark(mm_ok)} with `--order minmem`: {fmt_pct(mm.get('tdi'))} in {fmt_s(mm.get('total'))} s "
+                     f"in all{when(mm_key)}")
+        parts.append(text)
     g4 = [(m, row(f"G4|0.9|{m}|600")) for m in ("moccasin", "greedy")]
     g4_ok = [(m, r) for m, r in g4 if r["feasible"] and r["tdi"] <= 0.05 and r["seconds"] <= 600]
     parts.append("n = 1000 (G4 90%) feasible at TDI ≤ 5% in 10 min — " + mark(bool(g4_ok)) + ": "
@@ -189,6 +199,20 @@ def main() -> None:
                              f"| {fmt_pct(row.get('tdi_lb'))} | {fmt_int(row.get('peak'))} "
                              f"| {row.get('recomputed', '—')} | {fmt_s(row.get('time_to_best'))} "
                              f"| {fmt_s(row.get('seconds'))} | {'+%.2f%%' % known if known else ''} |")
+    lines += ["", "### Paper graphs with `--order minmem` (60 s in all: 10 s for the order, 50 s for moccasin)", "",
+              "The memory-minimizing topological order (`--order minmem`) is a different restriction from the "
+              "paper's: the stages of a better order. Its results are not comparable with the fixed-order optima "
+              "above (they can be lower), and *proven ≥* holds only under that order's stages.", "",
+              "| graph | budget | order's own peak | TDI | proven ≥ (minmem stages) | peak | recomputed | total (s) |",
+              "|---|---|---|---|---|---|---|---|"]
+    for name in ("G1", "G2"):
+        graph = read_graph_file(GRAPHS / FILES[name])
+        for fraction in (0.9, 0.8):
+            row = record(f"{name}|{fraction}|moccasin-minmem|60",
+                         lambda: run(graph, fraction, "moccasin", 50, "minmem", 10))
+            lines.append(f"| {name} | {int(fraction * 100)}% = {fmt_int(row.get('budget'))} | {fmt_int(row.get('start_peak'))} "
+                         f"| {fmt_pct(row.get('tdi')) if row['feasible'] else row['status']} | {fmt_pct(row.get('tdi_lb'))} "
+                         f"| {fmt_int(row.get('peak'))} | {row.get('recomputed', '—')} | {fmt_s(row.get('total'))} |")
     lines += ["", "### Random layered graphs (scripts/gen_layered_graphs.py, moccasin, 60 s)", "",
               "| graph | n | m | budget | TDI | proven ≥ | time to best (s) | total (s) |", "|---|---|---|---|---|---|---|---|"]
     for n, width, seed in ((100, 0.3, 1), (250, 0.35, 3)):
