@@ -3,8 +3,9 @@ say how close to optimal it is."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.table import Table
@@ -38,6 +39,9 @@ def remat(
     device: str = typer.Option("a100", "--device", help=DEVICE_HELP),
     costs: Optional[Path] = typer.Option(None, "--costs", help=COSTS_HELP),
     coarsen: bool = typer.Option(False, "--coarsen", help=COARSEN_HELP),
+    ort_optimize: bool = typer.Option(False, "--ort-optimize", help="Plan on onnxruntime's BASIC-optimized graph "
+                                      "(constant folding, redundant nodes, standard-op fusions); the budget stays "
+                                      "relative to the original's peak and --verify compares with the original."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ) -> None:
     """Fit a memory budget with the least recomputation (Moccasin CP-SAT; Checkmate baselines)."""
@@ -54,11 +58,20 @@ def remat(
         budget=parse_percent_or_bytes(budget), methods=methods, order=order, max_copies=max_recompute,
         time_limit=time_limit, order_time_limit=order_time_limit, workers=workers, seed=seed,
         include_params=include_params, deterministic=deterministic, precedence=precedence)
-    graph = read_graph_file(model) if is_graph_file(model) and model.is_file() else None
-    loaded = None
-    if graph is None:
-        loaded = load_costed(model, input_shape=input_shape, coarsen=coarsen, costs=costs, cost=cost, device=device)
+    prepass = None
+    if ort_optimize:
+        _refuse_ort_optimize(model, costs)
+        loaded, prepass = _load_ort_optimized(model, input_shape, coarsen, cost, device, include_params)
         graph = loaded.graph
+        # --budget P% is of the peak of the model the user gave, not of the optimized graph's
+        options = replace(options, budget=("bytes", rm.resolve_budget(*options.budget, prepass.original_peak)))
+    else:
+        graph = read_graph_file(model) if is_graph_file(model) and model.is_file() else None
+        loaded = None
+        if graph is None:
+            loaded = load_costed(model, input_shape=input_shape, coarsen=coarsen, costs=costs, cost=cost,
+                                 device=device)
+            graph = loaded.graph
     onnx_model = loaded.model.model if loaded is not None and loaded.model is not None else None
     if verify and onnx_model is None:
         raise UserError("--verify needs an ONNX model; a graph file has nothing to run")
@@ -88,6 +101,8 @@ def remat(
     payload = rm.summary(solution)
     cert = rm.certificate(solution, graph.model_sha256)
     payload["certificate"] = cert.to_dict()
+    if prepass is not None:
+        payload["ort_optimize"] = prepass.to_dict()
     try:
         remat_model = report = None
         if onnx_model is not None:
@@ -99,10 +114,12 @@ def remat(
             from onnxpart.remat.verify import verify as run_verify
 
             with err_console.status("verifying in onnxruntime…"):
-                report = run_verify(onnx_model, remat_model, best.profile.peak, seed=seed)
+                reference = prepass.original_model if prepass is not None else onnx_model
+                report = run_verify(reference, remat_model, best.profile.peak, seed=seed)
             payload["verify"] = report.to_dict()
         if out is not None:
-            payload["files"] = _write(out, graph, solution, cert, remat_model, payload.get("verify"))
+            extra = {key: payload[key] for key in ("ort_optimize", "verify") if key in payload}
+            payload["files"] = _write(out, graph, solution, cert, remat_model, extra)
     except BaseException:
         if out is not None:
             out.discard()
@@ -112,7 +129,10 @@ def remat(
         return
     if compare or len(methods) > 1:
         _compare_table(solution)
-    console.print(_summary_line(solution, cert), highlight=False, soft_wrap=True)
+    if prepass is not None:
+        console.print(_prepass_line(prepass), highlight=False, soft_wrap=True)
+    # markup off: the line ends with "[method, status]", which rich would take for a style tag and drop
+    console.print(_summary_line(solution, cert, prepass), highlight=False, soft_wrap=True, markup=False)
     if "verify" in payload:
         v = payload["verify"]
         ort = (f"; onnxruntime measured peak {format_bytes(v['ort_peak_bytes'])} (original {format_bytes(v['ort_original_peak_bytes'])})"
@@ -122,7 +142,8 @@ def remat(
         console.print(f"wrote {', '.join(payload['files'])} to {output}", highlight=False)
 
 
-def _write(out, graph, solution, cert, remat_model, verify_report) -> list[str]:
+def _write(out, graph, solution, cert, remat_model, extra: dict) -> list[str]:
+    """The output folder; ``extra`` goes into sequence.json as it is (--ort-optimize and --verify reports)."""
     from onnxpart.files import write_json
     from onnxpart.onnx_io import save_model
     from onnxpart.remat.emit import plot_memory, sequence_payload
@@ -132,23 +153,92 @@ def _write(out, graph, solution, cert, remat_model, verify_report) -> list[str]:
     if remat_model is not None:
         save_model(remat_model, out.path("remat.onnx"))
         files.append("remat.onnx")
-    extra = {"verify": verify_report} if verify_report else {}
     write_json(out.path("sequence.json"), sequence_payload(graph, best.profile, solution.budget, solution.baseline,
                                                            best.result.method, extra))
     write_json(out.path("certificate.json"), cert.to_dict())
     plot_memory(out.path("memory.png"), solution.baseline, best.profile, solution.budget,
-                f"{graph.name}: {best.result.method}, order {solution.options.order}")
+                f"{graph.name}{' after ort-optimize' if 'ort_optimize' in extra else ''}: "
+                f"{best.result.method}, order {solution.options.order}")
     files += ["sequence.json", "certificate.json", "memory.png"]
     out.commit()
     return files
 
 
-def _summary_line(solution, cert) -> str:
+@dataclass(frozen=True)
+class OrtPrePass:
+    """What --ort-optimize did: the model the user gave (what --verify compares with, and whose file-order
+    peak --budget P% is relative to) and the optimized graph the plan is for."""
+
+    original_model: Any  # onnx.ModelProto, shape-inferred
+    original_sha256: str
+    optimized_sha256: str
+    original_nodes: int  # ONNX nodes
+    optimized_nodes: int
+    original_ops: int  # compute ops (weight generators folded)
+    optimized_ops: int
+    original_peak: float  # file order, no recomputation
+    optimized_peak: float
+
+    def to_dict(self) -> dict:
+        import onnxruntime
+
+        from onnxpart.ort_optimize import LEVEL
+
+        return {"level": LEVEL, "onnxruntime_version": onnxruntime.__version__,
+                "original_sha256": self.original_sha256, "optimized_sha256": self.optimized_sha256,
+                "original_nodes": self.original_nodes, "optimized_nodes": self.optimized_nodes,
+                "original_ops": self.original_ops, "optimized_ops": self.optimized_ops,
+                "original_peak_bytes": self.original_peak, "optimized_peak_bytes": self.optimized_peak}
+
+
+def _refuse_ort_optimize(model: Path, costs: Optional[Path]) -> None:
+    """--ort-optimize needs an ONNX model and costs it itself."""
+    if is_graph_file(model):
+        raise UserError(f"--ort-optimize needs an ONNX model: {model} is a graph file, which onnxruntime has "
+                        f"nothing to optimize in")
+    if costs is not None:
+        raise UserError(f"--ort-optimize cannot use --costs {costs}: those costs are for the unoptimized graph, "
+                        f"whose nodes the optimizer fuses and removes; drop --costs (the optimized graph is "
+                        f"costed with --cost) or drop --ort-optimize")
+
+
+def _load_ort_optimized(model: Path, input_shape, coarsen: bool, cost: str, device: str, include_params: bool):
+    """The costed, BASIC-optimized graph of ``model`` (what remat plans) and the :class:`OrtPrePass` report."""
+    from onnxpart import remat as rm
+    from onnxpart.onnx_io import load_graph, parse_input_shapes
+    from onnxpart.ort_optimize import ort_optimized
+
+    def file_order_peak(graph) -> float:
+        return rm.baseline(rm.build_instance(graph, include_params)).peak
+
+    original_graph, original = load_graph(model, parse_input_shapes(input_shape or []), coarsen=coarsen)
+    with ort_optimized(model) as path:
+        optimized = load_costed(path, input_shape=input_shape, coarsen=coarsen, cost=cost, device=device)
+    prepass = OrtPrePass(
+        original_model=original.model, original_sha256=original.sha256, optimized_sha256=optimized.model.sha256,
+        original_nodes=len(original.model.graph.node), optimized_nodes=len(optimized.model.model.graph.node),
+        original_ops=len(original_graph.ops), optimized_ops=len(optimized.graph.ops),
+        original_peak=file_order_peak(original_graph), optimized_peak=file_order_peak(optimized.graph))
+    return optimized, prepass
+
+
+def _prepass_line(prepass: OrtPrePass) -> str:
+    scale, unit = byte_unit(max(prepass.original_peak, prepass.optimized_peak))
+    return (f"ort-optimize (onnxruntime ORT_ENABLE_BASIC): {prepass.original_nodes} → {prepass.optimized_nodes} "
+            f"ONNX nodes, {prepass.original_ops} → {prepass.optimized_ops} ops; file-order peak "
+            f"{prepass.original_peak / scale:.2f} {unit} (original) → {prepass.optimized_peak / scale:.2f} {unit} "
+            f"(optimized). --budget P% is of the original's peak; the plan and remat.onnx are for the optimized graph")
+
+
+def _summary_line(solution, cert, prepass: Optional[OrtPrePass] = None) -> str:
     best = solution.best
-    scale, unit = byte_unit(solution.baseline.peak)
+    scale, unit = byte_unit(max(solution.baseline.peak, prepass.original_peak if prepass else 0))
     lb = cert.details["tdi_lower_bound"]
     proven = "proven optimal" if cert.proven_optimal else f"proven ≥ {100 * lb:+.2f}%"
-    return (f"peak {solution.baseline.peak / scale:.1f} → {best.profile.peak / scale:.1f} {unit} "
+    peaks = f"{solution.baseline.peak / scale:.1f}"
+    if prepass is not None:
+        peaks = f"{prepass.original_peak / scale:.1f} → {peaks} (ort-optimize)"
+    return (f"peak {peaks} → {best.profile.peak / scale:.1f} {unit} "
             f"(budget {solution.budget / scale:.1f}), duration {100 * best.profile.tdi:+.2f}% ({proven}), "
             f"{best.profile.recomputations} ops recomputed [{best.result.method}, {best.result.status}]")
 

@@ -323,7 +323,7 @@ def solve_moccasin(instance: Instance, budget: float, options: MoccasinOptions,
     if options.lp_bound and options.order == "fixed" and base_units > capacity and instance.n_nodes <= MAX_NODES:
         lp = BackgroundLpBound(instance, budget, 0.95 * wall, options.seed, delay=min(3.0, 0.1 * wall))
     if base_units > capacity:
-        found = greedy_sequence(instance, budget, options.max_copies, min(30.0, 0.4 * options.time_limit))
+        found = greedy_sequence(instance, budget, options.max_copies, min(30.0, 0.5 * options.time_limit))
         if found is not None:
             events, profile = found
             units = int(round((profile.peak - instance.constant_bytes) / sc.memory_unit))
