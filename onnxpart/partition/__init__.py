@@ -13,8 +13,9 @@ How :func:`solve` spends ``time_limit`` (wall clock):
    nothing else runs.
 2. Warm starts (file order, DFS order) sliced optimally by SliceGraph give a first incumbent.
 3. The requested MIP bounds start in a process pool sized to the machine's cores: the exact MIP (with
-   the incumbent and the best bound of step 1 as objective floor) until the deadline, bottleneck and
-   the k guesses in time slots on the other workers (:func:`_bound_jobs`).
+   the incumbent and the best bound of step 1 as objective floor) until the deadline; the weighted
+   bottleneck (CP-SAT, :mod:`~onnxpart.partition.weighted`), bottleneck and the k guesses in time
+   slots on the other workers (:func:`_bound_jobs`).
 4. Meanwhile the order search runs: mla-weighted seed, random-T, then BRKGA for its generations,
    stopping early at the deadline or when the incumbent meets a proven bound; then the MIPs still
    running are ended rather than waited for. The order search stops ``LOCAL_SEARCH_SHARE`` of the
@@ -51,6 +52,7 @@ log = logging.getLogger(__name__)
 
 BOUND_METHODS = ("simple", "bottleneck", "guess", "exact")
 LOCAL_SEARCH_SHARE = 0.15  # of the time limit, kept from the order search for the local search
+WEIGHTED_SHARE = 3  # the weighted bottleneck's time, in units of all the other short bound jobs
 LOCAL_SEARCH_KICKS = 200  # iterated local search kicks when no bound job is left to wait for
 
 
@@ -321,13 +323,17 @@ def _floor(lbs: list[LowerBound]) -> float:
 
 def _bound_jobs(inst: Instance, k: int, options: Options, deadline: float, warm: np.ndarray | None,
                 floor: float) -> list[dict]:
-    """Job descriptions for :func:`run_bound_job`: exact first (strongest), then bottleneck, then guesses.
-    ``floor`` (a proven bound) is the exact MIP's and the guesses' objective lower limit.
+    """Job descriptions for :func:`run_bound_job`: exact first (strongest), then the weighted bottleneck
+    (CP-SAT) and the bottleneck MIP (both requested by ``bottleneck``), then guesses. ``floor`` (a proven
+    bound) is the exact MIP's and the guesses' objective lower limit.
 
     Time: with ≥ 2 workers the exact MIP keeps one worker until the deadline and the other workers run
-    the short MIPs (bottleneck, then LB_1..LB_k) one after another; short job i must stop by the end of
-    its slot, ``now + (⌊i / lanes⌋ + 1) · T / ⌈count / lanes⌉``, so time a job leaves unused goes to the
-    next ones and every LB_j gets its turn."""
+    the short jobs one after another, in rounds of ``lanes`` jobs; round r must stop by
+    ``now + T · (shares of rounds ≤ r) / (all shares)``, a round's share being its largest job's, so
+    time a job leaves unused goes to the next ones and every LB_j gets its turn. The weighted bottleneck
+    has ``WEIGHTED_SHARE`` times the share of all the other short jobs together: on graphs whose
+    bottleneck is its io (REGAL) it is the strong bound of the lane, and its CP-SAT models need seconds
+    where the guesses' MIPs stay at Σ work / k; when it proves its optimum early, the rest is theirs."""
     if k == 1 or inst.n == 0:
         return []  # the simple bound is exact for k = 1
     L = work_lower_bound(inst, k)
@@ -338,6 +344,7 @@ def _bound_jobs(inst: Instance, k: int, options: Options, deadline: float, warm:
         jobs.append(dict(kind="exact", inst=inst, k=k, lower=L, objective_floor=floor,
                          deadline=deadline, warm=warm, seed=options.seed))
     if "bottleneck" in options.bounds:
+        short.append(dict(kind="weighted", inst=inst, k=k, lower=L, seed=options.seed))
         short.append(dict(kind="bottleneck", inst=inst, k=k, lower=L, seed=options.seed))
     if "guess" in options.bounds:
         short += [dict(kind="guess", inst=inst, k=k, j=j, lower=L, objective_floor=floor, seed=options.seed)
@@ -346,9 +353,10 @@ def _bound_jobs(inst: Instance, k: int, options: Options, deadline: float, warm:
     lanes = workers - 1 if jobs and workers > 1 else workers
     if jobs and workers == 1:  # one worker: the exact MIP takes its turn like the others
         short, jobs = jobs + short, []
-    rounds = math.ceil(len(short) / lanes) if short else 1
+    shares = [WEIGHTED_SHARE * max(1, len(short) - 1) if job["kind"] == "weighted" else 1 for job in short]
+    rounds = [max(shares[i:i + lanes]) for i in range(0, len(short), lanes)]
     for i, job in enumerate(short):
-        job["deadline"] = min(deadline, now + (i // lanes + 1) * (deadline - now) / rounds)
+        job["deadline"] = min(deadline, now + sum(rounds[:i // lanes + 1]) / sum(rounds) * (deadline - now))
     return jobs + short
 
 
@@ -388,10 +396,14 @@ def _merge_bounds(lbs: list[LowerBound], results: list[BoundResult], k: int, don
                   work_floor: float) -> None:
     """Turn finished jobs into LowerBound entries; bottleneck-guess is min_j LB_j once all j are in."""
     names = {b.method for b in lbs}
+    sources = {"exact": ("highs", "Figure 3, Eqs. 5-12"), "bottleneck": ("highs", "three-superblock MIP, Section 3.2"),
+               "weighted-bottleneck": ("cp-sat", "Section 3.2's three superblocks with Eq. 14 for pigeonhole "
+                                                 "weights pi = work + alpha*io({v}): some block holds pi(V)/k")}
     for r in results:
-        if r.method in ("exact", "bottleneck") and r.method not in names:
-            note = "Figure 3, Eqs. 5-12" if r.method == "exact" else "three-superblock MIP, Section 3.2"
-            lbs.append(LowerBound(r.method, r.value, r.status, "highs", round(r.seconds, 3), note))
+        if r.method in sources and r.method not in names:
+            solver, note = sources[r.method]
+            lbs.append(LowerBound(r.method, r.value, r.status, solver, round(r.seconds, 3),
+                                  f"{note}; {r.note}" if r.note else note))
             names.add(r.method)
     guesses = [r for r in results if r.method.startswith("guess-")]
     if guesses and "bottleneck-guess" not in names and (len(guesses) == k or done):

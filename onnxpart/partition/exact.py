@@ -284,15 +284,20 @@ def _bound(result) -> float | None:
 
 
 def run_bound_job(job: dict) -> BoundResult:
-    """Run one bound MIP described by ``job`` (picklable, for a process pool). The time limit is what is
+    """Run one bound job described by ``job`` (picklable, for a process pool): a HiGHS MIP of this module
+    or the CP-SAT weighted bottleneck (:mod:`~onnxpart.partition.weighted`). The time limit is what is
     left until ``job['deadline']`` (wall clock)."""
     import time
 
     limit = job["deadline"] - time.time()
-    name = f"guess-{job['j']}" if job["kind"] == "guess" else job["kind"]
+    name = {"guess": f"guess-{job.get('j')}", "weighted": "weighted-bottleneck"}.get(job["kind"], job["kind"])
     if limit <= 0.05:
         return BoundResult(name, None, "time_limit", 0.0, note="no time left")
     inst, k, seed = job["inst"], job["k"], job["seed"]
+    if job["kind"] == "weighted":  # CP-SAT, on integers of its own scale
+        from onnxpart.partition.weighted import weighted_bottleneck  # it imports this module
+
+        return weighted_bottleneck(inst, k, limit, seed=seed)
     # Solve in units of the work bound L so that HiGHS' absolute tolerances (1e-6) are relative ones.
     scale = job["lower"] if job["lower"] > 0 else 1.0
     inst = scaled(inst, scale)

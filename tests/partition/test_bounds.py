@@ -60,7 +60,8 @@ def test_solve_sandwiches_the_optimum(n, seed):
         # solve() ends the MIPs still running once the gap is closed; bounds() waits for all of them.
         lbs = bounds(inst, k, ("simple", "bottleneck", "guess", "exact"), time_limit=20)
         methods = {b.method for b in lbs}
-        assert {"simple", "single-block", "convex-block", "bottleneck", "bottleneck-guess", "exact"} <= methods
+        assert {"simple", "single-block", "convex-block", "weighted-bottleneck", "bottleneck", "bottleneck-guess",
+                "exact"} <= methods
         assert all(b.value is not None and b.value <= opt * (1 + 1e-6) for b in lbs)
 
 

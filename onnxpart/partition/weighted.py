@@ -1,0 +1,118 @@
+"""Weighted bottleneck bound: Section 3.2's three-superblock relaxation with any pigeonhole weight, on CP-SAT.
+
+Lemma 3.3's pigeonhole works for every weight π ≥ 0, not only work: the k blocks of a partition split
+π(V), so some block P holds π(P) ≥ π(V)/k, and OPT ≥ f(P). P = I_j ∖ I_{j−1} for two ideals, so
+
+    OPT ≥ min { f(S) : S = Y ∖ A for ideals A ⊆ Y, π(S) ≥ π(V)/k }                (weighted Eq. 14)
+
+With π = work this is exactly the ``bottleneck`` MIP of Section 3.2 (Eq. 14 with L = Σ work / k; the
+``max work`` part of L is the convex-block bound's business). Weights that also count an op's tensors,
+π = work + α·io({v}) (io({v}) = the transfer of every tensor v produces or reads), force the heavy block
+to hold ops whose tensors it must pay for, so its cost must exceed Σ work / k by their io — the io that
+Σ work / k (the LP relaxation of the exact MIP, whatever the branching) cannot see on graphs such as the
+REGAL family. Every α ≥ 0 gives a valid bound; :func:`weighted_bottleneck` tries a few and keeps the best.
+
+The model is the superblock structure of Figure 3 for k = 3 in booleans: a_v (v in superblock 1), y_v
+(v in superblock 1 or 2), a_v ≤ y_v, a_v ≤ a_u and y_v ≤ y_u for every edge u → v (Eq. 8), x_v = y_v − a_v
+(v ∈ S); per tensor t, c_t ≥ x_u − x_v and c_t ≥ x_v − x_u for its producer u and each consumer v, so
+c_t = 1 whenever t has a point in S and one outside (Eqs. 9–10: it is paid once, Eq. 1). The objective
+Σ work·x + Σ transfer·c is f(S) without the overflow of Eq. (2), which is ≥ 0 (dropping it keeps a lower
+bound). CP-SAT (with its LP relaxation at linearization level 2) solves these single-block models where
+HiGHS' branch and bound stalls at the LP bound Σ work / k.
+
+Integer data: CP-SAT needs integer coefficients, so costs are scaled by s and rounded **down** (every
+set's integer objective is ≤ s·f(S)) and the weights are integers by construction (the pigeonhole holds
+for them exactly: π(S) ≥ ⌈π(V)/k⌉). The solver's proven objective bound divided by s is then a lower
+bound on OPT, also when it stops at the time limit.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from onnxpart.partition.cuts import singleton_costs
+from onnxpart.partition.exact import BoundResult
+from onnxpart.partition.model import Instance
+from onnxpart.solvers import solve_cpsat
+
+#: The α of π = work + α·io({v}) tried in turn (0 is Section 3.2's bottleneck bound itself); on REGAL
+#: graphs each of them is the best for some instance and k.
+ALPHAS = (0.0, 0.5, 0.25)
+_SCALE = float(2 ** 30)  # integer units for Σ work + Σ transfer
+_SHRINK = 1.0 - 1e-12  # keeps floor(x·s) ≤ x·s despite the rounding of the product
+
+
+def pigeonhole_weights(inst: Instance, alpha: float) -> np.ndarray:
+    """Integer weights ∝ work + α·io({v}) (any non-negative integers are valid)."""
+    weight = inst.work + alpha * (singleton_costs(inst) - inst.work)
+    total = float(weight.sum())
+    if total <= 0:
+        return np.zeros(inst.n, dtype=np.int64)
+    return np.floor(weight / total * _SCALE).astype(np.int64)
+
+
+def heavy_block_bound(inst: Instance, k: int, weights: Sequence[int], time_limit: float,
+                      seed: int = 0) -> tuple[float, str]:
+    """(min f(S) over S = Y ∖ A with weights(S) ≥ ⌈weights(V)/k⌉, proven by CP-SAT; its status). The value
+    is a lower bound on OPT (module doc), also at the time limit."""
+    n = inst.n
+    weights = np.asarray(weights, dtype=np.int64)
+    total = float(inst.work.sum() + inst.transfer.sum())
+    if total <= 0 or weights.sum() <= 0:
+        return 0.0, "optimal"  # nothing to pay, or no block needs anything
+    scale = _SCALE / total
+    work = np.floor(inst.work * scale * _SHRINK).astype(np.int64)
+    transfer = np.floor(inst.transfer * scale * _SHRINK).astype(np.int64)
+
+    model = cp_model.CpModel()
+    before = [model.NewBoolVar(f"a{v}") for v in range(n)]
+    upto = [model.NewBoolVar(f"y{v}") for v in range(n)]
+    inside = [model.NewBoolVar(f"x{v}") for v in range(n)]
+    for v in range(n):
+        model.AddImplication(before[v], upto[v])
+        model.Add(inside[v] == upto[v] - before[v])
+    for u, v in inst.edges().tolist():  # Eq. (8) for both superblock boundaries
+        model.AddImplication(before[v], before[u])
+        model.AddImplication(upto[v], upto[u])
+    model.Add(sum(int(p) * inside[v] for v, p in enumerate(weights) if p)
+              >= -(-int(weights.sum()) // k))
+    crossing = []
+    for t in range(inst.num_tensors):
+        u, cut = int(inst.producer[t]), model.NewBoolVar(f"c{t}")
+        for v in inst.consumers(t).tolist():
+            model.Add(cut >= inside[u] - inside[v])
+            model.Add(cut >= inside[v] - inside[u])
+        crossing.append(cut)
+    model.Minimize(sum(int(w) * inside[v] for v, w in enumerate(work) if w)
+                   + sum(int(c) * crossing[t] for t, c in enumerate(transfer) if c))
+    result, _ = solve_cpsat(model, time_limit, workers=1, seed=seed, parameters={"linearization_level": 2})
+    bound = max(result.bound, 0.0) / scale if math.isfinite(result.bound) else 0.0
+    return bound * (1.0 - 1e-9), result.status
+
+
+def weighted_bottleneck(inst: Instance, k: int, time_limit: float, seed: int = 0,
+                        alphas: Sequence[float] = ALPHAS) -> BoundResult:
+    """The best :func:`heavy_block_bound` over π = work + α·io({v}) for α in ``alphas`` (method
+    ``weighted-bottleneck``). Each α but the last gets half of what is left of ``time_limit``: a model
+    stopped by the time limit rarely proves more than Σ work / k, so the first α (the most often solved)
+    is given the time to finish, and what it leaves goes to the next."""
+    start = time.perf_counter()
+    best, parts, statuses = 0.0, [], []
+    for i, alpha in enumerate(alphas):
+        left = time_limit - (time.perf_counter() - start)
+        if left <= 0.05:
+            break
+        share = left if i == len(alphas) - 1 else left / 2
+        value, status = heavy_block_bound(inst, k, pigeonhole_weights(inst, alpha), share, seed)
+        parts.append(value)
+        statuses.append(status)
+        best = max(best, value)
+    status = "optimal" if len(statuses) == len(alphas) and all(s == "optimal" for s in statuses) else "time_limit"
+    note = "; ".join(f"alpha={a:g}: {v:.6g} ({s})" for a, v, s in zip(alphas, parts, statuses))
+    return BoundResult("weighted-bottleneck", best if parts else None, status, time.perf_counter() - start,
+                       note=note, parts=parts)
