@@ -12,6 +12,7 @@ otherwise — that would be a bug).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import onnx
@@ -56,6 +57,9 @@ def build_remat_model(model: onnx.ModelProto, graph: OpGraph, profile: SequenceP
             for j, value in enumerate(node.input):
                 if value:
                     node.input[j] = local.get(value, live.get(value, value))
+            for attr in node.attribute:  # If/Loop/Scan bodies read outer tensors by name: the live copy too
+                for body in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+                    _read_live_copies(body, lambda value: local.get(value, live.get(value, value)))
             if k > 0:
                 node.name = _fresh(f"{name}__r{k}", taken)
                 for j, value in enumerate(node.output):
@@ -89,6 +93,26 @@ def build_remat_model(model: onnx.ModelProto, graph: OpGraph, profile: SequenceP
     })
     onnx.checker.check_model(remat)
     return remat
+
+
+def _read_live_copies(body: onnx.GraphProto, live_name: Callable[[str], str]) -> None:
+    """In place: every read of an outer-scope tensor in ``body`` (and in the bodies nested in it) goes to
+    ``live_name`` of it. Names the body defines itself — its inputs, initializers and node outputs —
+    shadow the outer ones and are left alone."""
+    own = {vi.name for vi in body.input} | {init.name for init in body.initializer} \
+        | {value for node in body.node for value in node.output}
+
+    def outer(value: str) -> str:
+        return value if not value or value in own else live_name(value)
+
+    for node in body.node:
+        for j, value in enumerate(node.input):
+            node.input[j] = outer(value)
+        for attr in node.attribute:
+            for nested in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+                _read_live_copies(nested, outer)
+    for vi in body.output:  # a body may return an outer tensor as it is
+        vi.name = outer(vi.name)
 
 
 def check_emitted(remat: onnx.ModelProto, budget: int, include_params: bool) -> float:
