@@ -276,7 +276,7 @@ def improve(instance: Instance, events: list[Event], budget: float, max_copies: 
     descent stops at +5.14%)."""
     rng = random.Random(seed)
     best = current = events
-    best_duration = current_duration = simulate(instance, _ops(instance, events)).duration
+    best_duration = current_duration = sum(instance.durations[e.node] for e in events)
     stale = 0
     while stale < _PATIENCE and time.perf_counter() < deadline:
         stale += 1
@@ -288,7 +288,7 @@ def improve(instance: Instance, events: list[Event], budget: float, max_copies: 
         if simulate(instance, _ops(instance, trial)).peak > budget:
             continue
         trial = prune(instance, trial, budget)
-        duration = simulate(instance, _ops(instance, trial)).duration
+        duration = sum(instance.durations[e.node] for e in trial)  # input nodes last 0
         if duration <= current_duration or rng.random() < _WORSE:
             current, current_duration = trial, duration
         if duration < best_duration:
