@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 
 BOUND_METHODS = ("simple", "bottleneck", "guess", "exact")
 LOCAL_SEARCH_SHARE = 0.15  # of the time limit, kept from the order search for the local search
-WEIGHTED_SHARE = 3  # the weighted bottleneck's time, in units of all the other short bound jobs
+WEIGHTED_SHARE = 6  # the weighted bottleneck's time, in units of all the other short bound jobs
 LOCAL_SEARCH_KICKS = 200  # iterated local search kicks when no bound job is left to wait for
 
 

@@ -55,3 +55,20 @@ def test_bounds_report_the_weighted_bottleneck():
 def test_nothing_to_pay_proves_zero():
     inst = random_instance(5, 6)
     assert heavy_block_bound(inst, 2, np.zeros(inst.n, dtype=np.int64), 5) == (0.0, "optimal")
+
+
+def test_lb_tree_run_proves_the_same_optimum(monkeypatch):
+    """With no time for the default search, the LB-tree run (objective capped at the first run's
+    incumbent, if any) must still prove exactly the single-block optimum, never more."""
+    import onnxpart.partition.weighted as weighted
+
+    for seed in range(3):
+        inst = random_instance(14, seed, density=0.3)
+        weights = pigeonhole_weights(inst, 0.5)
+        reference, status = heavy_block_bound(inst, 3, weights, 20)
+        assert status == "optimal"
+        monkeypatch.setattr(weighted, "DEFAULT_SEARCH_SHARE", 0.0)
+        value, status = heavy_block_bound(inst, 3, weights, 20)
+        monkeypatch.undo()
+        assert status == "optimal"
+        assert value == pytest.approx(reference, rel=1e-9)
