@@ -189,7 +189,8 @@ def extract_subgraph(model: onnx.ModelProto, node_names: Iterable[str], inputs: 
 
     Weight generators the nodes need (initializers, Constant and constant-only nodes such as
     ``ConstantOfShape``) are pulled in automatically, so this works on IR-3 models whose weights are built
-    by nodes. The result has IR version ≥ 4 so initializers need not be listed as inputs, keeps the opset
+    by nodes; so are those of an output no node in ``node_names`` makes (a model output that is a
+    constant). The result has IR version ≥ 4 so initializers need not be listed as inputs, keeps the opset
     imports, and passes ``onnx.checker``. ``model`` must come from :func:`read_model` (shapes inferred).
     """
     g = model.graph
@@ -205,8 +206,26 @@ def extract_subgraph(model: onnx.ModelProto, node_names: Iterable[str], inputs: 
     missing = wanted - {n.name for n in g.node}
     if missing:
         raise ValueError(f"unknown node names: {sorted(missing)[:5]}")
-    # Backward closure from the wanted nodes through values nobody provides (i.e. weight generators).
+
+    def need(value: str) -> None:
+        """``value`` must exist in the part: provided, an initializer, or made by a (generator) node."""
+        if value in provided:
+            return
+        if value in initializers:
+            if value not in needed_inits:
+                needed_inits.append(value)
+        elif value in producer:
+            gen = producer[value]
+            if gen.name not in wanted and gen.name not in selected_names:
+                stack.append(gen.name)
+
+    # Backward closure from the wanted nodes, and from outputs no wanted node makes (a model output
+    # that is a constant), through values nobody provides (i.e. weight generators).
     by_name = {node.name: node for node in g.node}
+    made_by_wanted = {o for node in g.node if node.name in wanted for o in node.output}
+    for value in outputs:
+        if value not in made_by_wanted:
+            need(value)
     while stack:
         node = by_name[stack.pop()]
         if node.name in selected_names:
@@ -218,15 +237,7 @@ def extract_subgraph(model: onnx.ModelProto, node_names: Iterable[str], inputs: 
 
             reads += _outer_scope_names(node)
         for value in reads:
-            if value in provided:
-                continue
-            if value in initializers:
-                if value not in needed_inits:
-                    needed_inits.append(value)
-            elif value in producer:
-                gen = producer[value]
-                if gen.name not in wanted and gen.name not in selected_names:
-                    stack.append(gen.name)
+            need(value)
     selected = [node for node in g.node if node.name in selected_names]
 
     def value_info(value: str) -> onnx.ValueInfoProto:

@@ -2,7 +2,8 @@
 
 * A stage model holds the ONNX nodes of its ops (weight generators pulled in by
   :func:`onnxpart.onnx_io.extract_subgraph`); its inputs are the tensors it receives (from earlier stages
-  or the graph's inputs), its outputs the tensors later stages read plus the model outputs it makes.
+  or the graph's inputs), its outputs the tensors later stages read plus the model outputs it makes;
+  the last stage also emits the model outputs no op makes (constants, graph inputs passed through).
 * ``annotated.onnx`` is the original model with ONNX's multi-device fields (IR ≥ 11):
   ``ModelProto.configuration`` holds one ``DeviceConfigurationProto`` named ``pipeline`` with k devices
   ``stage_0 … stage_{k-1}``, and every compute node (and the weight generators it owns) carries a
@@ -42,6 +43,16 @@ def stage_io(graph, assignment: np.ndarray, k: int) -> list[tuple[list[str], lis
             elsewhere = any(assignment[c] != stage for c in tensor.consumers)
             if (elsewhere or name in outputs) and name not in io[stage][1]:
                 io[stage][1].append(name)
+    # Model outputs no op makes (a constant, or a graph input passed through) come out of the last
+    # stage, which then also receives the graph inputs among them.
+    made = {name for op in graph.ops for name in op.outputs}
+    last = int(assignment.max(initial=0))
+    for name in graph.outputs:
+        if name in made or name in io[last][1]:
+            continue
+        if name in graph.inputs and name not in io[last][0]:
+            io[last][0].append(name)
+        io[last][1].append(name)
     return io
 
 

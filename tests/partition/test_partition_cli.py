@@ -44,6 +44,39 @@ def test_stages_reproduce_the_model(tmp_path, name, k):
     assert cert["best_lower_bound"] <= cert["upper_bound"]
 
 
+def test_outputs_no_op_makes_come_out_of_the_last_stage(tmp_path):
+    """A model output that is a constant (built by generator nodes) or a graph input passed through is
+    made by no op; the stages must still reproduce it."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(3, 4), "w")
+    shape = numpy_helper.from_array(np.array([2, 3], dtype=np.int64), "shape")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("Relu", ["h"], ["r"], name="relu"),
+             helper.make_node("Tanh", ["r"], ["y"], name="tanh"),
+             helper.make_node("ConstantOfShape", ["shape"], ["filled"], name="fill",
+                              value=numpy_helper.from_array(np.array([2.5], dtype=np.float32))),
+             helper.make_node("Cast", ["filled"], ["const_out"], name="cast", to=TensorProto.FLOAT)]
+    graph = helper.make_graph(
+        nodes, "outs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in
+         (("y", [2, 4]), ("const_out", [2, 3]), ("x", [2, 3]), ("w", [3, 4]))],
+        initializer=[weight, shape])
+    path = tmp_path / "outs.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    out = tmp_path / "out"
+    result = partition(path, "-k", 2, "-o", out, "--verify", "--bounds", "simple", "--ideal-limit", "0",
+                       "--json", *FAST)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["verify_max_abs_error"] == 0.0
+    stages = [s for s in json.loads((out / "manifest.json").read_text())["stages"] if s["file"]]
+    assert {"const_out", "x", "w"} <= set(stages[-1]["outputs"]) and "x" in stages[-1]["inputs"]
+    for stage in stages[:-1]:
+        assert not {"const_out", "w"} & set(stage["outputs"])
+    onnx.checker.check_model(onnx.load(out / stages[-1]["file"]))
+
+
 def test_annotated_model_carries_the_plan(tmp_path):
     out = tmp_path / "out"
     assert partition(light("squeezenet"), "-k", 3, "-o", out, *FAST).exit_code == 0
