@@ -108,8 +108,17 @@ class SparseModel:
 
 
 def solve_highs(highs: highspy.Highs, time_limit: float, *, mip_rel_gap: float = 1e-6,
-                threads: int = 1, seed: int = 0, verbose: bool = False) -> SolveResult:
-    """Run a built HiGHS model (MIP or LP) under a time limit and read its proven dual bound."""
+                threads: int = 1, seed: int = 0, verbose: bool = False,
+                on_bound: Callable[[float], None] | None = None) -> SolveResult:
+    """Run a built HiGHS model (MIP or LP) under a time limit and read its proven dual bound.
+    ``on_bound(bound)`` receives a MIP's proven dual bound while it runs (HiGHS' MIP interrupt callback)."""
+    if on_bound is not None:
+        def _report(_kind, _message, data_out, _data_in, _user) -> None:
+            if math.isfinite(data_out.mip_dual_bound):
+                on_bound(float(data_out.mip_dual_bound))
+
+        highs.setCallback(_report, None)
+        highs.startCallback(highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
     highs.setOptionValue("output_flag", bool(verbose))
     highs.setOptionValue("time_limit", float(max(time_limit, 1e-3)))
     highs.setOptionValue("mip_rel_gap", float(mip_rel_gap))
@@ -146,10 +155,11 @@ def solve_highs(highs: highspy.Highs, time_limit: float, *, mip_rel_gap: float =
 def solve_cpsat(model: cp_model.CpModel, time_limit: float, *, workers: int = 2, seed: int = 0,
                 hint_callback: Callable[[float, float, float], None] | None = None,
                 verbose: bool = False, parameters: Mapping[str, Any] | None = None,
+                on_bound: Callable[[float], None] | None = None,
                 ) -> tuple[SolveResult, cp_model.CpSolver]:
     """Solve a CP-SAT model; ``hint_callback(seconds, incumbent, bound)`` is called on each new
-    incumbent (for progress bars). Ctrl-C stops the search and keeps the best solution and bound.
-    ``parameters`` sets further ``SatParameters`` fields by name (e.g. ``interleave_search``,
+    incumbent (for progress bars), ``on_bound(bound)`` on each new proven objective bound. Ctrl-C
+    stops the search and keeps the best solution and bound. ``parameters`` sets further ``SatParameters`` fields by name (e.g. ``interleave_search``,
     ``max_deterministic_time`` for reproducible multi-worker runs)."""
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = float(max(time_limit, 1e-3))
@@ -159,6 +169,8 @@ def solve_cpsat(model: cp_model.CpModel, time_limit: float, *, workers: int = 2,
     solver.parameters.catch_sigint_signal = True
     for name, value in (parameters or {}).items():
         setattr(solver.parameters, name, value)
+    if on_bound is not None:
+        solver.best_bound_callback = on_bound
     callback = None
     if hint_callback is not None:
         class _Progress(cp_model.CpSolverSolutionCallback):

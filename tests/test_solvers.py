@@ -73,3 +73,22 @@ def test_sparse_model_mip_and_its_relaxation():
     assert mip.status == lp.status == "optimal"
     assert mip.objective == -1.0 and lp.objective == -1.5
     assert sum(mip.values) == 1.0
+
+
+def test_running_bounds_are_proven_bounds():
+    """on_bound hears bounds while the solvers run; none exceeds the optimum the solver then proves."""
+    rng = np.random.default_rng(5)
+    n = 40
+    values, weights = rng.integers(50, 100, n), rng.integers(40, 80, n)
+    capacity = int(weights.sum() / 2)
+    heard_highs: list[float] = []
+    result = solve_highs(knapsack_highs(values, weights, capacity), time_limit=20, on_bound=heard_highs.append)
+    model = cp_model.CpModel()
+    take = [model.NewBoolVar(f"x{i}") for i in range(n)]
+    model.Add(sum(int(w) * x for w, x in zip(weights, take)) <= capacity)
+    model.Minimize(-sum(int(v) * x for v, x in zip(values, take)))
+    heard_cpsat: list[float] = []
+    cp_result, _ = solve_cpsat(model, time_limit=20, workers=1, on_bound=heard_cpsat.append)
+    assert result.status == cp_result.status == "optimal"
+    assert heard_highs and heard_cpsat
+    assert max(heard_highs) <= result.objective + 1e-6 and max(heard_cpsat) <= cp_result.objective

@@ -15,10 +15,13 @@ How :func:`solve` spends ``time_limit`` (wall clock):
 3. The requested MIP bounds start in a process pool sized to the machine's cores: the exact MIP (with
    the incumbent and the best bound of step 1 as objective floor) until the deadline; the weighted
    bottleneck (CP-SAT, :mod:`~onnxpart.partition.weighted`), bottleneck and the k guesses in time
-   slots on the other workers (:func:`_bound_jobs`).
+   slots on the other workers (:func:`_bound_jobs`). The exact, bottleneck and weighted jobs post
+   their proven bound while they run (a queue, drained whenever the search checks its stop rule): the
+   progress bar shows it, and it closes the gap as soon as it meets the incumbent.
 4. Meanwhile the order search runs: mla-weighted seed, random-T, then BRKGA for its generations,
    stopping early at the deadline or when the incumbent meets a proven bound; then the MIPs still
-   running are ended rather than waited for. The order search stops ``LOCAL_SEARCH_SHARE`` of the
+   running are ended rather than waited for, and report the bound they posted last (status
+   ``interrupted``). The order search stops ``LOCAL_SEARCH_SHARE`` of the
    time limit early: the iterated local search on the partition itself
    (:mod:`~onnxpart.partition.local_search`) polishes its best slicing for at most that share (method
    ``local-search`` when it helps), so the main process uses the cores no longer than before.
@@ -32,6 +35,7 @@ import logging
 import math
 import multiprocessing
 import os
+import queue
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,7 +45,7 @@ import numpy as np
 
 from onnxpart.certificate import LowerBound
 from onnxpart.partition.cuts import convex_block_bound, single_block_bound
-from onnxpart.partition.exact import BoundResult, run_bound_job
+from onnxpart.partition.exact import BoundResult, run_bound_job, set_channel
 from onnxpart.partition.ideals import IDEAL_LIMIT, ideal_dp
 from onnxpart.partition.local_search import improve, iterated
 from onnxpart.partition.model import (BlockCost, Instance, block_costs, check_assignment, simple_lower_bound,
@@ -133,9 +137,11 @@ def solve(inst: Instance, options: Options) -> Solution:
 
     lbs = _combinatorial_bounds(inst, k, options.bounds, options.time_limit, options.seed)
 
+    live: dict[str, float] = {}  # bounds posted by bound jobs still running (step 3)
+
     def report(upper: float, phase: str) -> None:
         if options.progress is not None:
-            lower = max((b.value for b in lbs if b.value is not None), default=0.0)
+            lower = max([b.value for b in lbs if b.value is not None] + list(live.values()), default=0.0)
             options.progress(Progress(elapsed(), upper, lower, phase))
 
     # 1. Exact ideal DP for narrow graphs.
@@ -173,21 +179,36 @@ def solve(inst: Instance, options: Options) -> Solution:
     if inst.n == 0:
         return Solution(inst, k, np.zeros(0, dtype=np.int64), "slicegraph", lbs, {"seconds": elapsed()})
 
-    # 3. Bounds in a process pool.
+    # 3. Bounds in a process pool; running jobs post their proven bounds to ``channel`` (``live``).
     warm = decoder.slicing(best_order).assignment
     jobs = _bound_jobs(inst, k, options, deadline_wall, warm, _floor(lbs))
-    pool, futures = _start_jobs(jobs, options.workers)
+    channel = multiprocessing.get_context("fork").Queue() if jobs else None
+    pool, futures = _start_jobs(jobs, options.workers, channel)
     results: list[BoundResult] = []
 
     def collect() -> None:
+        rose = False
+        while channel is not None:
+            try:
+                method, value = channel.get_nowait()
+            except (queue.Empty, OSError, EOFError):
+                break
+            if value > max(live.get(method, -math.inf), _floor(lbs)):
+                rose = True
+            live[method] = max(live.get(method, -math.inf), value)
         for future in [f for f in futures if f.done()]:
             futures.remove(future)
             results.append(_result_of(future))
             _merge_bounds(lbs, results, k, done=not futures, work_floor=work_lower_bound(inst, k))
+            rose = True
+        if rose:
             report(best_value, "bounds")
 
+    def proven() -> float:
+        return max(_floor(lbs), *live.values()) if live else _floor(lbs)
+
     def closed() -> bool:
-        return best_value <= _floor(lbs) * (1 + 1e-9)
+        return best_value <= proven() * (1 + 1e-9)
 
     def stop(_: float = 0.0) -> bool:
         collect()
@@ -200,7 +221,7 @@ def solve(inst: Instance, options: Options) -> Solution:
 
     def stop_local(value: float) -> bool:
         collect()
-        return time.time() >= deadline_wall or value <= _floor(lbs) * (1 + 1e-9)
+        return time.time() >= deadline_wall or value <= proven() * (1 + 1e-9)
 
     polished: np.ndarray | None = None
 
@@ -259,8 +280,12 @@ def solve(inst: Instance, options: Options) -> Solution:
             collect()
         for future in futures:
             future.cancel()
-    # Ended early, the unfinished guesses are simply not reported (rather than reported as unproven).
+    # Ended early, the unfinished guesses are simply not reported (rather than reported as unproven);
+    # the other unfinished jobs report the bound they had posted.
     _merge_bounds(lbs, results, k, done=not early, work_floor=work_lower_bound(inst, k))
+    _add_posted_bounds(lbs, live, elapsed())
+    if channel is not None:
+        channel.close()
 
     # 5. The exact MIP's incumbent is a candidate too.
     assignment = decoder.slicing(best_order).assignment if polished is None else polished
@@ -360,11 +385,14 @@ def _bound_jobs(inst: Instance, k: int, options: Options, deadline: float, warm:
     return jobs + short
 
 
-def _start_jobs(jobs: list[dict], workers: int) -> tuple[cf.Executor | None, list[cf.Future]]:
+def _start_jobs(jobs: list[dict], workers: int, channel=None) -> tuple[cf.Executor | None, list[cf.Future]]:
+    """Submit the jobs to a fork process pool; its workers post running bounds to ``channel`` if given."""
     if not jobs:
         return None, []
     count = min(len(jobs), workers or os.cpu_count() or 1)
-    pool = cf.ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context("fork"))
+    pool = cf.ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context("fork"),
+                                  initializer=None if channel is None else set_channel,
+                                  initargs=() if channel is None else (channel,))
     return pool, [pool.submit(run_bound_job, job) for job in jobs]
 
 
@@ -392,16 +420,29 @@ def _result_of(future: cf.Future) -> BoundResult:
         return BoundResult("error", None, "error", 0.0, note=str(exc)[:200])
 
 
+_SOURCES = {"exact": ("highs", "Figure 3, Eqs. 5-12"), "bottleneck": ("highs", "three-superblock MIP, Section 3.2"),
+            "weighted-bottleneck": ("cp-sat", "Section 3.2's three superblocks with Eq. 14 for pigeonhole "
+                                              "weights pi = work + alpha*io({v}): some block holds pi(V)/k")}
+
+
+def _add_posted_bounds(lbs: list[LowerBound], live: dict[str, float], seconds: float) -> None:
+    """A job ended before it returned (the gap closed, or Ctrl-C) reports the last bound it posted: it
+    was proven when posted (status ``interrupted``)."""
+    names = {b.method for b in lbs}
+    for method, value in sorted(live.items()):
+        if method in _SOURCES and method not in names:
+            solver, note = _SOURCES[method]
+            lbs.append(LowerBound(method, value, "interrupted", solver, round(seconds, 3),
+                                  f"{note}; ended before it finished, with this bound proven"))
+
+
 def _merge_bounds(lbs: list[LowerBound], results: list[BoundResult], k: int, done: bool,
                   work_floor: float) -> None:
     """Turn finished jobs into LowerBound entries; bottleneck-guess is min_j LB_j once all j are in."""
     names = {b.method for b in lbs}
-    sources = {"exact": ("highs", "Figure 3, Eqs. 5-12"), "bottleneck": ("highs", "three-superblock MIP, Section 3.2"),
-               "weighted-bottleneck": ("cp-sat", "Section 3.2's three superblocks with Eq. 14 for pigeonhole "
-                                                 "weights pi = work + alpha*io({v}): some block holds pi(V)/k")}
     for r in results:
-        if r.method in sources and r.method not in names:
-            solver, note = sources[r.method]
+        if r.method in _SOURCES and r.method not in names:
+            solver, note = _SOURCES[r.method]
             lbs.append(LowerBound(r.method, r.value, r.status, solver, round(r.seconds, 3),
                                   f"{note}; {r.note}" if r.note else note))
             names.add(r.method)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import highspy
@@ -140,8 +140,10 @@ class BoundResult:
 
 
 def exact_mip(inst: Instance, k: int, time_limit: float, lower: float = 0.0,
-              warm: np.ndarray | None = None, seed: int = 0) -> BoundResult:
-    """Figure 3 (Eqs. 5–12) with x eliminated via Eq. (11); ``lower`` (e.g. Lemma 3.3) bounds the objective."""
+              warm: np.ndarray | None = None, seed: int = 0,
+              on_bound: Callable[[float], None] | None = None) -> BoundResult:
+    """Figure 3 (Eqs. 5–12) with x eliminated via Eq. (11); ``lower`` (e.g. Lemma 3.3) bounds the objective.
+    ``on_bound`` receives the proven dual bound while HiGHS runs."""
     if k == 1:
         from onnxpart.partition.model import bottleneck
 
@@ -159,7 +161,7 @@ def exact_mip(inst: Instance, k: int, time_limit: float, lower: float = 0.0,
     h = mip.highs()
     if warm is not None:
         _set_warm_start(h, mip, inst, blocks, cuts, warm, z)
-    result = solve_highs(h, time_limit, seed=seed)
+    result = solve_highs(h, time_limit, seed=seed, on_bound=on_bound)
     incumbent = None
     if result.values:
         values = np.array(result.values)
@@ -195,7 +197,8 @@ def _set_warm_start(h: highspy.Highs, mip: _Mip, inst: Instance, blocks: _Blocks
     h.setSolution(solution)
 
 
-def bottleneck_mip(inst: Instance, k: int, lower: float, time_limit: float, seed: int = 0) -> BoundResult:
+def bottleneck_mip(inst: Instance, k: int, lower: float, time_limit: float, seed: int = 0,
+                   on_bound: Callable[[float], None] | None = None) -> BoundResult:
     """Section 3.2: three superblocks, Σ work·x_v2 ≥ L (Eq. 14), minimize block₂ (Corollary 3.4)."""
     mip = _Mip()
     blocks = _Blocks(mip, inst, 3)
@@ -206,7 +209,7 @@ def bottleneck_mip(inst: Instance, k: int, lower: float, time_limit: float, seed
     terms = {col: -coef for col, coef in terms.items()}
     terms[z] = 1.0
     mip.row(terms, lower=const, upper=const)
-    result = solve_highs(mip.highs(), time_limit, seed=seed)
+    result = solve_highs(mip.highs(), time_limit, seed=seed, on_bound=on_bound)
     return BoundResult("bottleneck", _bound(result), result.status, result.seconds)
 
 
@@ -283,10 +286,43 @@ def _bound(result) -> float | None:
     return result.bound if math.isfinite(result.bound) else None
 
 
+_CHANNEL = None  # in a pool worker: the queue where running jobs post their proven bounds
+
+
+def set_channel(channel) -> None:
+    """Process-pool initializer: :func:`run_bound_job` posts ``(method, bound)`` to ``channel`` (a
+    multiprocessing queue) while its solver runs, so the parent sees bounds before a job ends."""
+    global _CHANNEL
+    _CHANNEL = channel
+    channel.cancel_join_thread()  # a worker may exit (or be ended) with posts the parent never read
+
+
+class _Poster:
+    """Posts a running job's proven bound, in the instance's units, when it rises; at most every
+    ``interval`` seconds (a rise in between is posted with the next call after it)."""
+
+    def __init__(self, method: str, scale: float, interval: float = 0.2):
+        self.method, self.scale, self.interval = method, scale, interval
+        self.posted, self.pending, self.next = -math.inf, -math.inf, 0.0
+
+    def __call__(self, bound: float) -> None:
+        import time
+
+        self.pending = max(self.pending, bound * self.scale)
+        now = time.monotonic()
+        if self.pending > self.posted and now >= self.next and _CHANNEL is not None:
+            self.posted, self.next = self.pending, now + self.interval
+            try:
+                _CHANNEL.put((self.method, self.posted))
+            except (OSError, ValueError):  # the parent is gone: nobody to tell
+                pass
+
+
 def run_bound_job(job: dict) -> BoundResult:
     """Run one bound job described by ``job`` (picklable, for a process pool): a HiGHS MIP of this module
     or the CP-SAT weighted bottleneck (:mod:`~onnxpart.partition.weighted`). The time limit is what is
-    left until ``job['deadline']`` (wall clock)."""
+    left until ``job['deadline']`` (wall clock). The exact, bottleneck and weighted jobs post their
+    proven bound while they run (see :func:`set_channel`); a guess's LB_j alone bounds nothing."""
     import time
 
     limit = job["deadline"] - time.time()
@@ -297,16 +333,16 @@ def run_bound_job(job: dict) -> BoundResult:
     if job["kind"] == "weighted":  # CP-SAT, on integers of its own scale
         from onnxpart.partition.weighted import weighted_bottleneck  # it imports this module
 
-        return weighted_bottleneck(inst, k, limit, seed=seed)
+        return weighted_bottleneck(inst, k, limit, seed=seed, on_bound=_Poster(name, 1.0))
     # Solve in units of the work bound L so that HiGHS' absolute tolerances (1e-6) are relative ones.
     scale = job["lower"] if job["lower"] > 0 else 1.0
     inst = scaled(inst, scale)
     lower = job["lower"] / scale
     if job["kind"] == "exact":
         result = exact_mip(inst, k, limit, lower=job.get("objective_floor", job["lower"]) / scale,
-                           warm=job.get("warm"), seed=seed)
+                           warm=job.get("warm"), seed=seed, on_bound=_Poster(name, scale))
     elif job["kind"] == "bottleneck":
-        result = bottleneck_mip(inst, k, lower, limit, seed=seed)
+        result = bottleneck_mip(inst, k, lower, limit, seed=seed, on_bound=_Poster(name, scale))
     else:
         result = guess_mip(inst, k, job["j"], lower, limit, seed=seed,
                            floor=job.get("objective_floor", 0.0) / scale)

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -68,9 +68,10 @@ def pigeonhole_weights(inst: Instance, alpha: float) -> np.ndarray:
 
 
 def heavy_block_bound(inst: Instance, k: int, weights: Sequence[int], time_limit: float,
-                      seed: int = 0) -> tuple[float, str]:
+                      seed: int = 0, on_bound: Callable[[float], None] | None = None) -> tuple[float, str]:
     """(min f(S) over S = Y ∖ A with weights(S) ≥ ⌈weights(V)/k⌉, proven by CP-SAT; its status). The value
-    is a lower bound on OPT (module doc), also at the time limit."""
+    is a lower bound on OPT (module doc), also at the time limit; ``on_bound`` receives it (in the same
+    units) each time CP-SAT proves more."""
     n = inst.n
     weights = np.asarray(weights, dtype=np.int64)
     total = float(inst.work.sum() + inst.transfer.sum())
@@ -102,35 +103,44 @@ def heavy_block_bound(inst: Instance, k: int, weights: Sequence[int], time_limit
     objective = (sum(int(w) * inside[v] for v, w in enumerate(work) if w)
                  + sum(int(c) * crossing[t] for t, c in enumerate(transfer) if c))
     model.Minimize(objective)
+
+    def in_units(bound: float) -> float:
+        return max(bound, 0.0) / scale * (1.0 - 1e-9) if math.isfinite(bound) else 0.0
+
+    report = None if on_bound is None else (lambda bound: on_bound(in_units(bound)))
     start = time.perf_counter()
     first, _ = solve_cpsat(model, DEFAULT_SEARCH_SHARE * time_limit, workers=1, seed=seed,
-                           parameters={"linearization_level": 2})
+                           parameters={"linearization_level": 2}, on_bound=report)
     bound, status = first.bound, first.status
     left = time_limit - (time.perf_counter() - start)
     if status != "optimal" and left > 0.05:
         if first.objective is not None:  # lets the LB tree prune every node that cannot beat it
             model.Add(objective <= int(round(first.objective)))
-        second, _ = solve_cpsat(model, left, workers=1, seed=seed,
+        second, _ = solve_cpsat(model, left, workers=1, seed=seed, on_bound=report,
                                 parameters={"linearization_level": 2, "optimize_with_lb_tree_search": True})
         bound, status = max(bound, second.bound), second.status
-    bound = max(bound, 0.0) / scale if math.isfinite(bound) else 0.0
-    return bound * (1.0 - 1e-9), status
+    return in_units(bound), status
 
 
 def weighted_bottleneck(inst: Instance, k: int, time_limit: float, seed: int = 0,
-                        alphas: Sequence[float] = ALPHAS) -> BoundResult:
+                        alphas: Sequence[float] = ALPHAS,
+                        on_bound: Callable[[float], None] | None = None) -> BoundResult:
     """The best :func:`heavy_block_bound` over π = work + α·io({v}) for α in ``alphas`` (method
-    ``weighted-bottleneck``). Each α but the last gets half of what is left of ``time_limit``: a model
-    stopped by the time limit rarely proves more than Σ work / k, so the first α (the most often solved)
-    is given the time to finish, and what it leaves goes to the next."""
+    ``weighted-bottleneck``). Each α but the last gets half of what is left of ``time_limit``, and the
+    time one leaves unused goes to the next. ``on_bound`` receives the best bound proven so far."""
     start = time.perf_counter()
     best, parts, statuses = 0.0, [], []
+
+    def report(value: float) -> None:
+        if on_bound is not None:
+            on_bound(max(best, value))
+
     for i, alpha in enumerate(alphas):
         left = time_limit - (time.perf_counter() - start)
         if left <= 0.05:
             break
         share = left if i == len(alphas) - 1 else left / 2
-        value, status = heavy_block_bound(inst, k, pigeonhole_weights(inst, alpha), share, seed)
+        value, status = heavy_block_bound(inst, k, pigeonhole_weights(inst, alpha), share, seed, report)
         parts.append(value)
         statuses.append(status)
         best = max(best, value)

@@ -102,3 +102,45 @@ def test_guess_without_a_proof_for_some_j_falls_back_to_eq14():
     lbs = []
     _merge_bounds(lbs, results[:2], 3, done=True, work_floor=4.0)  # a guess never ran: nothing proven
     assert lbs[0].value is None
+
+
+def test_running_jobs_post_rising_bounds(monkeypatch):
+    """A job's poster sends its bound in instance units, only when it rises, at most once per interval."""
+    import onnxpart.partition.exact as exact
+
+    sent: list[tuple[str, float]] = []
+
+    class Channel:
+        def put(self, item):
+            sent.append(item)
+
+    monkeypatch.setattr(exact, "_CHANNEL", Channel())
+    poster = exact._Poster("exact", scale=2.0, interval=0.0)
+    for bound in (1.0, 0.5, 1.0, 3.0):
+        poster(bound)
+    assert sent == [("exact", 2.0), ("exact", 6.0)]
+    slow = exact._Poster("bottleneck", scale=1.0, interval=3600.0)
+    slow(1.0)
+    slow(2.0)  # within the interval: held back
+    assert sent[-1] == ("bottleneck", 1.0)
+
+
+def test_bounds_of_jobs_ended_early_are_reported():
+    from onnxpart.partition import _add_posted_bounds
+
+    lbs = bounds(random_instance(6, 2), 2, ("simple",), time_limit=5)
+    _add_posted_bounds(lbs, {"exact": 1.5, "simple": 9.0, "guess-1": 7.0}, 3.0)
+    added = [b for b in lbs if b.status == "interrupted"]
+    assert [(b.method, b.value, b.solver) for b in added] == [("exact", 1.5, "highs")]
+
+
+def test_progress_lower_bound_only_rises_and_never_passes_the_incumbent():
+    inst = random_instance(9, 4)
+    events = []
+    solution = solve(inst, Options(k=3, time_limit=15, bounds=("simple", "bottleneck", "guess", "exact"),
+                                   ideal_limit=0, brkga=BrkgaOptions(population=10, generations=5),
+                                   progress=events.append))
+    lowers = [e.lower for e in events]
+    assert lowers == sorted(lowers)
+    assert all(e.lower <= e.upper * (1 + 1e-6) for e in events)
+    assert events[-1].lower == pytest.approx(solution.best_lower_bound)
