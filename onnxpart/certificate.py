@@ -21,7 +21,8 @@ SCHEMA = "onnxpart.certificate/1"
 class LowerBound:
     method: str  # e.g. "simple", "bottleneck-guess", "ideal-dp", "moccasin-cpsat"
     value: float | None  # None when the method proved nothing (error, no bound in time)
-    status: str  # "optimal" | "time_limit" | "bound" (closed formula) | "infeasible" | "error"
+    # "optimal" | "time_limit" | "interrupted" (ended early) | "bound" (closed formula) | "infeasible" | "error"
+    status: str
     solver: str  # "highs", "cp-sat", "formula", "dp"
     seconds: float
     note: str = ""

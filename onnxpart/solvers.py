@@ -159,8 +159,9 @@ def solve_cpsat(model: cp_model.CpModel, time_limit: float, *, workers: int = 2,
                 ) -> tuple[SolveResult, cp_model.CpSolver]:
     """Solve a CP-SAT model; ``hint_callback(seconds, incumbent, bound)`` is called on each new
     incumbent (for progress bars), ``on_bound(bound)`` on each new proven objective bound. Ctrl-C
-    stops the search and keeps the best solution and bound. ``parameters`` sets further ``SatParameters`` fields by name (e.g. ``interleave_search``,
-    ``max_deterministic_time`` for reproducible multi-worker runs)."""
+    stops the search and keeps the best solution and bound. ``parameters`` sets further
+    ``SatParameters`` fields by name (e.g. ``interleave_search``, ``max_deterministic_time`` for
+    reproducible multi-worker runs)."""
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = float(max(time_limit, 1e-3))
     solver.parameters.num_workers = int(workers)
