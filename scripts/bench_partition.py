@@ -256,7 +256,8 @@ def tables(rows: list[dict], time_limit: float, speed_ms: float, note: str) -> s
               "`simple`). (n) counts the instances reporting the bound: MIPs still running when the gap closes are "
               "ended and not reported.", "",
               "| lower bound | " + " | ".join(f"k={k}" for k in KS) + " |", "|---|" + "---|" * len(KS)]
-    for method in ("simple", "single-block", "convex-block", "bottleneck", "bottleneck-guess", "exact", "best"):
+    for method in ("simple", "single-block", "convex-block", "weighted-bottleneck", "bottleneck", "bottleneck-guess",
+                   "exact", "best"):
         cells = []
         for k in KS:
             sel = [r for r in rows if r["k"] == k]
@@ -335,7 +336,17 @@ def main() -> None:
     parser.add_argument("--regal-only", action="store_true",
                         help="only the REGAL-like graphs, rows to --json, BENCHMARKS.md untouched")
     parser.add_argument("--ks", default=",".join(map(str, KS)), help="k values with --regal-only")
+    parser.add_argument("--from-json", type=Path,
+                        help="no run: rebuild the tables from rows saved by an earlier run's --json (command and "
+                             "note given by --note), measuring only the slicing speed")
+    parser.add_argument("--note", default="", help="with --from-json: what the run was and its command")
     args = parser.parse_args()
+    if args.from_json:
+        markdown = tables(json.loads(args.from_json.read_text()), args.time_limit, slicing_speed(), args.note)
+        print(markdown)
+        if not args.no_write:
+            write_section("partition", markdown)
+        return
     instances = [regal_instance(seed) for seed in range(args.regal)]
     if args.regal_only:
         rows = run(instances, args.time_limit, lambda line: print(line, flush=True),
