@@ -6,7 +6,9 @@ from any valid partition (blocks numbered in DAG order: ``block(u) ≤ block(v)`
 ``u → v``, hence an acyclic quotient graph) and moves single ops.
 
 **Moves.** Op v may go to any block ``b'`` with ``max_{u→v} block(u) ≤ b' ≤ min_{v→w} block(w)``;
-exactly these moves keep every edge non-decreasing, so every partition visited is valid.
+exactly these moves keep every edge non-decreasing, so every partition visited is valid. Group moves
+(when no single move helps): v with all its descendants in its block to the next block, or with all its
+ancestors in its block to the previous one — valid for the same reason, moved sinks (sources) first.
 
 **Acceptance.** A move is kept iff it lowers the block costs sorted in decreasing order
 lexicographically (the bottleneck first, then the second largest cost, …): it lowers the bottleneck,
@@ -97,33 +99,60 @@ class _State:
 
     def try_move(self, v: int, target: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """(work, params, io) after moving v to ``target`` if that lowers the sorted costs, else None."""
-        source = int(self.block[v])
-        io = self.io.copy()
-        for t in self.produced[v]:
-            io -= self._tensor_io(t, self.count[t], source)
-            io += self._tensor_io(t, self.count[t], target)
-        for t in self.read[v]:
-            home = int(self.block[self.inst.producer[t]])
-            io -= self._tensor_io(t, self.count[t], home)
-            moved = self.count[t].copy()
-            moved[source] -= 1
-            moved[target] += 1
-            io += self._tensor_io(t, moved, home)
-        work, params = self.work.copy(), self.params.copy()
-        work[source] -= self.inst.work[v]
-        work[target] += self.inst.work[v]
-        params[source] -= self.inst.params[v]
-        params[target] += self.inst.params[v]
+        return self.try_group([v], target)
+
+    def apply(self, v: int, target: int, terms: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        self.apply_group([v], target, terms)
+
+    def closure(self, v: int, forward: bool) -> list[int]:
+        """v and its descendants (``forward``) or ancestors inside v's block, in an order in which moving
+        them one by one to the next (previous) block keeps every edge non-decreasing: sinks (sources)
+        of the group first."""
+        links = self.succs if forward else self.preds
+        home, seen, stack = int(self.block[v]), {v}, [v]
+        while stack:
+            for w in links[stack.pop()].tolist():
+                if w not in seen and self.block[w] == home:
+                    seen.add(w)
+                    stack.append(w)
+        return sorted(seen, reverse=forward)  # op indices are topological
+
+    def try_group(self, group: list[int], target: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """:meth:`try_move` for moving the ops of ``group`` (all in one block, in a valid order) together."""
+        io, work, params = self.io.copy(), self.work.copy(), self.params.copy()
+        counts: dict[int, np.ndarray] = {}
+        homes: dict[int, int] = {}
+        for v in group:
+            source = int(self.block[v])
+            for t in self.produced[v]:
+                count = counts.get(t, self.count[t])
+                io -= self._tensor_io(t, count, source)
+                io += self._tensor_io(t, count, target)
+                homes[t] = target
+            for t in self.read[v]:
+                home = homes.get(t, int(self.block[self.inst.producer[t]]))
+                count = counts.get(t, self.count[t])
+                io -= self._tensor_io(t, count, home)
+                moved = count.copy()
+                moved[source] -= 1
+                moved[target] += 1
+                counts[t] = moved
+                io += self._tensor_io(t, moved, home)
+            work[source] -= self.inst.work[v]
+            work[target] += self.inst.work[v]
+            params[source] -= self.inst.params[v]
+            params[target] += self.inst.params[v]
         if _lex_lower(self._costs(work, params, io), self.cost):
             return work, params, io
         return None
 
-    def apply(self, v: int, target: int, terms: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
-        source = int(self.block[v])
-        for t in self.read[v]:
-            self.count[t, source] -= 1
-            self.count[t, target] += 1
-        self.block[v] = target
+    def apply_group(self, group: list[int], target: int, terms: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        for v in group:
+            source = int(self.block[v])
+            for t in self.read[v]:
+                self.count[t, source] -= 1
+                self.count[t, target] += 1
+            self.block[v] = target
         self.work, self.params, io = terms
         self.io = np.maximum(io, 0.0)  # clear float dust
         self.cost = self._costs(self.work, self.params, self.io)
@@ -141,7 +170,10 @@ def _lex_lower(new: np.ndarray, old: np.ndarray) -> bool:
 def descend(inst: Instance, assignment: np.ndarray, k: int, rng: np.random.Generator,
             deadline: float = np.inf) -> tuple[np.ndarray, int]:
     """Single-op moves until none lowers the sorted block costs (or the deadline); ops are tried in one
-    random order drawn from ``rng``, target blocks nearest first. Returns the partition and the moves."""
+    random order drawn from ``rng``, target blocks nearest first. When no single move helps, group
+    moves are tried: an op with its descendants inside its block to the next block, or with its
+    ancestors inside its block to the previous one (a chain moved op by op would pay for its inner
+    tensors halfway). Returns the partition and the moves."""
     state = _State(inst, assignment, k)
     ops = rng.permutation(inst.n)
     moves, improved = 0, True
@@ -157,6 +189,24 @@ def descend(inst: Instance, assignment: np.ndarray, k: int, rng: np.random.Gener
                 terms = state.try_move(v, target)
                 if terms is not None:
                     state.apply(v, target, terms)
+                    moves += 1
+                    improved = True
+                    break
+        if improved:
+            continue
+        for v in ops:
+            if time.time() >= deadline:
+                break
+            v, here = int(v), int(state.block[v])
+            for forward, target in ((True, here + 1), (False, here - 1)):
+                if not 0 <= target < k:
+                    continue
+                group = state.closure(v, forward)
+                if len(group) < 2:
+                    continue  # a single op: tried above
+                terms = state.try_group(group, target)
+                if terms is not None:
+                    state.apply_group(group, target, terms)
                     moves += 1
                     improved = True
                     break

@@ -51,6 +51,28 @@ def test_incremental_costs_match_eq3(n, k, seed, memory):
 
 
 @settings(max_examples=40, deadline=None)
+@given(n=st.integers(2, 16), k=st.integers(2, 5), seed=st.integers(0, 10_000), memory=st.booleans())
+def test_group_moves_price_like_eq3_and_stay_valid(n, k, seed, memory):
+    inst = random_instance(n, seed, stage_memory=60.0 if memory else None)
+    state = _State(inst, random_partition(inst, k, seed), k)
+    rng = np.random.default_rng(seed)
+    for _ in range(30):
+        v, forward = int(rng.integers(n)), bool(rng.integers(2))
+        target = int(state.block[v]) + (1 if forward else -1)
+        if not 0 <= target < k:
+            continue
+        group = state.closure(v, forward)
+        moved = state.block.copy()
+        moved[group] = target
+        check_assignment(inst, moved, k)  # a group move never breaks an edge
+        terms = state.try_group(group, target)
+        assert (terms is not None) == _lex_lower(costs(inst, moved, k), state.cost)
+        if terms is not None:
+            state.apply_group(group, target, terms)
+            np.testing.assert_allclose(state.cost, costs(inst, state.block, k), rtol=1e-9, atol=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
 @given(n=st.integers(1, 16), k=st.integers(1, 5), seed=st.integers(0, 10_000))
 def test_never_worse_and_valid(n, k, seed):
     inst = random_instance(n, seed)
