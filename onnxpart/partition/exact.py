@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -143,7 +144,9 @@ def exact_mip(inst: Instance, k: int, time_limit: float, lower: float = 0.0,
               warm: np.ndarray | None = None, seed: int = 0,
               on_bound: Callable[[float], None] | None = None) -> BoundResult:
     """Figure 3 (Eqs. 5–12) with x eliminated via Eq. (11); ``lower`` (e.g. Lemma 3.3) bounds the objective.
-    ``on_bound`` receives the proven dual bound while HiGHS runs."""
+    ``on_bound`` receives the proven dual bound while HiGHS runs. ``time_limit`` includes building the
+    model (as in every MIP of this module)."""
+    start = time.perf_counter()
     if k == 1:
         from onnxpart.partition.model import bottleneck
 
@@ -161,7 +164,7 @@ def exact_mip(inst: Instance, k: int, time_limit: float, lower: float = 0.0,
     h = mip.highs()
     if warm is not None:
         _set_warm_start(h, mip, inst, blocks, cuts, warm, z)
-    result = solve_highs(h, time_limit, seed=seed, on_bound=on_bound)
+    result = solve_highs(h, _left(time_limit, start), seed=seed, on_bound=on_bound)
     incumbent = None
     if result.values:
         values = np.array(result.values)
@@ -200,6 +203,7 @@ def _set_warm_start(h: highspy.Highs, mip: _Mip, inst: Instance, blocks: _Blocks
 def bottleneck_mip(inst: Instance, k: int, lower: float, time_limit: float, seed: int = 0,
                    on_bound: Callable[[float], None] | None = None) -> BoundResult:
     """Section 3.2: three superblocks, Σ work·x_v2 ≥ L (Eq. 14), minimize block₂ (Corollary 3.4)."""
+    start = time.perf_counter()
     mip = _Mip()
     blocks = _Blocks(mip, inst, 3)
     cuts = _structure(mip, inst, blocks, [2])
@@ -209,7 +213,7 @@ def bottleneck_mip(inst: Instance, k: int, lower: float, time_limit: float, seed
     terms = {col: -coef for col, coef in terms.items()}
     terms[z] = 1.0
     mip.row(terms, lower=const, upper=const)
-    result = solve_highs(mip.highs(), time_limit, seed=seed, on_bound=on_bound)
+    result = solve_highs(mip.highs(), _left(time_limit, start), seed=seed, on_bound=on_bound)
     return BoundResult("bottleneck", _bound(result), result.status, result.seconds)
 
 
@@ -220,6 +224,7 @@ def guess_mip(inst: Instance, k: int, j: int, lower: float, time_limit: float, s
 
     ``floor`` must be a proven bound on OPT: with z ≥ floor the MIP gives max(LB_j, floor), and
     min_j max(LB_j, floor) = max(min_j LB_j, floor) ≤ OPT."""
+    start = time.perf_counter()
     mip = _Mip()
     z = mip.var(floor, cost=1.0)
     blocks = _Blocks(mip, inst, 3)
@@ -239,7 +244,7 @@ def guess_mip(inst: Instance, k: int, j: int, lower: float, time_limit: float, s
         terms = {col: -coef / share for col, coef in terms.items()}
         terms[z] = 1.0
         mip.row(terms, lower=const / share)
-    result = solve_highs(mip.highs(), time_limit, seed=seed)
+    result = solve_highs(mip.highs(), _left(time_limit, start), seed=seed)
     return BoundResult(f"guess-{j}", _bound(result), result.status, result.seconds)
 
 
@@ -252,6 +257,7 @@ def convex_block_mip(inst: Instance, v: int, time_limit: float, floor: float = 0
     optimum (and HiGHS' dual bound) is a lower bound on OPT. It is the convex refinement of
     :func:`onnxpart.partition.cuts.single_block_bound`'s min cut, so that cut value (``floor``) is a valid
     objective lower limit."""
+    start = time.perf_counter()
     mip = _Mip()
     blocks = _Blocks(mip, inst, 3)
     first, second = blocks.cols[v]
@@ -263,8 +269,13 @@ def convex_block_mip(inst: Instance, v: int, time_limit: float, floor: float = 0
     terms = {col: -coef for col, coef in terms.items()}
     terms[z] = 1.0
     mip.row(terms, lower=const)
-    result = solve_highs(mip.highs(), time_limit, seed=seed)
+    result = solve_highs(mip.highs(), _left(time_limit, start), seed=seed)
     return BoundResult(f"convex-{v}", _bound(result), result.status, result.seconds)
+
+
+def _left(time_limit: float, start: float) -> float:
+    """What is left of ``time_limit`` (seconds) once the model is built (started at ``start``)."""
+    return time_limit - (time.perf_counter() - start)
 
 
 def _work_at_least(mip: _Mip, inst: Instance, blocks: _Blocks, lower: float) -> None:
@@ -306,8 +317,6 @@ class _Poster:
         self.posted, self.pending, self.next = -math.inf, -math.inf, 0.0
 
     def __call__(self, bound: float) -> None:
-        import time
-
         self.pending = max(self.pending, bound * self.scale)
         now = time.monotonic()
         if self.pending > self.posted and now >= self.next and _CHANNEL is not None:
@@ -323,8 +332,6 @@ def run_bound_job(job: dict) -> BoundResult:
     or the CP-SAT weighted bottleneck (:mod:`~onnxpart.partition.weighted`). The time limit is what is
     left until ``job['deadline']`` (wall clock). The exact, bottleneck and weighted jobs post their
     proven bound while they run (see :func:`set_channel`); a guess's LB_j alone bounds nothing."""
-    import time
-
     limit = job["deadline"] - time.time()
     name = {"guess": f"guess-{job.get('j')}", "weighted": "weighted-bottleneck"}.get(job["kind"], job["kind"])
     if limit <= 0.05:
