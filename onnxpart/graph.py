@@ -501,15 +501,24 @@ def _outer_scope_names(node) -> list[str]:
             for name in inner.input:
                 if name and name not in local and name not in names:
                     names.append(name)
-            for attr in inner.attribute:
-                for sub in ([attr.g] if attr.type == 5 else list(attr.graphs) if attr.type == 10 else []):
-                    visit(sub, local)
+            for sub in subgraphs(inner):
+                visit(sub, local)
             local.update(o for o in inner.output if o)
 
-    for attr in node.attribute:
-        for sub in ([attr.g] if attr.type == 5 else list(attr.graphs) if attr.type == 10 else []):
-            visit(sub, set())
+    for sub in subgraphs(node):
+        visit(sub, set())
     return names
+
+
+def subgraphs(node) -> list:
+    """The graphs ``node`` holds as attributes (If branches, Loop/Scan bodies), not the ones nested in them."""
+    bodies = []
+    for attr in node.attribute:
+        if attr.type == 5:  # GRAPH
+            bodies.append(attr.g)
+        elif attr.type == 10:  # GRAPHS
+            bodies.extend(attr.graphs)
+    return bodies
 
 
 def _node_info(node) -> Node:

@@ -30,6 +30,7 @@ from pathlib import Path
 import onnx
 
 from onnxpart.errors import UserError
+from onnxpart.graph import subgraphs
 
 LEVEL = "ORT_ENABLE_BASIC"
 #: Domains of the ONNX standard operators; any other domain the optimizer adds is refused.
@@ -126,5 +127,4 @@ def _all_nodes(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
     while graphs:
         for node in graphs.pop().node:
             yield node
-            for attr in node.attribute:
-                graphs.extend([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs))
+            graphs.extend(subgraphs(node))

@@ -17,7 +17,7 @@ from typing import Any
 
 import onnx
 
-from onnxpart.graph import OpGraph
+from onnxpart.graph import OpGraph, subgraphs
 from onnxpart.onnx_io import copy_proto
 from onnxpart.memory import memory_profile
 from onnxpart.remat.sequence import SequenceProfile
@@ -57,9 +57,8 @@ def build_remat_model(model: onnx.ModelProto, graph: OpGraph, profile: SequenceP
             for j, value in enumerate(node.input):
                 if value:
                     node.input[j] = local.get(value, live.get(value, value))
-            for attr in node.attribute:  # If/Loop/Scan bodies read outer tensors by name: the live copy too
-                for body in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
-                    _read_live_copies(body, lambda value: local.get(value, live.get(value, value)))
+            for body in subgraphs(node):  # If/Loop/Scan bodies read outer tensors by name: the live copy too
+                _read_live_copies(body, lambda value: local.get(value, live.get(value, value)))
             if k > 0:
                 node.name = _fresh(f"{name}__r{k}", taken)
                 for j, value in enumerate(node.output):
@@ -108,9 +107,8 @@ def _read_live_copies(body: onnx.GraphProto, live_name: Callable[[str], str]) ->
     for node in body.node:
         for j, value in enumerate(node.input):
             node.input[j] = outer(value)
-        for attr in node.attribute:
-            for nested in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
-                _read_live_copies(nested, outer)
+        for nested in subgraphs(node):
+            _read_live_copies(nested, outer)
     for vi in body.output:  # a body may return an outer tensor as it is
         vi.name = outer(vi.name)
 
