@@ -21,7 +21,14 @@ err_console = Console(stderr=True)
 log = logging.getLogger("onnxpart")
 
 # Options shared by commands that read a model (Typer declares them per command; these are the texts).
-INPUT_SHAPE_HELP = "Resolve a symbolic input dim: NAME=1x3x224x224 (repeatable)."
+INPUT_SHAPE_HELP = ("Shape of a graph input (or of an internal tensor inference cannot see through): "
+                    "NAME=DIMS, e.g. input_ids=1x128, or NAME=DIMS:DTYPE (repeatable).")
+DIM_HELP = ("Fix a symbolic dim by its name for costing, e.g. batch=1 (repeatable; `inspect` lists the names). "
+            "Emitted models keep it dynamic unless --freeze-dims.")
+FREEZE_HELP = "Write the --dim/--input-shape values into emitted models instead of keeping their dims symbolic."
+EXTERNAL_HELP = ("Emitted models whose weights exceed this size are written as NAME.onnx + NAME.onnx.data "
+                 "(always when the input uses external data).")
+VERIFY_TOL_HELP = "--verify fails (exit 1) when an output's error relative to its scale exceeds this."
 COST_HELP = "Cost model: analytic (roofline on --device) or measured (onnxruntime profiling here)."
 DEVICE_HELP = "Device for the analytic model: cpu, t4, a100, h100, or a YAML/JSON spec file."
 COSTS_HELP = "Reuse a costs.json from `onnxpart annotate` instead of costing again."
@@ -62,17 +69,18 @@ def is_graph_file(path: Path) -> bool:
 
 def load_costed(path: Path, *, input_shape: Optional[list[str]] = None, coarsen: bool = False,
                 costs: Optional[Path] = None, cost: str = "analytic", device: str = "a100",
-                need_model: bool = False, runs: int = 5) -> Loaded:
+                need_model: bool = False, runs: int = 5, dim: Optional[list[str]] = None) -> Loaded:
     """Model or costs file -> costed OpGraph. ``.json`` inputs are costs files (graph-only input)."""
     from onnxpart.costs_io import apply_costs, graph_from_costs, read_costs_file
-    from onnxpart.onnx_io import load_graph, parse_input_shapes
+    from onnxpart.onnx_io import load_graph, parse_dims, parse_input_shapes
 
     if is_graph_file(path):
         if need_model:
             raise UserError(f"{path} is a graph file: this command needs the ONNX model")
         graph = graph_from_costs(read_costs_file(path), source=str(path))
         return Loaded(graph, None, path)
-    graph, loaded = load_graph(path, parse_input_shapes(input_shape or []), coarsen=coarsen)
+    graph, loaded = load_graph(path, parse_input_shapes(input_shape or []), coarsen=coarsen,
+                               dims=parse_dims(dim or []))
     if costs is not None:
         return Loaded(apply_costs(graph, read_costs_file(costs), source=str(costs)), loaded, path)
     return cost_graph(graph, loaded, path, cost, device, runs)
@@ -88,7 +96,7 @@ def cost_graph(graph, loaded, path: Path, cost: str, device: str, runs: int = 5)
 
         spec = load_device(device)
         with err_console.status(f"profiling {path.name} in onnxruntime ({runs} runs)…"):
-            result = measured_costs(graph.replace(bandwidth=spec.interconnect_bandwidth), loaded.model, runs=runs)
+            result = measured_costs(graph.replace(bandwidth=spec.interconnect_bandwidth), loaded, runs=runs)
         return Loaded(result.graph, loaded, path, measured_end_to_end=result.end_to_end)
     raise UserError(f"unknown cost model {cost!r}: use analytic or measured")
 
@@ -102,3 +110,24 @@ def _plain(value: Any) -> Any:
     if hasattr(value, "item"):
         return value.item()
     raise TypeError(type(value).__name__)
+
+
+def weight_policy(loaded, threshold: Optional[str]):
+    """How emitted models store their weights (``--external-data-threshold``)."""
+    from onnxpart.units import parse_bytes
+    from onnxpart.writer import WeightPolicy
+
+    limit = int(parse_bytes(threshold)) if threshold is not None else WeightPolicy.threshold
+    return WeightPolicy(source_dir=loaded.folder, always_external=loaded.uses_external_data, threshold=limit)
+
+
+def verify_line(report: dict, what: str) -> str:
+    """One line for a ``--verify`` report (onnxpart.verify.VerifyReport.to_dict())."""
+    sizes = "; ".join(f"{_dims_text(size['dims'])}max abs {size['max_abs_error']:.3g}, relative "
+                      f"{size['max_rel_error']:.3g}" for size in report["sizes"])
+    notes = "".join(f" ({note})" for note in report["notes"])
+    return f"verify: {what} reproduce the model's outputs ({sizes}; tolerance {report['tolerance']:g}){notes}"
+
+
+def _dims_text(dims: dict) -> str:
+    return ", ".join(f"{name}={value}" for name, value in dims.items()) + ": " if dims else ""

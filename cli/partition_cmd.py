@@ -12,8 +12,10 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, COSTS_HELP, DEVICE_HELP, INPUT_SHAPE_HELP, console,
-                                 err_console, handle_errors, is_graph_file, load_costed, log, print_json)
+from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, COSTS_HELP, DEVICE_HELP, DIM_HELP, EXTERNAL_HELP,
+                                 FREEZE_HELP, INPUT_SHAPE_HELP, VERIFY_TOL_HELP, console, err_console,
+                                 handle_errors, is_graph_file, load_costed, log, print_json, verify_line,
+                                 weight_policy)
 from onnxpart.errors import GapNotMetError, UserError
 from onnxpart.files import read_json
 from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes, parse_fraction
@@ -34,11 +36,15 @@ def partition(
     cost: str = typer.Option("analytic", "--cost", help=COST_HELP),
     device: str = typer.Option("a100", "--device", help=DEVICE_HELP),
     input_shape: Optional[list[str]] = typer.Option(None, "--input-shape", help=INPUT_SHAPE_HELP),
+    dim: Optional[list[str]] = typer.Option(None, "--dim", help=DIM_HELP),
+    freeze_dims: bool = typer.Option(False, "--freeze-dims", help=FREEZE_HELP),
+    external_data_threshold: Optional[str] = typer.Option(None, "--external-data-threshold", help=EXTERNAL_HELP + " [default: 1GiB]"),
     coarsen: bool = typer.Option(False, "--coarsen", help=COARSEN_HELP),
     bandwidth: Optional[str] = typer.Option(None, "--bandwidth", help="Inter-stage bandwidth (e.g. 25GB/s); default: the device's interconnect."),
     stage_memory: Optional[str] = typer.Option(None, "--stage-memory", help="Fast memory per stage for parameters (e.g. 40MiB); the excess streams at the bandwidth (Eq. 2). Off by default."),
     graph_format: str = typer.Option("auto", "--format", help="Input format: auto, onnx, costs, dnn-partitioning."),
-    verify: bool = typer.Option(False, "--verify", help="Run the stages in order in onnxruntime on seeded random inputs and report the max abs error vs the original."),
+    verify: bool = typer.Option(False, "--verify", help="Run the stages in order in onnxruntime on seeded random inputs (at the costed dims and at twice each dynamic dim) and compare with the original."),
+    verify_tol: float = typer.Option(1e-4, "--verify-tol", min=0.0, help=VERIFY_TOL_HELP),
     check_certificate: Optional[Path] = typer.Option(None, "--check-certificate", help="Re-check an earlier output folder against this model and costs instead of solving."),
     population: int = typer.Option(100, "--population", min=2, help="BRKGA population size."),
     generations: int = typer.Option(100, "--generations", min=0, help="BRKGA generations (0: no BRKGA)."),
@@ -72,7 +78,7 @@ def partition(
         raise UserError("pass --output/-o DIR (or --check-certificate DIR)")
 
     inst, graph, loaded = _load(model, graph_format, costs=costs, cost=cost, device=device, input_shape=input_shape,
-                                coarsen=coarsen, bandwidth=bandwidth, stage_memory=stage_memory)
+                                coarsen=coarsen, bandwidth=bandwidth, stage_memory=stage_memory, dim=dim)
     model_sha = getattr(loaded, "sha256", None) if loaded is not None else (graph.model_sha256 if graph else None)
     if check_certificate is not None:
         _check(inst, check_certificate, model_sha, as_json)
@@ -105,7 +111,9 @@ def partition(
         options = dataclasses.replace(options, progress=on_progress)
         solution = solve(inst, options)
 
-    summary = _write(out, solution, graph, loaded, model, model_sha, options, verify, seed)
+    policy = weight_policy(loaded, external_data_threshold) if loaded is not None else None
+    check = dict(verify=verify, seed=seed, tolerance=verify_tol, freeze=freeze_dims)
+    summary = _write(out, solution, graph, loaded, model, model_sha, options, policy, check)
     if as_json:
         print_json(summary)
     else:
@@ -116,7 +124,7 @@ def partition(
         raise GapNotMetError(f"not provably within --max-gap {gap_limit:.2%} ({shown}); results are in {output}")
 
 
-def _load(model: Path, graph_format: str, *, costs, cost, device, input_shape, coarsen, bandwidth, stage_memory):
+def _load(model: Path, graph_format: str, *, costs, cost, device, input_shape, coarsen, bandwidth, stage_memory, dim):
     """-> (Instance, OpGraph or None, LoadedModel or None)."""
     from onnxpart.partition.model import from_dnn_json, from_graph, is_dnn_partitioning
 
@@ -130,7 +138,8 @@ def _load(model: Path, graph_format: str, *, costs, cost, device, input_shape, c
             return from_dnn_json(data, name=model.stem, bandwidth=bw, stage_memory=memory), None, None
     if graph_format == "onnx" and is_graph_file(model):
         raise UserError(f"{model} is a JSON graph, not an ONNX model")
-    loaded = load_costed(model, input_shape=input_shape, coarsen=coarsen, costs=costs, cost=cost, device=device)
+    loaded = load_costed(model, input_shape=input_shape, coarsen=coarsen, costs=costs, cost=cost, device=device,
+                         dim=dim)
     return from_graph(loaded.graph, bandwidth=bw, stage_memory=memory), loaded.graph, loaded.model
 
 
@@ -151,36 +160,54 @@ def _warn_memory(graph, memory: float) -> None:
                           "stages will stream the excess", highlight=False)
 
 
-def _write(out, solution, graph, loaded, model_path: Path, model_sha, options, verify: bool, seed: int) -> dict:
+def _write(out, solution, graph, loaded, model_path: Path, model_sha, options, policy, check: dict) -> dict:
+    """Stages, annotated model, manifest and certificate into ``out``; with ``check["verify"]`` the written
+    stages are run against the original first, and a mismatch leaves nothing written."""
     from onnxpart.files import write_json
-    from onnxpart.onnx_io import save_model
     from onnxpart.partition import emit
-    from onnxpart.partition.verify import run_stages
 
     files: dict[int, str] = {}
-    stage_models = {}
+    report = None
     with out:
         if loaded is not None:
-            stage_models = emit.stage_models(loaded.model, graph, solution)
-            for index, stage in stage_models.items():
-                files[index] = f"stage_{index}.onnx"
-                save_model(stage, out.path(files[index]))
-            save_model(emit.annotated_model(loaded.model, graph, solution), out.path("annotated.onnx"))
+            files = _write_models(out, solution, graph, loaded, policy, check["freeze"])
         manifest = emit.manifest(solution, graph, str(model_path), model_sha, files)
         recorded = {"k": options.k, "time_limit": options.time_limit, "seed": options.seed,
                     "bounds": list(options.bounds), "bandwidth": solution.instance.bandwidth,
                     "stage_memory": solution.instance.stage_memory}
         cert = emit.certificate(solution, model_sha, recorded)
-        error = None
-        if verify:
+        if check["verify"]:
+            from onnxpart.verify import verify_parts
+
+            parts = [(out.path(s["file"]), s["inputs"]) for s in manifest["stages"] if s["file"]]
             with err_console.status("running the stages in onnxruntime…"):
-                error = run_stages(loaded.model, stage_models, {s["index"]: s["inputs"] for s in manifest["stages"]},
-                                   seed=seed)
-            cert.details["verify"] = {"max_abs_error": error, "seed": seed}
+                report = verify_parts(loaded, parts, seed=check["seed"], tolerance=check["tolerance"])
+            report.raise_if_failed()
+            cert.details["verify"] = report.to_dict()
         write_json(out.path("manifest.json"), manifest)
         write_json(out.path("certificate.json"), cert.to_dict())
     return {"output": str(out.target), "manifest": manifest, "certificate": cert.to_dict(),
-            "verify_max_abs_error": error}
+            "verify": report.to_dict() if report is not None else None}
+
+
+def _write_models(out, solution, graph, loaded, policy, freeze: bool) -> dict[int, str]:
+    """``stage_i.onnx`` (+ ``.data``) per non-empty stage and ``annotated.onnx``; -> {stage: file}."""
+    import functools
+
+    from onnxpart.partition import emit
+    from onnxpart.writer import write_annotated, write_model
+
+    files = {}
+    declare = functools.partial(loaded.value_info, freeze=freeze)
+    for index, stage in emit.stage_models(loaded.model, graph, solution, declare).items():
+        files[index] = f"stage_{index}.onnx"
+        write_model(stage, out.path(files[index]), policy)
+    annotated = emit.annotated_model(loaded.model, graph, solution)
+    if loaded.uses_external_data:
+        write_annotated(annotated, out.path("annotated.onnx"), loaded.folder)
+    else:
+        write_model(annotated, out.path("annotated.onnx"), policy)
+    return files
 
 
 def _print(summary: dict) -> None:
@@ -202,9 +229,8 @@ def _print(summary: dict) -> None:
     if empty:
         console.print(f"empty stages: {', '.join(map(str, empty))} (more stages do not help this graph)", highlight=False)
     console.print(_certificate_line(cert), highlight=False)
-    if summary["verify_max_abs_error"] is not None:
-        console.print(f"verify: stages reproduce the model's outputs, max abs error {summary['verify_max_abs_error']:.3g}",
-                      highlight=False)
+    if summary["verify"] is not None:
+        console.print(verify_line(summary["verify"], "stages"), highlight=False, soft_wrap=True)
     console.print(f"wrote {summary['output']}", highlight=False)
 
 

@@ -15,8 +15,6 @@ import statistics
 import time
 from dataclasses import dataclass
 
-import onnx
-
 from onnxpart import runtime
 from onnxpart.graph import OpGraph
 
@@ -30,11 +28,14 @@ class MeasuredRun:
     kernel_total: float  # sum of the medians charged to ops
 
 
-def measured_costs(graph: OpGraph, model: onnx.ModelProto, runs: int = 5, warmup: int = 2,
+def measured_costs(graph: OpGraph, loaded, runs: int = 5, warmup: int = 2,
                    seed: int = 0, threads: int = 0) -> MeasuredRun:
-    """Profile ``model`` in onnxruntime (CPU) and put median per-node times on ``graph``'s ops."""
-    session = runtime.make_session(model, profile=True, threads=threads)
-    feeds = runtime.random_inputs(session, seed)
+    """Profile the model ``loaded`` (an :class:`onnxpart.onnx_io.LoadedModel`) in onnxruntime (CPU) at its
+    costed dims and put median per-node times on ``graph``'s ops."""
+    from onnxpart.verify import input_shapes
+
+    session = runtime.make_session(loaded.model, loaded.folder, profile=True, threads=threads)
+    feeds = runtime.random_inputs(session, seed, shapes=input_shapes(loaded, loaded.dims))
     for _ in range(warmup):
         session.run(None, feeds)
     walls = []

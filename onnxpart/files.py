@@ -23,7 +23,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
         raise UserError(f"cannot write {target}: folder {parent} does not exist")
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
+        fresh_permissions(fd)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -34,6 +34,11 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             os.unlink(tmp)
         raise
     return target
+
+
+def fresh_permissions(fd: int) -> None:
+    """mkstemp makes files 0600; give a new output file the usual permissions (0666 less the umask)."""
+    os.fchmod(fd, 0o666 & ~_umask())
 
 
 def write_json(path: str | os.PathLike, payload: Any) -> Path:

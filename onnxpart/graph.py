@@ -263,18 +263,21 @@ class OpGraph:
 
 
 # --------------------------------------------------------------------------------------- from_onnx
-def from_onnx(model, model_sha256: str | None = None) -> OpGraph:
-    """Build an OpGraph from a shape-inferred ``onnx.ModelProto`` whose nodes all have unique names.
+def from_onnx(model, model_sha256: str | None = None, types: Mapping[str, Any] | None = None) -> OpGraph:
+    """Build an OpGraph from an ``onnx.ModelProto`` whose nodes all have unique names.
 
-    Use :func:`onnxpart.onnx_io.load_graph` for files: it checks the file, names unnamed nodes,
-    resolves ``--input-shape`` and runs shape inference first.
+    ``types`` (name -> :class:`onnxpart.shapes.ValueType`) are the resolved types of its values; without
+    them the types the model itself states are used (a model from :func:`onnxpart.onnx_io.prepare`).
+    Use :func:`onnxpart.onnx_io.load_graph` for files: it checks the file, names unnamed nodes, resolves
+    ``--dim``/``--input-shape`` and every shape first.
 
-    Raises :class:`UserError` when a tensor's shape is still unknown (naming the tensor and the
-    ``--input-shape`` option to pass) or when a node reads a value nothing defines.
+    Raises :class:`UnknownShapeError` when a tensor's shape is still unknown, and :class:`UserError` when
+    a node reads a value nothing defines.
     """
+    from onnxpart.shapes import read_types
 
     g = model.graph
-    values = _collect_value_types(g)
+    values = _tensor_infos(types if types is not None else read_types(model))
     initializer_names = {init.name for init in g.initializer}
     graph_inputs = [vi.name for vi in g.input if vi.name not in initializer_names]
 
@@ -332,7 +335,7 @@ def from_onnx(model, model_sha256: str | None = None) -> OpGraph:
             consumers.setdefault(name, []).append(index)
     used = set(consumers) | set(outputs)
     needed = set(graph_inputs) | {p for prms in op_params for p in prms} | (set(producer) & used)
-    _require_static_shapes(needed, values, graph_inputs)
+    _require_static_shapes(needed, values, graph_inputs, compute_nodes)
     kept_outputs = [[o for o in node.output if o and (o in used or _is_static(values.get(o)))]
                     for node in compute_nodes]
     tensors = {}
@@ -392,44 +395,41 @@ def from_onnx(model, model_sha256: str | None = None) -> OpGraph:
     )
 
 
-def _collect_value_types(g) -> dict[str, TensorInfo]:
-    """Type and shape of every named value; a dim that is not a known integer becomes -1."""
-    values: dict[str, TensorInfo] = {}
-    for init in g.initializer:
-        shape = tuple(int(d) for d in init.dims)
-        values[init.name] = TensorInfo(dtype_name(init.data_type), shape, tensor_bytes(init.data_type, shape))
-    for vi in list(g.value_info) + list(g.input) + list(g.output):
-        if vi.name in values and -1 not in values[vi.name].shape:
-            continue
-        tensor_type = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
-        if tensor_type is None or not tensor_type.HasField("shape"):
-            values[vi.name] = TensorInfo(dtype_name(tensor_type.elem_type) if tensor_type else "unknown", (-1,), 0)
-            continue
-        shape = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else -1
-                      for d in tensor_type.shape.dim)
-        size = tensor_bytes(tensor_type.elem_type, shape) if -1 not in shape else 0
-        values[vi.name] = TensorInfo(dtype_name(tensor_type.elem_type), shape, size)
-    for node in g.node:  # Constant nodes: shape straight from the attribute
-        if node.op_type == "Constant" and node.output and node.output[0] not in values:
-            for attr in node.attribute:
-                if attr.name == "value":
-                    shape = tuple(int(d) for d in attr.t.dims)
-                    values[node.output[0]] = TensorInfo(dtype_name(attr.t.data_type), shape,
-                                                        tensor_bytes(attr.t.data_type, shape))
+def _tensor_infos(types: Mapping[str, Any]) -> dict[str, TensorInfo]:
+    """``ValueType`` per name -> ``TensorInfo``; an unknown dim is -1 (and the size 0)."""
+    values = {}
+    for name, vt in types.items():
+        shape = tuple(vt.dims) if vt.dims is not None else (-1,)
+        size = tensor_bytes(vt.elem_type, shape) if -1 not in shape else 0
+        values[name] = TensorInfo(dtype_name(vt.elem_type) if vt.elem_type else "unknown", shape, size)
     return values
 
 
-def _require_static_shapes(names: set[str], values: Mapping[str, TensorInfo], graph_inputs: Sequence[str]) -> None:
-    unknown = sorted(n for n in names if n not in values or -1 in values[n].shape)
-    if not unknown:
-        return
-    shown = ", ".join(f"{n!r} {_shape_text(values.get(n))}" for n in unknown[:5])
-    more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
-    symbolic_inputs = [n for n in graph_inputs if n in values and -1 in values[n].shape]
-    hint = (f"pass --input-shape for {', '.join(repr(n) for n in symbolic_inputs)} "
-            f"(e.g. --input-shape {symbolic_inputs[0]}=1x3x224x224)" if symbolic_inputs
-            else f"pass --input-shape {unknown[0]}=DIMS for it")
-    raise UserError(f"unknown shape after shape inference: {shown}{more}; {hint}")
+class UnknownShapeError(UserError):
+    """Tensors whose shape stayed unknown; ``unknown`` lists ``(name, "[?,3,…]")`` in topological order
+    (the first is the root: the others may follow from it); ``dims`` are the symbolic dims fixed."""
+
+    def __init__(self, unknown: list[tuple[str, str]], dims: Mapping[str, int] | None = None):
+        self.unknown = unknown
+        self.dims = dict(dims or {})
+        shown = ", ".join(f"{name!r} {info}" for name, info in unknown[:5])
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        super().__init__(f"unknown shape after shape inference: {shown}{more}; pass --input-shape "
+                         f"{unknown[0][0]}=DIMS with its real dims")
+
+
+def _require_static_shapes(names: set[str], values: Mapping[str, TensorInfo], graph_inputs: Sequence[str],
+                           nodes: Sequence[Any]) -> None:
+    """Raise :class:`UnknownShapeError` listing the unknown ``names`` in topological order."""
+    order = list(graph_inputs) + [name for node in nodes for name in list(node.input) + list(node.output) if name]
+    seen: set[str] = set()
+    unknown = []
+    for name in order:
+        if name in names and name not in seen and (name not in values or -1 in values[name].shape):
+            unknown.append((name, _shape_text(values.get(name))))
+        seen.add(name)
+    if unknown:
+        raise UnknownShapeError(unknown)
 
 
 def _is_static(info: TensorInfo | None) -> bool:

@@ -10,27 +10,67 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
-from onnx import external_data_helper, shape_inference
+from onnx import external_data_helper
 
+from onnxpart import shapes
 from onnxpart.errors import UserError
-from onnxpart.files import atomic_write_bytes
-from onnxpart.graph import OpGraph, from_onnx
+from onnxpart.graph import OpGraph, UnknownShapeError, dtype_name, from_onnx, tensor_bytes
+from onnxpart.shapes import ValueType
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class LoadedModel:
-    """A model read from disk, with unique node names, resolved input shapes and inferred shapes."""
+    """A model read from disk for planning: the file's graph with unique node names and its weights left
+    where they are (external data is checked, never read), plus the types shape resolution found.
+
+    ``types`` are concrete (every symbolic dim fixed by ``dims`` or ``--input-shape``): what costing sees.
+    ``emit_types`` keep the original's symbolic dims where inference can tell them: what emitted models
+    declare on their inputs and outputs, so a model with a dynamic batch stays dynamic.
+    """
 
     path: Path
     model: onnx.ModelProto
     sha256: str
+    types: Mapping[str, ValueType]
+    dims: Mapping[str, int]
+    emit_types: Mapping[str, onnx.ValueInfoProto]
+
+    @property
+    def folder(self) -> Path:
+        return self.path.parent
+
+    @property
+    def dynamic(self) -> bool:
+        """True when a graph input has a dim that is not a fixed number."""
+        weights = {init.name for init in self.model.graph.initializer}
+        return any(not dim.HasField("dim_value") for vi in self.model.graph.input if vi.name not in weights
+                   for dim in vi.type.tensor_type.shape.dim)
+
+    @property
+    def uses_external_data(self) -> bool:
+        return any(external_data_helper.uses_external_data(t) for t in self.model.graph.initializer)
+
+    def value_info(self, name: str, freeze: bool = False) -> onnx.ValueInfoProto:
+        """How an emitted model declares ``name``: the original's symbolic type where known (unless
+        ``freeze``), else the concrete one; a dim symbolic inference cannot name is left unnamed."""
+        concrete = self.types.get(name)
+        symbolic = None if freeze or not self.dynamic else self.emit_types.get(name)
+        if symbolic is not None and (concrete is None or concrete.dims is None
+                                     or len(symbolic.type.tensor_type.shape.dim) == len(concrete.dims)):
+            return copy_proto(symbolic)
+        if concrete is None or not concrete.elem_type:
+            raise ValueError(f"no type known for {name!r}")
+        if freeze or not self.dynamic:
+            return onnx.helper.make_tensor_value_info(name, concrete.elem_type, list(concrete.dims or []))
+        return onnx.helper.make_tensor_value_info(name, concrete.elem_type, [None] * len(concrete.dims or ()))
 
 
 def file_sha256(path: str | os.PathLike) -> str:
@@ -41,23 +81,60 @@ def file_sha256(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-def parse_input_shapes(specs: Iterable[str]) -> dict[str, tuple[int, ...]]:
-    """``["x=1x3x224x224", "mask=1x128"]`` -> ``{"x": (1, 3, 224, 224), "mask": (1, 128)}``."""
-    shapes = {}
+class ShapeHint(tuple):
+    """The dims of an ``--input-shape`` hint, with the element type if the user gave one (``:float16``)."""
+
+    elem_type: int = 0
+
+    def __new__(cls, dims: Iterable[int], elem_type: int = 0) -> "ShapeHint":
+        hint = super().__new__(cls, dims)
+        hint.elem_type = elem_type
+        return hint
+
+
+def parse_input_shapes(specs: Iterable[str]) -> dict[str, ShapeHint]:
+    """``["x=1x3x224x224", "mask=1x128:bool"]`` -> ``{"x": (1, 3, 224, 224), "mask": (1, 128) of bool}``.
+
+    The element type is needed only for an internal tensor whose producer ONNX cannot type (a custom op)."""
+    shapes_ = {}
     for spec in specs:
-        name, sep, dims = spec.rpartition("=")
+        name, sep, text = spec.rpartition("=")
+        text, _, dtype = text.partition(":")
+        elem_type = _ELEM_TYPES.get(dtype.strip().lower(), -1) if dtype else 0
         try:
-            shape = tuple(int(d) for d in dims.lower().replace(",", "x").split("x")) if dims else ()
+            shape = tuple(int(d) for d in text.lower().replace(",", "x").split("x")) if text else ()
         except ValueError:
             shape = None
-        if not sep or not name or shape is None or any(d < 0 for d in shape):
-            raise UserError(f"cannot read --input-shape {spec!r}: use NAME=1x3x224x224")
-        shapes[name] = shape
-    return shapes
+        if not sep or not name or shape is None or any(d < 0 for d in shape) or elem_type < 0:
+            raise UserError(f"cannot read --input-shape {spec!r}: use NAME=DIMS, e.g. input_ids=1x128 "
+                            "(NAME=DIMS:DTYPE, e.g. :float16, for a tensor ONNX cannot type)")
+        shapes_[name] = ShapeHint(shape, elem_type)
+    return shapes_
 
 
-def read_model(path: str | os.PathLike, input_shapes: Mapping[str, Sequence[int]] | None = None) -> LoadedModel:
-    """Read, check and shape-infer an ONNX file (external data included, confined to its folder)."""
+#: ``:DTYPE`` names of ``--input-shape`` (onnxpart's dtype names: float32, float16, bool, int64, ...)
+_ELEM_TYPES = {dtype_name(t): t for t in onnx.TensorProto.DataType.values() if t}
+
+
+def parse_dims(specs: Iterable[str]) -> dict[str, int]:
+    """``["batch=1", "sequence=128"]`` -> ``{"batch": 1, "sequence": 128}``."""
+    dims = {}
+    for spec in specs:
+        name, sep, value = spec.rpartition("=")
+        if not sep or not name or not value.strip().isdigit():
+            raise UserError(f"cannot read --dim {spec!r}: use NAME=VALUE with the dim's name, e.g. batch=1")
+        dims[name.strip()] = int(value)
+    return dims
+
+
+def read_model(path: str | os.PathLike, input_shapes: Mapping[str, Sequence[int]] | None = None,
+               dims: Mapping[str, int] | None = None) -> LoadedModel:
+    """Read, check and shape-resolve an ONNX file without reading its weights.
+
+    External data is checked (inside the model's folder, the file exists, offset + length within it) but
+    left on disk; shapes are resolved on a weightless skeleton (:mod:`onnxpart.shapes`), so neither time
+    nor memory grows with the weights.
+    """
     path = Path(path)
     if not path.exists():
         raise UserError(f"model file {path} does not exist")
@@ -69,19 +146,26 @@ def read_model(path: str | os.PathLike, input_shapes: Mapping[str, Sequence[int]
         raise UserError(f"{path} is not a readable ONNX model ({type(exc).__name__}: {str(exc)[:120]})") from None
     if not model.graph.node and not model.graph.output:
         raise UserError(f"{path} is not an ONNX model: it has no graph (empty, truncated or another format)")
-    _check_external_data(model, path.parent)
-    # Infer shapes before the external weights are read in: inference serializes the model, which
-    # protobuf caps at 2 GiB, and it needs only the weights' dims, which the references carry.
-    model = prepare(model, input_shapes or {})
-    _load_external_data(model, path.parent)
-    return LoadedModel(path=path, model=model, sha256=file_sha256(path))
+    check_external_data(model, path.parent)
+    _name_nodes(model.graph)
+    dims = _dims_by_name(model, dict(dims or {}), input_shapes or {})
+    bare = shapes.skeleton(model)
+    types = shapes.resolve(bare, dims, input_shapes or {})
+    loaded = LoadedModel(path=path, model=model, sha256=file_sha256(path), types=types, dims=dims,
+                         emit_types={})
+    if loaded.dynamic:
+        loaded = dataclasses.replace(loaded, emit_types=shapes.symbolic_value_infos(bare))
+    return loaded
 
 
 def load_graph(path: str | os.PathLike, input_shapes: Mapping[str, Sequence[int]] | None = None,
-               coarsen: bool = False) -> tuple[OpGraph, LoadedModel]:
+               coarsen: bool = False, dims: Mapping[str, int] | None = None) -> tuple[OpGraph, LoadedModel]:
     """File -> (OpGraph, LoadedModel). The usual first step of every command."""
-    loaded = read_model(path, input_shapes)
-    graph = from_onnx(loaded.model, loaded.sha256)
+    loaded = read_model(path, input_shapes, dims)
+    try:
+        graph = from_onnx(loaded.model, loaded.sha256, types=loaded.types)
+    except UnknownShapeError as exc:
+        raise UserError(unknown_shape_message(exc, loaded.model, loaded.dims)) from None
     if coarsen:
         from onnxpart.coarsen import coarsen as coarsen_graph
 
@@ -89,9 +173,69 @@ def load_graph(path: str | os.PathLike, input_shapes: Mapping[str, Sequence[int]
     return graph, loaded
 
 
-def _check_external_data(model: onnx.ModelProto, base_dir: Path) -> None:
-    """Refuse external-data locations outside ``base_dir`` (absolute, ``..``, or a symlink out)."""
+def _dims_by_name(model: onnx.ModelProto, dims: dict[str, int],
+                  input_shapes: Mapping[str, Sequence[int]]) -> dict[str, int]:
+    """``dims`` checked against the model's symbolic dims, plus those an ``--input-shape`` of a graph
+    input fixes (``input_ids=1x64`` on ``[batch, sequence]`` means batch = 1, sequence = 64)."""
+    named = shapes.symbolic_dims(model)
+    unknown = sorted(set(dims) - set(named))
+    if unknown:
+        have = ", ".join(named) or "none: its inputs are static"
+        raise UserError(f"--dim {unknown[0]}: the model has no symbolic dim of that name (its dims: {have})")
+    weights = {init.name for init in model.graph.initializer}
+    inputs = {vi.name: vi for vi in model.graph.input if vi.name not in weights}
+    produced = {o for node in model.graph.node for o in node.output}
+    for name, shape in input_shapes.items():
+        if name not in inputs:
+            if name not in produced:
+                real = ", ".join(sorted(inputs)) or "none"
+                raise UserError(f"--input-shape names {name!r}, which is not a graph input or a node's "
+                                f"output (inputs: {real})")
+            continue
+        declared = inputs[name].type.tensor_type.shape.dim
+        if len(declared) and len(declared) != len(shape):
+            example = "x".join(str(d.dim_value) if d.HasField("dim_value") else "1" for d in declared)
+            raise UserError(f"--input-shape {name}: the model says rank {len(declared)}, got {len(shape)} dims "
+                            f"(e.g. --input-shape {name}={example})")
+        for dim, value in zip(declared, shape):
+            if dim.HasField("dim_param"):
+                if dims.setdefault(dim.dim_param, int(value)) != int(value):
+                    raise UserError(f"--input-shape {name}: dim {dim.dim_param!r} is {value} here but "
+                                    f"{dims[dim.dim_param]} elsewhere")
+            elif dim.HasField("dim_value") and dim.dim_value != value:
+                raise UserError(f"--input-shape {name}: axis of size {dim.dim_value} in the model, got {value}")
+    return dims
+
+
+def unknown_shape_message(exc: UnknownShapeError, model: onnx.ModelProto, dims: Mapping[str, int]) -> str:
+    """The error for tensors whose shape stayed unknown: the root one (first in topological order) with
+    an example of the right rank, and the symbolic dims to fix with ``--dim``."""
+    root, info = exc.unknown[0]
+    more = f" and {len(exc.unknown) - 1} more after it" if len(exc.unknown) > 1 else ""
+    message = f"unknown shape after shape inference: {root!r} {info}{more}"
+    named = shapes.symbolic_dims(model)
+    missing = {dim: inputs for dim, inputs in named.items() if dim not in dims}
+    if missing:
+        where = ", ".join(f"{dim} ({', '.join(inputs)})" for dim, inputs in missing.items())
+        fix = " ".join(f"--dim {dim}=VALUE" for dim in missing)
+        first = next(iter(missing.values()))[0]
+        return (f"{message}; the model has symbolic dims {where}: pass {fix} "
+                f"(or --input-shape {first}={_example_dims(model, first)})")
+    known_rank = info.startswith("[") and info != "[no type]"
+    example = "x".join("1" if d in ("?", "") else d for d in info.strip("[]").split(",")) if known_rank else "DIMS"
+    return f"{message}; pass --input-shape {root}={example} with its real dims"
+
+
+def _example_dims(model: onnx.ModelProto, name: str) -> str:
+    vi = next(vi for vi in model.graph.input if vi.name == name)
+    return "x".join(str(d.dim_value) if d.HasField("dim_value") else "1" for d in vi.type.tensor_type.shape.dim)
+
+
+def check_external_data(model: onnx.ModelProto, base_dir: Path) -> None:
+    """Refuse external data outside ``base_dir`` (absolute, ``..``, or a symlink out), missing files and
+    references past the end of their file. Reads file sizes only, never the data."""
     base = base_dir.resolve()
+    sizes: dict[Path, int] = {}
     for tensor in external_data_helper._get_all_tensors(model):
         if not external_data_helper.uses_external_data(tensor):
             continue
@@ -104,31 +248,36 @@ def _check_external_data(model: onnx.ModelProto, base_dir: Path) -> None:
         if not resolved.is_file():
             raise UserError(f"external data file {location!r} of tensor {tensor.name!r} is missing next "
                             f"to the model in {base}")
+        size = sizes.setdefault(resolved, resolved.stat().st_size)
+        needed = tensor_bytes(tensor.data_type, tensor.dims)
+        length = info.length if info.length else needed
+        offset = info.offset or 0
+        if length < needed or offset + length > size:
+            raise UserError(f"external data of tensor {tensor.name!r} ({location}, offset {offset}, length "
+                            f"{length}, needs {needed} B) runs past the end of the {size}-byte file: the "
+                            f"model's data file is truncated or belongs to another model")
 
 
-def _load_external_data(model: onnx.ModelProto, base_dir: Path) -> None:
-    base = base_dir.resolve()
-    if any(external_data_helper.uses_external_data(t) for t in external_data_helper._get_all_tensors(model)):
-        try:
-            external_data_helper.load_external_data_for_model(model, str(base))
-        except Exception as exc:
-            raise UserError(f"cannot read the model's external data: {exc}") from None
-
-
-def prepare(model: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]]) -> onnx.ModelProto:
-    """Copy of ``model`` with unique node names, ``input_shapes`` applied, and shapes inferred.
-
-    Unnamed nodes get ``<op_type>_<file index>``; a duplicate name gets ``__<k>`` appended. The names are
-    deterministic, so every result maps back to the same node of the file.
-    """
+def prepare(model: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]] | None = None,
+            dims: Mapping[str, int] | None = None) -> onnx.ModelProto:
+    """An in-memory model made ready for :func:`from_onnx`: a copy with unique node names and every
+    resolved type written into its inputs and value_info (dims frozen: for analysis, not for emission)."""
     model = copy_proto(model)
     _name_nodes(model.graph)
-    _apply_input_shapes(model.graph, input_shapes)
-    try:
-        inferred = shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
-    except Exception as exc:
-        raise UserError(f"ONNX shape inference failed: {str(exc).splitlines()[0][:200]}") from None
-    return inferred
+    types = shapes.resolve(shapes.skeleton(model), dims or {}, input_shapes or {})
+    g = model.graph
+    declared = {vi.name: vi for vi in list(g.input) + list(g.output) + list(g.value_info)}
+    for name, vt in types.items():
+        if not vt.elem_type or vt.dims is None:
+            continue
+        vi = declared.get(name)
+        if vi is None:
+            vi = g.value_info.add()
+            vi.name = name
+        vi.type.tensor_type.elem_type = vt.elem_type
+        if -1 not in vt.dims:
+            shapes.apply_shape(vi, vt.dims)
+    return model
 
 
 def copy_proto(proto):
@@ -149,119 +298,122 @@ def _name_nodes(graph: onnx.GraphProto) -> None:
         seen.add(candidate)
 
 
-def _apply_input_shapes(graph: onnx.GraphProto, input_shapes: Mapping[str, Sequence[int]]) -> None:
-    """Set the dims of named graph inputs (or annotate any other named value) before inference."""
-    initializers = {init.name for init in graph.initializer}
-    by_name = {vi.name: vi for vi in graph.input if vi.name not in initializers}
-    for name, shape in input_shapes.items():
-        target = by_name.get(name)
-        if target is None:
-            produced = {o for node in graph.node for o in node.output}
-            if name not in produced:
-                real = ", ".join(sorted(by_name)) or "none"
-                raise UserError(f"--input-shape names {name!r}, which is not a graph input (inputs: {real})")
-            target = next((vi for vi in graph.value_info if vi.name == name), None) or graph.value_info.add()
-            target.name = name
-            if not target.type.tensor_type.elem_type:
-                target.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
-        dims = target.type.tensor_type.shape.dim
-        if len(dims) and len(dims) != len(shape):
-            raise UserError(f"--input-shape {name}: the model says rank {len(dims)}, got {len(shape)} dims")
-        del dims[:]
-        for value in shape:
-            dims.add().dim_value = int(value)
-
-
-def save_model(model: onnx.ModelProto, path: str | os.PathLike) -> Path:
-    """Serialize atomically. Models over 2 GiB would need external data; refused with a clear error."""
-    try:
-        data = model.SerializeToString()
-    except ValueError as exc:
-        raise UserError(f"cannot serialize {path}: {exc}") from None
-    return atomic_write_bytes(path, data)
-
-
 # ------------------------------------------------------------------------------ subgraph extraction
 def extract_subgraph(model: onnx.ModelProto, node_names: Iterable[str], inputs: Sequence[str],
-                     outputs: Sequence[str], name: str | None = None) -> onnx.ModelProto:
+                     outputs: Sequence[str], name: str | None = None,
+                     declare: Callable[[str], onnx.ValueInfoProto] | None = None) -> onnx.ModelProto:
     """A standalone model made of ``node_names`` (compute nodes), reading ``inputs`` and producing
-    ``outputs``.
+    ``outputs``; ``declare(name)`` gives their types (default: the types ``model`` states, e.g. after
+    :func:`prepare`; for a file, :meth:`LoadedModel.value_info`, which keeps symbolic dims).
 
     Weight generators the nodes need (initializers, Constant and constant-only nodes such as
     ``ConstantOfShape``) are pulled in automatically, so this works on IR-3 models whose weights are built
     by nodes; so are those of an output no node in ``node_names`` makes (a model output that is a
-    constant). The result has IR version ≥ 4 so initializers need not be listed as inputs, keeps the opset
-    imports, and passes ``onnx.checker``. ``model`` must come from :func:`read_model` (shapes inferred).
+    constant). Each generator sits just before its first reader (:func:`place_generators`). The result
+    has IR version ≥ 4 so initializers need not be listed as inputs, keeps the opset imports, and passes
+    ``onnx.checker``. Initializers are copied as they are: external ones stay references.
     """
     g = model.graph
     wanted = set(node_names)
-    value_types = {vi.name: vi for vi in list(g.value_info) + list(g.input) + list(g.output)}
-    initializers = {init.name: init for init in g.initializer}
-    producer = {o: node for node in g.node for o in node.output if o}
-    provided = set(inputs)
-
-    selected_names: set[str] = set()
-    needed_inits: list[str] = []
-    stack = [producer_node.name for producer_node in g.node if producer_node.name in wanted]
     missing = wanted - {n.name for n in g.node}
     if missing:
         raise ValueError(f"unknown node names: {sorted(missing)[:5]}")
+    initializers = {init.name: init for init in g.initializer}
+    selected_names, needed_inits = _closure(g, wanted, set(inputs), outputs, initializers)
+    selected = place_generators([node for node in g.node if node.name in selected_names],
+                                selected_names - wanted)
+    declare = declare or _stated_types(model)
+    graph = onnx.helper.make_graph(
+        nodes=selected,
+        name=name or f"{g.name or 'model'}_part",
+        inputs=[declare(v) for v in inputs],
+        outputs=[declare(v) for v in outputs],
+        initializer=[initializers[v] for v in needed_inits],
+    )
+    part = onnx.helper.make_model(graph, opset_imports=list(model.opset_import), producer_name="onnxpart")
+    part.ir_version = max(model.ir_version, 4)
+    part.functions.extend(model.functions)
+    return part
+
+
+def _closure(g: onnx.GraphProto, wanted: set[str], provided: set[str], outputs: Sequence[str],
+             initializers: Mapping[str, onnx.TensorProto]) -> tuple[set[str], list[str]]:
+    """Backward closure from the wanted nodes, and from outputs no wanted node makes (a model output that
+    is a constant), through values nobody provides (i.e. weight generators): (node names, initializers)."""
+    from onnxpart.graph import _outer_scope_names, subgraphs
+
+    producer = {o: node for node in g.node for o in node.output if o}
+    by_name = {node.name: node for node in g.node}
+    selected: set[str] = set()
+    needed_inits: list[str] = []
+    stack = [node.name for node in g.node if node.name in wanted]
 
     def need(value: str) -> None:
-        """``value`` must exist in the part: provided, an initializer, or made by a (generator) node."""
         if value in provided:
             return
         if value in initializers:
             if value not in needed_inits:
                 needed_inits.append(value)
-        elif value in producer:
-            gen = producer[value]
-            if gen.name not in wanted and gen.name not in selected_names:
-                stack.append(gen.name)
+        elif value in producer and producer[value].name not in wanted | selected:
+            stack.append(producer[value].name)
 
-    # Backward closure from the wanted nodes, and from outputs no wanted node makes (a model output
-    # that is a constant), through values nobody provides (i.e. weight generators).
-    by_name = {node.name: node for node in g.node}
     made_by_wanted = {o for node in g.node if node.name in wanted for o in node.output}
     for value in outputs:
         if value not in made_by_wanted:
             need(value)
     while stack:
         node = by_name[stack.pop()]
-        if node.name in selected_names:
+        if node.name in selected:
             continue
-        selected_names.add(node.name)
-        reads = [n for n in node.input if n]
-        if any(attr.type in (5, 10) for attr in node.attribute):
-            from onnxpart.graph import _outer_scope_names
-
-            reads += _outer_scope_names(node)
+        selected.add(node.name)
+        reads = [n for n in node.input if n] + (_outer_scope_names(node) if subgraphs(node) else [])
         for value in reads:
             need(value)
-    selected = [node for node in g.node if node.name in selected_names]
+    return selected, needed_inits
 
-    def value_info(value: str) -> onnx.ValueInfoProto:
-        if value in value_types:
-            vi = onnx.ValueInfoProto()
-            vi.CopyFrom(value_types[value])
-            return vi
+
+def _stated_types(model: onnx.ModelProto) -> Callable[[str], onnx.ValueInfoProto]:
+    g = model.graph
+    stated = {vi.name: vi for vi in list(g.value_info) + list(g.input) + list(g.output)}
+    initializers = {init.name: init for init in g.initializer}
+
+    def declare(value: str) -> onnx.ValueInfoProto:
+        if value in stated:
+            return copy_proto(stated[value])
         if value in initializers:
             init = initializers[value]
             return onnx.helper.make_tensor_value_info(value, init.data_type, list(init.dims))
         raise ValueError(f"no type known for {value!r}")
 
-    graph = onnx.helper.make_graph(
-        nodes=selected,
-        name=name or f"{g.name or 'model'}_part",
-        inputs=[value_info(v) for v in inputs],
-        outputs=[value_info(v) for v in outputs],
-        initializer=[initializers[v] for v in needed_inits],
-    )
-    produced_inside = {o for node in selected for o in node.output}
-    graph.value_info.extend(value_info(v) for v in sorted(produced_inside - set(outputs)) if v in value_types)
-    part = onnx.helper.make_model(graph, opset_imports=list(model.opset_import),
-                                  producer_name="onnxpart")
-    part.ir_version = max(model.ir_version, 4)
-    for fn in model.functions:
-        part.functions.append(fn)
-    return part
+    return declare
+
+
+def place_generators(nodes: Sequence[onnx.NodeProto], generators: Iterable[str]) -> list[onnx.NodeProto]:
+    """``nodes`` in their order, except that each weight generator (named in ``generators``) is moved to
+    just before the first node that reads it, directly or from a subgraph body — where a runtime that
+    frees tensors after their last reader starts to hold its output. Generators nobody reads keep their
+    relative order at the end."""
+    from onnxpart.graph import _outer_scope_names, subgraphs
+
+    generators = set(generators)
+    maker = {out: node for node in nodes if node.name in generators for out in node.output if out}
+    placed: set[str] = set()
+    order: list[onnx.NodeProto] = []
+
+    def put(node: onnx.NodeProto) -> None:
+        reads = list(node.input) + (_outer_scope_names(node) if subgraphs(node) else [])
+        for value in reads:
+            gen = maker.get(value)
+            if gen is not None and gen.name not in placed:
+                placed.add(gen.name)
+                put(gen)
+        order.append(node)
+
+    for node in nodes:
+        if node.name not in generators:
+            put(node)
+    for node in nodes:
+        if node.name in generators and node.name not in placed:
+            placed.add(node.name)
+            put(node)
+    return order

@@ -8,7 +8,9 @@ made with graph optimizations off and ``ExecutionOrder.PRIORITY_BASED``, which k
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
@@ -35,12 +37,17 @@ def session_options(*, keep_order: bool = True, profile: bool = False, threads: 
     return options
 
 
-def make_session(model: onnx.ModelProto, **options):
-    """An onnxruntime CPU session for an in-memory model (see :func:`session_options`)."""
+def make_session(model: onnx.ModelProto | str | os.PathLike, folder: str | os.PathLike | None = None, **options):
+    """An onnxruntime CPU session (see :func:`session_options`) for a model file, or for an in-memory
+    model whose external data lives in ``folder`` (read by onnxruntime, never by onnxpart)."""
     import onnxruntime as ort
 
-    return ort.InferenceSession(model.SerializeToString(), sess_options=session_options(**options),
-                                providers=["CPUExecutionProvider"])
+    opts = session_options(**options)
+    if isinstance(model, (str, os.PathLike)):
+        return ort.InferenceSession(str(model), sess_options=opts, providers=["CPUExecutionProvider"])
+    if folder is not None:
+        opts.add_session_config_entry("session.model_external_initializers_file_folder_path", str(folder))
+    return ort.InferenceSession(model.SerializeToString(), sess_options=opts, providers=["CPUExecutionProvider"])
 
 
 _NUMPY_TYPES = {
@@ -51,13 +58,16 @@ _NUMPY_TYPES = {
 }
 
 
-def random_inputs(session, seed: int = 0) -> dict[str, np.ndarray]:
+def random_inputs(session, seed: int = 0, dims: Mapping[str, int] | None = None,
+                  shapes: Mapping[str, Sequence[int]] | None = None) -> dict[str, np.ndarray]:
     """Seeded inputs for every graph input of ``session``: standard normal floats; integers and bools are
-    zeros (always valid as indices, lengths and masks)."""
+    zeros (always valid as indices, lengths and masks). A symbolic dim takes its value from ``dims`` (by
+    name), an input named in ``shapes`` that shape; any other unknown dim is 1."""
     rng = np.random.default_rng(seed)
     feeds = {}
     for arg in session.get_inputs():
-        shape = [d if isinstance(d, int) and d >= 0 else 1 for d in arg.shape]
+        shape = list((shapes or {}).get(arg.name) or
+                     [d if isinstance(d, int) and d >= 0 else (dims or {}).get(d, 1) for d in arg.shape])
         dtype = _NUMPY_TYPES.get(arg.type)
         if dtype is None:
             raise ValueError(f"input {arg.name!r} has type {arg.type}, which onnxpart cannot generate")
@@ -68,23 +78,62 @@ def random_inputs(session, seed: int = 0) -> dict[str, np.ndarray]:
     return feeds
 
 
-def run(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], **options) -> dict[str, np.ndarray]:
-    """Run ``model`` on ``feeds`` (only the inputs it declares are passed) and name its outputs."""
-    session = make_session(model, **options)
+def run(model, feeds: Mapping[str, np.ndarray], folder: str | os.PathLike | None = None,
+        **options) -> dict[str, np.ndarray]:
+    """Run ``model`` (a proto or a file) on ``feeds`` (only the inputs it declares are passed) and name
+    its outputs."""
+    session = make_session(model, folder, **options)
     wanted = {arg.name for arg in session.get_inputs()}
     names = [o.name for o in session.get_outputs()]
     values = session.run(names, {k: v for k, v in feeds.items() if k in wanted})
     return dict(zip(names, values))
 
 
+@dataclass(frozen=True)
+class Mismatch:
+    """How far ``candidate`` outputs are from ``reference``: the worst absolute error, and the worst
+    error relative to each output's scale (its largest magnitude), with the output that has it."""
+
+    max_abs_error: float
+    max_rel_error: float
+    worst_output: str | None
+
+    def within(self, tolerance: float) -> bool:
+        return self.max_rel_error <= tolerance
+
+    def to_dict(self) -> dict:
+        return {"max_abs_error": self.max_abs_error, "max_rel_error": self.max_rel_error,
+                "worst_output": self.worst_output}
+
+
+def compare(reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray]) -> Mismatch:
+    """Per output: the max abs difference, and that over the output's scale ``max |reference|`` (exact
+    equality needed when the reference is all zeros). A shape, NaN-pattern or missing-output difference
+    is an infinite error."""
+    worst_abs, worst_rel, worst = 0.0, 0.0, None
+    for name, ref in reference.items():
+        got = candidate.get(name)
+        if got is None or ref.shape != got.shape or not np.array_equal(_nan_mask(ref), _nan_mask(got)):
+            return Mismatch(float("inf"), float("inf"), name)
+        if not ref.size:
+            continue
+        a, b = ref.astype(np.float64), got.astype(np.float64)
+        finite = np.isfinite(a) & np.isfinite(b)
+        if not np.array_equal(a[~finite], b[~finite], equal_nan=True):
+            return Mismatch(float("inf"), float("inf"), name)
+        diff = float(np.max(np.abs(a[finite] - b[finite]), initial=0.0))
+        scale = float(np.max(np.abs(a[finite]), initial=0.0))
+        rel = diff / scale if scale > 0 else (0.0 if diff == 0 else float("inf"))
+        worst_abs = max(worst_abs, diff)
+        if rel > worst_rel or worst is None:
+            worst_rel, worst = max(rel, worst_rel), name
+    return Mismatch(worst_abs, worst_rel, worst)
+
+
+def _nan_mask(values: np.ndarray) -> np.ndarray:
+    return np.isnan(values) if np.issubdtype(values.dtype, np.floating) else np.zeros(values.shape, bool)
+
+
 def max_abs_error(reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray]) -> float:
     """Largest absolute difference over the outputs both share (inf if a shape differs)."""
-    worst = 0.0
-    for name, ref in reference.items():
-        got = candidate[name]
-        if ref.shape != got.shape:
-            return float("inf")
-        if ref.size:
-            diff = np.abs(ref.astype(np.float64) - got.astype(np.float64))
-            worst = max(worst, float(np.nanmax(diff)) if not np.isnan(diff).all() else 0.0)
-    return worst
+    return compare(reference, candidate).max_abs_error

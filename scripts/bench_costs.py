@@ -37,7 +37,7 @@ def main() -> None:
     rows = []
     for path in sorted(LIGHT.glob("light_*.onnx")):
         graph, loaded = load_graph(path)
-        measured = measured_costs(graph, loaded.model, runs=RUNS, warmup=3)
+        measured = measured_costs(graph, loaded, runs=RUNS, warmup=3)
         analytic = analytic_costs(graph, cpu)
         rho = spearman([op.work for op in analytic.ops], [op.work for op in measured.graph.ops])
         rows.append((path.stem[len("light_"):], len(graph.ops), measured.end_to_end, measured.kernel_total,

@@ -138,7 +138,7 @@ def test_device_file(tmp_path):
 
 def test_measured_costs_on_squeezenet():
     graph, loaded = load_graph(light("squeezenet"))
-    result = measured_costs(graph, loaded.model, runs=3, warmup=1)
+    result = measured_costs(graph, loaded, runs=3, warmup=1)
     works = [op.work for op in result.graph.ops]
     assert all(w >= 0 for w in works)
     convs = [op.work for op in result.graph.ops if op.op_type == "Conv"]

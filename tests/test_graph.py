@@ -9,7 +9,7 @@ import onnx
 import pytest
 
 from onnxpart.graph import from_onnx
-from onnxpart.onnx_io import load_graph, prepare
+from onnxpart.onnx_io import load_graph, parse_input_shapes, prepare
 from tests.conftest import FIXTURES, LIGHT_MODELS, light
 
 WEIGHT_GENERATORS = {"ConstantOfShape", "Constant"}
@@ -131,8 +131,10 @@ def test_custom_domain_op_is_opaque_and_needs_shapes(tmp_path):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
     with pytest.raises(UserError, match="'b'.*--input-shape b=DIMS"):
         from_onnx(prepare(model, {}))
-    g = from_onnx(prepare(model, {"b": (2, 3)}))
-    assert g.op("custom").opaque and g.tensors["b"].bytes == 24
+    with pytest.raises(UserError, match="element type of 'b'.*--input-shape b=2x3:float32"):
+        prepare(model, {"b": (2, 3)})  # never a default type
+    g = from_onnx(prepare(model, parse_input_shapes(["b=2x3:float16"])))
+    assert g.op("custom").opaque and g.tensors["b"].bytes == 12 and g.tensors["b"].dtype == "float16"
 
 
 def test_to_networkx_is_a_dag_with_the_same_edges():

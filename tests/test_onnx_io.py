@@ -36,7 +36,7 @@ def test_truncated_file(tmp_path):
 
 
 def test_symbolic_dims_need_input_shape():
-    with pytest.raises(UserError, match=r"'batch' \[\?,3,16,16\].*--input-shape batch="):
+    with pytest.raises(UserError, match=r"'batch' \[\?,3,16,16\].*--dim N=VALUE.*--input-shape batch=1x3x16x16"):
         load_graph(FIXTURES / "symbolic.onnx")
     graph, _ = load_graph(FIXTURES / "symbolic.onnx", {"batch": (2, 3, 16, 16)})
     assert graph.tensors["pooled"].shape == (2, 8, 1, 1)
@@ -48,16 +48,16 @@ def test_input_shape_errors():
         load_graph(FIXTURES / "symbolic.onnx", {"nope": (1,)})
     with pytest.raises(UserError, match="rank 4"):
         load_graph(FIXTURES / "symbolic.onnx", {"batch": (1, 3)})
-    with pytest.raises(UserError, match="NAME=1x3x224x224"):
+    with pytest.raises(UserError, match="NAME=DIMS"):
         parse_input_shapes(["batch:1x3"])
     assert parse_input_shapes(["a=1x3x224x224", "b=7"]) == {"a": (1, 3, 224, 224), "b": (7,)}
 
 
-def test_external_data_loads(tmp_path):
+def test_external_data_is_checked_but_never_read(tmp_path):
     graph, loaded = load_graph(FIXTURES / "external" / "mlp.onnx")
     assert graph.total_param_bytes == 4 * (32 * 64 + 64 + 64 * 64 + 64 + 64 * 10 + 10)
     weights = [i for i in loaded.model.graph.initializer if i.name == "fc0_w"][0]
-    assert onnx.numpy_helper.to_array(weights).shape == (32, 64)  # data really read
+    assert onnx.external_data_helper.uses_external_data(weights) and not weights.raw_data  # left on disk
 
 
 def _with_external_location(tmp_path, location: str):
@@ -109,9 +109,10 @@ def test_extracted_halves_reproduce_the_model(name):
     first_outputs = crossing + [o for o in graph.outputs if graph.tensors[o].producer in first_ids]
     second_inputs = [t for t in graph.inputs if any(c >= half for c in graph.tensors[t].consumers)] + crossing
     part1 = extract_subgraph(loaded.model, [n for op in first for n in op.onnx_nodes], list(graph.inputs),
-                             first_outputs, name="part1")
+                             first_outputs, name="part1", declare=loaded.value_info)
     part2 = extract_subgraph(loaded.model, [n for op in second for n in op.onnx_nodes], second_inputs,
-                             [o for o in graph.outputs if graph.tensors[o].producer >= half], name="part2")
+                             [o for o in graph.outputs if graph.tensors[o].producer >= half], name="part2",
+                             declare=loaded.value_info)
     for part in (part1, part2):
         onnx.checker.check_model(part, full_check=True)
     session = runtime.make_session(loaded.model)

@@ -131,8 +131,9 @@ def certificate(solution: Solution, model_sha256: str | None, options: dict[str,
     )
 
 
-def stage_models(loaded_model, graph, solution: Solution) -> dict[int, Any]:
-    """``{stage index: ModelProto}`` for the non-empty stages."""
+def stage_models(loaded_model, graph, solution: Solution, declare=None) -> dict[int, Any]:
+    """``{stage index: ModelProto}`` for the non-empty stages; ``declare(name)`` types their inputs and
+    outputs (see :func:`onnxpart.onnx_io.extract_subgraph`)."""
     from onnxpart.onnx_io import extract_subgraph
 
     io = stage_io(graph, solution.assignment, solution.k)
@@ -142,7 +143,8 @@ def stage_models(loaded_model, graph, solution: Solution) -> dict[int, Any]:
         if not ops:
             continue
         nodes = [name for op in ops for name in op.onnx_nodes]
-        models[b] = extract_subgraph(loaded_model, nodes, io[b][0], io[b][1], name=f"{graph.name}_stage_{b}")
+        models[b] = extract_subgraph(loaded_model, nodes, io[b][0], io[b][1], name=f"{graph.name}_stage_{b}",
+                                     declare=declare)
     return models
 
 

@@ -1,7 +1,5 @@
 """Checking a partition without trusting the code that made it.
 
-* :func:`run_stages` feeds seeded random inputs through the stage models in order (onnxruntime, file
-  order kept) and compares the model outputs with the original model's: the ``--verify`` check.
 * :func:`check_certificate` re-derives the upper bound from ``manifest.json`` and the instance's costs
   (Eq. 3 from scratch, not the segment structure), checks the partition is valid (every op once, no edge
   to an earlier stage), re-computes Lemma 3.3's simple bound and the single-block min-cut bound, and
@@ -23,22 +21,6 @@ from onnxpart.partition.model import Instance, block_costs, check_assignment, si
 
 #: relative slack for comparing floats written to JSON and MIP bounds (HiGHS tolerances)
 RTOL = 1e-6
-
-
-def run_stages(original, stages: Mapping[int, Any], stage_inputs: Mapping[int, list[str]], seed: int = 0) -> float:
-    """Max abs error between the original model's outputs and the stages run in order on the same
-    seeded random inputs."""
-    from onnxpart.runtime import make_session, max_abs_error, random_inputs, run
-
-    feeds = random_inputs(make_session(original), seed)
-    reference = run(original, feeds)
-    values = dict(feeds)
-    for index in sorted(stages):
-        missing = [name for name in stage_inputs[index] if name not in values]
-        if missing:
-            raise RuntimeError(f"stage {index} needs {missing[:3]}, which no earlier stage produced")
-        values.update(run(stages[index], {name: values[name] for name in stage_inputs[index]}))
-    return max_abs_error(reference, {name: values[name] for name in reference})
 
 
 @dataclass

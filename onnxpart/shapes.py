@@ -1,0 +1,273 @@
+"""Shapes of every tensor of a real export, without reading its weights.
+
+ONNX shape inference alone leaves many tensors of real exports unknown:
+
+* legacy TorchScript exports compute shapes in subgraphs of constants (``Where(Equal(ConstantOfShape …))``
+  feeding ``Expand``, ``Reshape(Mod(…))`` feeding a ``Slice`` end) that inference does not evaluate, even
+  with data propagation;
+* exports with dynamic axes compute shapes at run time (``Shape → Gather → Unsqueeze → Concat →
+  Reshape``), which stay unknown until the graph inputs are static *and* ``Shape`` of a known shape is
+  read as a constant.
+
+:func:`resolve` iterates the general mechanism — fold constant-only nodes (small outputs only), run ONNX
+inference with data propagation, read ``Shape`` of a statically shaped tensor as a constant, repeat to
+a fix-point — and then asks onnxruntime's symbolic shape inference for what is left. It works on a
+*skeleton* of the model (:func:`skeleton`): large initializers become typed graph inputs, so no weight
+is read, copied or serialized, and a large weight can never be an input of a shape computation.
+
+The folding is onnx-graphsurgeon's ``fold_constants`` (it evaluates constant subgraphs in onnxruntime and
+folds ``Shape`` nodes of static tensors); the folded model is only ever used to learn shapes, never
+emitted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import onnx
+from onnx import external_data_helper, shape_inference
+
+from onnxpart.errors import UserError
+
+log = logging.getLogger(__name__)
+
+#: constant tensors up to this size stay in the skeleton and may be folded (shape vectors, masks…)
+SMALL_CONSTANT_BYTES = 1 << 16
+#: fix-point rounds of fold + infer before the symbolic fallback
+MAX_ROUNDS = 8
+
+
+@dataclass(frozen=True)
+class ValueType:
+    """Element type and dims of a value; ``None`` dims: rank unknown; a dim of -1: unknown."""
+
+    elem_type: int
+    dims: tuple[int, ...] | None
+
+    @property
+    def static(self) -> bool:
+        return self.elem_type != 0 and self.dims is not None and -1 not in self.dims
+
+
+# ------------------------------------------------------------------------------------------ skeleton
+def skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model without its weights: nodes, inputs, outputs and value_info as they are; initializers up
+    to :data:`SMALL_CONSTANT_BYTES` with inline data kept; every other initializer (large, or in external
+    data) becomes a graph input of the same type and dims. Nothing of the weights is read."""
+    g = model.graph
+    small, typed = [], []
+    listed = {vi.name for vi in g.input}
+    for init in g.initializer:
+        if not external_data_helper.uses_external_data(init) and init.ByteSize() <= SMALL_CONSTANT_BYTES:
+            small.append(init)
+        elif init.name not in listed:
+            typed.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+    graph = onnx.helper.make_graph(
+        list(g.node), g.name or "model", [vi for vi in g.input] + typed, list(g.output),
+        initializer=small, value_info=list(g.value_info))
+    out = onnx.helper.make_model(graph, opset_imports=list(model.opset_import))
+    out.ir_version = max(model.ir_version, 4)
+    out.functions.extend(model.functions)
+    return out
+
+
+# ------------------------------------------------------------------------------------- dim overrides
+def symbolic_dims(model: onnx.ModelProto) -> dict[str, list[str]]:
+    """``{dim_param: [graph inputs carrying it]}`` in input order (weights listed as inputs excluded)."""
+    weights = {init.name for init in model.graph.initializer}
+    dims: dict[str, list[str]] = {}
+    for vi in model.graph.input:
+        if vi.name in weights:
+            continue
+        for dim in vi.type.tensor_type.shape.dim:
+            if dim.HasField("dim_param") and vi.name not in dims.setdefault(dim.dim_param, []):
+                dims[dim.dim_param].append(vi.name)
+    return dims
+
+
+def apply_dims(graph: onnx.GraphProto, dims: Mapping[str, int]) -> None:
+    """In place: every dim whose ``dim_param`` is named in ``dims`` becomes that value — in the graph's
+    inputs, outputs and value_info (onnxruntime's ``free_dimension_overrides_by_name``)."""
+    for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
+        for dim in vi.type.tensor_type.shape.dim:
+            if dim.HasField("dim_param") and dim.dim_param in dims:
+                dim.dim_value = int(dims[dim.dim_param])
+
+
+def apply_shape(vi: onnx.ValueInfoProto, shape: Sequence[int]) -> None:
+    dims = vi.type.tensor_type.shape.dim
+    del dims[:]
+    for value in shape:
+        dims.add().dim_value = int(value)
+
+
+# ---------------------------------------------------------------------------------------- inference
+def read_types(model: onnx.ModelProto) -> dict[str, ValueType]:
+    """The type of every value the model states (inputs, outputs, value_info, initializers, Constants)."""
+    g = model.graph
+    types: dict[str, ValueType] = {}
+    for init in g.initializer:
+        types[init.name] = ValueType(init.data_type, tuple(int(d) for d in init.dims))
+    for vi in list(g.input) + list(g.output) + list(g.value_info):
+        if vi.name in types or not vi.type.HasField("tensor_type"):
+            continue
+        tt = vi.type.tensor_type
+        dims = (tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else -1 for d in tt.shape.dim)
+                if tt.HasField("shape") else None)
+        types[vi.name] = ValueType(tt.elem_type, dims)
+    for node in g.node:
+        if node.op_type == "Constant" and node.output and node.output[0] not in types:
+            for attr in node.attribute:
+                if attr.name == "value":
+                    types[node.output[0]] = ValueType(attr.t.data_type, tuple(int(d) for d in attr.t.dims))
+    return types
+
+
+def _merge(known: dict[str, ValueType], new: Mapping[str, ValueType]) -> int:
+    """Keep, per value, the type with the fewest unknowns; return how many values improved."""
+    improved = 0
+    for name, vt in new.items():
+        old = known.get(name)
+        if old is None or _unknowns(vt) < _unknowns(old):
+            known[name] = vt if vt.elem_type or old is None else ValueType(old.elem_type, vt.dims)
+            improved += 1
+    return improved
+
+
+def _unknowns(vt: ValueType) -> int:
+    if vt.dims is None:
+        return 1000 + (vt.elem_type == 0)
+    return sum(d < 0 for d in vt.dims) + (vt.elem_type == 0)
+
+
+def onnx_infer(model: onnx.ModelProto) -> onnx.ModelProto:
+    try:
+        return shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+    except Exception as exc:  # the model itself is inconsistent
+        raise UserError(f"ONNX shape inference failed: {str(exc).splitlines()[0][:200]}") from None
+
+
+def fold(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Fold constant-only nodes with small outputs and ``Shape`` of static tensors (onnx-graphsurgeon).
+    A failure leaves the model as it was: folding is only ever a help to inference."""
+    import onnx_graphsurgeon as gs
+
+    gs.logger.G_LOGGER.severity = gs.logger.G_LOGGER.CRITICAL
+    chatter = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(chatter):  # graphsurgeon prints; stdout belongs to --json
+            graph = gs.import_onnx(model)
+            graph.fold_constants(fold_shapes=True, size_threshold=SMALL_CONSTANT_BYTES).cleanup()
+            folded = gs.export_onnx(graph, do_type_check=False)
+    except Exception as exc:  # noqa: BLE001 - any failure of the helper only means fewer shapes known
+        log.debug("constant folding failed: %s", exc)
+        return model
+    finally:
+        if chatter.getvalue():
+            log.debug("onnx-graphsurgeon: %s", chatter.getvalue().strip()[:2000])
+    folded.ir_version = model.ir_version
+    del folded.opset_import[:]
+    folded.opset_import.extend(model.opset_import)
+    return folded
+
+
+def ort_symbolic_infer(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    """onnxruntime's symbolic shape inference (sympy), or None where it cannot handle the model."""
+    try:
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+        with contextlib.redirect_stdout(io.StringIO()):
+            return SymbolicShapeInference.infer_shapes(model, auto_merge=True, guess_output_rank=False)
+    except Exception as exc:  # noqa: BLE001 - the fallback may fail on ops it does not know
+        log.debug("symbolic shape inference failed: %s", exc)
+        return None
+
+
+def resolve(model: onnx.ModelProto, dims: Mapping[str, int] | None = None,
+            input_shapes: Mapping[str, Sequence[int]] | None = None) -> dict[str, ValueType]:
+    """Types of every value of ``model`` (a :func:`skeleton`), with ``dims`` fixed by name and
+    ``input_shapes`` applied (graph inputs, or internal tensors inference cannot see through).
+
+    Fold, infer, read ``Shape`` of static tensors as constants, repeat until nothing improves; then
+    onnxruntime's symbolic inference. A hint on an internal tensor takes its element type from ONNX type
+    inference, never a default (a bool mask stays bool).
+    """
+    model = _with_overrides(model, dims or {}, input_shapes or {})
+    known: dict[str, ValueType] = {}
+    current = onnx_infer(model)
+    _merge(known, read_types(current))
+    for _ in range(MAX_ROUNDS):
+        if all(vt.static for vt in _needed(current, known).values()):
+            break
+        current = onnx_infer(fold(current))
+        if not _merge(known, read_types(current)):
+            break
+    if not all(vt.static for vt in _needed(current, known).values()):
+        symbolic = ort_symbolic_infer(current)
+        if symbolic is not None:
+            _merge(known, read_types(symbolic))
+    return known
+
+
+def symbolic_value_infos(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
+    """Types with the original's symbolic dims (no dim fixed), for the inputs and outputs of emitted
+    models: fold constant-only nodes, ONNX inference, then onnxruntime's symbolic inference, which
+    names derived dims (``past_sequence_length + sequence``). Dims no pass could name are left blank
+    (inference's placeholder names ``unk__N`` would claim equalities nobody proved)."""
+    current = onnx_infer(fold(model))
+    found: dict[str, onnx.ValueInfoProto] = {}
+    for candidate in (current, ort_symbolic_infer(current)):
+        if candidate is None:
+            continue
+        g = candidate.graph
+        for vi in list(g.input) + list(g.output) + list(g.value_info):
+            if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+                found[vi.name] = _blank_placeholders(vi)
+    return found
+
+
+def _blank_placeholders(vi: onnx.ValueInfoProto) -> onnx.ValueInfoProto:
+    out = onnx.ValueInfoProto()
+    out.CopyFrom(vi)
+    for dim in out.type.tensor_type.shape.dim:
+        if dim.HasField("dim_param") and dim.dim_param.startswith("unk__"):
+            dim.ClearField("dim_param")
+    return out
+
+
+def _needed(model: onnx.ModelProto, known: Mapping[str, ValueType]) -> dict[str, ValueType]:
+    """The known types of the values some node of ``model`` reads or the graph outputs."""
+    names = {name for node in model.graph.node for name in node.input if name}
+    names |= {vi.name for vi in model.graph.output}
+    return {name: known.get(name, ValueType(0, None)) for name in names}
+
+
+def _with_overrides(model: onnx.ModelProto, dims: Mapping[str, int],
+                    input_shapes: Mapping[str, Sequence[int]]) -> onnx.ModelProto:
+    """A copy with ``dims`` and ``input_shapes`` applied; internal hints typed by ONNX inference."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    g = out.graph
+    apply_dims(g, dims)
+    inputs = {vi.name: vi for vi in g.input}
+    internal = {name: shape for name, shape in input_shapes.items() if name not in inputs}
+    for name, shape in input_shapes.items():
+        if name in inputs:
+            apply_shape(inputs[name], shape)
+    if internal:
+        types = read_types(onnx_infer(out))
+        for name, shape in internal.items():
+            elem_type = types.get(name, ValueType(0, None)).elem_type or getattr(shape, "elem_type", 0)
+            if not elem_type:
+                raise UserError(f"--input-shape {name}: ONNX type inference cannot tell the element type of "
+                                f"{name!r} (its producer is opaque to it); give it: --input-shape "
+                                f"{name}={'x'.join(map(str, shape)) or '1'}:float32 (or its real dtype)")
+            target = next((vi for vi in g.value_info if vi.name == name), None) or g.value_info.add()
+            target.name = name
+            target.type.tensor_type.elem_type = elem_type
+            apply_shape(target, shape)
+    return out

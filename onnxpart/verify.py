@@ -1,0 +1,124 @@
+"""``--verify``: emitted models, run in onnxruntime, reproduce the original model's outputs.
+
+Every strategy's emitted files are checked the same way: seeded random inputs, the original model run
+once (onnxruntime reads its external data; onnxpart never does), the emitted parts run in order on the
+same inputs, and each output compared by its max abs error and its error relative to the output's
+scale. A model with dynamic dims is checked at the dims it was costed at *and* at twice each of them
+(doubling keeps linear relations such as ``total = past + sequence`` true), which proves the emitted
+parts kept their dims dynamic; if the original itself does not run at the doubled dims, that check is
+skipped with a note.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from onnxpart import runtime
+from onnxpart.errors import UserError
+
+#: default --verify-tol: error relative to each output's scale; float32 kernels differ in summation order
+DEFAULT_TOLERANCE = 1e-4
+
+
+class VerificationError(UserError):
+    """Emitted models that do not reproduce the original: exit 1, naming the output."""
+
+    exit_code = 1
+
+
+@dataclass
+class VerifyReport:
+    seed: int
+    tolerance: float
+    sizes: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(size["ok"] for size in self.sizes)
+
+    @property
+    def max_abs_error(self) -> float:
+        return max((size["max_abs_error"] for size in self.sizes), default=0.0)
+
+    @property
+    def max_rel_error(self) -> float:
+        return max((size["max_rel_error"] for size in self.sizes), default=0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "max_abs_error": self.max_abs_error, "max_rel_error": self.max_rel_error,
+                "tolerance": self.tolerance, "seed": self.seed, "sizes": self.sizes, "notes": self.notes}
+
+    def raise_if_failed(self) -> None:
+        bad = next((size for size in self.sizes if not size["ok"]), None)
+        if bad is not None:
+            raise VerificationError(
+                f"--verify failed: output {bad['worst_output']!r} differs from the original's at dims "
+                f"{bad['dims'] or 'as given'} (max abs error {bad['max_abs_error']:.3g}, relative "
+                f"{bad['max_rel_error']:.3g} > --verify-tol {self.tolerance:g}); nothing was written")
+
+
+def check_dims(loaded) -> list[dict[str, int]]:
+    """The dims to verify at: those costed, and twice each when the model has dynamic dims."""
+    sizes = [dict(loaded.dims)]
+    if loaded.dynamic and any(loaded.dims.values()):
+        sizes.append({name: 2 * value for name, value in loaded.dims.items()})
+    return sizes
+
+
+def input_shapes(loaded, dims: Mapping[str, int]) -> dict[str, list[int]]:
+    """Each graph input's shape at ``dims``: fixed dims as they are, named dims from ``dims``, unnamed
+    unknown dims as costed."""
+    weights = {init.name for init in loaded.model.graph.initializer}
+    shapes = {}
+    for vi in loaded.model.graph.input:
+        if vi.name in weights:
+            continue
+        costed = loaded.types[vi.name].dims
+        shapes[vi.name] = [d.dim_value if d.HasField("dim_value") else
+                           dims.get(d.dim_param, costed[axis]) if d.HasField("dim_param") else costed[axis]
+                           for axis, d in enumerate(vi.type.tensor_type.shape.dim)]
+    return shapes
+
+
+def verify_parts(loaded, parts: Sequence[tuple[Path, Sequence[str]]], seed: int = 0,
+                 tolerance: float = DEFAULT_TOLERANCE) -> VerifyReport:
+    """Run ``parts`` (file, the tensors it reads) in order against the original at every :func:`check_dims`."""
+    report = VerifyReport(seed=seed, tolerance=tolerance)
+    for dims in check_dims(loaded):
+        feeds, reference = reference_run(loaded, dims, seed, report)
+        if reference is None:
+            continue
+        values = dict(feeds)
+        for path, reads in parts:
+            missing = [name for name in reads if name not in values]
+            if missing:
+                raise RuntimeError(f"{path.name} needs {missing[:3]}, which no earlier part produced")
+            values.update(runtime.run(path, {name: values[name] for name in reads}))
+        add_size(report, dims, runtime.compare(reference, values))
+    return report
+
+
+def reference_run(loaded, dims: Mapping[str, int], seed: int, report: VerifyReport,
+                  **options) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None]:
+    """Seeded feeds at ``dims`` and the original's outputs on them (None, with a note, when the original
+    itself cannot run at doubled dims)."""
+    session = runtime.make_session(loaded.model, loaded.folder)
+    feeds = runtime.random_inputs(session, seed, shapes=input_shapes(loaded, dims))
+    try:
+        return feeds, runtime.run(loaded.model, feeds, loaded.folder, **options)
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
+        if dims == dict(loaded.dims):
+            raise
+        report.notes.append(f"the original model does not run at dims {dims} ({str(exc).splitlines()[0][:120]}); "
+                            "the check at a second size was skipped")
+        return feeds, None
+
+
+def add_size(report: VerifyReport, dims: Mapping[str, int], mismatch: runtime.Mismatch) -> None:
+    report.sizes.append({"dims": dict(dims), **mismatch.to_dict(), "ok": mismatch.within(report.tolerance)})

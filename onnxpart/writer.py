@@ -1,0 +1,260 @@
+"""Writing ONNX files that can always be read back, whatever the size of their weights.
+
+Protobuf caps a message at 2 GiB, and ``SerializeToString`` of a larger model can *succeed* and produce a
+file neither ``onnx.load`` nor onnxruntime parses. So every model onnxpart emits goes through
+:func:`write_model`:
+
+* a model whose weights exceed the :class:`WeightPolicy` threshold — or any model when the input used
+  external data — is written as ``NAME.onnx`` + ``NAME.onnx.data``: each tensor of at least
+  ``tensor_threshold`` bytes is *streamed* into the data file in bounded chunks, straight from the input's
+  data file (or from the protobuf's inline bytes), at a 4 KiB-aligned offset; all-zero chunks are skipped
+  with a seek, so a sparse input stays sparse;
+* the remaining protobuf must be under 2 GiB, or nothing is written;
+* both files are written to temporary names, flushed and renamed, so an error, Ctrl-C or a full disk
+  leaves nothing behind; then the result is checked with ``onnx.checker.check_model(path)`` (the path
+  form, which follows external data).
+
+:func:`link_weights` serves ``annotated.onnx``, which keeps every weight where it is: the input's data
+files are hard-linked into the output folder (copied where a link is impossible), and the references
+stay as they are.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+from onnx import external_data_helper, numpy_helper
+
+from onnxpart.errors import UserError
+from onnxpart.files import fresh_permissions
+
+#: protobuf's hard limit on one message
+PROTOBUF_LIMIT = (1 << 31) - 1
+CHUNK = 1 << 24  # 16 MiB: the most of a tensor held in memory while streaming it
+ALIGNMENT = 4096
+_ZEROS = bytes(CHUNK)
+
+
+@dataclass(frozen=True)
+class WeightPolicy:
+    """When and how emitted models keep their weights outside the protobuf.
+
+    ``source_dir``: the input model's folder (what external-data locations are relative to);
+    ``always_external``: the input used external data, so every output does too;
+    ``threshold``: a model whose weights exceed this many bytes is written with external data;
+    ``tensor_threshold``: with external data, tensors smaller than this stay inline.
+    """
+
+    source_dir: Path | None = None
+    always_external: bool = False
+    threshold: int = 1 << 30
+    tensor_threshold: int = 1024
+
+    def external_for(self, model: onnx.ModelProto) -> bool:
+        return self.always_external or weight_bytes(model) > self.threshold
+
+
+def weight_bytes(model: onnx.ModelProto) -> int:
+    """Bytes of every initializer (inline or external), from dims and dtype: nothing is read."""
+    from onnxpart.graph import tensor_bytes
+
+    return sum(tensor_bytes(t.data_type, t.dims) for t in _tensors(model))
+
+
+def write_model(model: onnx.ModelProto, path: str | os.PathLike, policy: WeightPolicy = WeightPolicy()) -> list[Path]:
+    """Write ``model`` to ``path`` (and ``path.data`` when its weights go outside); returns the files.
+
+    ``model`` is not modified. Its external tensors are read from ``policy.source_dir`` in chunks.
+    """
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise UserError(f"cannot write {path}: folder {path.parent} does not exist")
+    model = _copy(model)
+    if not policy.external_for(model):
+        _inline_tensors(model, policy.source_dir)
+        return [write_protobuf(model, path)]
+    data = path.parent / f"{path.name}.data"
+    with _staged(data) as handle:
+        _stream_tensors(model, handle, data.name, policy)
+    try:
+        return [write_protobuf(model, path), data]
+    except BaseException:
+        _unlink(data)
+        raise
+
+
+def write_annotated(model: onnx.ModelProto, path: str | os.PathLike, source_dir: Path) -> list[Path]:
+    """Write a model that keeps every weight where the input had it: its external-data files are linked
+    beside it (:func:`link_weights`) and its references left as they are."""
+    path = Path(path)
+    linked = link_weights(model, source_dir, path.parent)
+    try:
+        return [write_protobuf(model, path), *linked]
+    except BaseException:
+        for file in linked:
+            _unlink(file)
+        raise
+
+
+def write_protobuf(model: onnx.ModelProto, path: Path) -> Path:
+    """Serialize atomically, refusing a protobuf over 2 GiB, and check the file by path (external data
+    included): a file that cannot be read back is never left behind."""
+    size = model.ByteSize()
+    if size > PROTOBUF_LIMIT:
+        raise UserError(f"{path.name} would be a {size / 2**30:.2f} GiB protobuf, over protobuf's 2 GiB "
+                        "limit; lower --external-data-threshold so its weights go to a data file")
+    with _staged(path) as handle:
+        handle.write(model.SerializeToString())
+    try:
+        onnx.checker.check_model(str(path))
+    except Exception as exc:  # a file that cannot be read back is a bug; leave nothing behind
+        _unlink(path)
+        raise RuntimeError(f"emitted {path.name} fails onnx.checker: {exc}") from exc
+    return path
+
+
+def link_weights(model: onnx.ModelProto, source_dir: Path, target_dir: Path) -> list[Path]:
+    """Hard-link (or copy) every external-data file ``model`` references from ``source_dir`` into
+    ``target_dir`` under the same relative location, so the model's references hold there too."""
+    done: list[Path] = []
+    for location in sorted({external_data_helper.ExternalDataInfo(t).location for t in _tensors(model)
+                            if external_data_helper.uses_external_data(t)}):
+        source, target = source_dir / location, target_dir / location
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(source, target)
+        except OSError:
+            with open(source, "rb") as src, _staged(target) as dst:
+                _copy_range(src, dst, 0, os.fstat(src.fileno()).st_size)
+        done.append(target)
+    return done
+
+
+# ----------------------------------------------------------------------------------------- internals
+def _tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Initializers of the graph and of every subgraph (If/Loop/Scan bodies)."""
+    for tensor in external_data_helper._get_all_tensors(model):
+        if not tensor.HasField("segment"):
+            yield tensor
+
+
+def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    clone = onnx.ModelProto()
+    clone.CopyFrom(model)
+    return clone
+
+
+def _stream_tensors(model: onnx.ModelProto, handle, data_name: str, policy: WeightPolicy) -> None:
+    """Move every tensor of ``tensor_threshold`` bytes or more (and every external one) into ``handle``."""
+    from onnxpart.graph import tensor_bytes
+
+    offset = 0
+    for tensor in _tensors(model):
+        external = external_data_helper.uses_external_data(tensor)
+        if not external and tensor_bytes(tensor.data_type, tensor.dims) < policy.tensor_threshold:
+            continue
+        offset = -(-offset // ALIGNMENT) * ALIGNMENT
+        handle.seek(offset)
+        if external:
+            info = external_data_helper.ExternalDataInfo(tensor)
+            length = info.length or tensor_bytes(tensor.data_type, tensor.dims)
+            with open(_source(policy, info.location), "rb") as src:
+                _copy_range(src, handle, info.offset or 0, length)
+        else:
+            payload = tensor.raw_data if tensor.HasField("raw_data") else numpy_helper.to_array(tensor).tobytes()
+            length = len(payload)
+            _write_sparse(handle, payload)
+        _point_to(tensor, data_name, offset, length)
+        offset += length
+
+
+def _inline_tensors(model: onnx.ModelProto, source_dir: Path | None) -> None:
+    """Read external tensors into the protobuf (used only below the size threshold)."""
+    for tensor in _tensors(model):
+        if external_data_helper.uses_external_data(tensor):
+            if source_dir is None:
+                raise ValueError(f"tensor {tensor.name!r} is external but no source folder was given")
+            external_data_helper.load_external_data_for_tensor(tensor, str(source_dir))
+            tensor.data_location = onnx.TensorProto.DEFAULT
+            del tensor.external_data[:]
+
+
+def _source(policy: WeightPolicy, location: str) -> Path:
+    if policy.source_dir is None:
+        raise ValueError(f"external data {location!r} but no source folder was given")
+    return policy.source_dir / location
+
+
+def _point_to(tensor: onnx.TensorProto, location: str, offset: int, length: int) -> None:
+    tensor.ClearField("raw_data")
+    for field in ("float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data"):
+        tensor.ClearField(field)
+    del tensor.external_data[:]
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, value
+
+
+def _copy_range(src, dst, offset: int, length: int) -> None:
+    """Copy ``length`` bytes from ``src`` at ``offset`` to ``dst``'s position, a chunk at a time."""
+    src.seek(offset)
+    remaining = length
+    while remaining:
+        chunk = src.read(min(CHUNK, remaining))
+        if not chunk:
+            raise UserError(f"{getattr(src, 'name', 'external data')} ended {remaining} bytes early")
+        _write_sparse(dst, chunk)
+        remaining -= len(chunk)
+
+
+def _write_sparse(handle, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    for start in range(0, len(view), CHUNK):
+        chunk = view[start:start + CHUNK]
+        if chunk == _ZEROS[:len(chunk)]:
+            handle.seek(len(chunk), os.SEEK_CUR)  # a hole: the final truncate fixes the size
+        else:
+            handle.write(chunk)
+
+
+@contextmanager
+def _staged(target: Path):
+    """A binary handle on a temporary file beside ``target``, renamed over it on success only."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        fresh_permissions(fd)
+        with os.fdopen(fd, "wb") as handle:
+            yield handle
+            handle.truncate()  # a trailing hole (skipped zeros) still counts towards the size
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except OSError as exc:
+        _unlink(tmp)
+        if exc.errno == errno.ENOSPC:
+            raise UserError(f"no space left on the device while writing {target.name}; nothing was kept") from None
+        raise
+    except BaseException:
+        _unlink(tmp)
+        raise
+
+
+def _remove_on_error(paths: list[Path]) -> None:
+    for path in paths:
+        _unlink(path)
+
+
+def _unlink(path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
