@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, DEVICE_HELP, INPUT_SHAPE_HELP, console, handle_errors,
+from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, DEVICE_HELP, INPUT_SHAPE_HELP, DIM_HELP, console, handle_errors,
                                  load_costed, print_json)
 from onnxpart.errors import UserError
 from onnxpart.units import format_seconds
@@ -21,6 +21,7 @@ def annotate(
     cost: str = typer.Option("analytic", "--cost", help=COST_HELP),
     device: str = typer.Option("a100", "--device", help=DEVICE_HELP),
     input_shape: Optional[list[str]] = typer.Option(None, "--input-shape", help=INPUT_SHAPE_HELP),
+    dim: Optional[list[str]] = typer.Option(None, "--dim", help=DIM_HELP),
     coarsen: bool = typer.Option(False, "--coarsen", help=COARSEN_HELP),
     runs: int = typer.Option(5, "--runs", min=1, help="Profiled runs for --cost measured (median per node)."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing output file."),
@@ -35,7 +36,7 @@ def annotate(
         raise UserError(f"{output} already exists; pass --force to overwrite it")
     if not (output.parent if str(output.parent) else Path(".")).is_dir():
         raise UserError(f"cannot write {output}: folder {output.parent} does not exist")
-    loaded = load_costed(model, input_shape=input_shape, coarsen=coarsen, cost=cost, device=device, runs=runs,
+    loaded = load_costed(model, input_shape=input_shape, coarsen=coarsen, cost=cost, device=device, runs=runs, dim=dim,
                          need_model=True)
     graph = loaded.graph
     extra = {}

@@ -9,8 +9,8 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, COSTS_HELP, DEVICE_HELP, INPUT_SHAPE_HELP, console,
-                                 handle_errors, load_costed, print_json)
+from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, COSTS_HELP, DEVICE_HELP, DIM_HELP, INPUT_SHAPE_HELP,
+                                 console, handle_errors, load_costed, print_json)
 from onnxpart.units import format_bytes, format_flops, format_seconds
 
 
@@ -18,6 +18,7 @@ from onnxpart.units import format_bytes, format_flops, format_seconds
 def inspect(
     model: Path = typer.Argument(..., help="ONNX model (or a costs.json graph)."),
     input_shape: Optional[list[str]] = typer.Option(None, "--input-shape", help=INPUT_SHAPE_HELP),
+    dim: Optional[list[str]] = typer.Option(None, "--dim", help=DIM_HELP),
     cost: str = typer.Option("analytic", "--cost", help=COST_HELP),
     device: str = typer.Option("a100", "--device", help=DEVICE_HELP),
     costs: Optional[Path] = typer.Option(None, "--costs", help=COSTS_HELP),
@@ -28,9 +29,15 @@ def inspect(
     """Summarize a model: ops, parameters, FLOPs, activations, peak memory, costliest ops."""
     from onnxpart.summary import summarize
 
-    loaded = load_costed(model, input_shape=input_shape, coarsen=coarsen, costs=costs, cost=cost, device=device)
+    from onnxpart.shapes import symbolic_dims
+
+    loaded = load_costed(model, input_shape=input_shape, coarsen=coarsen, costs=costs, cost=cost, device=device,
+                         dim=dim)
     summary = summarize(loaded.graph, top=top)
     summary["model"] = str(model)
+    if loaded.model is not None:
+        summary["symbolic_dims"] = [{"name": name, "inputs": inputs, "value": loaded.model.dims.get(name)}
+                                    for name, inputs in symbolic_dims(loaded.model.model).items()]
     if loaded.measured_end_to_end is not None:
         summary["measured_end_to_end"] = loaded.measured_end_to_end
     if as_json:
@@ -50,6 +57,9 @@ def inspect(
                                     f"{format_bytes(summary['peak_activation_bytes'])} in the file's order "
                                     f"(at {summary['peak_at_op']})")
     overview.add_row("inputs", ", ".join(f"{i['name']} {i['dtype']}{i['shape']}" for i in summary["inputs"]))
+    if summary.get("symbolic_dims"):
+        overview.add_row("symbolic dims", ", ".join(f"{d['name']}={d['value']} ({', '.join(d['inputs'])})"
+                                                    for d in summary["symbolic_dims"]))
     overview.add_row("outputs", ", ".join(f"{o['name']} {o['dtype']}{o['shape']}" for o in summary["outputs"]))
     overview.add_row("op types", ", ".join(f"{t}×{c}" for t, c in summary["op_types"].items()))
     if summary["opaque_ops"]:

@@ -3,6 +3,7 @@ say how close to optimal it is."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
@@ -10,8 +11,9 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, COSTS_HELP, DEVICE_HELP, INPUT_SHAPE_HELP, console,
-                                 err_console, handle_errors, is_graph_file, load_costed, print_json)
+from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, COSTS_HELP, DEVICE_HELP, DIM_HELP, EXTERNAL_HELP,
+                                 FREEZE_HELP, INPUT_SHAPE_HELP, VERIFY_TOL_HELP, console, err_console,
+                                 handle_errors, is_graph_file, load_costed, print_json, verify_line, weight_policy)
 from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.units import byte_unit, format_bytes
 
@@ -19,7 +21,7 @@ from onnxpart.units import byte_unit, format_bytes
 @handle_errors
 def remat(
     model: Path = typer.Argument(..., help="ONNX model, costs.json from `annotate`, or a networkx node-link JSON graph."),
-    budget: str = typer.Option(..., "--budget", "-b", help="Memory budget: 80% (of the file order's peak) or 24MiB."),
+    budget: str = typer.Option(..., "--budget", "-b", help="Memory budget: 80% (of the file order's peak), 24MiB, 6,422,528 (bytes), or min (the smallest that works: Moccasin phase 1 with half the time limit)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Folder for remat.onnx, sequence.json, certificate.json, memory.png."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output folder."),
     method: str = typer.Option("moccasin", "--method", help="moccasin, checkmate, checkmate-lp, greedy; comma-separated to run several."),
@@ -33,8 +35,12 @@ def remat(
     deterministic: bool = typer.Option(False, "--deterministic", help="Reproducible CP-SAT runs: interleaved workers, deterministic time limit."),
     precedence: str = typer.Option("literals", "--precedence", help="Moccasin precedence encoding: literals (Eq. 5) or reservoir (Eq. 10)."),
     include_params: bool = typer.Option(False, "--include-params", help="Count parameters in the memory (resident all along)."),
-    verify: bool = typer.Option(False, "--verify", help="Run remat.onnx in onnxruntime, compare outputs with the original, report ORT's peak."),
+    verify: bool = typer.Option(False, "--verify", help="Run remat.onnx in onnxruntime (at the costed dims and twice each dynamic dim), compare outputs with the original, report ORT's measured peak."),
+    verify_tol: float = typer.Option(1e-4, "--verify-tol", min=0.0, help=VERIFY_TOL_HELP),
     input_shape: Optional[list[str]] = typer.Option(None, "--input-shape", help=INPUT_SHAPE_HELP),
+    dim: Optional[list[str]] = typer.Option(None, "--dim", help=DIM_HELP),
+    freeze_dims: bool = typer.Option(False, "--freeze-dims", help=FREEZE_HELP),
+    external_data_threshold: Optional[str] = typer.Option(None, "--external-data-threshold", help=EXTERNAL_HELP + " [default: 1GiB]"),
     cost: str = typer.Option("analytic", "--cost", help=COST_HELP),
     device: str = typer.Option("a100", "--device", help=DEVICE_HELP),
     costs: Optional[Path] = typer.Option(None, "--costs", help=COSTS_HELP),
@@ -58,101 +64,127 @@ def remat(
         budget=parse_percent_or_bytes(budget), methods=methods, order=order, max_copies=max_recompute,
         time_limit=time_limit, order_time_limit=order_time_limit, workers=workers, seed=seed,
         include_params=include_params, deterministic=deterministic, precedence=precedence)
-    prepass = None
-    if ort_optimize:
-        _refuse_ort_optimize(model, costs)
-        loaded, prepass = _load_ort_optimized(model, input_shape, coarsen, cost, device, include_params)
-        graph = loaded.graph
-        # --budget P% is of the peak of the model the user gave, not of the optimized graph's
-        options = replace(options, budget=("bytes", rm.resolve_budget(*options.budget, prepass.original_peak)))
-    else:
-        graph = read_graph_file(model) if is_graph_file(model) and model.is_file() else None
-        loaded = None
-        if graph is None:
-            loaded = load_costed(model, input_shape=input_shape, coarsen=coarsen, costs=costs, cost=cost,
-                                 device=device)
+    with contextlib.ExitStack() as scratch:  # --ort-optimize: its temporary model lives until the end
+        prepass = None
+        if ort_optimize:
+            _refuse_ort_optimize(model, costs)
+            loaded, prepass = _load_ort_optimized(model, input_shape, dim, coarsen, cost, device, include_params,
+                                                  scratch)
             graph = loaded.graph
-    onnx_model = loaded.model.model if loaded is not None and loaded.model is not None else None
-    if verify and onnx_model is None:
-        raise UserError("--verify needs an ONNX model; a graph file has nothing to run")
-    out = None
-    if output is not None:
-        from onnxpart.files import OutputDir
+            if options.budget[0] != "min":  # --budget P% is of the peak of the model the user gave
+                options = replace(options, budget=("bytes", rm.resolve_budget(*options.budget, prepass.original_peak)))
+        else:
+            graph = read_graph_file(model) if is_graph_file(model) and model.is_file() else None
+            loaded = None
+            if graph is None:
+                loaded = load_costed(model, input_shape=input_shape, coarsen=coarsen, costs=costs, cost=cost,
+                                     device=device, dim=dim)
+                graph = loaded.graph
+        onnx_model = loaded.model.model if loaded is not None and loaded.model is not None else None
+        if verify and onnx_model is None:
+            raise UserError("--verify needs an ONNX model; a graph file has nothing to run")
+        out = None
+        if output is not None or verify:
+            import tempfile
 
-        out = OutputDir(output, force=force)  # refuse an existing folder before solving
+            from onnxpart.files import OutputDir
 
-    try:
-        with err_console.status("remat: building the instance…") as status:
-            def progress(phase: str, seconds: float, incumbent: float, bound: float) -> None:
-                what = {"phase1": "phase 1 (reach the budget): peak", "phase2": "phase 2 (least recompute): duration",
-                        "checkmate": "checkmate MILP: duration"}.get(phase, phase)
-                status.update(f"remat {seconds:6.1f}s  {what} {incumbent:,.6g}  (bound {bound:,.6g})")
+            # refuse an existing folder before solving; --verify alone runs the files in a scratch folder
+            where = output or Path(scratch.enter_context(tempfile.TemporaryDirectory(prefix="onnxpart-"))) / "out"
+            out = OutputDir(where, force=force)
 
-            solution = rm.solve(graph, options, progress)
-    except InfeasibleError as exc:
+        try:
+            with err_console.status("remat: building the instance…") as status:
+                def progress(phase: str, seconds: float, incumbent: float, bound: float) -> None:
+                    what = {"phase1": "phase 1 (reach the budget): peak", "phase2": "phase 2 (least recompute): duration",
+                            "checkmate": "checkmate MILP: duration"}.get(phase, phase)
+                    status.update(f"remat {seconds:6.1f}s  {what} {incumbent:,.6g}  (bound {bound:,.6g})")
+
+                solution = rm.solve(graph, options, progress)
+        except InfeasibleError as exc:
+            if out is not None:
+                out.discard()
+            partial = getattr(exc, "solution", None)
+            if partial is not None and compare and not as_json:
+                _compare_table(partial)
+            raise
+
+        payload = rm.summary(solution)
+        cert = rm.certificate(solution, graph.model_sha256)
+        payload["certificate"] = cert.to_dict()
+        if prepass is not None:
+            payload["ort_optimize"] = prepass.to_dict()
+        source = loaded.model if loaded is not None else None
+        try:
+            remat_model = _remat_model(source, graph, solution, include_params, freeze_dims, payload)
+            if out is not None:
+                policy = weight_policy(source, external_data_threshold) if source is not None else None
+                files = _write(out, graph, solution, cert, remat_model, payload, policy,
+                               dict(verify=verify, seed=seed, tolerance=verify_tol, prepass=prepass, source=source))
+                if output is not None:
+                    payload["files"] = files
+        except BaseException:
+            if out is not None:
+                out.discard()
+            raise
+        if as_json:
+            print_json(payload)
+            return
+        if compare or len(methods) > 1:
+            _compare_table(solution)
+        if prepass is not None:
+            console.print(_prepass_line(prepass), highlight=False, soft_wrap=True)
+        # markup off: the line ends with "[method, status]", which rich would take for a style tag and drop
+        console.print(_summary_line(solution, cert, prepass), highlight=False, soft_wrap=True, markup=False)
+        if "verify" in payload:
+            v = payload["verify"]
+            ort = (f"onnxruntime measured peak {format_bytes(v['ort_peak_bytes'])} (original {format_bytes(v['ort_original_peak_bytes'])}), "
+                   f"predicted {format_bytes(v['predicted_peak_bytes'])}"
+                   if v["ort_peak_bytes"] is not None else "onnxruntime reported no memory peak")
+            console.print(verify_line(v, f"{v['outputs']} outputs"), highlight=False, soft_wrap=True)
+            console.print(f"memory: {ort}" + (f"; note: {v['memory_note']}" if v["memory_note"] else ""),
+                          highlight=False, soft_wrap=True)
         if out is not None:
-            out.discard()
-        partial = getattr(exc, "solution", None)
-        if partial is not None and compare and not as_json:
-            _compare_table(partial)
-        raise
-
-    best = solution.best
-    payload = rm.summary(solution)
-    cert = rm.certificate(solution, graph.model_sha256)
-    payload["certificate"] = cert.to_dict()
-    if prepass is not None:
-        payload["ort_optimize"] = prepass.to_dict()
-    try:
-        remat_model = report = None
-        if onnx_model is not None:
-            from onnxpart.remat.emit import build_remat_model, check_emitted
-
-            remat_model = build_remat_model(onnx_model, graph, best.profile, solution.budget)
-            payload["emitted_peak_bytes"] = check_emitted(remat_model, solution.budget, include_params)
-        if verify:
-            from onnxpart.remat.verify import verify as run_verify
-
-            with err_console.status("verifying in onnxruntime…"):
-                reference = prepass.original_model if prepass is not None else onnx_model
-                report = run_verify(reference, remat_model, best.profile.peak, seed=seed)
-            payload["verify"] = report.to_dict()
-        if out is not None:
-            extra = {key: payload[key] for key in ("ort_optimize", "verify") if key in payload}
-            payload["files"] = _write(out, graph, solution, cert, remat_model, extra)
-    except BaseException:
-        if out is not None:
-            out.discard()
-        raise
-    if as_json:
-        print_json(payload)
-        return
-    if compare or len(methods) > 1:
-        _compare_table(solution)
-    if prepass is not None:
-        console.print(_prepass_line(prepass), highlight=False, soft_wrap=True)
-    # markup off: the line ends with "[method, status]", which rich would take for a style tag and drop
-    console.print(_summary_line(solution, cert, prepass), highlight=False, soft_wrap=True, markup=False)
-    if "verify" in payload:
-        v = payload["verify"]
-        ort = (f"; onnxruntime measured peak {format_bytes(v['ort_peak_bytes'])} (original {format_bytes(v['ort_original_peak_bytes'])})"
-               if v["ort_peak_bytes"] is not None else "; onnxruntime reported no memory peak")
-        console.print(f"verify: {v['outputs']} outputs, max abs error {v['max_abs_error']:.3g}{ort}", highlight=False, soft_wrap=True)
-    if out is not None:
-        console.print(f"wrote {', '.join(payload['files'])} to {output}", highlight=False)
+            console.print(f"wrote {', '.join(payload['files'])} to {output}", highlight=False)
 
 
-def _write(out, graph, solution, cert, remat_model, extra: dict) -> list[str]:
-    """The output folder; ``extra`` goes into sequence.json as it is (--ort-optimize and --verify reports)."""
+def _remat_model(source, graph, solution, include_params: bool, freeze: bool, payload: dict):
+    """remat.onnx in memory (None for graph-only input), its own node order re-simulated within budget."""
+    if source is None:
+        return None
+    import functools
+
+    from onnxpart.remat.emit import build_remat_model, check_emitted
+
+    declare = functools.partial(source.value_info, freeze=True) if freeze else None
+    remat_model = build_remat_model(source.model, graph, solution.best.profile, solution.budget, declare)
+    payload["emitted_peak_bytes"] = check_emitted(remat_model, solution.budget, include_params, source.hints,
+                                                  source.dims)
+    return remat_model
+
+
+def _write(out, graph, solution, cert, remat_model, payload: dict, policy, check: dict) -> list[str]:
+    """The output folder. With ``check["verify"]`` the written remat.onnx is run against the original
+    first (a mismatch leaves nothing written); the --ort-optimize and --verify reports go into
+    sequence.json as they are."""
     from onnxpart.files import write_json
-    from onnxpart.onnx_io import save_model
     from onnxpart.remat.emit import plot_memory, sequence_payload
+    from onnxpart.writer import write_model
 
     best = solution.best
     files = []
     if remat_model is not None:
-        save_model(remat_model, out.path("remat.onnx"))
-        files.append("remat.onnx")
+        files += [path.name for path in write_model(remat_model, out.path("remat.onnx"), policy)]
+    if check["verify"]:
+        from onnxpart.remat.verify import verify as run_verify
+
+        prepass = check["prepass"]
+        with err_console.status("verifying in onnxruntime…"):
+            reference = prepass.original_model if prepass is not None else check["source"]
+            payload["verify"] = run_verify(reference, out.path("remat.onnx"), best.profile.peak,
+                                           seed=check["seed"], tolerance=check["tolerance"])
+        _raise_if_failed(payload["verify"])
+    extra = {key: payload[key] for key in ("ort_optimize", "verify") if key in payload}
     write_json(out.path("sequence.json"), sequence_payload(graph, best.profile, solution.budget, solution.baseline,
                                                            best.result.method, extra))
     write_json(out.path("certificate.json"), cert.to_dict())
@@ -164,12 +196,19 @@ def _write(out, graph, solution, cert, remat_model, extra: dict) -> list[str]:
     return files
 
 
+def _raise_if_failed(report: dict) -> None:
+    from onnxpart.verify import VerifyReport
+
+    check = VerifyReport(seed=report["seed"], tolerance=report["tolerance"], sizes=report["sizes"])
+    check.raise_if_failed()
+
+
 @dataclass(frozen=True)
 class OrtPrePass:
     """What --ort-optimize did: the model the user gave (what --verify compares with, and whose file-order
     peak --budget P% is relative to) and the optimized graph the plan is for."""
 
-    original_model: Any  # onnx.ModelProto, shape-inferred
+    original_model: Any  # LoadedModel: the model the user gave
     original_sha256: str
     optimized_sha256: str
     original_nodes: int  # ONNX nodes
@@ -202,20 +241,22 @@ def _refuse_ort_optimize(model: Path, costs: Optional[Path]) -> None:
                         f"costed with --cost) or drop --ort-optimize")
 
 
-def _load_ort_optimized(model: Path, input_shape, coarsen: bool, cost: str, device: str, include_params: bool):
+def _load_ort_optimized(model: Path, input_shape, dim, coarsen: bool, cost: str, device: str, include_params: bool,
+                        scratch: contextlib.ExitStack):
     """The costed, BASIC-optimized graph of ``model`` (what remat plans) and the :class:`OrtPrePass` report."""
     from onnxpart import remat as rm
-    from onnxpart.onnx_io import load_graph, parse_input_shapes
+    from onnxpart.onnx_io import load_graph, parse_dims, parse_input_shapes
     from onnxpart.ort_optimize import ort_optimized
 
     def file_order_peak(graph) -> float:
         return rm.baseline(rm.build_instance(graph, include_params)).peak
 
-    original_graph, original = load_graph(model, parse_input_shapes(input_shape or []), coarsen=coarsen)
-    with ort_optimized(model) as path:
-        optimized = load_costed(path, input_shape=input_shape, coarsen=coarsen, cost=cost, device=device)
+    original_graph, original = load_graph(model, parse_input_shapes(input_shape or []), coarsen=coarsen,
+                                          dims=parse_dims(dim or []))
+    path = scratch.enter_context(ort_optimized(model))  # its weights stay there: remat.onnx reads them
+    optimized = load_costed(path, input_shape=input_shape, coarsen=coarsen, cost=cost, device=device, dim=dim)
     prepass = OrtPrePass(
-        original_model=original.model, original_sha256=original.sha256, optimized_sha256=optimized.model.sha256,
+        original_model=original, original_sha256=original.sha256, optimized_sha256=optimized.model.sha256,
         original_nodes=len(original.model.graph.node), optimized_nodes=len(optimized.model.model.graph.node),
         original_ops=len(original_graph.ops), optimized_ops=len(optimized.graph.ops),
         original_peak=file_order_peak(original_graph), optimized_peak=file_order_peak(optimized.graph))

@@ -42,6 +42,7 @@ class LoadedModel:
     types: Mapping[str, ValueType]
     dims: Mapping[str, int]
     emit_types: Mapping[str, onnx.ValueInfoProto]
+    hints: Mapping[str, Sequence[int]] = dataclasses.field(default_factory=dict)  # --input-shape
 
     @property
     def folder(self) -> Path:
@@ -152,7 +153,7 @@ def read_model(path: str | os.PathLike, input_shapes: Mapping[str, Sequence[int]
     bare = shapes.skeleton(model)
     types = shapes.resolve(bare, dims, input_shapes or {})
     loaded = LoadedModel(path=path, model=model, sha256=file_sha256(path), types=types, dims=dims,
-                         emit_types={})
+                         emit_types={}, hints=dict(input_shapes or {}))
     if loaded.dynamic:
         loaded = dataclasses.replace(loaded, emit_types=shapes.symbolic_value_infos(bare))
     return loaded

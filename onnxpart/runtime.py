@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 
 def session_options(*, keep_order: bool = True, profile: bool = False, threads: int = 0,
-                    memory_pattern: bool = True):
+                    memory_pattern: bool = True, profile_prefix: str | None = None):
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -34,6 +34,8 @@ def session_options(*, keep_order: bool = True, profile: bool = False, threads: 
         options.inter_op_num_threads = 1
     if profile:
         options.enable_profiling = True
+        if profile_prefix:
+            options.profile_file_prefix = profile_prefix
     return options
 
 

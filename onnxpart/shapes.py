@@ -28,6 +28,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import onnx
 from onnx import external_data_helper, shape_inference
 
@@ -151,37 +152,55 @@ def onnx_infer(model: onnx.ModelProto) -> onnx.ModelProto:
         raise UserError(f"ONNX shape inference failed: {str(exc).splitlines()[0][:200]}") from None
 
 
-def fold(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Fold constant-only nodes with small outputs and ``Shape`` of static tensors (onnx-graphsurgeon).
-    A failure leaves the model as it was: folding is only ever a help to inference."""
+def fold(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, ValueType]]:
+    """Fold constant-only nodes with small outputs and ``Shape`` of static tensors (onnx-graphsurgeon);
+    also return the types of every value that became a constant (cleanup drops the ones only other
+    constants read, but the original model computes them at run time, so their shapes are needed). A
+    failure leaves the model as it was: folding is only ever a help to inference."""
     import onnx_graphsurgeon as gs
+    import onnxruntime
 
     gs.logger.G_LOGGER.severity = gs.logger.G_LOGGER.CRITICAL
+    onnxruntime.set_default_logger_severity(3)  # graphsurgeon's sessions would warn on stderr
     chatter = io.StringIO()
     try:
         with contextlib.redirect_stdout(chatter):  # graphsurgeon prints; stdout belongs to --json
             graph = gs.import_onnx(model)
-            graph.fold_constants(fold_shapes=True, size_threshold=SMALL_CONSTANT_BYTES).cleanup()
-            folded = gs.export_onnx(graph, do_type_check=False)
+            graph.fold_constants(fold_shapes=True, size_threshold=SMALL_CONSTANT_BYTES)
+            constants = {name: ValueType(onnx.helper.np_dtype_to_tensor_dtype(t.values.dtype), tuple(t.shape))
+                         for name, t in graph.tensors().items()
+                         if isinstance(t, gs.Constant) and isinstance(t.values, np.ndarray)}
+            folded = gs.export_onnx(graph.cleanup(), do_type_check=False)
     except Exception as exc:  # noqa: BLE001 - any failure of the helper only means fewer shapes known
         log.debug("constant folding failed: %s", exc)
-        return model
+        return model, {}
     finally:
         if chatter.getvalue():
             log.debug("onnx-graphsurgeon: %s", chatter.getvalue().strip()[:2000])
     folded.ir_version = model.ir_version
     del folded.opset_import[:]
     folded.opset_import.extend(model.opset_import)
-    return folded
+    return folded, constants
 
 
 def ort_symbolic_infer(model: onnx.ModelProto) -> onnx.ModelProto | None:
-    """onnxruntime's symbolic shape inference (sympy), or None where it cannot handle the model."""
-    try:
-        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+    """onnxruntime's symbolic shape inference (sympy), or None where it cannot handle the model.
 
+    Its public ``infer_shapes`` saves ``sym_shape_infer_temp.onnx`` into the current folder and raises
+    whenever a single shape stays unknown; the same steps are run here without that, so the partial
+    result is kept and nothing is written."""
+    try:
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference, get_opset
+
+        if (get_opset(model) or 0) < 7:
+            return None
+        inference = SymbolicShapeInference(2**31 - 1, True, False, 0)
         with contextlib.redirect_stdout(io.StringIO()):
-            return SymbolicShapeInference.infer_shapes(model, auto_merge=True, guess_output_rank=False)
+            inference._preprocess(model)
+            while inference.run_:
+                inference._infer_impl()
+            inference._update_output_from_vi()
+        return inference.out_mp_
     except Exception as exc:  # noqa: BLE001 - the fallback may fail on ops it does not know
         log.debug("symbolic shape inference failed: %s", exc)
         return None
@@ -203,8 +222,10 @@ def resolve(model: onnx.ModelProto, dims: Mapping[str, int] | None = None,
     for _ in range(MAX_ROUNDS):
         if all(vt.static for vt in _needed(current, known).values()):
             break
-        current = onnx_infer(fold(current))
-        if not _merge(known, read_types(current)):
+        folded, constants = fold(current)
+        current = onnx_infer(folded)
+        improved = _merge(known, read_types(current)) + _merge(known, constants)
+        if not improved:
             break
     if not all(vt.static for vt in _needed(current, known).values()):
         symbolic = ort_symbolic_infer(current)
@@ -218,7 +239,7 @@ def symbolic_value_infos(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProt
     models: fold constant-only nodes, ONNX inference, then onnxruntime's symbolic inference, which
     names derived dims (``past_sequence_length + sequence``). Dims no pass could name are left blank
     (inference's placeholder names ``unk__N`` would claim equalities nobody proved)."""
-    current = onnx_infer(fold(model))
+    current = onnx_infer(fold(model)[0])
     found: dict[str, onnx.ValueInfoProto] = {}
     for candidate in (current, ort_symbolic_infer(current)):
         if candidate is None:

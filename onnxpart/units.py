@@ -16,8 +16,15 @@ _BYTE_UNITS = {
 _QUANTITY = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 
 
+_DIGIT_GROUPS = re.compile(r"^\s*\d{1,3}(?:([,_])\d{3})(?:\1\d{3})*(?=\D|$)")
+
+
 def parse_bytes(text: str) -> float:
-    """``"512MiB"`` -> 536870912.0; ``"1.5GB"`` -> 1.5e9; a bare number is bytes."""
+    """``"512MiB"`` -> 536870912.0; ``"1.5GB"`` -> 1.5e9; a bare number is bytes. Digit groups may be
+    separated by ``,`` or ``_`` (``6,422,528`` as onnxpart prints sizes)."""
+    grouped = _DIGIT_GROUPS.match(text)
+    if grouped:
+        text = grouped.group(0).replace(grouped.group(1), "") + text[grouped.end():]
     match = _QUANTITY.match(text)
     unit = match.group(2).lower() if match else None
     if not match or unit not in _BYTE_UNITS:
@@ -40,8 +47,10 @@ def parse_bandwidth(text: str) -> float:
 
 
 def parse_percent_or_bytes(text: str) -> tuple[str, float]:
-    """``"80%"`` -> ("fraction", 0.8); ``"24MiB"`` -> ("bytes", 25165824.0)."""
+    """``"80%"`` -> ("fraction", 0.8); ``"24MiB"`` -> ("bytes", 25165824.0); ``"min"`` -> ("min", 0.0)."""
     stripped = text.strip()
+    if stripped.lower() == "min":
+        return "min", 0.0
     if stripped.endswith("%"):
         try:
             value = float(stripped[:-1]) / 100.0

@@ -11,7 +11,8 @@ the answer.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from onnxpart.certificate import Certificate, LowerBound, instance_hash
@@ -21,6 +22,7 @@ from onnxpart.remat.model import Instance, MethodResult, build_instance, resolve
 from onnxpart.remat.moccasin import MoccasinOptions, Progress, solve_moccasin
 from onnxpart.remat.orders import OrderResult, minmem_order
 from onnxpart.remat.sequence import SequenceProfile, baseline, simulate
+from onnxpart.units import format_bytes
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +32,7 @@ ORDERS = ("fixed", "free", "minmem")
 
 @dataclass(frozen=True)
 class RematOptions:
-    budget: tuple[str, float]  # ("fraction", 0.8) or ("bytes", 25165824.0)
+    budget: tuple[str, float]  # ("fraction", 0.8), ("bytes", 25165824.0) or ("min", 0): the smallest that works
     methods: tuple[str, ...] = ("moccasin",)
     order: str = "fixed"  # fixed: the file's order (§2.3); minmem: the memory-minimizing order; free: §2.1
     max_copies: int = 2  # C_v
@@ -65,6 +67,7 @@ class Solution:
     outcomes: list[Outcome] = field(default_factory=list)
     order: OrderResult | None = None
     floor: tuple[int, str] = (0, "")  # restriction-free minimum budget and why
+    budget_search: dict[str, Any] | None = None  # --budget min: what phase 1 found and proved
 
     @property
     def best(self) -> Outcome | None:
@@ -90,12 +93,19 @@ def solve(graph: OpGraph, options: RematOptions, progress: Progress | None = Non
         raise UserError("the graph has no ops")
     instance = build_instance(graph, options.include_params)
     base = baseline(instance)
-    budget = resolve_budget(*options.budget, base.peak)
     floor = instance.min_budget()
-    solution = Solution(instance, budget, base, base, options, floor=floor)
+    search = None
+    if options.budget[0] == "min":
+        search = smallest_budget(instance, floor[0], options)
+        budget = search["budget_bytes"]
+        options = replace(options, time_limit=max(options.time_limit / 2, 0.5))
+    else:
+        budget = resolve_budget(*options.budget, base.peak)
+    solution = Solution(instance, budget, base, base, options, floor=floor, budget_search=search)
     if budget < floor[0]:
-        raise InfeasibleError(f"budget {budget:,} B is below {floor[0]:,} B, which every sequence needs: "
-                              f"{floor[1]} (proven, no restriction)")
+        raise InfeasibleError(f"budget {budget:,} B is below {floor[0]:,} B ({format_bytes(floor[0])}), which "
+                              f"every sequence needs: {floor[1]} (proven, no restriction); rerun with "
+                              f"--budget {floor[0]} or more, or --budget min to find the smallest that works")
     if options.order == "minmem":
         solution.order = minmem_order(instance, options.order_time_limit, options.workers, options.seed)
         instance = instance.with_order(solution.order.order)
@@ -117,6 +127,27 @@ def solve(graph: OpGraph, options: RematOptions, progress: Progress | None = Non
         error.solution = solution  # type: ignore[attr-defined]
         raise error
     return solution
+
+
+def smallest_budget(instance: Instance, floor: int, options: RematOptions) -> dict[str, Any]:
+    """``--budget min``: the smallest peak any sequence reaches under the restriction (Moccasin phase 1,
+    Eq. 12–13, with half the time limit), and the proven bound on it. The restriction-free floor is
+    tried first: if it is reached, it is the answer, proven by formula."""
+    opts = MoccasinOptions(max_copies=options.max_copies, order="free" if options.order == "free" else "fixed",
+                           time_limit=max(options.time_limit / 2, 0.5), workers=options.workers,
+                           seed=options.seed, deterministic=options.deterministic, precedence=options.precedence,
+                           lp_bound=False)
+    start = simulate(instance, instance.op_order())
+    if start.peak <= floor:
+        return {"budget_bytes": floor, "proven_min_bytes": floor, "status": "optimal"}
+    result = solve_moccasin(instance, floor, opts)
+    if result.sequence is not None:
+        return {"budget_bytes": floor, "proven_min_bytes": floor, "status": "optimal"}
+    notes = result.notes or {}
+    reached = int(math.ceil(notes.get("reachable_budget") or start.peak))
+    proven = max(floor, int(math.ceil(notes.get("proven_min_budget") or floor)))
+    return {"budget_bytes": reached, "proven_min_bytes": proven,
+            "status": "optimal" if proven >= reached else "time_limit"}
 
 
 def _run(method: str, instance: Instance, budget: int, options: RematOptions,
@@ -144,16 +175,19 @@ def _run(method: str, instance: Instance, budget: int, options: RematOptions,
 def infeasible_message(solution: Solution) -> str:
     """Why no method met the budget, with the smallest budget proven reachable / the proven limit."""
     budget = solution.budget
-    parts = [f"no sequence fits the budget {budget:,} B (baseline peak {solution.baseline.peak:,.0f} B)"]
+    parts = [f"no sequence fits the budget {budget:,} B (baseline peak {solution.baseline.peak:,.0f} B); "
+             "--budget min finds the smallest budget that works"]
     for outcome in solution.outcomes:
         notes = outcome.result.notes or {}
         if outcome.result.status == "infeasible" and notes.get("proven_min_budget"):
+            needed = math.ceil(notes["proven_min_budget"])
             parts.append(f"{outcome.result.method}: proven impossible under {outcome.result.restriction} — "
-                         f"needs ≥ {notes['proven_min_budget']:,.0f} B")
+                         f"needs --budget {needed} ({format_bytes(needed)}) or more")
         elif notes.get("reachable_budget"):
-            parts.append(f"{outcome.result.method}: smallest peak reached {notes['reachable_budget']:,.0f} B "
-                         f"(proven ≥ {notes.get('proven_min_budget') or solution.floor[0]:,.0f} B; "
-                         f"not proven impossible — raise --time-limit or --max-recompute)")
+            reached = math.ceil(notes["reachable_budget"])
+            parts.append(f"{outcome.result.method}: --budget {reached} ({format_bytes(reached)}) works (the "
+                         f"smallest peak it reached; proven ≥ {notes.get('proven_min_budget') or solution.floor[0]:,.0f} "
+                         f"B, so raising --time-limit or --max-recompute may lower it)")
         elif outcome.profile is not None and outcome.result.status == "over_budget":
             parts.append(f"{outcome.result.method}: rounded sequence peaks at {outcome.profile.peak:,.0f} B")
         else:
@@ -228,6 +262,7 @@ def summary(solution: Solution) -> dict[str, Any]:
         "baseline_peak_bytes": solution.baseline.peak,
         "input_order_peak_bytes": solution.start.peak,
         "min_budget_bytes": solution.floor[0],
+        "budget_search": solution.budget_search,
         "order": solution.options.order,
         "minmem": None if solution.order is None else {
             "peak_bytes": solution.order.peak, "lower_bound": solution.order.lower_bound,

@@ -1,7 +1,8 @@
 """Solution -> files: ``remat.onnx``, ``sequence.json``, ``certificate.json`` and ``memory.png``.
 
-``remat.onnx`` lists the weight-generator nodes first (initializers and ``ConstantOfShape``-built
-weights are kept as they are), then one node per compute event in sequence order. A recomputation is a
+``remat.onnx`` holds one node per compute event in sequence order, each weight generator
+(``ConstantOfShape``-built weights, a run-time ``Transpose`` of a tied embedding…) just before its first
+reader — where onnxruntime starts to hold its output — and the initializers as they are. A recomputation is a
 clone of the original node named ``<node>__r<k>`` whose outputs are renamed ``<tensor>__r<k>``; every
 later reader is rewired to the copy that is live at its event. Before anything is written the emitted
 model is loaded back as an OpGraph and its own node order is simulated by
@@ -18,7 +19,7 @@ from typing import Any
 import onnx
 
 from onnxpart.graph import OpGraph, subgraphs
-from onnxpart.onnx_io import copy_proto
+from onnxpart.onnx_io import copy_proto, place_generators
 from onnxpart.memory import memory_profile
 from onnxpart.remat.sequence import SequenceProfile
 from onnxpart.units import byte_unit
@@ -37,8 +38,9 @@ SESSION_OPTIONS = {
 
 
 def build_remat_model(model: onnx.ModelProto, graph: OpGraph, profile: SequenceProfile,
-                      budget: int) -> onnx.ModelProto:
-    """The rematerialized model: ``model`` is the shape-inferred model ``graph`` was built from."""
+                      budget: int, declare: Callable[[str], onnx.ValueInfoProto] | None = None) -> onnx.ModelProto:
+    """The rematerialized model: ``model`` is the model ``graph`` was built from; ``declare(name)``, if
+    given, retypes the graph inputs and outputs (``--freeze-dims``)."""
     g = model.graph
     by_name = {node.name: node for node in g.node}
     compute = {name for op in graph.ops for name in op.onnx_nodes}
@@ -75,7 +77,11 @@ def build_remat_model(model: onnx.ModelProto, graph: OpGraph, profile: SequenceP
             nodes.append(node)
         live.update(local)
 
-    out = onnx.helper.make_graph(nodes, g.name or "model", list(g.input), list(g.output),
+    nodes = place_generators(nodes, {node.name for node in g.node if node.name not in compute})
+    retype = declare or (lambda name: types[name])
+    weights = {init.name for init in g.initializer}
+    inputs = [vi if vi.name in weights else retype(vi.name) for vi in g.input]
+    out = onnx.helper.make_graph(nodes, g.name or "model", inputs, [retype(vi.name) for vi in g.output],
                                  initializer=list(g.initializer), value_info=value_info)
     remat = onnx.helper.make_model(out, opset_imports=list(model.opset_import),
                                    producer_name="onnxpart remat")
@@ -90,7 +96,6 @@ def build_remat_model(model: onnx.ModelProto, graph: OpGraph, profile: SequenceP
         "onnxpart.remat.budget_bytes": str(budget),
         "onnxpart.remat.predicted_peak_bytes": str(int(profile.peak)),
     })
-    onnx.checker.check_model(remat)
     return remat
 
 
@@ -113,12 +118,13 @@ def _read_live_copies(body: onnx.GraphProto, live_name: Callable[[str], str]) ->
         vi.name = outer(vi.name)
 
 
-def check_emitted(remat: onnx.ModelProto, budget: int, include_params: bool) -> float:
-    """Simulate the emitted file's own node order; return its peak, asserting it is within the budget."""
+def check_emitted(remat: onnx.ModelProto, budget: int, include_params: bool, hints=None, dims=None) -> float:
+    """Simulate the emitted file's own node order (shapes resolved at the planned ``dims`` and ``hints``);
+    return its peak, asserting it is within the budget."""
     from onnxpart.graph import from_onnx
     from onnxpart.onnx_io import prepare
 
-    peak = memory_profile(from_onnx(prepare(remat, {})), include_params=include_params).peak
+    peak = memory_profile(from_onnx(prepare(remat, hints or {}, dims or {})), include_params=include_params).peak
     if peak > budget:
         raise AssertionError(f"emitted remat.onnx peaks at {peak:.0f} B in its own node order, over the "
                              f"budget {budget} B")

@@ -74,15 +74,15 @@ def test_prepass_keeps_the_outputs_of_a_random_ir3_conv_batchnorm_model(tmp_path
 
 def test_prepass_reads_external_data_and_writes_its_own_in_the_temporary_folder():
     source = FIXTURES / "external" / "mlp.onnx"
+    original = read_model(source)
+    feeds = runtime.random_inputs(runtime.make_session(original.model, original.folder), seed=0)
     with ort_optimized(source) as path:
         stored = onnx.load(str(path), load_external_data=False)
         locations = {entry.value for tensor in stored.graph.initializer for entry in tensor.external_data
                      if entry.key == "location"}
-        optimized = read_model(path).model
+        optimized = runtime.run(path, feeds)
     assert locations == {"optimized.onnx.data"}
-    original = read_model(source).model
-    feeds = runtime.random_inputs(runtime.make_session(original), seed=0)
-    assert runtime.max_abs_error(runtime.run(original, feeds), runtime.run(optimized, feeds)) == 0.0
+    assert runtime.max_abs_error(runtime.run(original.model, feeds, original.folder), optimized) == 0.0
 
 
 def test_contrib_ops_from_the_extended_level_are_refused(tmp_path):
