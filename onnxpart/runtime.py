@@ -93,43 +93,53 @@ def run(model, feeds: Mapping[str, np.ndarray], folder: str | os.PathLike | None
 
 @dataclass(frozen=True)
 class Mismatch:
-    """How far ``candidate`` outputs are from ``reference``: the worst absolute error, and the worst
-    error relative to each output's scale (its largest magnitude), with the output that has it."""
+    """How far ``candidate`` outputs are from ``reference``: the worst absolute error, the worst error
+    relative to each output's scale (its largest magnitude) and the output that has it, and whether every
+    output is within its tolerance."""
 
     max_abs_error: float
     max_rel_error: float
     worst_output: str | None
-
-    def within(self, tolerance: float) -> bool:
-        return self.max_rel_error <= tolerance
+    ok: bool = True
 
     def to_dict(self) -> dict:
         return {"max_abs_error": self.max_abs_error, "max_rel_error": self.max_rel_error,
-                "worst_output": self.worst_output}
+                "worst_output": self.worst_output, "ok": self.ok}
 
 
-def compare(reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray]) -> Mismatch:
+def allowed_error(dtype: np.dtype, tolerance: float) -> float:
+    """The relative error an output of ``dtype`` may have: ``tolerance`` (set for float32), at least ten
+    units in the last place of a lower-precision float (float16 sums round at ~1e-3), and none for
+    integers and bools."""
+    if not np.issubdtype(dtype, np.floating):
+        return 0.0
+    return max(tolerance, 10 * float(np.finfo(dtype).eps))
+
+
+def compare(reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray],
+            tolerance: float = 1e-4) -> Mismatch:
     """Per output: the max abs difference, and that over the output's scale ``max |reference|`` (exact
-    equality needed when the reference is all zeros). A shape, NaN-pattern or missing-output difference
-    is an infinite error."""
-    worst_abs, worst_rel, worst = 0.0, 0.0, None
+    equality needed when the reference is all zeros), checked against :func:`allowed_error`. A shape,
+    NaN-pattern, infinity or missing-output difference is an infinite error."""
+    worst_abs, worst_rel, worst, ok = 0.0, -1.0, None, True
     for name, ref in reference.items():
         got = candidate.get(name)
         if got is None or ref.shape != got.shape or not np.array_equal(_nan_mask(ref), _nan_mask(got)):
-            return Mismatch(float("inf"), float("inf"), name)
+            return Mismatch(float("inf"), float("inf"), name, False)
         if not ref.size:
             continue
         a, b = ref.astype(np.float64), got.astype(np.float64)
         finite = np.isfinite(a) & np.isfinite(b)
         if not np.array_equal(a[~finite], b[~finite], equal_nan=True):
-            return Mismatch(float("inf"), float("inf"), name)
+            return Mismatch(float("inf"), float("inf"), name, False)
         diff = float(np.max(np.abs(a[finite] - b[finite]), initial=0.0))
         scale = float(np.max(np.abs(a[finite]), initial=0.0))
         rel = diff / scale if scale > 0 else (0.0 if diff == 0 else float("inf"))
+        ok = ok and rel <= allowed_error(ref.dtype, tolerance)
         worst_abs = max(worst_abs, diff)
-        if rel > worst_rel or worst is None:
-            worst_rel, worst = max(rel, worst_rel), name
-    return Mismatch(worst_abs, worst_rel, worst)
+        if rel > worst_rel:
+            worst_rel, worst = rel, name
+    return Mismatch(worst_abs, max(worst_rel, 0.0), worst, ok)
 
 
 def _nan_mask(values: np.ndarray) -> np.ndarray:

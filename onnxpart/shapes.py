@@ -218,17 +218,20 @@ def resolve(model: onnx.ModelProto, dims: Mapping[str, int] | None = None,
     model = _with_overrides(model, dims or {}, input_shapes or {})
     known: dict[str, ValueType] = {}
     current = onnx_infer(model)
+    wanted = _read_values(model)
     _merge(known, read_types(current))
     for _ in range(MAX_ROUNDS):
-        if all(vt.static for vt in _needed(current, known).values()):
+        if _all_static(wanted, known):
             break
         folded, constants = fold(current)
         current = onnx_infer(folded)
         improved = _merge(known, read_types(current)) + _merge(known, constants)
         if not improved:
             break
-    if not all(vt.static for vt in _needed(current, known).values()):
-        symbolic = ort_symbolic_infer(current)
+    for candidate in (current, model):  # the folded model first; the original where folding lost a value
+        if _all_static(wanted, known):
+            break
+        symbolic = ort_symbolic_infer(candidate)
         if symbolic is not None:
             _merge(known, read_types(symbolic))
     return known
@@ -260,11 +263,13 @@ def _blank_placeholders(vi: onnx.ValueInfoProto) -> onnx.ValueInfoProto:
     return out
 
 
-def _needed(model: onnx.ModelProto, known: Mapping[str, ValueType]) -> dict[str, ValueType]:
-    """The known types of the values some node of ``model`` reads or the graph outputs."""
-    names = {name for node in model.graph.node for name in node.input if name}
-    names |= {vi.name for vi in model.graph.output}
-    return {name: known.get(name, ValueType(0, None)) for name in names}
+def _read_values(model: onnx.ModelProto) -> set[str]:
+    """The values some node of ``model`` reads, and the graph outputs: the types costing needs."""
+    return {name for node in model.graph.node for name in node.input if name} | {vi.name for vi in model.graph.output}
+
+
+def _all_static(names: set[str], known: Mapping[str, ValueType]) -> bool:
+    return all(name in known and known[name].static for name in names)
 
 
 def _with_overrides(model: onnx.ModelProto, dims: Mapping[str, int],

@@ -14,9 +14,9 @@ file neither ``onnx.load`` nor onnxruntime parses. So every model onnxpart emits
   leaves nothing behind; then the result is checked with ``onnx.checker.check_model(path)`` (the path
   form, which follows external data).
 
-:func:`link_weights` serves ``annotated.onnx``, which keeps every weight where it is: the input's data
-files are hard-linked into the output folder (copied where a link is impossible), and the references
-stay as they are.
+:func:`link_weights` serves ``annotated.onnx``, which keeps every weight as the input stored it: the
+input's data files are cloned into the output folder (copy-on-write where the filesystem can, else a
+hole-keeping copy), and the references stay as they are.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from onnxpart.files import fresh_permissions
 PROTOBUF_LIMIT = (1 << 31) - 1
 CHUNK = 1 << 24  # 16 MiB: the most of a tensor held in memory while streaming it
 ALIGNMENT = 4096
+FICLONE = 0x40049409  # linux/fs.h: share the source's blocks copy-on-write (btrfs, xfs, ...)
 _ZEROS = bytes(CHUNK)
 
 
@@ -121,20 +122,34 @@ def write_protobuf(model: onnx.ModelProto, path: Path) -> Path:
 
 
 def link_weights(model: onnx.ModelProto, source_dir: Path, target_dir: Path) -> list[Path]:
-    """Hard-link (or copy) every external-data file ``model`` references from ``source_dir`` into
-    ``target_dir`` under the same relative location, so the model's references hold there too."""
+    """Clone every external-data file ``model`` references from ``source_dir`` into ``target_dir`` under
+    the same relative location, so the model's references hold there too.
+
+    A copy-on-write clone (``FICLONE``) where the filesystem has one, else a chunked copy that keeps
+    holes. Not a hard link: ``onnx.checker`` refuses external data with several links (a "hardlink
+    attack"), and every emitted file must pass it."""
     done: list[Path] = []
     for location in sorted({external_data_helper.ExternalDataInfo(t).location for t in _tensors(model)
                             if external_data_helper.uses_external_data(t)}):
-        source, target = source_dir / location, target_dir / location
+        target = target_dir / location
         target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(source, target)
-        except OSError:
-            with open(source, "rb") as src, _staged(target) as dst:
+        with open(source_dir / location, "rb") as src, _staged(target) as dst:
+            if not _reflink(src, dst):
                 _copy_range(src, dst, 0, os.fstat(src.fileno()).st_size)
+            else:
+                dst.seek(0, os.SEEK_END)
         done.append(target)
     return done
+
+
+def _reflink(src, dst) -> bool:
+    try:
+        import fcntl
+
+        fcntl.ioctl(dst.fileno(), FICLONE, src.fileno())
+        return True
+    except (OSError, ImportError, AttributeError):
+        return False
 
 
 # ----------------------------------------------------------------------------------------- internals

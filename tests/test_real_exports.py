@@ -134,10 +134,13 @@ def test_relative_error_catches_a_mismatch_on_small_valued_outputs():
     candidate = {"tiny": np.full(4, 2e-14), "big": np.ones(3)}
     mismatch = runtime.compare(reference, candidate)
     assert mismatch.max_abs_error < 1e-13 and mismatch.max_rel_error == pytest.approx(1.0)
-    assert mismatch.worst_output == "tiny"
+    assert mismatch.worst_output == "tiny" and not mismatch.ok
     report = VerifyReport(seed=0, tolerance=1e-4)
     add_size(report, {"batch": 2}, mismatch)
     with pytest.raises(VerificationError, match="'tiny'.*batch"):
         report.raise_if_failed()
     assert VerificationError.exit_code == 1
-    assert runtime.compare({"m": np.array([True, False])}, {"m": np.array([True, True])}).max_rel_error > 0
+    assert not runtime.compare({"m": np.array([True, False])}, {"m": np.array([True, True])}).ok
+    half = {"h": np.array([512.0], np.float16)}
+    assert runtime.compare(half, {"h": np.array([512.5], np.float16)}).ok  # within float16's rounding
+    assert not runtime.compare({"h": np.array([512.0], np.float32)}, {"h": np.array([512.5], np.float32)}).ok

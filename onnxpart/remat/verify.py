@@ -54,7 +54,7 @@ def verify(reference, remat_path, predicted_peak: float, seed: int = 0,
         if expected is None:
             continue
         outputs, peak = measured_run(remat_path, feeds)
-        add_size(report, dims, runtime.compare(expected, outputs))
+        add_size(report, dims, runtime.compare(expected, outputs, tolerance))
         count = count or len(expected)
         if not memory:
             _, original_peak = measured_run(reference.model, feeds, reference.folder)
