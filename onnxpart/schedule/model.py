@@ -45,6 +45,7 @@ class Device:
     spec: Any  # a cost_models DeviceSpec, or None when costs are measured/given
     memory: float  # bytes
     batch_sizes: tuple[int, ...] = (1,)
+    costs: str | None = None  # a measured costs file (instead of, or besides, the spec)
 
 
 @dataclass(frozen=True)
@@ -95,9 +96,24 @@ class System:
                 best = (d, (u, w, v))
         return best
 
-    def delay_matrix(self, nbytes: float) -> np.ndarray:
-        """K×K transfer delays for ``nbytes`` (0 on the diagonal, inf where no route exists)."""
-        return np.array([[self.route(u, v, nbytes)[0] for v in range(self.k)] for u in range(self.k)])
+    def direct_links(self) -> tuple[np.ndarray, np.ndarray]:
+        """(latency, 1/bandwidth) K×K arrays of the direct links (inf where there is none)."""
+        lat = np.full((self.k, self.k), math.inf)
+        inv_bw = np.full((self.k, self.k), math.inf)
+        for (u, v), link in self.links.items():
+            lat[u, v], inv_bw[u, v] = link.latency, 1.0 / link.bandwidth
+        return lat, inv_bw
+
+    def delay_matrix(self, nbytes: float, direct: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+        """K×K delays of :meth:`route` for ``nbytes`` (0 on the diagonal, inf where no route exists);
+        ``direct`` is :meth:`direct_links`, passed in when called for many tensors."""
+        lat, inv_bw = direct if direct is not None else self.direct_links()
+        direct = lat + nbytes * inv_bw
+        np.fill_diagonal(direct, math.inf)
+        hop = (direct[:, :, None] + direct[None, :, :]).min(axis=1)  # via one intermediate w
+        best = np.minimum(direct, hop)
+        np.fill_diagonal(best, 0.0)
+        return best
 
 
 def load_system(path: str) -> System:
@@ -177,8 +193,9 @@ class Instance:
         k = self.k
         delays = np.zeros((len(self.edges), k, k))
         if system is not None:
+            direct = system.direct_links()
             for e, (_, _, b) in enumerate(self.edges):
-                delays[e] = system.delay_matrix(b)
+                delays[e] = system.delay_matrix(b, direct)
             return delays
         lat = np.broadcast_to(np.asarray(latency, dtype=float), (k, k))
         bw = np.broadcast_to(np.asarray(bandwidth, dtype=float), (k, k))
