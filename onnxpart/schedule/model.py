@@ -145,6 +145,8 @@ class Instance:
         self.op_names = list(op_names) if op_names is not None else [f"op{i}" for i in range(n)]
         self.system = system
         if system is not None:
+            if system.k != k:
+                raise ValueError(f"time has {k} device columns but the system has {system.k} devices")
             self.device_names = system.names
         else:
             self.device_names = list(device_names) if device_names is not None else [f"d{u}" for u in range(k)]
