@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from onnxpart.certificate import LowerBound
 from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.schedule import bounds as _bounds
-from onnxpart.schedule import exact, heuristics, split
+from onnxpart.schedule import exact, heuristics, multichannel, split
 from onnxpart.schedule.model import Device, Instance, Link, System, from_graph, load_system
 from onnxpart.schedule.simulator import Schedule, simulate, validate
 
@@ -125,6 +125,8 @@ def solve(instance: Instance, options: Options = Options()) -> Solution:
             keep(method, res.schedule, res.status, res.seconds, res.bound, res.reason)
             lbs.append(LowerBound("split-dp", res.bound, res.status, "cp-sat", res.seconds,
                                   res.reason or f"{len(res.modules)} modules, {res.solves} module solves"))
+            if res.fallback:
+                lbs.extend(_multichannel(instance, share, options.seed))
             continue
         keep(method, res.schedule, res.status, res.seconds, res.bound, res.note)
         lbs.append(LowerBound(method, res.bound, res.status, res.solver, res.seconds, res.note))
@@ -155,3 +157,14 @@ def _run_heuristics(instance: Instance, options: Options, keep, found) -> None:
         res = run(instance, start.mapping, iterations=options.iterations, seed=options.seed,
                   time_limit=options.time_limit)
         keep(method, res.schedule, "ok", res.seconds, note=f"{res.evaluations} evaluations")
+
+
+def _multichannel(instance: Instance, time_limit: float, seed: int) -> list[LowerBound]:
+    """Section 3.3.2's bound over the first chain of 2-, 3- or 4-channel modules found (if any)."""
+    for channels in (2, 3, 4):
+        modules = multichannel.edge_modules(instance, channels)
+        if modules is not None:
+            t0 = time.perf_counter()
+            value, status, note = multichannel.multichannel_bound(instance, modules, time_limit, seed)
+            return [LowerBound(f"multichannel-{channels}", value, status, "cp-sat", time.perf_counter() - t0, note)]
+    return []

@@ -144,7 +144,7 @@ def milp_split(inst: Instance, time_limit: float = 10.0, seed: int = 0) -> Split
     t0 = time.perf_counter()
     cuts = cut_ops(inst)
     segs = _segments(inst, cuts) if cuts else []
-    if len(segs) < 2:
+    if not any(inst.preds[c] and inst.succs[c] for c in cuts):  # only the source/sink: one module
         warm = heuristics.heft(inst)
         whole = exact.cpsat(inst, time_limit, warm.schedule if warm else None, seed=seed)
         return SplitResult(whole.schedule, whole.bound, whole.status, cuts, [list(range(inst.n))],

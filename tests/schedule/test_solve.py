@@ -132,3 +132,36 @@ def test_random_dags_valid_and_bounded(inst):
         if lb.value is not None:
             assert lb.value <= min(upper) + TOL, lb.method
     assert validate(inst, sol.schedule) == []
+
+
+def two_channel_chain(rng: np.random.Generator, modules: int, k: int) -> Instance:
+    """Modules of 4 ops, every pair joined (3-edge-connected), chained by 2 channels c_s → a_{s+1} and
+    d_s → b_{s+1}."""
+    edges = []
+    for s in range(modules):
+        ops = range(4 * s, 4 * s + 4)
+        edges += [(x, y, float(rng.integers(1, 4))) for x in ops for y in ops if x < y]
+        if s + 1 < modules:
+            edges += [(4 * s + 2, 4 * s + 4, 2.0), (4 * s + 3, 4 * s + 5, 3.0)]
+    time = rng.integers(1, 9, size=(4 * modules, k)).astype(float)
+    return Instance(time, edges, latency=0.5, bandwidth=1.0)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_multichannel_bound_below_optimum(seed):
+    from onnxpart.schedule import multichannel
+
+    inst = two_channel_chain(np.random.default_rng(seed), modules=3, k=2)
+    assert split.cut_ops(inst) == [0, 11]  # only the source and the sink: no single-channel modules
+    assert split.milp_split(inst, time_limit=1.0).fallback
+    assert multichannel.edge_modules(inst, 1) is None
+    modules = multichannel.edge_modules(inst, 2)
+    assert modules == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+    value, status, _ = multichannel.multichannel_bound(inst, modules, time_limit=2.0)
+    whole = exact.cpsat(inst, 2.0, heuristics.heft(inst).schedule)
+    assert whole.status == "optimal" and status == "bound"
+    assert value <= whole.makespan + TOL
+    module_lb = max(exact.cpsat(inst.subinstance(m)[0], 1.0).bound for m in modules)
+    assert value >= module_lb - TOL
+    sol = solve(inst, Options(methods=("heft", "split"), time_limit=3.0))
+    assert any(b.method == "multichannel-2" for b in sol.lower_bounds)
