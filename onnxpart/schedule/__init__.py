@@ -1,0 +1,170 @@
+"""Heterogeneous mapping and scheduling (Ghannane 2023): map every op onto one device of a system of
+heterogeneous devices and order it, minimizing latency, with a certified lower bound.
+
+``solve(instance, options)`` runs the chosen methods — the thesis's baselines (MET, Greedy, HEFT, SA,
+biased (1+1) EA; :mod:`.heuristics`), the exact models (thesis MILP on HiGHS, CP-SAT; :mod:`.exact`) and
+MILP-SPLIT (:mod:`.split`) — warm-starting each exact solve from the best schedule so far, checks every
+answer with the independent validator (:func:`.simulator.validate`), and gathers the proven lower
+bounds (:mod:`.bounds`). Cost semantics (transfers, memory) are stated in :mod:`.model`. Pure: no
+files, no terminal.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+from onnxpart.certificate import LowerBound
+from onnxpart.errors import InfeasibleError, UserError
+from onnxpart.schedule import bounds as _bounds
+from onnxpart.schedule import exact, heuristics, multichannel, split
+from onnxpart.schedule.model import Device, Instance, Link, System, from_graph, load_system
+from onnxpart.schedule.simulator import Schedule, simulate, validate
+
+__all__ = ["Device", "Instance", "Link", "System", "from_graph", "load_system", "Schedule", "simulate",
+           "validate", "Options", "Solution", "MethodResult", "solve", "METHODS"]
+
+HEURISTICS = ("met", "greedy", "heft", "sa", "ea")
+EXACT = ("exact", "milp", "cpsat", "split")
+METHODS = HEURISTICS + EXACT
+
+
+@dataclass(frozen=True)
+class Options:
+    methods: tuple[str, ...] = ("met", "greedy", "heft", "sa", "ea", "cpsat")
+    objective: str = "latency"
+    time_limit: float = 10.0  # seconds shared by the exact methods (heuristics run first)
+    seed: int = 0
+    iterations: int = 2000  # SA / EA fitness evaluations
+    workers: int = 1  # CP-SAT workers
+    lp_bound: bool = True  # the load LP among the simple bounds
+
+    def __post_init__(self) -> None:
+        unknown = set(self.methods) - set(METHODS)
+        if unknown or not self.methods:
+            raise UserError(f"unknown schedule method(s) {', '.join(sorted(unknown)) or '(none given)'}: "
+                            f"use {', '.join(METHODS)}")
+        if self.objective != "latency":
+            raise UserError(f"objective {self.objective!r} is not implemented yet: use latency")
+        if not self.time_limit > 0:
+            raise UserError("time limit must be positive")
+
+
+@dataclass
+class MethodResult:
+    method: str
+    makespan: float | None  # None: no schedule
+    status: str  # "ok" (heuristic), "optimal", "time_limit", "failed", "infeasible", "memory"
+    seconds: float
+    bound: float | None = None
+    note: str = ""
+
+
+@dataclass
+class Solution:
+    instance: Instance
+    schedule: Schedule
+    method: str  # the method whose schedule is returned
+    results: list[MethodResult] = field(default_factory=list)
+    lower_bounds: list[LowerBound] = field(default_factory=list)
+
+    @property
+    def mapping(self):
+        return self.schedule.mapping
+
+    @property
+    def makespan(self) -> float:
+        return self.schedule.makespan
+
+    @property
+    def throughput(self) -> float:
+        return self.schedule.throughput
+
+    @property
+    def best_lower_bound(self) -> float | None:
+        best = _bounds.combine(self.lower_bounds)
+        return best.value if best is not None else None
+
+    @property
+    def gap(self) -> float | None:
+        lb = self.best_lower_bound
+        if lb is None:
+            return None
+        return 0.0 if self.makespan <= 0 else max(0.0, 1.0 - lb / self.makespan)
+
+
+def solve(instance: Instance, options: Options = Options()) -> Solution:
+    """Run ``options.methods`` on ``instance`` and return the best validated schedule with every
+    method's result and every proven lower bound."""
+    results: list[MethodResult] = []
+    found: list[tuple[float, str, Schedule]] = []
+    lbs = _bounds.simple_bounds(instance, lp=options.lp_bound)
+
+    def keep(method: str, sched: Schedule | None, status: str, seconds: float, bound=None, note="") -> None:
+        if sched is not None:
+            problems = validate(instance, sched)
+            if problems:  # a bug, not a user error: never hand out an invalid schedule
+                raise AssertionError(f"{method} produced an invalid schedule: {problems[0]}")
+            found.append((sched.makespan, method, sched))
+        results.append(MethodResult(method, sched.makespan if sched is not None else None, status, seconds,
+                                    bound, note))
+
+    _run_heuristics(instance, options, keep, found)
+    exact_methods = [m for m in options.methods if m in EXACT]
+    t0 = time.perf_counter()
+    for n, method in enumerate(exact_methods):
+        share = max(0.05, (options.time_limit - (time.perf_counter() - t0)) / (len(exact_methods) - n))
+        hint = min(found, key=lambda f: f[0])[2] if found else None
+        if method in ("exact", "cpsat"):
+            res = exact.cpsat(instance, share, hint, seed=options.seed, workers=options.workers)
+        elif method == "milp":
+            res = exact.milp(instance, share, hint, seed=options.seed)
+        else:
+            res = split.milp_split(instance, share, seed=options.seed)
+            keep(method, res.schedule, res.status, res.seconds, res.bound, res.reason)
+            lbs.append(LowerBound("split-dp", res.bound, res.status, "cp-sat", res.seconds,
+                                  res.reason or f"{len(res.modules)} modules, {res.solves} module solves"))
+            if res.fallback:
+                lbs.extend(_multichannel(instance, share, options.seed))
+            continue
+        keep(method, res.schedule, res.status, res.seconds, res.bound, res.note)
+        lbs.append(LowerBound(method, res.bound, res.status, res.solver, res.seconds, res.note))
+    if not found:
+        infeasible = any(r.status == "infeasible" for r in results)
+        raise InfeasibleError("no mapping satisfies memory (3.7) and the links" if infeasible else
+                              "no method found a feasible mapping: add exact methods or a longer time limit")
+    best = min(found, key=lambda f: (f[0], METHODS.index(f[1])))
+    return Solution(instance, best[2], best[1], results, lbs)
+
+
+def _run_heuristics(instance: Instance, options: Options, keep, found) -> None:
+    constructive = {"met": heuristics.met, "greedy": heuristics.greedy, "heft": heuristics.heft}
+    for method in HEURISTICS:
+        if method not in options.methods or method not in constructive:
+            continue
+        res = constructive[method](instance)
+        keep(method, res.schedule if res else None, "ok" if res else "failed", res.seconds if res else 0.0)
+    searches = [m for m in ("sa", "ea") if m in options.methods]
+    if not searches:
+        return
+    start = heuristics.met(instance) or heuristics.greedy(instance) or heuristics.heft(instance)
+    for method in searches:
+        if start is None:
+            keep(method, None, "failed", 0.0, note="no feasible start mapping")
+            continue
+        run = heuristics.simulated_annealing if method == "sa" else heuristics.one_plus_one_ea
+        res = run(instance, start.mapping, iterations=options.iterations, seed=options.seed,
+                  time_limit=options.time_limit)
+        keep(method, res.schedule, "ok", res.seconds, note=f"{res.evaluations} evaluations")
+
+
+def _multichannel(instance: Instance, time_limit: float, seed: int) -> list[LowerBound]:
+    """Section 3.3.2's bound over the first chain of 2-, 3- or 4-channel modules found (if any)."""
+    for channels in (2, 3, 4):
+        modules = multichannel.edge_modules(instance, channels)
+        if modules is not None:
+            t0 = time.perf_counter()
+            value, status, note = multichannel.multichannel_bound(instance, modules, time_limit, seed)
+            return [LowerBound(f"multichannel-{channels}", value, status, "cp-sat", time.perf_counter() - t0, note)]
+    return []

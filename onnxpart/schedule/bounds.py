@@ -1,0 +1,87 @@
+"""Simple proven lower bounds on the optimal makespan, and the combination of all bounds.
+
+Every value here is a proof, never an incumbent (ARCHITECTURE.md, "Bounds"):
+
+* :func:`critical_path_bound` — the longest path with each op at its fastest allowed time. *Proof:*
+  along a path every op starts after its predecessor ends (transfers only add delay), so the makespan
+  is at least the sum of the path's durations, each at least the op's fastest time.
+* :func:`work_bound` — total work at best speed over the number of devices,
+  ``Σ_i min_u t(i,u) / K``. *Proof:* each device computes at most ``C`` seconds in a schedule of
+  makespan ``C`` (it runs one op at a time inside ``[0, C]``), so ``K·C ≥ Σ_u busy_u = Σ_i t(i, π(i))
+  ≥ Σ_i min_u t(i,u)``.
+* :func:`load_lp_bound` — the same argument without the averaging: the LP relaxation of unrelated
+  machine scheduling, ``min C`` s.t. ``Σ_u x_iu = 1``, ``Σ_i t(i,u)·x_iu ≤ C`` for every ``u``, memory
+  (3.7) ``Σ_i mem_i·x_iu ≤ capacity_u``, ``x ≥ 0`` (any schedule's mapping is a feasible 0/1 point with
+  ``C`` = its makespan). It is at least :func:`work_bound` (sum the load rows).
+* :func:`combine` — the best of the entries (exact's proven bound, SPLIT's, the simple ones).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+
+from onnxpart.certificate import LowerBound
+from onnxpart.schedule.model import Instance
+from onnxpart.solvers import SparseModel, solve_highs
+
+
+def _fastest(inst: Instance) -> list[float]:
+    return [min(inst.time[i, u] for u in inst.allowed(i)) for i in range(inst.n)]
+
+
+def critical_path_bound(inst: Instance) -> LowerBound:
+    """Longest path, each op at its fastest allowed device (module docstring)."""
+    t0 = time.perf_counter()
+    fast = _fastest(inst)
+    finish = [0.0] * inst.n
+    for i in inst.topo:
+        finish[i] = fast[i] + max((finish[p] for p in inst.preds[i]), default=0.0)
+    return LowerBound("critical-path", max(finish), "bound", "formula", time.perf_counter() - t0,
+                      "longest path at each op's fastest device; transfers taken as free")
+
+
+def work_bound(inst: Instance) -> LowerBound:
+    """Total work at each op's fastest device over the number of devices (module docstring)."""
+    t0 = time.perf_counter()
+    return LowerBound("work", sum(_fastest(inst)) / inst.k, "bound", "formula", time.perf_counter() - t0,
+                      "Σ fastest op times / number of devices")
+
+
+def load_lp_bound(inst: Instance, time_limit: float = 10.0) -> LowerBound:
+    """LP relaxation of the per-device load (module docstring), solved by HiGHS."""
+    t0 = time.perf_counter()
+    lp = SparseModel()
+    c = lp.var(0, math.inf, cost=1.0)
+    x = [{u: lp.var(0, 1) for u in inst.allowed(i)} for i in range(inst.n)]
+    for i in range(inst.n):
+        lp.row({col: 1.0 for col in x[i].values()}, 1.0, 1.0)
+    for u in range(inst.k):
+        lp.row({**{x[i][u]: inst.time[i, u] for i in range(inst.n) if u in x[i]}, c: -1.0}, upper=0.0)
+        if math.isfinite(inst.capacity[u]):
+            lp.row({x[i][u]: inst.mem[i] for i in range(inst.n) if u in x[i]}, upper=inst.capacity[u])
+    res = solve_highs(lp.highs(), time_limit)
+    value = res.bound if res.status == "optimal" else (math.inf if res.status == "infeasible" else None)
+    return LowerBound("load-lp", value, res.status, "highs", time.perf_counter() - t0,
+                      "LP relaxation: fractional mapping, every device's load ≤ C, memory (3.7)")
+
+
+def simple_bounds(inst: Instance, lp: bool = True) -> list[LowerBound]:
+    """The closed-form bounds, and the load LP unless ``lp`` is False."""
+    out = [critical_path_bound(inst), work_bound(inst)]
+    if lp:
+        out.append(load_lp_bound(inst))
+    return out
+
+
+def combine(bounds: Sequence[LowerBound]) -> LowerBound | None:
+    """The entry with the largest proven value (None if none proved anything)."""
+    proven = [b for b in bounds if b.value is not None and not math.isnan(b.value)]
+    return max(proven, key=lambda b: b.value) if proven else None
+
+
+def combined_value(bounds: Sequence[LowerBound]) -> float:
+    """The best proven value (0.0, trivially proven, when no entry proved anything)."""
+    best = combine(bounds)
+    return best.value if best is not None else 0.0

@@ -1,0 +1,235 @@
+"""Exact formulations (latency objective): the thesis MILP on HiGHS and a CP-SAT model of the same
+problem. Both take a time limit and an optional warm start (the best heuristic's schedule), and return
+an incumbent (re-simulated, see below) and the solver's PROVEN lower bound — never an incumbent.
+
+* :func:`milp` — Section 3.2, constraints (3.1)–(3.8) for one input (``L = 1``: the batch variables
+  ``b_{i,u,1}`` equal ``x_{i,u}`` and (3.4)–(3.6) vanish; one start ``s_i`` per op since an op runs
+  on one device). The disjunctions (3.8) are written only for pairs that no path orders (transitive
+  closure pruning, end of Section 3.2); big-M is the warm start's makespan ``H``, made valid by
+  ``C ≤ H`` (the optimum is at most ``H``, so the bound of the restricted model is a bound).
+* :func:`cpsat` — optional intervals per (op, device), NoOverlap per device, precedence with the
+  transfer delay of the chosen device pair, memory (3.7). Times are integers: every duration and
+  delay is rounded DOWN to ticks of ``1/scale`` seconds, which relaxes the problem (``⌊a+b⌋ ≥ ⌊a⌋+⌊b⌋``
+  keeps every real schedule feasible after flooring its starts), so ``bound/scale`` is proven.
+* Symmetry breaking (Section 5.2): within a class of interchangeable devices (see
+  :meth:`Instance.symmetry_classes`) busy time is non-increasing in device index; the hint is
+  permuted to satisfy it. Any permutation of a class maps schedules onto schedules, so this keeps an
+  optimum.
+
+The solver's start times are turned into a priority order and re-simulated in floating point by
+:func:`onnxpart.schedule.simulator.simulate` (which starts no op later), so every returned schedule
+has exactly the model's cost semantics.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import highspy
+import numpy as np
+from ortools.sat.python import cp_model
+
+from onnxpart.schedule.model import Instance
+from onnxpart.schedule.simulator import Schedule, order_by_start, simulate
+from onnxpart.solvers import SparseModel, solve_cpsat, solve_highs
+
+
+@dataclass
+class ExactResult:
+    method: str  # "cpsat" | "milp"
+    status: str  # "optimal" | "time_limit" | "infeasible" | "error"
+    schedule: Schedule | None  # best incumbent (the warm start if the solver found nothing better)
+    bound: float | None  # proven lower bound on the makespan, seconds (None: nothing proven)
+    seconds: float
+    solver: str
+    note: str = ""
+
+    @property
+    def makespan(self) -> float:
+        return self.schedule.makespan if self.schedule is not None else math.inf
+
+
+def trivial_horizon(inst: Instance) -> float:
+    """An upper bound on the optimal makespan if any mapping is feasible: every op at its slowest
+    allowed time, one after the other, each edge at its slowest finite delay."""
+    h = sum(max(inst.time[i, u] for u in inst.allowed(i)) for i in range(inst.n))
+    for e in range(len(inst.edges)):
+        finite = inst.delays[e][np.isfinite(inst.delays[e])]
+        h += float(finite.max()) if finite.size else 0.0
+    return h
+
+
+def canonical_hint(inst: Instance, sched: Schedule) -> Schedule:
+    """``sched`` with devices permuted within each symmetry class so busy time is non-increasing."""
+    mapping = sched.mapping.copy()
+    busy = sched.busy(inst.k)
+    for cls in inst.symmetry_classes():
+        ranked = sorted(cls, key=lambda u: (-busy[u], u))
+        for new, old in zip(cls, ranked):
+            mapping[sched.mapping == old] = new
+    return simulate(inst, mapping, order_by_start(inst, sched.start))
+
+
+def _better(inst: Instance, found: Schedule | None, hint: Schedule | None) -> Schedule | None:
+    cands = [s for s in (found, hint) if s is not None]
+    return min(cands, key=lambda s: s.makespan) if cands else None
+
+
+# ----------------------------------------------------------------------------------------- CP-SAT
+def _scale(horizon: float) -> float:
+    """Ticks per second: a power of ten putting the horizon near 10^7 ticks (exact on round data)."""
+    return 10.0 ** math.floor(math.log10(1e7 / horizon)) if horizon > 0 else 1.0
+
+
+def cpsat(inst: Instance, time_limit: float, hint: Schedule | None = None, *, seed: int = 0,
+          workers: int = 1, symmetry: bool = True) -> ExactResult:
+    """Solve the latency problem with CP-SAT; see the module docstring."""
+    t0 = time.perf_counter()
+    if hint is not None and symmetry:
+        hint = canonical_hint(inst, hint)
+    horizon = hint.makespan if hint is not None else trivial_horizon(inst)
+    scale = _scale(horizon)
+    top = math.ceil(horizon * scale) + 1
+    tick = lambda sec: int(math.floor(sec * scale))  # noqa: E731  (rounding down: a relaxation)
+    m = cp_model.CpModel()
+    x = [{u: m.new_bool_var(f"x{i}_{u}") for u in inst.allowed(i)} for i in range(inst.n)]
+    s = [m.new_int_var(0, top, f"s{i}") for i in range(inst.n)]
+    e = [m.new_int_var(0, top, f"e{i}") for i in range(inst.n)]
+    makespan = m.new_int_var(0, top, "C")
+    # (3.1) each op on exactly one device
+    for i in range(inst.n):
+        m.add_exactly_one(x[i].values())
+    # (3.2) end = start + duration on the chosen device; C ≥ every end
+    for i in range(inst.n):
+        m.add(e[i] == s[i] + sum(tick(inst.time[i, u]) * x[i][u] for u in x[i]))
+        m.add(makespan >= e[i])
+    # (3.8) no overlap per device: one optional interval per (op, device)
+    for u in range(inst.k):
+        m.add_no_overlap([m.new_optional_fixed_size_interval_var(s[i], tick(inst.time[i, u]), x[i][u], f"iv{i}_{u}")
+                          for i in range(inst.n) if u in x[i]])
+    # (3.3) precedence with the transfer delay of the chosen pair: s_j ≥ e_i + Σ_u delay(u,v)·x_iu if x_jv
+    for k, (i, j, _) in enumerate(inst.edges):
+        m.add(s[j] >= e[i])
+        for v in x[j]:
+            for u in x[i]:
+                if not math.isfinite(inst.delays[k, u, v]):
+                    m.add_bool_or([~x[i][u], ~x[j][v]])
+            terms = [tick(inst.delays[k, u, v]) * x[i][u] for u in x[i]
+                     if u != v and math.isfinite(inst.delays[k, u, v]) and tick(inst.delays[k, u, v]) > 0]
+            if terms:
+                m.add(s[j] >= e[i] + sum(terms)).only_enforce_if(x[j][v])
+    # (3.7) static memory per device
+    for u in range(inst.k):
+        if math.isfinite(inst.capacity[u]):
+            m.add(sum(int(inst.mem[i]) * x[i][u] for i in range(inst.n) if u in x[i]) <= int(inst.capacity[u]))
+    # Section 5.2: busy time non-increasing within each class of identical devices
+    if symmetry:
+        busy = [sum(tick(inst.time[i, u]) * x[i][u] for i in range(inst.n) if u in x[i]) for u in range(inst.k)]
+        for cls in inst.symmetry_classes():
+            for a, b in zip(cls, cls[1:]):
+                m.add(busy[a] >= busy[b])
+    m.minimize(makespan)
+    if hint is not None:
+        for i in range(inst.n):
+            for u, var in x[i].items():
+                m.add_hint(var, int(hint.mapping[i]) == u)
+            m.add_hint(s[i], tick(hint.start[i]))
+    res, solver = solve_cpsat(m, max(time_limit - (time.perf_counter() - t0), 0.01), workers=workers, seed=seed)
+    found = None
+    if res.has_solution:
+        mapping = [next(u for u in x[i] if solver.value(x[i][u])) for i in range(inst.n)]
+        found = simulate(inst, mapping, order_by_start(inst, [solver.value(v) for v in s]))
+    bound = None if res.status == "infeasible" else res.bound / scale
+    if res.status == "infeasible":
+        bound = math.inf
+    return ExactResult("cpsat", res.status, _better(inst, found, hint), bound, time.perf_counter() - t0,
+                       "cp-sat", f"times floored to 1/{scale:g} s")
+
+
+# ----------------------------------------------------------------------------------------- MILP
+def milp(inst: Instance, time_limit: float, hint: Schedule | None = None, *, seed: int = 0,
+         symmetry: bool = True) -> ExactResult:
+    """Solve the thesis MILP (3.1)–(3.8) for latency on HiGHS; see the module docstring. Times are
+    divided by the horizon ``H`` inside the model (so the big-M is 1) and multiplied back."""
+    t0 = time.perf_counter()
+    if hint is not None and symmetry:
+        hint = canonical_hint(inst, hint)
+    horizon = hint.makespan if hint is not None else trivial_horizon(inst)
+    unit = horizon if horizon > 0 else 1.0
+    t = np.where(np.isfinite(inst.time), inst.time / unit, 0.0)
+    mip = SparseModel()
+    allowed = [set(inst.allowed(i)) for i in range(inst.n)]
+    x = [[mip.var(0, 1 if u in allowed[i] else 0, integer=True) for u in range(inst.k)] for i in range(inst.n)]
+    s = [mip.var(0, 1) for _ in range(inst.n)]
+    c_max = mip.var(0, 1, cost=1.0)  # C ≤ H: the optimum is at most the warm start
+    p = [{x[i][u]: t[i, u] for u in allowed[i]} for i in range(inst.n)]  # processing time of op i
+
+    def end_terms(i: int, coef: float = 1.0) -> dict[int, float]:
+        return {s[i]: coef, **{col: coef * v for col, v in p[i].items()}}
+
+    # (3.1) each task on exactly one machine
+    for i in range(inst.n):
+        mip.row({x[i][u]: 1.0 for u in range(inst.k)}, 1.0, 1.0)
+    # (3.2) every task finishes by C
+    for i in range(inst.n):
+        mip.row({**end_terms(i), c_max: -1.0}, upper=0.0)
+    # (3.3) dependency and communication: s_i + p_i + c_uv·(x_iu + x_jv − 1) ≤ s_j
+    for k, (i, j, _) in enumerate(inst.edges):
+        mip.row([*end_terms(i).items(), (s[j], -1.0)], upper=0.0)
+        for u in allowed[i]:
+            for v in allowed[j]:
+                c = inst.delays[k, u, v] / unit
+                if not math.isfinite(c):
+                    mip.row({x[i][u]: 1.0, x[j][v]: 1.0}, upper=1.0)
+                elif c > 0:
+                    mip.row([*end_terms(i).items(), (x[i][u], c), (x[j][v], c), (s[j], -1.0)], upper=c)
+    # (3.7) memory of every task mapped to u
+    for u in range(inst.k):
+        if math.isfinite(inst.capacity[u]):
+            mip.row({x[i][u]: inst.mem[i] for i in range(inst.n) if u in allowed[i]}, upper=inst.capacity[u])
+    # (3.8) no overlap on a device, only for pairs no path orders (transitive-closure pruning), big-M = 1
+    reach = inst.ancestors_closure()
+    order_vars = {}
+    for i in range(inst.n):
+        for j in range(i + 1, inst.n):
+            if reach[i, j] or reach[j, i] or not (allowed[i] & allowed[j]):
+                continue
+            d = order_vars[(i, j)] = mip.var(0, 1, integer=True)  # d = 1: i before j
+            for u in allowed[i] & allowed[j]:
+                both = [(x[i][u], 1.0), (x[j][u], 1.0)]
+                mip.row([*end_terms(i).items(), (s[j], -1.0), (d, 1.0), *both], upper=3.0)
+                mip.row([*end_terms(j).items(), (s[i], -1.0), (d, -1.0), *both], upper=2.0)
+    # Section 5.2: busy time non-increasing within each class of identical devices
+    if symmetry:
+        for cls in inst.symmetry_classes():
+            for a, b in zip(cls, cls[1:]):
+                mip.row([*((x[i][a], t[i, a]) for i in range(inst.n) if a in allowed[i]),
+                         *((x[i][b], -t[i, b]) for i in range(inst.n) if b in allowed[i])], lower=0.0)
+    h = mip.highs()
+    if hint is not None:
+        _warm_start(h, mip.num_cols, x, s, c_max, order_vars, hint, unit)
+    res = solve_highs(h, max(time_limit - (time.perf_counter() - t0), 0.01), seed=seed)
+    found = None
+    if res.has_solution:
+        val = res.values
+        mapping = [max(range(inst.k), key=lambda u: val[x[i][u]]) for i in range(inst.n)]
+        found = simulate(inst, mapping, order_by_start(inst, [val[s[i]] for i in range(inst.n)]))
+    bound = res.bound * unit if math.isfinite(res.bound) else (math.inf if res.status == "infeasible" else None)
+    return ExactResult("milp", res.status, _better(inst, found, hint), bound, time.perf_counter() - t0, "highs",
+                       f"{len(order_vars)} disjunction pairs after transitive-closure pruning")
+
+
+def _warm_start(h: highspy.Highs, ncols: int, x, s, c_max, order_vars, hint: Schedule, unit: float) -> None:
+    values = np.zeros(ncols)
+    for i, row in enumerate(x):
+        values[row[int(hint.mapping[i])]] = 1.0
+        values[s[i]] = hint.start[i] / unit
+    values[c_max] = min(1.0, hint.makespan / unit)
+    for (i, j), col in order_vars.items():
+        values[col] = 1.0 if (hint.start[i], i) <= (hint.start[j], j) else 0.0
+    sol = highspy.HighsSolution()
+    sol.col_value = values.tolist()
+    sol.value_valid = True
+    h.setSolution(sol)

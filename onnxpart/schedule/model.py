@@ -1,0 +1,361 @@
+"""The scheduling problem's own data: devices, links, the system, and the costed instance.
+
+Cost semantics (Section 2.3 of Ghannane's thesis, "Mapping neural network inference onto heterogeneous
+hardware platforms", 2023). Every method here — simulator, validator, heuristics, MILP, CP-SAT,
+MILP-SPLIT, bounds and the brute force in the tests — uses exactly these:
+
+* An instance is a DAG of ``n`` ops. Op ``i`` on device ``u`` runs for ``time[i, u]`` seconds
+  (``inf``: it cannot run there), without preemption; a device runs one op at a time.
+* Each DAG edge ``(i, j)`` carries ``bytes`` (the tensors ``i`` produces that ``j`` reads). If ``i`` and
+  ``j`` run on the same device the data is shared in device memory: no delay. Otherwise ``j`` may not
+  start before ``end(i) + delay(u, v, bytes)`` with ``delay = latency + bytes / bandwidth`` of the
+  link ``u → v`` (the thesis's ``om_i / β_{u,v}`` plus a fixed latency).
+* **Links are contention-free**: a transfer starts when its producer ends and never waits for another
+  transfer, nor occupies either device. This is what the thesis's MILP assumes — communication appears
+  only as a delay in the precedence constraint (3.3), there is no resource constraint on links.
+* A missing link means no direct transfer: the data is routed through one intermediate device ``w``
+  holding both links (store and forward: ``delay(u,w) + delay(w,v)``, the faster route if several),
+  or the transfer is impossible and any mapping that needs it is infeasible.
+* **Memory is the thesis's static model, constraint (3.7)**: ``mem[i]`` = weights + input tensors +
+  output tensors of op ``i`` (``wm_i + im_i + om_i``), and for every device ``Σ_{i on u} mem[i] ≤
+  capacity[u]`` — "all data preemptively moved", i.e. resident for the whole run. Conservative: a
+  tensor shared by producer and consumer on one device counts twice.
+* Graph inputs are available on every device at time 0; the makespan (latency) is the largest op end
+  (graph outputs are not moved back to a host).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from onnxpart.errors import InfeasibleError, UserError
+
+
+@dataclass(frozen=True)
+class Device:
+    """One physical device (a copy of a group with ``count`` identical copies)."""
+
+    name: str  # "a100", or "gpu:2" for the third copy of group "gpu"
+    group: str  # the system file's device entry this copy comes from
+    spec: Any  # a cost_models DeviceSpec, or None when costs are measured/given
+    memory: float  # bytes
+    batch_sizes: tuple[int, ...] = (1,)
+    costs: str | None = None  # a measured costs file (instead of, or besides, the spec)
+
+
+@dataclass(frozen=True)
+class Link:
+    """A directed link: ``delay(bytes) = latency + bytes / bandwidth`` seconds."""
+
+    bandwidth: float  # bytes/s
+    latency: float = 0.0  # s
+
+    def delay(self, nbytes: float) -> float:
+        return self.latency + nbytes / self.bandwidth
+
+
+@dataclass
+class System:
+    """Devices (copies expanded) and directed links between device indices (missing = no direct link)."""
+
+    devices: list[Device]
+    links: dict[tuple[int, int], Link] = field(default_factory=dict)
+
+    @property
+    def k(self) -> int:
+        return len(self.devices)
+
+    @property
+    def names(self) -> list[str]:
+        return [d.name for d in self.devices]
+
+    def index(self, name: str) -> int:
+        for u, d in enumerate(self.devices):
+            if d.name == name:
+                return u
+        raise UserError(f"unknown device {name!r}: the system has {', '.join(self.names)}")
+
+    def route(self, u: int, v: int, nbytes: float = 0.0) -> tuple[float, tuple[int, ...]]:
+        """``(delay, path)`` of the fastest transfer of ``nbytes`` from ``u`` to ``v``: direct, or
+        through one intermediate device having both links; ``(inf, ())`` if there is none."""
+        if u == v:
+            return 0.0, (u,)
+        best: tuple[float, tuple[int, ...]] = (math.inf, ())
+        if (u, v) in self.links:
+            best = (self.links[(u, v)].delay(nbytes), (u, v))
+        for w in range(self.k):
+            if w in (u, v) or (u, w) not in self.links or (w, v) not in self.links:
+                continue
+            d = self.links[(u, w)].delay(nbytes) + self.links[(w, v)].delay(nbytes)
+            if d < best[0]:
+                best = (d, (u, w, v))
+        return best
+
+    def direct_links(self) -> tuple[np.ndarray, np.ndarray]:
+        """(latency, 1/bandwidth) K×K arrays of the direct links (inf where there is none)."""
+        lat = np.full((self.k, self.k), math.inf)
+        inv_bw = np.full((self.k, self.k), math.inf)
+        for (u, v), link in self.links.items():
+            lat[u, v], inv_bw[u, v] = link.latency, 1.0 / link.bandwidth
+        return lat, inv_bw
+
+    def delay_matrix(self, nbytes: float, direct: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+        """K×K delays of :meth:`route` for ``nbytes`` (0 on the diagonal, inf where no route exists);
+        ``direct`` is :meth:`direct_links`, passed in when called for many tensors."""
+        lat, inv_bw = direct if direct is not None else self.direct_links()
+        direct = lat + nbytes * inv_bw
+        np.fill_diagonal(direct, math.inf)
+        hop = (direct[:, :, None] + direct[None, :, :]).min(axis=1)  # via one intermediate w
+        best = np.minimum(direct, hop)
+        np.fill_diagonal(best, 0.0)
+        return best
+
+
+def load_system(path: str) -> System:
+    """Read a system file (YAML or JSON); see :mod:`onnxpart.schedule.system_file`."""
+    from onnxpart.schedule.system_file import load_system as _load
+
+    return _load(path)
+
+
+class Instance:
+    """A costed scheduling instance (latency objective; see the module docstring for the semantics).
+
+    ``time`` is (n, K) seconds with ``inf`` for "cannot run"; ``edges`` are ``(i, j, bytes)`` with
+    ``i < j`` not required but the graph must be acyclic; ``delays[e]`` is the (K, K) transfer delay of
+    edge ``e``; ``mem`` (n,) and ``capacity`` (K,) are bytes (constraint 3.7).
+    """
+
+    def __init__(self, time: Any, edges: Sequence[tuple[int, int, float]], *, mem: Any = None,
+                 capacity: Any = None, system: System | None = None, latency: Any = 0.0,
+                 bandwidth: Any = math.inf, op_names: Sequence[str] | None = None,
+                 device_names: Sequence[str] | None = None):
+        self.time = np.asarray(time, dtype=float)
+        if self.time.ndim != 2 or self.time.shape[0] == 0:
+            raise ValueError("time must be an (n ops, K devices) array")
+        if np.isnan(self.time).any() or (self.time < 0).any():
+            raise ValueError("times must be ≥ 0 (inf = cannot run there)")
+        n, k = self.time.shape
+        self.n, self.k = n, k
+        self.op_names = list(op_names) if op_names is not None else [f"op{i}" for i in range(n)]
+        self.system = system
+        if system is not None:
+            if system.k != k:
+                raise ValueError(f"time has {k} device columns but the system has {system.k} devices")
+            self.device_names = system.names
+        else:
+            self.device_names = list(device_names) if device_names is not None else [f"d{u}" for u in range(k)]
+        self.mem = np.zeros(n) if mem is None else np.asarray(mem, dtype=float)
+        self.capacity = np.full(k, math.inf) if capacity is None else np.asarray(capacity, dtype=float)
+        merged: dict[tuple[int, int], float] = {}
+        for i, j, b in edges:
+            if i == j or not (0 <= i < n and 0 <= j < n):
+                raise ValueError(f"bad edge ({i}, {j})")
+            merged[(int(i), int(j))] = merged.get((int(i), int(j)), 0.0) + float(b)
+        self.edges: list[tuple[int, int, float]] = [(i, j, b) for (i, j), b in merged.items()]
+        self.preds: list[list[int]] = [[] for _ in range(n)]
+        self.succs: list[list[int]] = [[] for _ in range(n)]
+        self.in_edges: list[list[int]] = [[] for _ in range(n)]
+        self.out_edges: list[list[int]] = [[] for _ in range(n)]
+        for e, (i, j, _) in enumerate(self.edges):
+            self.succs[i].append(j)
+            self.preds[j].append(i)
+            self.out_edges[i].append(e)
+            self.in_edges[j].append(e)
+        self.topo = self._bfs_order()
+        self.delays = self._edge_delays(system, latency, bandwidth)
+        self.check_feasible()
+
+    # --------------------------------------------------------------------------------- structure
+    def _bfs_order(self) -> list[int]:
+        """Kahn's algorithm, FIFO, smallest index first among the sources: the thesis's breadth-first
+        topological order (Section 4.2, the fitness of SA/EA). Raises ValueError on a cycle."""
+        indeg = [len(p) for p in self.preds]
+        queue = [i for i in range(self.n) if indeg[i] == 0]
+        order: list[int] = []
+        head = 0
+        while head < len(queue):
+            i = queue[head]
+            head += 1
+            order.append(i)
+            for j in sorted(self.succs[i]):
+                indeg[j] -= 1
+                if indeg[j] == 0:
+                    queue.append(j)
+        if len(order) != self.n:
+            raise ValueError("the op graph has a cycle")
+        return order
+
+    def _edge_delays(self, system: System | None, latency: Any, bandwidth: Any) -> np.ndarray:
+        k = self.k
+        delays = np.zeros((len(self.edges), k, k))
+        if system is not None:
+            direct = system.direct_links()
+            for e, (_, _, b) in enumerate(self.edges):
+                delays[e] = system.delay_matrix(b, direct)
+            return delays
+        lat = np.broadcast_to(np.asarray(latency, dtype=float), (k, k))
+        bw = np.broadcast_to(np.asarray(bandwidth, dtype=float), (k, k))
+        off = ~np.eye(k, dtype=bool)
+        for e, (_, _, b) in enumerate(self.edges):
+            with np.errstate(divide="ignore", invalid="ignore"):
+                d = lat + np.where(bw > 0, b / bw, math.inf)
+            delays[e] = np.where(off, d, 0.0)
+        return delays
+
+    def ancestors_closure(self) -> np.ndarray:
+        """(n, n) bool: ``reach[i, j]`` iff there is a path i → j (the transitive closure used to prune
+        the disjunctions (3.8))."""
+        reach = np.zeros((self.n, self.n), dtype=bool)
+        for i in reversed(self.topo):
+            for j in self.succs[i]:
+                reach[i, j] = True
+                reach[i] |= reach[j]
+        return reach
+
+    def allowed(self, i: int) -> list[int]:
+        """Devices op ``i`` can run on (finite time, fits the device's memory alone)."""
+        return [u for u in range(self.k) if math.isfinite(self.time[i, u]) and self.mem[i] <= self.capacity[u]]
+
+    def symmetry_classes(self) -> list[list[int]]:
+        """Groups of interchangeable devices: ``u ~ v`` iff swapping them maps the instance onto itself
+        (same op times, memory, and link delays to/from every other device). Section 5.2."""
+        k = self.k
+        classes: list[list[int]] = []
+        seen = [False] * k
+        for u in range(k):
+            if seen[u]:
+                continue
+            cls = [u]
+            for v in range(u + 1, k):
+                if not seen[v] and self._swappable(u, v):
+                    cls.append(v)
+                    seen[v] = True
+            seen[u] = True
+            classes.append(cls)
+        return classes
+
+    def _swappable(self, u: int, v: int) -> bool:
+        if not np.array_equal(self.time[:, u], self.time[:, v]) or self.capacity[u] != self.capacity[v]:
+            return False
+        perm = np.arange(self.k)
+        perm[u], perm[v] = v, u
+        return bool(np.array_equal(self.delays, self.delays[:, perm][:, :, perm]))
+
+    # --------------------------------------------------------------------------------- feasibility
+    def check_feasible(self) -> None:
+        """Raise a one-line error for the obvious infeasibilities: an op that runs nowhere or fits no
+        device's memory, and an edge whose every allowed device pair lacks a transfer route."""
+        for i in range(self.n):
+            if not self.allowed(i):
+                runs = [u for u in range(self.k) if math.isfinite(self.time[i, u])]
+                if not runs:
+                    raise InfeasibleError(f"op {self.op_names[i]} has no device it can run on")
+                big = max(runs, key=lambda u: self.capacity[u])
+                raise InfeasibleError(
+                    f"op {self.op_names[i]} needs {self.mem[i]:.0f} bytes (weights + inputs + outputs) but "
+                    f"the largest device it can run on, {self.device_names[big]}, has "
+                    f"{self.capacity[big]:.0f} bytes")
+        for e, (i, j, b) in enumerate(self.edges):
+            ok = [(u, v) for u in self.allowed(i) for v in self.allowed(j) if math.isfinite(self.delays[e, u, v])]
+            if not ok:
+                pair = next(((u, v) for u in self.allowed(i) for v in self.allowed(j)), None)
+                where = (f" (no link or 1-hop route {self.device_names[pair[0]]} → {self.device_names[pair[1]]})"
+                         if pair else "")
+                raise InfeasibleError(f"tensor {self.op_names[i]} → {self.op_names[j]} ({b:.0f} bytes) cannot be "
+                                      f"transferred between any devices the two ops can run on{where}")
+
+    def mapping_violations(self, mapping: Sequence[int]) -> list[str]:
+        """Why a mapping is infeasible (cannot-run, impossible transfer, memory 3.7); [] if it is not."""
+        out: list[str] = []
+        mapping = np.asarray(mapping, dtype=int)
+        for i in range(self.n):
+            if not math.isfinite(self.time[i, mapping[i]]):
+                out.append(f"{self.op_names[i]} cannot run on {self.device_names[mapping[i]]}")
+        for e, (i, j, _) in enumerate(self.edges):
+            if not math.isfinite(self.delays[e, mapping[i], mapping[j]]):
+                out.append(f"no route {self.device_names[mapping[i]]} → {self.device_names[mapping[j]]} "
+                           f"for {self.op_names[i]} → {self.op_names[j]}")
+        load = np.bincount(mapping, weights=self.mem, minlength=self.k)
+        for u in range(self.k):
+            if load[u] > self.capacity[u] * (1 + 1e-12):
+                out.append(f"{self.device_names[u]} holds {load[u]:.0f} bytes > capacity {self.capacity[u]:.0f}")
+        return out
+
+    # --------------------------------------------------------------------------------- sub-instances
+    def subinstance(self, ops: Sequence[int], fixed: Mapping[int, int] | None = None) -> tuple["Instance", list[int]]:
+        """The instance induced on ``ops`` (in the given order), with ``fixed`` ops (global index →
+        device) restricted to that device. Returns the sub-instance and the local → global index map."""
+        ops = list(ops)
+        local = {g: l for l, g in enumerate(ops)}
+        time = self.time[ops].copy()
+        for g, u in (fixed or {}).items():
+            keep = time[local[g], u]
+            time[local[g]] = math.inf
+            time[local[g], u] = keep
+        edges, delays = [], []
+        for e, (i, j, b) in enumerate(self.edges):
+            if i in local and j in local:
+                edges.append((local[i], local[j], b))
+                delays.append(self.delays[e])
+        sub = Instance.__new__(Instance)
+        sub._init_from(self, time, edges, np.array(delays).reshape(len(edges), self.k, self.k),
+                       self.mem[ops], [self.op_names[g] for g in ops])
+        return sub, ops
+
+    def _init_from(self, parent: "Instance", time: np.ndarray, edges: list, delays: np.ndarray,
+                   mem: np.ndarray, names: list[str]) -> None:
+        """Fill a sub-instance sharing ``parent``'s devices, with precomputed edge delays."""
+        self.time, self.n, self.k = time, time.shape[0], parent.k
+        self.op_names, self.system, self.device_names = names, parent.system, parent.device_names
+        self.mem, self.capacity = mem, parent.capacity
+        self.edges = list(edges)
+        self.preds = [[] for _ in range(self.n)]
+        self.succs = [[] for _ in range(self.n)]
+        self.in_edges = [[] for _ in range(self.n)]
+        self.out_edges = [[] for _ in range(self.n)]
+        for e, (i, j, _) in enumerate(self.edges):
+            self.succs[i].append(j)
+            self.preds[j].append(i)
+            self.out_edges[i].append(e)
+            self.in_edges[j].append(e)
+        self.topo = self._bfs_order()
+        self.delays = delays
+        self.check_feasible()
+
+
+def from_graph(graph: Any, system: System, cost_fn: Callable[[int, int], float] | None = None) -> Instance:
+    """An :class:`Instance` from a (not necessarily costed) :class:`onnxpart.graph.OpGraph`.
+
+    ``cost_fn(op index, device index)`` gives seconds (``inf``: cannot run); by default each device's
+    spec is costed with the analytic roofline model (:func:`onnxpart.cost_models.analytic_costs`, one
+    pass per distinct spec). Edge bytes are the tensors a producer sends a consumer; ``mem[op]`` is its
+    parameter bytes + input and output tensor bytes + internal bytes (constraint 3.7's wm + im + om).
+    """
+    if cost_fn is None:
+        cost_fn = _analytic_cost_fn(graph, system)
+    time = np.array([[float(cost_fn(i, u)) for u in range(system.k)] for i in range(len(graph.ops))])
+    edges = [(u, v, float(graph.tensors[name].bytes)) for u, v, name in graph.edges()]
+    mem = []
+    for op in graph.ops:
+        io = sum(graph.tensors[t].bytes for t in (*op.inputs, *op.outputs) if t in graph.tensors)
+        mem.append(float(op.param_bytes + io + op.internal_bytes))
+    return Instance(time, edges, mem=mem, capacity=[d.memory for d in system.devices], system=system,
+                    op_names=[op.name for op in graph.ops])
+
+
+def _analytic_cost_fn(graph: Any, system: System) -> Callable[[int, int], float]:
+    from onnxpart.cost_models.analytic import analytic_costs
+
+    by_spec: dict[int, list[float]] = {}  # id(spec) -> per-op seconds (copies share one spec object)
+    for d in system.devices:
+        if d.spec is None:
+            raise UserError(f"device {d.name} has no device spec: give one in the system file or pass cost_fn")
+        if id(d.spec) not in by_spec:
+            by_spec[id(d.spec)] = [op.work for op in analytic_costs(graph, d.spec).ops]
+    return lambda i, u: by_spec[id(system.devices[u].spec)][i]

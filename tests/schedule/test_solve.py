@@ -1,0 +1,167 @@
+"""solve(): every method together, SPLIT against the whole-graph solve, symmetry breaking, the OpGraph
+path, and property tests on random DAGs (schedules valid, every lower bound ≤ every upper bound)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from onnxpart.errors import UserError
+from onnxpart.schedule import METHODS, Instance, Options, exact, from_graph, heuristics, load_system, solve, split
+from onnxpart.schedule.simulator import validate
+from tests.schedule.helpers import brute_force, instance, random_case
+
+ROOT = Path(__file__).resolve().parents[2]
+TOL = 1e-6
+
+
+def chain_of_modules(rng: np.random.Generator, modules: int, size: int, k: int) -> Instance:
+    """Random single-entry single-exit modules joined op to op (1-channel modules)."""
+    edges, n = [], 1  # op 0 is the input op
+    entry = 0
+    for _ in range(modules):
+        ops = list(range(n, n + size))
+        exit_ = n + size
+        for a in ops:
+            edges.append((entry, a, float(rng.integers(1, 5))))
+            edges.append((a, exit_, float(rng.integers(1, 5))))
+        for a in ops:
+            for b in ops:
+                if a < b and rng.random() < 0.4:
+                    edges.append((a, b, float(rng.integers(1, 5))))
+        entry, n = exit_, exit_ + 1
+    time = rng.integers(1, 9, size=(n, k)).astype(float)
+    return Instance(time, edges, latency=0.5, bandwidth=2.0)
+
+
+@pytest.mark.parametrize("seed, k", [(0, 2), (1, 3), (2, 2)])
+def test_split_equals_whole_exact_on_chain_of_modules(seed, k):
+    inst = chain_of_modules(np.random.default_rng(seed), modules=3, size=2, k=k)
+    res = split.milp_split(inst, time_limit=2.0)
+    assert not res.fallback and len(res.modules) >= 3 and res.status == "optimal"
+    assert validate(inst, res.schedule) == []
+    whole = exact.cpsat(inst, 2.0, heuristics.heft(inst).schedule)
+    assert whole.status == "optimal"
+    assert res.makespan == pytest.approx(whole.makespan, abs=TOL)
+    assert res.bound == pytest.approx(whole.makespan, abs=TOL)
+
+
+def test_split_without_modules_falls_back():
+    inst = Instance(np.ones((4, 2)), [(0, 2, 1), (0, 3, 1), (1, 2, 1), (1, 3, 1)], latency=1, bandwidth=1)
+    assert split.cut_ops(inst) == []
+    res = split.milp_split(inst, time_limit=1.0)
+    assert res.fallback and "no articulation point" in res.reason
+    assert validate(inst, res.schedule) == [] and res.bound <= res.makespan + TOL
+
+
+def test_split_ignores_a_cut_skipped_by_an_edge():
+    # 0 → 1 → 2 with a skip edge 0 → 2: 1 is not a cut op, 0 and 2 are
+    inst = Instance(np.ones((3, 2)), [(0, 1, 1), (1, 2, 1), (0, 2, 1)], latency=1, bandwidth=1)
+    assert split.cut_ops(inst) == [0, 2]
+
+
+def test_symmetry_breaking_keeps_the_optimum():
+    rng = np.random.default_rng(5)
+    case = random_case(rng, 6, 3, p_edge=0.3)
+    case["time"][:, 2] = case["time"][:, 1]  # devices 1 and 2 are identical copies
+    inst = instance(case)
+    assert [1, 2] in inst.symmetry_classes()
+    opt, _ = brute_force(case["time"], case["edges"], case["latency"], case["bandwidth"])
+    for solver in (exact.cpsat, exact.milp):
+        for symmetry in (True, False):
+            res = solver(inst, 2.0, heuristics.heft(inst).schedule, symmetry=symmetry)
+            assert res.status == "optimal" and res.makespan == pytest.approx(opt, abs=TOL)
+
+
+def test_solve_all_methods():
+    inst = chain_of_modules(np.random.default_rng(3), modules=2, size=2, k=2)
+    sol = solve(inst, Options(methods=METHODS, time_limit=4.0, iterations=100))
+    assert {r.method for r in sol.results} == set(METHODS)
+    assert validate(inst, sol.schedule) == []
+    assert sol.makespan == min(r.makespan for r in sol.results if r.makespan is not None)
+    assert {b.method for b in sol.lower_bounds} >= {"critical-path", "work", "load-lp", "cpsat", "milp", "split-dp"}
+    assert sol.gap == pytest.approx(0.0, abs=1e-6)  # tiny instance: proven optimal
+
+
+def test_options_errors():
+    with pytest.raises(UserError, match="unknown schedule method"):
+        Options(methods=("heft", "tabu"))
+    with pytest.raises(UserError, match="not implemented"):
+        Options(objective="throughput")
+
+
+def test_from_graph_with_the_thesis_system():
+    from onnxpart.onnx_io import load_graph
+
+    graph, _ = load_graph(ROOT / "fixtures" / "diamond.onnx")
+    system = load_system(str(ROOT / "onnxpart" / "schedule" / "systems" / "thesis_cpu_t4_a100.yaml"))
+    inst = from_graph(graph, system)
+    assert inst.n == len(graph.ops) and inst.k == 3 and np.isfinite(inst.time).all()
+    from onnxpart.cost_models import analytic_costs
+
+    for u, device in enumerate(system.devices):  # the analytic roofline per device spec
+        assert inst.time[:, u].tolist() == [op.work for op in analytic_costs(graph, device.spec).ops]
+    assert sum(b for _, _, b in inst.edges) > 0 and (inst.mem > 0).all()
+    sol = solve(inst, Options(methods=("met", "heft", "cpsat"), time_limit=1.0))
+    assert validate(inst, sol.schedule) == [] and sol.best_lower_bound <= sol.makespan * (1 + 1e-9)
+
+
+@st.composite
+def dags(draw):
+    n = draw(st.integers(2, 9))
+    k = draw(st.integers(1, 3))
+    edges = [(i, j, float(draw(st.integers(0, 6)))) for i in range(n) for j in range(i + 1, n)
+             if draw(st.booleans()) and draw(st.booleans())]
+    time = [[float(draw(st.integers(0, 9))) / 2 for _ in range(k)] for _ in range(n)]
+    return Instance(time, edges, latency=draw(st.sampled_from([0.0, 0.5, 2.0])),
+                    bandwidth=draw(st.sampled_from([0.5, 1.0, math.inf])))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dags())
+def test_random_dags_valid_and_bounded(inst):
+    sol = solve(inst, Options(methods=("met", "greedy", "heft", "sa", "ea", "cpsat", "split"), time_limit=1.0,
+                              iterations=40, lp_bound=True))
+    upper = [r.makespan for r in sol.results if r.makespan is not None]
+    for lb in sol.lower_bounds:
+        if lb.value is not None:
+            assert lb.value <= min(upper) + TOL, lb.method
+    assert validate(inst, sol.schedule) == []
+
+
+def two_channel_chain(rng: np.random.Generator, modules: int, k: int) -> Instance:
+    """Modules of 4 ops, every pair joined (3-edge-connected), chained by 2 channels c_s → a_{s+1} and
+    d_s → b_{s+1}."""
+    edges = []
+    for s in range(modules):
+        ops = range(4 * s, 4 * s + 4)
+        edges += [(x, y, float(rng.integers(1, 4))) for x in ops for y in ops if x < y]
+        if s + 1 < modules:
+            edges += [(4 * s + 2, 4 * s + 4, 2.0), (4 * s + 3, 4 * s + 5, 3.0)]
+    time = rng.integers(1, 9, size=(4 * modules, k)).astype(float)
+    return Instance(time, edges, latency=0.5, bandwidth=1.0)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_multichannel_bound_below_optimum(seed):
+    from onnxpart.schedule import multichannel
+
+    inst = two_channel_chain(np.random.default_rng(seed), modules=3, k=2)
+    assert split.cut_ops(inst) == [0, 11]  # only the source and the sink: no single-channel modules
+    assert split.milp_split(inst, time_limit=1.0).fallback
+    assert multichannel.edge_modules(inst, 1) is None
+    modules = multichannel.edge_modules(inst, 2)
+    assert modules == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+    value, status, _ = multichannel.multichannel_bound(inst, modules, time_limit=2.0)
+    whole = exact.cpsat(inst, 2.0, heuristics.heft(inst).schedule)
+    assert whole.status == "optimal" and status == "bound"
+    assert value <= whole.makespan + TOL
+    module_lb = max(exact.cpsat(inst.subinstance(m)[0], 1.0).bound for m in modules)
+    assert value >= module_lb - TOL
+    sol = solve(inst, Options(methods=("heft", "split"), time_limit=3.0))
+    assert any(b.method == "multichannel-2" for b in sol.lower_bounds)
