@@ -198,7 +198,8 @@ class Instance:
 
 def build_instance(program: Program) -> Instance:
     """The CHLP instance of a matrix program: one vertex per matrix (weight = elements), one edge per
-    expression (weight = loop weight) with L(e) from :func:`~onnxpart.tile.program.feasible_tilings`;
+    expression (weight = loop weight) with L(e) from :func:`~onnxpart.tile.program.feasible_tilings`
+    (base cost = the elements of the extra retiled copies a tiling needs, else none);
     a ``fixed`` matrix's domain is its one label."""
     names = program.matrices
     index = {m: i for i, m in enumerate(names)}
@@ -208,9 +209,11 @@ def build_instance(program: Program) -> Instance:
     edges = []
     for expr in program.expressions:
         matrices, tilings = feasible_tilings(expr)
+        base = tuple(sum(program.elements(m) for m in copies) for _, _, copies in tilings)
         edges.append(Edge(f"{expr.where}: {expr}", tuple(index[m] for m in matrices),
-                          tuple(tuple(label[x] for x in t) for _, t in tilings),
-                          tuple(a for a, _ in tilings), expr.weight, index[expr.out]))
+                          tuple(tuple(label[x] for x in t) for _, t, _ in tilings),
+                          tuple(a for a, _, _ in tilings), expr.weight, index[expr.out],
+                          base if any(base) else None))
     weights = tuple(program.elements(m) for m in names)
     return Instance(names, weights, domains, tuple(edges), LABELS, program.name)
 

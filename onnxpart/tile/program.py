@@ -30,6 +30,7 @@ Labels (tiling types, the paper's Fig. 1): ``row``, ``col``, ``block`` (tau = 3)
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -287,33 +288,38 @@ def _fixed(value: Any, state: _State) -> dict[str, str]:
     return fixed
 
 
-def feasible_tilings(expr: Expression) -> tuple[tuple[str, ...], list[tuple[str, tuple[str, ...]]]]:
+def feasible_tilings(expr: Expression) -> tuple[tuple[str, ...], list[tuple[str, tuple[str, ...], tuple[str, ...]]]]:
     """L(e) of an expression over its *distinct* matrices (output first, then inputs in order), in
     stored-matrix tilings: a transposed operand's preferred tiling is mapped through ``TRANSPOSED``.
 
-    The paper's hyperedge is a set of vertices with one label each (Section 4), so when a matrix is read
-    twice (``mul(A, A)``, ``mul(A, AT)``) only the preferred tilings that agree on its storage are kept.
-    Returns (matrices, [(algorithm, tiling per matrix)]) without duplicates (first algorithm kept).
+    The paper's hyperedge is a set of vertices with one label each (Section 4). When an algorithm reads
+    a matrix twice in different stored tilings (``mul(aT, a)`` under ``row-ring`` wants ``a`` as col and
+    as row), it needs one retiled copy per extra tiling whatever ``a``'s label: such a preferred tiling
+    becomes one entry per tiling the matrix could keep, each listing the matrices it copies (the
+    entry's base cost is their size), so the cost is still "one retiling per matrix not in the tiling
+    the algorithm reads it in". Returns (matrices, [(algorithm, tiling per matrix, copied matrices)]);
+    a tiling seen twice keeps its cheapest entry (then the first algorithm).
     """
     matrices: list[str] = [expr.out]
     for o in expr.inputs:
         if o.matrix not in matrices:
             matrices.append(o.matrix)
-    seen: dict[tuple[str, ...], str] = {}
+    seen: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {}
     for algorithm, tiling in CATALOG[expr.op][1]:
         if expr.algorithms is not None and algorithm not in expr.algorithms:
             continue
-        stored: dict[str, str] = {expr.out: tiling[0]}
-        consistent = True
+        wanted: dict[str, list[str]] = {expr.out: [tiling[0]]}
         for o, label in zip(expr.inputs, tiling[1:]):
+            labels = wanted.setdefault(o.matrix, [])
             label = TRANSPOSED[label] if o.transposed else label
-            consistent &= stored.setdefault(o.matrix, label) == label
-        if consistent:
-            seen.setdefault(tuple(stored[m] for m in matrices), algorithm)
-    if not seen:
-        raise UserError(f"{expr.where}: no tiling of {expr} satisfies any allowed algorithm "
-                        f"(a matrix read twice needs one algorithm that agrees on its tiling)")
-    return tuple(matrices), [(a, t) for t, a in seen.items()]
+            if label not in labels:
+                labels.append(label)
+        copies = tuple(m for m in matrices for _ in wanted[m][1:])
+        for choice in itertools.product(*(wanted[m] for m in matrices)):
+            old = seen.get(choice)
+            if old is None or len(copies) < len(old[1]):
+                seen[choice] = (algorithm, copies)
+    return tuple(matrices), [(a, t, c) for t, (a, c) in seen.items()]
 
 
 def dump_program(expressions: Sequence[dict], **top: Any) -> str:
