@@ -16,7 +16,8 @@ With y one-hot, exactly one a has Σ y = 1, so r[e, v] ≥ 1 − x[v, a] says "v
 already has the label the chosen algorithm wants": the paper's Hamming term d(X, l) (Section 4), and the
 minimum over l is the solver's choice of y. Warm start (AddHint): the greedy labeling, its best
 labeling per edge and the implied retilings. The lower bound is CP-SAT's proven best objective bound
-(never an incumbent); at the time limit it is reported with status ``time_limit``.
+(never an incumbent); at the time limit it is reported with status ``time_limit``, and the incumbent
+is CP-SAT's best or, when it stopped before finding one, the hint itself.
 """
 
 from __future__ import annotations
@@ -83,6 +84,8 @@ def solve_cpsat_tiling(instance: Instance, time_limit: float = 10.0, hint: np.nd
     cost = instance.cost(labels) if labels is not None else None
     if cost is not None and result.objective is not None and cost != round(result.objective):
         raise AssertionError(f"CP-SAT objective {result.objective} but the labeling costs {cost}")
+    if labels is None and hint is not None and result.status != "infeasible":
+        labels, cost = np.asarray(hint, dtype=np.int64), instance.cost(hint)  # stopped before its first solution
     return ExactResult(labels, cost, bound, result.status)
 
 
