@@ -158,18 +158,22 @@ class Instance:
                 raise ValueError(f"bad edge ({i}, {j})")
             merged[(int(i), int(j))] = merged.get((int(i), int(j)), 0.0) + float(b)
         self.edges: list[tuple[int, int, float]] = [(i, j, b) for (i, j), b in merged.items()]
-        self.preds: list[list[int]] = [[] for _ in range(n)]
-        self.succs: list[list[int]] = [[] for _ in range(n)]
-        self.in_edges: list[list[int]] = [[] for _ in range(n)]
-        self.out_edges: list[list[int]] = [[] for _ in range(n)]
+        self._index_edges()
+        self.delays = self._edge_delays(system, latency, bandwidth)
+        self.check_feasible()
+
+    def _index_edges(self) -> None:
+        """Predecessors, successors, in/out edge lists and the BFS order from ``self.edges``."""
+        self.preds: list[list[int]] = [[] for _ in range(self.n)]
+        self.succs: list[list[int]] = [[] for _ in range(self.n)]
+        self.in_edges: list[list[int]] = [[] for _ in range(self.n)]
+        self.out_edges: list[list[int]] = [[] for _ in range(self.n)]
         for e, (i, j, _) in enumerate(self.edges):
             self.succs[i].append(j)
             self.preds[j].append(i)
             self.out_edges[i].append(e)
             self.in_edges[j].append(e)
         self.topo = self._bfs_order()
-        self.delays = self._edge_delays(system, latency, bandwidth)
-        self.check_feasible()
 
     # --------------------------------------------------------------------------------- structure
     def _bfs_order(self) -> list[int]:
@@ -315,16 +319,7 @@ class Instance:
         self.op_names, self.system, self.device_names = names, parent.system, parent.device_names
         self.mem, self.capacity = mem, parent.capacity
         self.edges = list(edges)
-        self.preds = [[] for _ in range(self.n)]
-        self.succs = [[] for _ in range(self.n)]
-        self.in_edges = [[] for _ in range(self.n)]
-        self.out_edges = [[] for _ in range(self.n)]
-        for e, (i, j, _) in enumerate(self.edges):
-            self.succs[i].append(j)
-            self.preds[j].append(i)
-            self.out_edges[i].append(e)
-            self.in_edges[j].append(e)
-        self.topo = self._bfs_order()
+        self._index_edges()
         self.delays = delays
         self.check_feasible()
 
