@@ -38,9 +38,9 @@ def main() -> None:
     rows = []
     for path in sorted(LIGHT.glob("light_*.onnx")):
         loaded = read_model(path)
-        graph = from_onnx(loaded.model, loaded.sha256)
+        graph = from_onnx(loaded.model, loaded.sha256, types=loaded.types)
         load = best_of(lambda: read_model(path))
-        build = best_of(lambda: from_onnx(loaded.model, loaded.sha256))
+        build = best_of(lambda: from_onnx(loaded.model, loaded.sha256, types=loaded.types))
         total = best_of(lambda: load_graph(path))
         cost = best_of(lambda: analytic_costs(graph, device))
         rows.append((path.stem[len("light_"):], len(loaded.model.graph.node), len(graph.ops), load, build, total, cost))
