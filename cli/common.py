@@ -3,6 +3,7 @@ say how, error handling, and the terminal."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -131,3 +132,24 @@ def verify_line(report: dict, what: str) -> str:
 
 def _dims_text(dims: dict) -> str:
     return ", ".join(f"{name}={value}" for name, value in dims.items()) + ": " if dims else ""
+
+
+@contextlib.contextmanager
+def progress_bar(time_limit: float, fmt: Callable[[float, str], str], disable: bool = False,
+                 phases: dict[str, str] | None = None):
+    """One live view for every command: a rich progress bar over ``time_limit`` seconds showing the
+    phase, the incumbent, the proven bound and the gap of each :class:`onnxpart.board.Progress` record
+    sent to the callback it yields. ``fmt(value, phase)`` renders a value in the phase's unit."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err_console,
+                  transient=True, disable=disable) as bar:
+        task = bar.add_task("starting", total=time_limit)
+
+        def update(record) -> None:
+            phase = (phases or {}).get(record.phase, record.phase)
+            bar.update(task, completed=min(record.seconds, time_limit),
+                       description=f"{phase:<12} best {fmt(record.upper, record.phase)}  proven ≥ "
+                                   f"{fmt(record.lower, record.phase)}  gap {record.gap:.1%}")
+
+        yield update

@@ -9,12 +9,11 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, COSTS_HELP, DEVICE_HELP, DIM_HELP, EXTERNAL_HELP,
                                  FREEZE_HELP, INPUT_SHAPE_HELP, VERIFY_TOL_HELP, console, err_console,
-                                 handle_errors, is_graph_file, load_costed, log, print_json, verify_line,
+                                 handle_errors, is_graph_file, load_costed, log, print_json, progress_bar, verify_line,
                                  weight_policy)
 from onnxpart.errors import GapNotMetError, UserError
 from onnxpart.files import read_json
@@ -58,7 +57,7 @@ def partition(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ) -> None:
     """Split a model into k pipeline stages minimizing the bottleneck stage (MTPP), with proven lower bounds."""
-    from onnxpart.partition import BOUND_METHODS, Options, Progress as Report, solve
+    from onnxpart.partition import BOUND_METHODS, Options, solve
     from onnxpart.partition.orders import BrkgaOptions
 
     if stages < 1:
@@ -98,18 +97,8 @@ def partition(
                       brkga=BrkgaOptions(population=population, generations=generations, elite=elite,
                                          mutants=mutants, rho=rho),
                       random_orders=random_orders, mla=mla, ideal_limit=ideal_limit)
-    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err_console,
-                  transient=True, disable=as_json) as bar:
-        task = bar.add_task("searching", total=time_limit)
-
-        def on_progress(report: Report) -> None:
-            gap = 1 - report.lower / report.upper if report.upper > 0 else 0.0
-            bar.update(task, completed=min(report.seconds, time_limit),
-                       description=f"{report.phase:<12} best {format_seconds(report.upper)}  "
-                                   f"proven ≥ {format_seconds(report.lower)}  gap {gap:.1%}")
-
-        options = dataclasses.replace(options, progress=on_progress)
-        solution = solve(inst, options)
+    with progress_bar(time_limit, lambda value, _: format_seconds(value), disable=as_json) as on_progress:
+        solution = solve(inst, dataclasses.replace(options, progress=on_progress))
 
     policy = weight_policy(loaded, external_data_threshold) if loaded is not None else None
     check = dict(verify=verify, seed=seed, tolerance=verify_tol, freeze=freeze_dims)

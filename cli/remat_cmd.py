@@ -13,9 +13,10 @@ from rich.table import Table
 
 from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, COSTS_HELP, DEVICE_HELP, DIM_HELP, EXTERNAL_HELP,
                                  FREEZE_HELP, INPUT_SHAPE_HELP, VERIFY_TOL_HELP, console, err_console,
-                                 handle_errors, is_graph_file, load_costed, print_json, verify_line, weight_policy)
+                                 handle_errors, is_graph_file, load_costed, print_json, progress_bar, verify_line,
+                                 weight_policy)
 from onnxpart.errors import InfeasibleError, UserError
-from onnxpart.units import byte_unit, format_bytes
+from onnxpart.units import byte_unit, format_bytes, format_seconds
 
 
 @handle_errors
@@ -94,13 +95,10 @@ def remat(
             out = OutputDir(where, force=force)
 
         try:
-            with err_console.status("remat: building the instance…") as status:
-                def progress(phase: str, seconds: float, incumbent: float, bound: float) -> None:
-                    what = {"phase1": "phase 1 (reach the budget): peak", "phase2": "phase 2 (least recompute): duration",
-                            "checkmate": "checkmate MILP: duration"}.get(phase, phase)
-                    status.update(f"remat {seconds:6.1f}s  {what} {incumbent:,.6g}  (bound {bound:,.6g})")
-
-                solution = rm.solve(graph, options, progress)
+            phases = {"phase1": "phase 1: peak", "phase2": "phase 2: time", "checkmate": "checkmate MILP"}
+            total = time_limit * len(methods) + (order_time_limit if order == "minmem" else 0.0)
+            with progress_bar(total, _remat_value, disable=as_json, phases=phases) as on_progress:
+                solution = rm.solve(graph, options, on_progress)
         except InfeasibleError as exc:
             if out is not None:
                 out.discard()
@@ -146,6 +144,11 @@ def remat(
                           highlight=False, soft_wrap=True)
         if out is not None:
             console.print(f"wrote {', '.join(payload['files'])} to {output}", highlight=False)
+
+
+def _remat_value(value: float, phase: str) -> str:
+    """Phase 1 bounds bytes (the peak); the other phases, durations."""
+    return format_bytes(value) if phase == "phase1" else format_seconds(value)
 
 
 def _remat_model(source, graph, solution, include_params: bool, freeze: bool, payload: dict):

@@ -28,6 +28,12 @@ class LowerBound:
     note: str = ""
 
 
+def best_bound(bounds) -> float | None:
+    """The one best-bound rule: the largest proven value among ``bounds`` (None when nothing was proven)."""
+    values = [b.value for b in bounds if b.value is not None]
+    return max(values) if values else None
+
+
 @dataclass
 class Certificate:
     problem: str  # "mtpp", "remat", ...
@@ -39,8 +45,7 @@ class Certificate:
 
     @property
     def best_lower_bound(self) -> float | None:
-        values = [b.value for b in self.lower_bounds if b.value is not None]
-        return max(values) if values else None
+        return best_bound(self.lower_bounds)
 
     @property
     def gap(self) -> float | None:

@@ -30,12 +30,7 @@ How :func:`solve` spends ``time_limit`` (wall clock):
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import logging
-import math
-import multiprocessing
-import os
-import queue
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,31 +38,22 @@ from typing import Any
 
 import numpy as np
 
-from onnxpart.certificate import LowerBound
+from onnxpart.board import Board, Progress
+from onnxpart.certificate import LowerBound, best_bound
+from onnxpart.parallel import Runner
+from onnxpart.partition.bound_lane import BoundLane, bound_jobs
 from onnxpart.partition.cuts import convex_block_bound, single_block_bound
-from onnxpart.partition.exact import BoundResult, run_bound_job, set_channel
+from onnxpart.partition.exact import BoundResult
 from onnxpart.partition.ideals import IDEAL_LIMIT, ideal_dp
 from onnxpart.partition.local_search import improve, iterated
-from onnxpart.partition.model import (BlockCost, Instance, block_costs, check_assignment, simple_lower_bound,
-                                      work_lower_bound)
+from onnxpart.partition.model import BlockCost, Instance, block_costs, check_assignment, simple_lower_bound
 from onnxpart.partition.orders import BrkgaOptions, Decoder, brkga, keys_of_order, mla_weighted_order
 
 log = logging.getLogger(__name__)
 
 BOUND_METHODS = ("simple", "bottleneck", "guess", "exact")
 LOCAL_SEARCH_SHARE = 0.15  # of the time limit, kept from the order search for the local search
-WEIGHTED_SHARE = 6  # the weighted bottleneck's time, in units of all the other short bound jobs
 LOCAL_SEARCH_KICKS = 200  # iterated local search kicks when no bound job is left to wait for
-
-
-@dataclass(frozen=True)
-class Progress:
-    """One progress report: seconds since the start, incumbent (UB), best proven bound (LB), phase."""
-
-    seconds: float
-    upper: float
-    lower: float
-    phase: str
 
 
 @dataclass(frozen=True)
@@ -114,8 +100,7 @@ class Solution:
 
     @property
     def best_lower_bound(self) -> float | None:
-        values = [b.value for b in self.lower_bounds if b.value is not None]
-        return max(values) if values else None
+        return best_bound(self.lower_bounds)
 
 
 def _compact(assignment: np.ndarray) -> np.ndarray:
@@ -128,195 +113,162 @@ def _compact(assignment: np.ndarray) -> np.ndarray:
 
 def solve(inst: Instance, options: Options) -> Solution:
     """Search a partition and prove lower bounds within ``options.time_limit`` seconds (see module doc)."""
-    start = time.perf_counter()
-    deadline_wall = time.time() + options.time_limit
+    deadline = time.time() + options.time_limit
     k = options.k
+    board = Board(options.progress)
+    for bound in _combinatorial_bounds(inst, k, options.bounds, options.time_limit, options.seed):
+        board.add(bound)
+    exact = _ideal_solution(inst, options, board)  # 1. exact ideal DP for narrow graphs
+    if exact is not None:
+        return exact
+    search = _Search(inst, k, options, board)  # 2. warm starts
+    if inst.n == 0:
+        return Solution(inst, k, np.zeros(0, dtype=np.int64), "slicegraph", board.bounds,
+                        {"seconds": board.seconds})
+    # 3. Bounds in worker processes; running jobs post their proven bounds to the board.
+    jobs = bound_jobs(inst, k, options, deadline, search.assignment(), best_bound(board.bounds) or 0.0)
+    with Runner(options.workers) as runner:
+        lane = BoundLane(runner, jobs, board, inst, k)
+        interrupted = False
+        try:
+            search.run(deadline, lane)  # 4. order search, then local search on the partition
+            runner.wait(lambda events: lane.take(events) or lane.stop(deadline))
+        except KeyboardInterrupt:
+            interrupted = True
+            log.warning("interrupted: keeping the best partition and the bounds proven so far")
+        finally:
+            lane.finish(interrupted)
+    assignment, method = search.best_assignment(lane.results)  # 5. the exact MIP's incumbent too
+    search.stats.update({"found_by": board.found_by, "seconds": board.seconds, "interrupted": interrupted})
+    solution = Solution(inst, k, _compact(assignment), method, board.bounds, search.stats)
+    board.incumbent = solution.value
+    board.report("done")
+    return solution
 
-    def elapsed() -> float:
-        return time.perf_counter() - start
 
-    lbs = _combinatorial_bounds(inst, k, options.bounds, options.time_limit, options.seed)
+def _ideal_solution(inst: Instance, options: Options, board: Board) -> Solution | None:
+    """Tarnawski et al.'s DP over the DAG's ideals: the proven optimum when there are few ideals."""
+    if options.ideal_limit <= 0 or not inst.n:
+        return None
+    t0 = time.perf_counter()
+    exact = ideal_dp(inst, options.k, options.ideal_limit)
+    if exact is None:
+        return None
+    # The DP's value and the recomputed Eq. (3) cost of its partition agree up to float rounding; report
+    # the latter so the bound never exceeds the upper bound by a rounding error.
+    value = min(exact.optimum_by_k[-1], max(c.cost for c in block_costs(inst, exact.assignment, options.k)))
+    board.add(LowerBound("ideal-dp", value, "optimal", "dp", time.perf_counter() - t0,
+                         f"{exact.ideals} ideals, {exact.pairs} ideal pairs"))
+    solution = Solution(inst, options.k, _compact(exact.assignment), "ideal-dp", board.bounds,
+                        {"ideals": exact.ideals, "optimum_by_k": list(exact.optimum_by_k), "seconds": board.seconds})
+    board.offer(solution.value, "ideal-dp")
+    return solution
 
-    live: dict[str, float] = {}  # bounds posted by bound jobs still running (step 3)
 
-    def report(upper: float, phase: str) -> None:
-        if options.progress is not None:
-            lower = max([b.value for b in lbs if b.value is not None] + list(live.values()), default=0.0)
-            options.progress(Progress(elapsed(), upper, lower, phase))
+class _Search:
+    """The order search (warm starts, mla, random-T, BRKGA) and the local search on the best slicing,
+    offering every improvement to the board."""
 
-    # 1. Exact ideal DP for narrow graphs.
-    if options.ideal_limit > 0 and inst.n:
-        t0 = time.perf_counter()
-        exact = ideal_dp(inst, k, options.ideal_limit)
-        if exact is not None:
-            # The DP's value and the recomputed Eq. (3) cost of its partition agree up to float rounding;
-            # report the latter so the bound never exceeds the upper bound by a rounding error.
-            value = min(exact.optimum_by_k[-1], max(c.cost for c in block_costs(inst, exact.assignment, k)))
-            lbs.append(LowerBound("ideal-dp", value, "optimal", "dp", time.perf_counter() - t0,
-                                  f"{exact.ideals} ideals, {exact.pairs} ideal pairs"))
-            solution = Solution(inst, k, _compact(exact.assignment), "ideal-dp", lbs,
-                                {"ideals": exact.ideals, "optimum_by_k": list(exact.optimum_by_k),
-                                 "seconds": elapsed()})
-            report(solution.value, "ideal-dp")
-            return solution
+    def __init__(self, inst: Instance, k: int, options: Options, board: Board):
+        self.inst, self.k, self.options, self.board = inst, k, options, board
+        self.decoder = Decoder(inst, k)
+        self.rng = np.random.default_rng(options.seed)
+        self.best_order: np.ndarray | None = None
+        self.polished: np.ndarray | None = None
+        self.stats: dict[str, Any] = {}
+        self.seeds = [np.arange(inst.n, dtype=np.int64), self.decoder.dag.dfs_order()]
+        for order, how in zip(self.seeds, ("file-order", "dfs-order")):
+            self.consider(order, how)
 
-    # 2. Warm starts.
-    decoder = Decoder(inst, k)
-    rng = np.random.default_rng(options.seed)
-    best_value, best_order, best_how = math.inf, None, ""
-
-    def consider(order: np.ndarray, how: str) -> float:
-        nonlocal best_value, best_order, best_how
-        value = decoder.value(order)
-        if value < best_value - 1e-12 * max(1.0, abs(value)):
-            best_value, best_order, best_how = value, order, how
-            report(best_value, how)
+    def consider(self, order: np.ndarray, how: str) -> float:
+        value = self.decoder.value(order)
+        if self.board.offer(value, how):
+            self.best_order = order
         return value
 
-    seeds = [np.arange(inst.n, dtype=np.int64), decoder.dag.dfs_order()]
-    for order, how in zip(seeds, ("file-order", "dfs-order")):
-        consider(order, how)
-    if inst.n == 0:
-        return Solution(inst, k, np.zeros(0, dtype=np.int64), "slicegraph", lbs, {"seconds": elapsed()})
+    def assignment(self) -> np.ndarray:
+        return self.decoder.slicing(self.best_order).assignment
 
-    # 3. Bounds in a process pool; running jobs post their proven bounds to ``channel`` (``live``).
-    warm = decoder.slicing(best_order).assignment
-    jobs = _bound_jobs(inst, k, options, deadline_wall, warm, _floor(lbs))
-    channel = multiprocessing.get_context("fork").Queue() if jobs else None
-    pool, futures = _start_jobs(jobs, options.workers, channel)
-    results: list[BoundResult] = []
+    def run(self, deadline: float, lane: BoundLane) -> None:
+        """Step 4: stops ``LOCAL_SEARCH_SHARE`` of the time limit early for the local search."""
+        options, board = self.options, self.board
+        search_deadline = deadline - LOCAL_SEARCH_SHARE * options.time_limit
 
-    def collect() -> None:
-        rose = False
-        while channel is not None:
-            try:
-                method, value = channel.get_nowait()
-            except (queue.Empty, OSError, EOFError):
-                break
-            if value > max(live.get(method, -math.inf), _floor(lbs)):
-                rose = True
-            live[method] = max(live.get(method, -math.inf), value)
-        for future in [f for f in futures if f.done()]:
-            futures.remove(future)
-            results.append(_result_of(future))
-            _merge_bounds(lbs, results, k, done=not futures, work_floor=work_lower_bound(inst, k))
-            rose = True
-        if rose:
-            report(best_value, "bounds")
+        def stop_search(_: float = 0.0) -> bool:
+            return lane.stop(deadline) or time.time() >= search_deadline
 
-    def proven() -> float:
-        return max(_floor(lbs), *live.values()) if live else _floor(lbs)
-
-    def closed() -> bool:
-        return best_value <= proven() * (1 + 1e-9)
-
-    def stop(_: float = 0.0) -> bool:
-        collect()
-        return time.time() >= deadline_wall or closed()
-
-    search_deadline = deadline_wall - LOCAL_SEARCH_SHARE * options.time_limit
-
-    def stop_search(_: float = 0.0) -> bool:
-        return stop() or time.time() >= search_deadline
-
-    def stop_local(value: float) -> bool:
-        collect()
-        return time.time() >= deadline_wall or value <= proven() * (1 + 1e-9)
-
-    polished: np.ndarray | None = None
-
-    stats: dict[str, Any] = {}
-    interrupted = False
-    try:
-        # 4. Order search.
         if options.mla and not stop_search():
             budget = time.time() + 0.1 * options.time_limit
-            mla_opts = BrkgaOptions(population=20, generations=20)
-            mla = mla_weighted_order(inst, decoder.dag, rng, mla_opts,
+            mla = mla_weighted_order(self.inst, self.decoder.dag, self.rng, BrkgaOptions(population=20, generations=20),
                                      lambda _: time.time() >= budget or stop_search())
-            seeds.append(mla)
-            consider(mla, "mla-weighted")
+            self.seeds.append(mla)
+            self.consider(mla, "mla-weighted")
         for _ in range(options.random_orders):
             if stop_search():
                 break
-            consider(decoder.order(rng.random(inst.n)), "random")
-        generations = 0
+            self.consider(self.decoder.order(self.rng.random(self.inst.n)), "random")
+        self.stats["generations"] = self._brkga(stop_search)
+        if not board.closed():
+            self._local_search(deadline, lane)
 
-        def fitness(keys: np.ndarray) -> float:
-            return consider(decoder.order(keys), "brkga")
+    def _brkga(self, stop: Callable[..., bool]) -> int:
+        generations = 0
 
         def on_generation(generation: int, value: float, keys: np.ndarray) -> None:
             nonlocal generations
             generations = generation + 1
 
-        if options.brkga.generations > 0 and not stop_search():
-            brkga(fitness, inst.n, options.brkga, rng, seeds=[keys_of_order(o) for o in seeds], stop=stop_search,
-                  on_generation=on_generation)
-        stats["generations"] = generations
-        # Iterated local search on the partition itself, while the bounds run.
-        if not closed():
-            # With no bound running, a fixed number of kicks keeps the run short and deterministic.
-            # It takes at most its share of the time: once it ends, the main process idles and leaves
-            # the cores to the bound MIPs.
-            local = iterated(inst, decoder.slicing(best_order).assignment, k, options.seed, stop_local,
-                             min(deadline_wall, time.time() + LOCAL_SEARCH_SHARE * options.time_limit),
-                             kicks=0 if futures else LOCAL_SEARCH_KICKS)
-            if local.value < best_value - 1e-12 * max(1.0, best_value):
-                polished, best_value, best_how = local.assignment, local.value, "local-search"
-                report(best_value, best_how)
-            stats["local_search_moves"] = local.moves
-        # Wait for the bounds (they stop by the deadline themselves).
-        while futures and not stop():
-            cf.wait(futures, timeout=0.2, return_when=cf.FIRST_COMPLETED)
-    except KeyboardInterrupt:
-        interrupted = True
-        log.warning("interrupted: keeping the best partition and the bounds proven so far")
-    finally:
-        collect()
-        # Jobs still running once the gap is closed cannot improve anything: end them, do not wait.
-        early = interrupted or closed()
-        _shutdown(pool, futures, wait=not early)
-        if not early:
-            collect()
-        for future in futures:
-            future.cancel()
-    # Ended early, the unfinished guesses are simply not reported (rather than reported as unproven);
-    # the other unfinished jobs report the bound they had posted.
-    _merge_bounds(lbs, results, k, done=not early, work_floor=work_lower_bound(inst, k))
-    _add_posted_bounds(lbs, live, elapsed())
-    if channel is not None:
-        channel.close()
+        if self.options.brkga.generations > 0 and not stop():
+            brkga(lambda keys: self.consider(self.decoder.order(keys), "brkga"), self.inst.n, self.options.brkga,
+                  self.rng, seeds=[keys_of_order(o) for o in self.seeds], stop=stop, on_generation=on_generation)
+        return generations
 
-    # 5. The exact MIP's incumbent is a candidate too.
-    assignment = decoder.slicing(best_order).assignment if polished is None else polished
-    method = "slicegraph" if polished is None else "local-search"
-    for result in results:
-        if result.incumbent is not None and result.incumbent_value is not None:
+    def _local_search(self, deadline: float, lane: BoundLane) -> None:
+        """Iterated local search on the partition itself, while the bounds run. With no bound running, a
+        fixed number of kicks keeps the run short and deterministic; it takes at most its share of the
+        time: once it ends, the main process idles and leaves the cores to the bound MIPs."""
+        share = LOCAL_SEARCH_SHARE * self.options.time_limit
+
+        def stop_local(value: float) -> bool:
+            lane.take(lane.runner.poll())
+            return time.time() >= deadline or value <= self.board.lower * (1 + 1e-9)
+
+        local = iterated(self.inst, self.assignment(), self.k, self.options.seed, stop_local,
+                         min(deadline, time.time() + share), kicks=0 if lane.runner.busy else LOCAL_SEARCH_KICKS)
+        if self.board.offer(local.value, "local-search"):
+            self.polished = local.assignment
+        self.stats["local_search_moves"] = local.moves
+
+    def best_assignment(self, results: list[BoundResult]) -> tuple[np.ndarray, str]:
+        """The search's best, or the exact MIP's incumbent (after a local descent) when that is better."""
+        assignment = self.assignment() if self.polished is None else self.polished
+        method = "slicegraph" if self.polished is None else "local-search"
+        self.stats["evaluations"] = self.decoder.evaluations
+        for result in results:
+            if result.incumbent is None or result.incumbent_value is None:
+                continue
             try:
-                check_assignment(inst, result.incumbent, k)
+                check_assignment(self.inst, result.incumbent, self.k)
             except ValueError:
                 continue
-            mip = improve(inst, result.incumbent, k, options.seed, time.time() + 0.01 * options.time_limit)
-            if mip.value < best_value - 1e-12 * max(1.0, best_value):
-                assignment, best_value, best_how, method = mip.assignment, mip.value, "exact-mip", "exact-mip"
-    stats.update({"evaluations": decoder.evaluations, "found_by": best_how, "seconds": elapsed(),
-                  "interrupted": interrupted})
-    solution = Solution(inst, k, _compact(assignment), method, lbs, stats)
-    report(solution.value, "done")
-    return solution
+            mip = improve(self.inst, result.incumbent, self.k, self.options.seed,
+                          time.time() + 0.01 * self.options.time_limit)
+            if self.board.offer(mip.value, "exact-mip"):
+                assignment, method = mip.assignment, "exact-mip"
+        return assignment, method
 
 
 def bounds(inst: Instance, k: int, methods: tuple[str, ...] = BOUND_METHODS, time_limit: float = 60.0,
            workers: int = 0, warm: np.ndarray | None = None) -> list[LowerBound]:
     """The requested lower bounds alone (no search), each proven within ``time_limit``."""
     options = Options(k=k, time_limit=time_limit, bounds=methods, workers=workers)
-    lbs = _combinatorial_bounds(inst, k, methods, time_limit)
-    pool, futures = _start_jobs(_bound_jobs(inst, k, options, time.time() + time_limit, warm, _floor(lbs)),
-                                workers)
-    results = [_result_of(f) for f in futures]
-    _shutdown(pool, [], wait=True)
-    _merge_bounds(lbs, results, k, done=True, work_floor=work_lower_bound(inst, k))
-    return lbs
+    board = Board()
+    for bound in _combinatorial_bounds(inst, k, methods, time_limit):
+        board.add(bound)
+    jobs = bound_jobs(inst, k, options, time.time() + time_limit, warm, best_bound(board.bounds) or 0.0)
+    with Runner(workers) as runner:
+        BoundLane(runner, jobs, board, inst, k).finish()
+    return board.bounds
 
 
 # ------------------------------------------------------------------------------------ bound jobs
@@ -340,122 +292,3 @@ def _combinatorial_bounds(inst: Instance, k: int, methods: tuple[str, ...], time
                           f"min over blocks B containing op {convex.op} of f(B) ({convex.flows} max flows, "
                           f"{convex.mips} three-superblock MIPs); at least the bounds above"))
     return lbs
-
-
-def _floor(lbs: list[LowerBound]) -> float:
-    return max((b.value for b in lbs if b.value is not None), default=0.0)
-
-
-def _bound_jobs(inst: Instance, k: int, options: Options, deadline: float, warm: np.ndarray | None,
-                floor: float) -> list[dict]:
-    """Job descriptions for :func:`run_bound_job`: exact first (strongest), then the weighted bottleneck
-    (CP-SAT) and the bottleneck MIP (both requested by ``bottleneck``), then guesses. ``floor`` (a proven
-    bound) is the exact MIP's and the guesses' objective lower limit.
-
-    Time: with ≥ 2 workers the exact MIP keeps one worker until the deadline and the other workers run
-    the short jobs one after another, in rounds of ``lanes`` jobs; round r must stop by
-    ``now + T · (shares of rounds ≤ r) / (all shares)``, a round's share being its largest job's, so
-    time a job leaves unused goes to the next ones and every LB_j gets its turn. The weighted bottleneck
-    has ``WEIGHTED_SHARE`` times the share of all the other short jobs together: on graphs whose
-    bottleneck is its io (REGAL) it is the strong bound of the lane, and its CP-SAT models need seconds
-    where the guesses' MIPs stay at Σ work / k; when it proves its optimum early, the rest is theirs."""
-    if k == 1 or inst.n == 0:
-        return []  # the simple bound is exact for k = 1
-    L = work_lower_bound(inst, k)
-    floor = max(floor, simple_lower_bound(inst, k))
-    now = time.time()
-    jobs, short = [], []
-    if "exact" in options.bounds:
-        jobs.append(dict(kind="exact", inst=inst, k=k, lower=L, objective_floor=floor,
-                         deadline=deadline, warm=warm, seed=options.seed))
-    if "bottleneck" in options.bounds:
-        short.append(dict(kind="weighted", inst=inst, k=k, lower=L, seed=options.seed))
-        short.append(dict(kind="bottleneck", inst=inst, k=k, lower=L, seed=options.seed))
-    if "guess" in options.bounds:
-        short += [dict(kind="guess", inst=inst, k=k, j=j, lower=L, objective_floor=floor, seed=options.seed)
-                  for j in range(1, k + 1)]
-    workers = options.workers or os.cpu_count() or 1
-    lanes = workers - 1 if jobs and workers > 1 else workers
-    if jobs and workers == 1:  # one worker: the exact MIP takes its turn like the others
-        short, jobs = jobs + short, []
-    shares = [WEIGHTED_SHARE * max(1, len(short) - 1) if job["kind"] == "weighted" else 1 for job in short]
-    rounds = [max(shares[i:i + lanes]) for i in range(0, len(short), lanes)]
-    for i, job in enumerate(short):
-        job["deadline"] = min(deadline, now + sum(rounds[:i // lanes + 1]) / sum(rounds) * (deadline - now))
-    return jobs + short
-
-
-def _start_jobs(jobs: list[dict], workers: int, channel=None) -> tuple[cf.Executor | None, list[cf.Future]]:
-    """Submit the jobs to a fork process pool; its workers post running bounds to ``channel`` if given."""
-    if not jobs:
-        return None, []
-    count = min(len(jobs), workers or os.cpu_count() or 1)
-    pool = cf.ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context("fork"),
-                                  initializer=None if channel is None else set_channel,
-                                  initargs=() if channel is None else (channel,))
-    return pool, [pool.submit(run_bound_job, job) for job in jobs]
-
-
-def _shutdown(pool: cf.Executor | None, futures: list[cf.Future], wait: bool) -> None:
-    """Wait for the jobs (they stop by their deadlines), or cancel the queued ones and terminate this
-    pool's own worker processes (a HiGHS run cannot be interrupted from outside its process)."""
-    if pool is None:
-        return
-    if wait:
-        pool.shutdown(wait=True)
-        return
-    workers = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in workers:
-        process.terminate()
-    for process in workers:
-        process.join(timeout=5)
-
-
-def _result_of(future: cf.Future) -> BoundResult:
-    try:
-        return future.result()
-    except Exception as exc:  # a crashed or interrupted worker proves nothing
-        log.warning("a bound computation failed: %s", exc)
-        return BoundResult("error", None, "error", 0.0, note=str(exc)[:200])
-
-
-_SOURCES = {"exact": ("highs", "Figure 3, Eqs. 5-12"), "bottleneck": ("highs", "three-superblock MIP, Section 3.2"),
-            "weighted-bottleneck": ("cp-sat", "Section 3.2's three superblocks with Eq. 14 for pigeonhole "
-                                              "weights pi = work + alpha*io({v}): some block holds pi(V)/k")}
-
-
-def _add_posted_bounds(lbs: list[LowerBound], live: dict[str, float], seconds: float) -> None:
-    """A job ended before it returned (the gap closed, or Ctrl-C) reports the last bound it posted: it
-    was proven when posted (status ``interrupted``)."""
-    names = {b.method for b in lbs}
-    for method, value in sorted(live.items()):
-        if method in _SOURCES and method not in names:
-            solver, note = _SOURCES[method]
-            lbs.append(LowerBound(method, value, "interrupted", solver, round(seconds, 3),
-                                  f"{note}; ended before it finished, with this bound proven"))
-
-
-def _merge_bounds(lbs: list[LowerBound], results: list[BoundResult], k: int, done: bool,
-                  work_floor: float) -> None:
-    """Turn finished jobs into LowerBound entries; bottleneck-guess is min_j LB_j once all j are in."""
-    names = {b.method for b in lbs}
-    for r in results:
-        if r.method in _SOURCES and r.method not in names:
-            solver, note = _SOURCES[r.method]
-            lbs.append(LowerBound(r.method, r.value, r.status, solver, round(r.seconds, 3),
-                                  f"{note}; {r.note}" if r.note else note))
-            names.add(r.method)
-    guesses = [r for r in results if r.method.startswith("guess-")]
-    if guesses and "bottleneck-guess" not in names and (len(guesses) == k or done):
-        # A guess that proved nothing in time still has LB_j >= block_2 >= L by Eq. (14): use L for it.
-        values = [r.value if r.value is not None else work_floor for r in guesses]
-        value = min(values) if len(guesses) == k else None
-        proven = all(r.status in ("optimal", "infeasible") for r in guesses)
-        status = "optimal" if value is not None and proven else ("time_limit" if value is not None else "error")
-        missing = sum(r.value is None for r in guesses)
-        note = f"min over j of {k} MIPs LB_j, Section 3.3; seconds summed"
-        if missing:
-            note += f"; {missing} LB_j proved nothing in time and count as L (Eq. 14)"
-        lbs.append(LowerBound("bottleneck-guess", value, status, "highs",
-                              round(sum(r.seconds for r in guesses), 3), note))

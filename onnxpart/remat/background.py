@@ -10,11 +10,10 @@ Checkmate's stages, the memory of Eq. 4) bounds every sequence Moccasin may retu
 from __future__ import annotations
 
 import logging
-import multiprocessing as mp
 import time
-from multiprocessing.connection import Connection
 
 from onnxpart.certificate import LowerBound
+from onnxpart.parallel import Runner
 from onnxpart.remat.model import Instance
 
 log = logging.getLogger(__name__)
@@ -27,8 +26,8 @@ NOTE = ("holds under: the input topological order's stages, any number of recomp
 MAX_NODES = 600
 
 
-def _work(send: Connection, instance: Instance, budget: float, time_limit: float, seed: int,
-          delay: float) -> None:
+def lp_job(instance: Instance, budget: float, time_limit: float, seed: int, delay: float) -> tuple:
+    """In a worker: wait ``delay`` seconds, then solve the LP; -> (value, status, the LP's own seconds)."""
     from onnxpart.remat.checkmate import lp_lower_bound
 
     time.sleep(delay)
@@ -37,33 +36,33 @@ def _work(send: Connection, instance: Instance, budget: float, time_limit: float
         value, status = lp_lower_bound(instance, budget, max(time_limit - delay, 0.1), seed)
     except Exception as exc:  # noqa: BLE001 - reported as "error", never as a bound
         value, status = None, f"error: {exc}"
-    send.send((value, status, time.perf_counter() - start))
+    return value, status, time.perf_counter() - start
 
 
 class BackgroundLpBound:
-    """Fork a worker now that starts the LP after ``delay`` seconds, all within ``time_limit``;
-    :meth:`result` collects it (or stops it). The delay leaves the CPU to CP-SAT on instances it solves
-    at once (G1, fcn_8_vgg: proven optimal within two seconds), where the LP cannot add anything."""
+    """Start the LP in a worker of the shared :class:`~onnxpart.parallel.Runner` now, after ``delay``
+    seconds, all within ``time_limit``; :meth:`result` collects it (or stops it). The delay leaves the CPU
+    to CP-SAT on instances it solves at once (G1, fcn_8_vgg: proven optimal within two seconds), where the
+    LP cannot add anything."""
 
     def __init__(self, instance: Instance, budget: float, time_limit: float, seed: int = 0,
                  delay: float = 0.0) -> None:
-        ctx = mp.get_context("fork")  # the instance is not re-pickled; no solver threads are alive yet
-        self._recv, send = ctx.Pipe(duplex=False)
         self._start = time.perf_counter()
-        self._process = ctx.Process(target=_work, args=(send, instance, budget, time_limit, seed, delay),
-                                    name="remat-lp-bound", daemon=True)
-        self._process.start()
-        send.close()
+        self._runner = Runner(workers=1)
+        self._runner.submit(lp_job, instance, budget, time_limit, seed, delay)
 
     def result(self, wait: float) -> LowerBound:
         """The bound if the LP is solved to optimality within ``wait`` more seconds; else an entry with no
         value. The worker is stopped either way."""
         value, status, seconds = None, "time_limit", time.perf_counter() - self._start
+        deadline = time.monotonic() + max(wait, 0.0)
         try:
-            if self._recv.poll(max(wait, 0.0)):
-                value, status, seconds = self._recv.recv()  # seconds: the LP's own, after the delay
-        except (EOFError, OSError):
-            status = "error"
+            while self._runner.busy and time.monotonic() < deadline:
+                for event in self._runner.poll(min(0.2, max(deadline - time.monotonic(), 0.0))):
+                    if event.kind == "done":
+                        value, status, seconds = event.value  # seconds: the LP's own, after the delay
+                    elif event.kind == "error":
+                        status = "error"
         finally:
             self.cancel()
         if status != "optimal":
@@ -75,7 +74,4 @@ class BackgroundLpBound:
                            else "error"), "highs", round(seconds, 3), NOTE)
 
     def cancel(self) -> None:
-        if self._process.is_alive():
-            self._process.terminate()
-        self._process.join()
-        self._recv.close()
+        self._runner.shutdown(wait=False)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from onnxpart.board import Progress
 from onnxpart.remat.model import Instance, MethodResult, scale
 from onnxpart.solvers import SparseModel, solve_highs
 
@@ -136,9 +137,9 @@ def solve_checkmate(instance: Instance, budget: float, time_limit: float, seed: 
     def improved(event) -> None:
         best_at.append(time.perf_counter() - start)
         if progress:
-            progress("checkmate", best_at[-1], instance.base_duration
-                     + sc.quantum * event.data_out.objective_function_value,
-                     instance.base_duration + sc.quantum * max(event.data_out.mip_dual_bound, 0.0))
+            progress(Progress(best_at[-1], instance.base_duration + sc.quantum * event.data_out.objective_function_value,
+                              instance.base_duration + sc.quantum * max(event.data_out.mip_dual_bound, 0.0),
+                              "checkmate"))
 
     highs.cbMipImprovingSolution.subscribe(improved)
     result = solve_highs(highs, max(time_limit - (time.perf_counter() - start), 1.0), seed=seed)

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
+from onnxpart.board import Progress as ProgressRecord
 from onnxpart.remat.background import MAX_NODES, BackgroundLpBound
 from onnxpart.remat.bounds import event_cover_entry
 from onnxpart.remat.heuristics import greedy_sequence
@@ -50,8 +51,8 @@ log = logging.getLogger(__name__)
 #: (G2, n = 250: 18 s before the search starts); one loop without probing keeps what matters.
 _PRESOLVE = {"max_presolve_iterations": 1, "cp_model_probing_level": 0}
 
-#: progress(phase, seconds, incumbent, bound): phase is "phase1" (bytes) or "phase2" (duration).
-Progress = Callable[[str, float, float, float], None]
+#: progress(record): record.phase is "phase1" (upper/lower in bytes) or "phase2" (duration).
+Progress = Callable[[ProgressRecord], None]
 
 
 @dataclass(frozen=True)
@@ -340,7 +341,8 @@ def solve_moccasin(instance: Instance, budget: float, options: MoccasinOptions,
         model, variables = _build(instance, sc, options, None, capacity, hint_units)
         _hint(model, instance, variables, times, active, horizon)
         model.add_hint(variables.peak, hint_units)
-        report = (lambda t, obj, bound: progress("phase1", t, to_bytes(obj), to_bytes(bound))) if progress else None
+        report = (lambda t, obj, bound: progress(ProgressRecord(t, to_bytes(obj), to_bytes(bound), "phase1"))
+                  if progress else None)
         remaining = max(wall - (time.perf_counter() - start), 0.5)
         result, solver = solve_cpsat(model, remaining, workers=options.workers, seed=options.seed,
                                      hint_callback=report, parameters=params)
@@ -366,7 +368,7 @@ def solve_moccasin(instance: Instance, budget: float, options: MoccasinOptions,
     def report2(t: float, obj: float, bound: float) -> None:
         best_at[0] = offset + t
         if progress:
-            progress("phase2", offset + t, to_duration(obj), to_duration(bound))
+            progress(ProgressRecord(offset + t, to_duration(obj), to_duration(bound), "phase2"))
 
     model, variables = _build(instance, sc, options, capacity, 0, 0)
     _hint(model, instance, variables, times, active, horizon)

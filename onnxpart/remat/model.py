@@ -291,5 +291,4 @@ class MethodResult:
     def best_bound(self) -> float | None:
         """The strongest proven duration bound: ``lower_bound`` or one of ``extra_bounds``."""
         values = [b.value for b in self.extra_bounds if b.value is not None]
-        values += [self.lower_bound] if self.lower_bound is not None else []
-        return max(values, default=None)
+        return max(values + ([self.lower_bound] if self.lower_bound is not None else []), default=None)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from onnxpart.certificate import LowerBound
+from onnxpart.certificate import LowerBound, best_bound
 from onnxpart.errors import UserError
 from onnxpart.tile import tree as tree_mod
 from onnxpart.tile.exact import EXHAUSTIVE_LIMIT, exhaustive, solve_cpsat_tiling
@@ -79,8 +79,7 @@ class Solution:
 
     @property
     def best_lower_bound(self) -> float | None:
-        values = [b.value for b in self.lower_bounds if b.value is not None]
-        return max(values) if values else None
+        return best_bound(self.lower_bounds)
 
     @property
     def proven_optimal(self) -> bool:

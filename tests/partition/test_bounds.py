@@ -91,7 +91,7 @@ def test_brkga_minimizes_a_known_function():
 
 
 def test_guess_without_a_proof_for_some_j_falls_back_to_eq14():
-    from onnxpart.partition import _merge_bounds
+    from onnxpart.partition.bound_lane import merge_bounds as _merge_bounds
     from onnxpart.partition.exact import BoundResult
 
     results = [BoundResult("guess-1", 5.0, "optimal", 1.0), BoundResult("guess-2", None, "time_limit", 2.0),
@@ -106,31 +106,30 @@ def test_guess_without_a_proof_for_some_j_falls_back_to_eq14():
 
 def test_running_jobs_post_rising_bounds(monkeypatch):
     """A job's poster sends its bound in instance units, only when it rises, at most once per interval."""
-    import onnxpart.partition.exact as exact
+    from onnxpart import parallel
 
     sent: list[tuple[str, float]] = []
-
-    class Channel:
-        def put(self, item):
-            sent.append(item)
-
-    monkeypatch.setattr(exact, "_CHANNEL", Channel())
-    poster = exact._Poster("exact", scale=2.0, interval=0.0)
+    monkeypatch.setattr(parallel, "_POST", lambda method, value: sent.append((method, value)))
+    poster = parallel.BoundPoster("exact", scale=2.0, interval=0.0)
     for bound in (1.0, 0.5, 1.0, 3.0):
         poster(bound)
     assert sent == [("exact", 2.0), ("exact", 6.0)]
-    slow = exact._Poster("bottleneck", scale=1.0, interval=3600.0)
+    slow = parallel.BoundPoster("bottleneck", scale=1.0, interval=3600.0)
     slow(1.0)
     slow(2.0)  # within the interval: held back
     assert sent[-1] == ("bottleneck", 1.0)
 
 
 def test_bounds_of_jobs_ended_early_are_reported():
-    from onnxpart.partition import _add_posted_bounds
+    from onnxpart.board import Board
+    from onnxpart.partition.bound_lane import SOURCES
 
-    lbs = bounds(random_instance(6, 2), 2, ("simple",), time_limit=5)
-    _add_posted_bounds(lbs, {"exact": 1.5, "simple": 9.0, "guess-1": 7.0}, 3.0)
-    added = [b for b in lbs if b.status == "interrupted"]
+    board = Board()
+    for bound in bounds(random_instance(6, 2), 2, ("simple",), time_limit=5):
+        board.add(bound)
+    for method, value in {"exact": 1.5, "simple": 9.0, "guess-1": 7.0}.items():
+        board.post(method, value)
+    added = board.posted_bounds(SOURCES)
     assert [(b.method, b.value, b.solver) for b in added] == [("exact", 1.5, "highs")]
 
 

@@ -1,0 +1,171 @@
+"""The bound lane of :func:`onnxpart.partition.solve`: the MIP and CP-SAT lower-bound jobs, what each
+gets of the time limit, running them on the shared :class:`~onnxpart.parallel.Runner`, and turning their
+posted bounds and results into board entries (``bottleneck-guess`` = min over the k guesses' LB_j)."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+
+import numpy as np
+
+from onnxpart.board import Board
+from onnxpart.certificate import LowerBound
+from onnxpart.parallel import BoundPoster, Event, Runner
+from onnxpart.partition.exact import BoundResult, bottleneck_mip, exact_mip, guess_mip, scaled
+from onnxpart.partition.model import Instance, simple_lower_bound, work_lower_bound
+from onnxpart.partition.weighted import weighted_bottleneck
+
+log = logging.getLogger(__name__)
+
+WEIGHTED_SHARE = 6  # the weighted bottleneck's time, in units of all the other short bound jobs
+
+
+class BoundLane:
+    """The bound jobs on a :class:`Runner`: their posted bounds and results go onto the board as they
+    arrive (``bottleneck-guess`` once all k guesses are in)."""
+
+    def __init__(self, runner: Runner, jobs: list[dict], board: Board, inst: Instance, k: int):
+        self.runner, self.board, self.inst, self.k = runner, board, inst, k
+        self.results: list[BoundResult] = []
+        for job in jobs:
+            runner.submit(run_bound_job, job)
+
+    def take(self, events: list[Event]) -> bool:
+        """Put ``events`` on the board; report progress when the bound rose. Never stops by itself."""
+        rose, finished = False, False
+        for event in events:
+            if event.kind == "bound":
+                rose = self.board.post(event.method, event.value) or rose
+                continue
+            if event.kind == "error":
+                log.warning("a bound computation failed: %s", event.value)
+            self.results.append(event.value if event.kind == "done" else
+                                BoundResult("error", None, "error", 0.0, note=str(event.value)[:200]))
+            finished = True
+        if finished:  # after the whole batch: bottleneck-guess needs all k guesses at once
+            self._merge(done=not self.runner.busy)
+        if rose or finished:
+            self.board.report("bounds")
+        return False
+
+    def stop(self, deadline: float) -> bool:
+        """Drain the events; True once the deadline passed or the incumbent meets a proven bound."""
+        self.take(self.runner.poll())
+        return time.time() >= deadline or self.board.closed()
+
+    def finish(self, interrupted: bool = False) -> None:
+        """Jobs still running once the gap is closed (or on Ctrl-C) cannot improve anything: end them,
+        do not wait; they report the bound they posted last. Otherwise wait for them (their deadlines
+        stop them). Ended early, unfinished guesses are simply not reported."""
+        self.take(self.runner.poll())
+        early = interrupted or self.board.closed()
+        self.take(self.runner.shutdown(wait=not early))
+        self._merge(done=not early)
+        for bound in self.board.posted_bounds(SOURCES):
+            self.board.add(bound)
+
+    def _merge(self, done: bool) -> None:
+        merge_bounds(self.board.bounds, self.results, self.k, done=done, work_floor=work_lower_bound(self.inst, self.k))
+
+
+def bound_jobs(inst: Instance, k: int, options, deadline: float, warm: np.ndarray | None,
+                floor: float) -> list[dict]:
+    """Job descriptions for :func:`run_bound_job`: exact first (strongest), then the weighted bottleneck
+    (CP-SAT) and the bottleneck MIP (both requested by ``bottleneck``), then guesses. ``floor`` (a proven
+    bound) is the exact MIP's and the guesses' objective lower limit.
+
+    Time: with ≥ 2 workers the exact MIP keeps one worker until the deadline and the other workers run
+    the short jobs one after another, in rounds of ``lanes`` jobs; round r must stop by
+    ``now + T · (shares of rounds ≤ r) / (all shares)``, a round's share being its largest job's, so
+    time a job leaves unused goes to the next ones and every LB_j gets its turn. The weighted bottleneck
+    has ``WEIGHTED_SHARE`` times the share of all the other short jobs together: on graphs whose
+    bottleneck is its io (REGAL) it is the strong bound of the lane, and its CP-SAT models need seconds
+    where the guesses' MIPs stay at Σ work / k; when it proves its optimum early, the rest is theirs."""
+    if k == 1 or inst.n == 0:
+        return []  # the simple bound is exact for k = 1
+    L = work_lower_bound(inst, k)
+    floor = max(floor, simple_lower_bound(inst, k))
+    now = time.time()
+    jobs, short = [], []
+    if "exact" in options.bounds:
+        jobs.append(dict(kind="exact", inst=inst, k=k, lower=L, objective_floor=floor,
+                         deadline=deadline, warm=warm, seed=options.seed))
+    if "bottleneck" in options.bounds:
+        short.append(dict(kind="weighted", inst=inst, k=k, lower=L, seed=options.seed))
+        short.append(dict(kind="bottleneck", inst=inst, k=k, lower=L, seed=options.seed))
+    if "guess" in options.bounds:
+        short += [dict(kind="guess", inst=inst, k=k, j=j, lower=L, objective_floor=floor, seed=options.seed)
+                  for j in range(1, k + 1)]
+    workers = options.workers or os.cpu_count() or 1
+    lanes = workers - 1 if jobs and workers > 1 else workers
+    if jobs and workers == 1:  # one worker: the exact MIP takes its turn like the others
+        short, jobs = jobs + short, []
+    shares = [WEIGHTED_SHARE * max(1, len(short) - 1) if job["kind"] == "weighted" else 1 for job in short]
+    rounds = [max(shares[i:i + lanes]) for i in range(0, len(short), lanes)]
+    for i, job in enumerate(short):
+        job["deadline"] = min(deadline, now + sum(rounds[:i // lanes + 1]) / sum(rounds) * (deadline - now))
+    return jobs + short
+
+
+def run_bound_job(job: dict) -> BoundResult:
+    """Run one bound job described by ``job`` (picklable, for a process pool): a HiGHS MIP of this module
+    or the CP-SAT weighted bottleneck (:mod:`~onnxpart.partition.weighted`). The time limit is what is
+    left until ``job['deadline']`` (wall clock). The exact, bottleneck and weighted jobs post their
+    proven bound while they run (:func:`onnxpart.parallel.post_bound`); a guess's LB_j alone bounds nothing."""
+    limit = job["deadline"] - time.time()
+    name = {"guess": f"guess-{job.get('j')}", "weighted": "weighted-bottleneck"}.get(job["kind"], job["kind"])
+    if limit <= 0.05:
+        return BoundResult(name, None, "time_limit", 0.0, note="no time left")
+    inst, k, seed = job["inst"], job["k"], job["seed"]
+    if job["kind"] == "weighted":  # CP-SAT, on integers of its own scale
+        return weighted_bottleneck(inst, k, limit, seed=seed, on_bound=BoundPoster(name, 1.0))
+    # Solve in units of the work bound L so that HiGHS' absolute tolerances (1e-6) are relative ones.
+    scale = job["lower"] if job["lower"] > 0 else 1.0
+    inst = scaled(inst, scale)
+    lower = job["lower"] / scale
+    if job["kind"] == "exact":
+        result = exact_mip(inst, k, limit, lower=job.get("objective_floor", job["lower"]) / scale,
+                           warm=job.get("warm"), seed=seed, on_bound=BoundPoster(name, scale))
+    elif job["kind"] == "bottleneck":
+        result = bottleneck_mip(inst, k, lower, limit, seed=seed, on_bound=BoundPoster(name, scale))
+    else:
+        result = guess_mip(inst, k, job["j"], lower, limit, seed=seed,
+                           floor=job.get("objective_floor", 0.0) / scale)
+    for attr in ("value", "incumbent_value"):
+        value = getattr(result, attr)
+        if value is not None and math.isfinite(value):
+            setattr(result, attr, value * scale)
+    return result
+
+
+SOURCES = {"exact": ("highs", "Figure 3, Eqs. 5-12"), "bottleneck": ("highs", "three-superblock MIP, Section 3.2"),
+            "weighted-bottleneck": ("cp-sat", "Section 3.2's three superblocks with Eq. 14 for pigeonhole "
+                                              "weights pi = work + alpha*io({v}): some block holds pi(V)/k")}
+
+
+def merge_bounds(lbs: list[LowerBound], results: list[BoundResult], k: int, done: bool,
+                  work_floor: float) -> None:
+    """Turn finished jobs into LowerBound entries; bottleneck-guess is min_j LB_j once all j are in."""
+    names = {b.method for b in lbs}
+    for r in results:
+        if r.method in SOURCES and r.method not in names:
+            solver, note = SOURCES[r.method]
+            lbs.append(LowerBound(r.method, r.value, r.status, solver, round(r.seconds, 3),
+                                  f"{note}; {r.note}" if r.note else note))
+            names.add(r.method)
+    guesses = [r for r in results if r.method.startswith("guess-")]
+    if guesses and "bottleneck-guess" not in names and (len(guesses) == k or done):
+        # A guess that proved nothing in time still has LB_j >= block_2 >= L by Eq. (14): use L for it.
+        values = [r.value if r.value is not None else work_floor for r in guesses]
+        value = min(values) if len(guesses) == k else None
+        proven = all(r.status in ("optimal", "infeasible") for r in guesses)
+        status = "optimal" if value is not None and proven else ("time_limit" if value is not None else "error")
+        missing = sum(r.value is None for r in guesses)
+        note = f"min over j of {k} MIPs LB_j, Section 3.3; seconds summed"
+        if missing:
+            note += f"; {missing} LB_j proved nothing in time and count as L (Eq. 14)"
+        lbs.append(LowerBound("bottleneck-guess", value, status, "highs",
+                              round(sum(r.seconds for r in guesses), 3), note))

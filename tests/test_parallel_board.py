@@ -1,0 +1,105 @@
+"""The shared runner (background jobs with live bounds) and the anytime board."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from onnxpart.board import Board, Status
+from onnxpart.certificate import LowerBound, best_bound
+from onnxpart.parallel import Runner, post_bound
+
+
+def square(x):
+    return x * x
+
+
+def posts_then_returns(values):
+    for value in values:
+        post_bound("job", value)
+    return "done"
+
+
+def fails():
+    raise ValueError("bad input to the job")
+
+
+def dies():
+    os._exit(3)
+
+
+def sleeps(seconds):
+    time.sleep(seconds)
+    return os.getpid()
+
+
+def collect(runner, timeout=20.0):
+    events, deadline = [], time.monotonic() + timeout
+    while runner.busy and time.monotonic() < deadline:
+        events += runner.poll(0.1)
+    return events
+
+
+def test_jobs_run_at_most_workers_at_a_time_and_return_in_events():
+    with Runner(workers=2) as runner:
+        jobs = [runner.submit(square, x) for x in range(5)]
+        assert len(runner._running) <= 2
+        events = collect(runner)
+    assert sorted((e.job, e.value) for e in events if e.kind == "done") == [(j, j * j) for j in jobs]
+
+
+def test_posted_bounds_arrive_before_the_result():
+    with Runner(workers=1) as runner:
+        runner.submit(posts_then_returns, [1.0, 2.5])
+        events = collect(runner)
+    kinds = [(e.kind, e.method, e.value) for e in events]
+    assert kinds == [("bound", "job", 1.0), ("bound", "job", 2.5), ("done", None, "done")]
+
+
+def test_a_failing_or_dying_job_is_an_error_event_not_a_crash():
+    with Runner(workers=2) as runner:
+        runner.submit(fails)
+        runner.submit(dies)
+        events = collect(runner)
+    errors = sorted(e.value for e in events if e.kind == "error")
+    assert len(errors) == 2 and "ValueError: bad input" in errors[0] and "code 3" in errors[1]
+
+
+def test_shutdown_without_waiting_leaves_no_process_behind():
+    runner = Runner(workers=2)
+    runner.submit(sleeps, 60)
+    runner.submit(sleeps, 60)
+    runner.submit(sleeps, 60)  # queued: never started
+    processes = list(runner._running.values())
+    runner.shutdown(wait=False)
+    assert all(not p.is_alive() for p in processes) and not runner.busy
+    assert runner.shutdown(wait=False) == []  # idempotent
+
+
+def test_an_exception_in_the_parent_stops_the_workers():
+    with pytest.raises(KeyboardInterrupt):
+        with Runner(workers=1) as runner:
+            runner.submit(sleeps, 60)
+            process = next(iter(runner._running.values()))
+            raise KeyboardInterrupt
+    assert not process.is_alive()
+
+
+def test_board_keeps_the_best_incumbent_and_the_best_proven_bound():
+    records = []
+    board = Board(records.append)
+    assert board.offer(10.0, "first") and not board.offer(10.0, "same") and board.offer(8.0, "better")
+    board.add(LowerBound("simple", 5.0, Status.BOUND.value, "formula", 0.0))
+    board.add(LowerBound("simple", 7.0, Status.BOUND.value, "formula", 0.0))  # a method counts once
+    assert board.lower == 5.0 and best_bound(board.bounds) == 5.0
+    assert board.post("exact", 6.0) and not board.post("exact", 5.5)
+    assert board.lower == 6.0 and not board.closed()
+    board.post("exact", 8.0)
+    assert board.closed()
+    entries = board.posted_bounds({"exact": ("highs", "the MIP")})
+    assert [(b.method, b.value, b.status) for b in entries] == [("exact", 8.0, "interrupted")]
+    assert [r.phase for r in records] == ["first", "better"] and records[-1].gap == 1.0  # no bound yet then
+    board.report("bounds")
+    assert records[-1].lower == records[-1].upper == 8.0 and records[-1].gap == 0.0
