@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from onnxpart.certificate import Certificate, instance_hash
-from onnxpart.onnx_io import copy_proto
 from onnxpart.partition import Solution
+from onnxpart.parts import annotate, part_io, part_models
 
 MANIFEST_SCHEMA = "onnxpart.partition-manifest/1"
 OBJECTIVE = "bottleneck stage time (s)"
@@ -27,33 +27,8 @@ CONFIGURATION = "pipeline"
 
 
 def stage_io(graph, assignment: np.ndarray, k: int) -> list[tuple[list[str], list[str]]]:
-    """(inputs, outputs) tensor names per stage of an OpGraph partition, in a deterministic order."""
-    io: list[tuple[list[str], list[str]]] = [([], []) for _ in range(k)]
-    outputs = set(graph.outputs)
-    for op in graph.ops:
-        stage = int(assignment[op.index])
-        for name in op.inputs:
-            tensor = graph.tensors[name]
-            if (tensor.producer is None or assignment[tensor.producer] != stage) and name not in io[stage][0]:
-                io[stage][0].append(name)
-        for name in op.outputs:
-            tensor = graph.tensors.get(name)
-            if tensor is None:
-                continue
-            elsewhere = any(assignment[c] != stage for c in tensor.consumers)
-            if (elsewhere or name in outputs) and name not in io[stage][1]:
-                io[stage][1].append(name)
-    # Model outputs no op makes (a constant, or a graph input passed through) come out of the last
-    # stage, which then also receives the graph inputs among them.
-    made = {name for op in graph.ops for name in op.outputs}
-    last = int(assignment.max(initial=0))
-    for name in graph.outputs:
-        if name in made or name in io[last][1]:
-            continue
-        if name in graph.inputs and name not in io[last][0]:
-            io[last][0].append(name)
-        io[last][1].append(name)
-    return io
+    """(inputs, outputs) tensor names per stage (:func:`onnxpart.parts.part_io`)."""
+    return part_io(graph, assignment, k)
 
 
 def _instance_io(solution: Solution) -> list[tuple[list[str], list[str]]]:
@@ -134,37 +109,12 @@ def certificate(solution: Solution, model_sha256: str | None, options: dict[str,
 def stage_models(loaded_model, graph, solution: Solution, declare=None) -> dict[int, Any]:
     """``{stage index: ModelProto}`` for the non-empty stages; ``declare(name)`` types their inputs and
     outputs (see :func:`onnxpart.onnx_io.extract_subgraph`)."""
-    from onnxpart.onnx_io import extract_subgraph
-
-    io = stage_io(graph, solution.assignment, solution.k)
-    models = {}
-    for b in range(solution.k):
-        ops = [op for op in graph.ops if solution.assignment[op.index] == b]
-        if not ops:
-            continue
-        nodes = [name for op in ops for name in op.onnx_nodes]
-        models[b] = extract_subgraph(loaded_model, nodes, io[b][0], io[b][1], name=f"{graph.name}_stage_{b}",
-                                     declare=declare)
-    return models
+    return part_models(loaded_model, graph, solution.assignment, solution.k,
+                       lambda b: f"{graph.name}_stage_{b}", declare)
 
 
 def annotated_model(loaded_model, graph, solution: Solution):
     """The original model with ``pipeline_stage`` on every compute node and the weight generators it
     owns, and the ``pipeline`` device configuration (IR version raised to 11 if lower)."""
-    import onnx
-
-    model = copy_proto(loaded_model)
-    stage_of = {}
-    for op in graph.ops:
-        for name in op.onnx_nodes + op.const_nodes:
-            stage_of[name] = int(solution.assignment[op.index])
-    del model.configuration[:]
-    model.configuration.append(onnx.DeviceConfigurationProto(
-        name=CONFIGURATION, num_devices=solution.k, device=[f"stage_{b}" for b in range(solution.k)]))
-    for node in model.graph.node:
-        if node.name in stage_of:
-            del node.device_configurations[:]
-            node.device_configurations.append(onnx.NodeDeviceConfigurationProto(
-                configuration_id=CONFIGURATION, pipeline_stage=stage_of[node.name]))
-    model.ir_version = max(model.ir_version, 11)
-    return model
+    return annotate(loaded_model, graph, solution.assignment, CONFIGURATION,
+                    [f"stage_{b}" for b in range(solution.k)], lambda b: {"pipeline_stage": b})

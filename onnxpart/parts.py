@@ -1,0 +1,83 @@
+"""Splitting a model into runnable parts by an op → part assignment, and annotating it with ONNX's own
+multi-device fields — what partition's stages, schedule's per-device pieces and tile's sharded plan share.
+
+* :func:`part_io` — the tensors each part receives and sends (a part's inputs: tensors made by another
+  part or graph inputs; its outputs: tensors another part reads, and the model outputs it makes; the last
+  part also emits the model outputs no op makes: constants, graph inputs passed through).
+* :func:`part_models` — one standalone ONNX model per non-empty part
+  (:func:`onnxpart.onnx_io.extract_subgraph`: weight generators pulled in, each before its first reader).
+* :func:`annotate` — the original model with ``ModelProto.configuration`` (one ``DeviceConfigurationProto``)
+  and, on every compute node and the weight generators it owns, a ``NodeDeviceConfigurationProto`` whose
+  fields the caller chooses (``pipeline_stage`` for partition; the device, and a sharding spec, for
+  schedule and tile). IR version ≥ 11, where these fields exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+
+from onnxpart.onnx_io import copy_proto, extract_subgraph
+
+
+def part_io(graph, assignment: np.ndarray, count: int) -> list[tuple[list[str], list[str]]]:
+    """(inputs, outputs) tensor names per part of an OpGraph, in a deterministic order."""
+    io: list[tuple[list[str], list[str]]] = [([], []) for _ in range(count)]
+    outputs = set(graph.outputs)
+    for op in graph.ops:
+        part = int(assignment[op.index])
+        for name in op.inputs:
+            tensor = graph.tensors[name]
+            if (tensor.producer is None or assignment[tensor.producer] != part) and name not in io[part][0]:
+                io[part][0].append(name)
+        for name in op.outputs:
+            tensor = graph.tensors.get(name)
+            if tensor is None:
+                continue
+            elsewhere = any(assignment[c] != part for c in tensor.consumers)
+            if (elsewhere or name in outputs) and name not in io[part][1]:
+                io[part][1].append(name)
+    made = {name for op in graph.ops for name in op.outputs}
+    last = int(assignment.max(initial=0))
+    for name in graph.outputs:
+        if name in made or name in io[last][1]:
+            continue
+        if name in graph.inputs and name not in io[last][0]:
+            io[last][0].append(name)
+        io[last][1].append(name)
+    return io
+
+
+def part_models(model: onnx.ModelProto, graph, assignment: np.ndarray, count: int,
+                name: Callable[[int], str], declare=None) -> dict[int, onnx.ModelProto]:
+    """``{part: ModelProto}`` for the non-empty parts; ``name(part)`` names each graph; ``declare(name)``
+    types their inputs and outputs (see :func:`onnxpart.onnx_io.extract_subgraph`)."""
+    io = part_io(graph, assignment, count)
+    models = {}
+    for part in range(count):
+        nodes = [node for op in graph.ops if assignment[op.index] == part for node in op.onnx_nodes]
+        if nodes:
+            models[part] = extract_subgraph(model, nodes, io[part][0], io[part][1], name=name(part), declare=declare)
+    return models
+
+
+def annotate(model: onnx.ModelProto, graph, assignment: np.ndarray, configuration: str,
+             devices: Sequence[str], fields: Callable[[int], dict[str, Any]]) -> onnx.ModelProto:
+    """A copy of ``model`` with the device configuration ``configuration`` (``devices`` named) and, on
+    every node of every op, ``NodeDeviceConfigurationProto(configuration_id=configuration,
+    **fields(part))``."""
+    out = copy_proto(model)
+    part_of = {name: int(assignment[op.index]) for op in graph.ops for name in op.onnx_nodes + op.const_nodes}
+    del out.configuration[:]
+    out.configuration.append(onnx.DeviceConfigurationProto(name=configuration, num_devices=len(devices),
+                                                           device=list(devices)))
+    for node in out.graph.node:
+        if node.name in part_of:
+            del node.device_configurations[:]
+            node.device_configurations.append(onnx.NodeDeviceConfigurationProto(
+                configuration_id=configuration, **fields(part_of[node.name])))
+    out.ir_version = max(out.ir_version, 11)
+    return out
