@@ -220,10 +220,6 @@ class OpGraph:
     def total_work(self) -> float:
         return sum(op.work for op in self.ops)
 
-    @property
-    def is_costed(self) -> bool:
-        return self.cost_model is not None
-
     def with_costs(self, work: Sequence[float], flops: Sequence[float] | None = None,
                    mem_bytes: Sequence[float] | None = None, *, cost_model: str,
                    device: str | None = None, bandwidth: float | None = None) -> "OpGraph":
