@@ -285,7 +285,7 @@ def from_onnx(model, model_sha256: str | None = None, types: Mapping[str, Any] |
     compute_nodes = []
     nodes = _toposort_nodes(g.node, set(graph_inputs) | initializer_names)
     for node in nodes:
-        has_subgraph = any(attr.type in (5, 10) for attr in node.attribute)  # GRAPH, GRAPHS
+        has_subgraph = bool(subgraphs(node))
         real_inputs = [name for name in node.input if name]
         if (not has_subgraph and node.op_type not in _RANDOM_OPS and node.domain in ("", "ai.onnx")
                 and all(name in constant for name in real_inputs)):
@@ -303,7 +303,7 @@ def from_onnx(model, model_sha256: str | None = None, types: Mapping[str, Any] |
     op_params: list[list[str]] = []
     for index, node in enumerate(compute_nodes):
         reads = [name for name in node.input if name]
-        if any(attr.type in (5, 10) for attr in node.attribute):
+        if subgraphs(node):
             reads += [name for name in _outer_scope_names(node) if name not in reads]
         acts, prms = [], []
         for name in reads:
@@ -373,8 +373,7 @@ def from_onnx(model, model_sha256: str | None = None, types: Mapping[str, Any] |
 
     ops = []
     for index, node in enumerate(compute_nodes):
-        opaque = (any(attr.type in (5, 10) for attr in node.attribute)
-                  or node.domain not in ("", "ai.onnx"))
+        opaque = bool(subgraphs(node)) or node.domain not in ("", "ai.onnx")
         ops.append(Op(
             index=index, name=node.name, op_type=node.op_type,
             nodes=(_node_info(node),),
@@ -476,7 +475,7 @@ def _toposort_nodes(nodes, available: set[str]):
     edges = []
     for i, node in enumerate(nodes):
         reads = [n for n in node.input if n]
-        if any(attr.type in (5, 10) for attr in node.attribute):
+        if subgraphs(node):
             reads += _outer_scope_names(node)
         edges += [(produced_by[n], i) for n in reads if n in produced_by and n not in available]
     if all(u < v for u, v in edges):
