@@ -8,6 +8,7 @@ import typer
 
 from onnxpart.cli import annotate_cmd, inspect_cmd, partition_cmd, remat_cmd
 from onnxpart.cli.common import err_console
+from onnxpart.errors import NOT_IMPLEMENTED
 
 app = typer.Typer(
     name="onnxpart",
@@ -33,9 +34,11 @@ app.command("remat")(remat_cmd.remat)
 
 
 def _not_yet(name: str, issue: str):
+    """A placeholder command: says it is not implemented and exits with ``NOT_IMPLEMENTED``."""
+
     def command() -> None:
         err_console.print(f"[yellow]onnxpart {name}[/] is not yet implemented ({issue}).")
-        raise typer.Exit(2)
+        raise typer.Exit(NOT_IMPLEMENTED)
 
     command.__doc__ = f"{issue} — not yet implemented."
     return command

@@ -15,22 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from onnxpart.graph import Node, OpGraph, TensorInfo
+from onnxpart.op_types import ELEMENTWISE_FLOPS
 from onnxpart.cost_models.device import DeviceSpec
 
 log = logging.getLogger(__name__)
 
-#: FLOPs per output element for elementwise ops.
-_ELEMENTWISE = {
-    **dict.fromkeys(["Add", "Sub", "Mul", "Div", "Neg", "Abs", "Relu", "LeakyRelu", "PRelu", "Max", "Min",
-                     "Mean", "Sum", "Clip", "Floor", "Ceil", "Round", "Sign", "Mod", "Reciprocal",
-                     "Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "And", "Or", "Xor", "Not",
-                     "Where", "BitShift", "IsNaN", "IsInf", "ThresholdedRelu", "Shrink", "Cast",
-                     "CastLike", "Dropout", "Identity"], 1),
-    **dict.fromkeys(["Sqrt", "Exp", "Log", "Pow", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh",
-                     "Cosh", "Asinh", "Acosh", "Atanh", "Erf", "Sigmoid", "HardSigmoid", "HardSwish",
-                     "Tanh", "Softplus", "Softsign", "Elu", "Selu", "Celu", "Mish", "Gelu",
-                     "QuickGelu", "BiasGelu", "FastGelu"], 4),
-}
 #: ops that only move memory (FLOPs 0, bytes = read + write).
 _MEMORY_MOVES = {"Concat", "Split", "Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Slice",
                  "Pad", "Expand", "Tile", "Gather", "GatherElements", "GatherND", "ScatterElements",
@@ -63,9 +52,9 @@ def _flops(node: Node, ins: Sequence[tuple[int, ...]], outs: Sequence[tuple[int,
     t = node.op_type
     a = node.attrs
     numel = lambda s: float(math.prod(s))  # noqa: E731
-    if t in _ELEMENTWISE:
+    if t in ELEMENTWISE_FLOPS:  # BatchNormalization included (4 FLOPs per output element)
         arity = max(1, len([s for s in ins if s is not None]) - 1) if t in ("Sum", "Mean", "Max", "Min") else 1
-        return _ELEMENTWISE[t] * out_numel * arity
+        return ELEMENTWISE_FLOPS[t] * out_numel * arity
     if t in _MEMORY_MOVES:
         return 0.0
     if t in ("Conv", "ConvInteger", "QLinearConv"):
@@ -99,8 +88,6 @@ def _flops(node: Node, ins: Sequence[tuple[int, ...]], outs: Sequence[tuple[int,
     if t in ("LayerNormalization", "SimplifiedLayerNormalization", "SkipLayerNormalization",
              "InstanceNormalization", "GroupNormalization", "RMSNormalization", "MeanVarianceNormalization"):
         return 8.0 * out_numel
-    if t == "BatchNormalization":
-        return 4.0 * out_numel
     if t == "LRN":
         return (2.0 * int(a.get("size", 1)) + 3.0) * out_numel
     if t in ("Attention", "MultiHeadAttention"):

@@ -18,14 +18,10 @@ from __future__ import annotations
 import dataclasses
 
 from onnxpart.graph import Op, OpGraph, Tensor
+from onnxpart.op_types import ELEMENTWISE_FLOPS
 
 #: op types that are elementwise in their activation input (parameters may broadcast).
-FUSIBLE = frozenset({
-    "Relu", "LeakyRelu", "PRelu", "Elu", "Selu", "Celu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Gelu",
-    "Softplus", "Softsign", "Mish", "Erf", "Exp", "Log", "Sqrt", "Reciprocal", "Neg", "Abs", "Clip", "Cast",
-    "Dropout", "Identity", "BatchNormalization", "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Floor",
-    "Ceil", "Round", "Sign", "ThresholdedRelu", "Shrink",
-})
+FUSIBLE = frozenset(ELEMENTWISE_FLOPS)
 
 
 def coarsen(graph: OpGraph) -> OpGraph:

@@ -10,13 +10,14 @@ Parameter attribution: a parameter read by several ops is counted once, in the `
 first op (in topological order) that reads it — its *owner*. Every op still lists it in ``params``, so a
 strategy that splits the graph can charge a copy to each part if it wants to.
 
-This module knows nothing of protobuf beyond :func:`from_onnx`; everything else about ONNX files lives
-in :mod:`onnxpart.onnx_io`.
+This module knows nothing of protobuf beyond :func:`from_onnx` and the dtype helpers (onnx's own tables);
+everything else about ONNX files lives in :mod:`onnxpart.onnx_io`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import heapq
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -25,30 +26,48 @@ from typing import Any
 
 from onnxpart.errors import UserError
 
-#: bits per element for each ``TensorProto.DataType`` value (sub-byte types round up per tensor).
-_DTYPE_BITS = {
-    1: 32, 2: 8, 3: 8, 4: 16, 5: 16, 6: 32, 7: 64, 8: 64, 9: 8, 10: 16, 11: 64, 12: 32, 13: 64,
-    14: 64, 15: 128, 16: 16, 17: 8, 18: 8, 19: 8, 20: 8, 21: 4, 22: 4, 23: 4, 24: 8, 25: 2, 26: 2,
-}
-_DTYPE_NAMES = {
-    1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 8: "string",
-    9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 14: "complex64",
-    15: "complex128", 16: "bfloat16", 17: "float8e4m3fn", 18: "float8e4m3fnuz", 19: "float8e5m2",
-    20: "float8e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4e2m1", 24: "float8e8m0", 25: "uint2",
-    26: "int2",
-}
 #: ops that draw random numbers: never folded even when their inputs are constant.
 _RANDOM_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
                "Bernoulli"}
 
 
+#: ONNX's names (``TensorProto.DataType``, lowercased) that onnxpart writes differently, as numpy does.
+_RENAMED = {"float": "float32", "double": "float64"}
+
+
+@functools.lru_cache(maxsize=None)
 def dtype_name(elem_type: int) -> str:
-    return _DTYPE_NAMES.get(elem_type, f"dtype{elem_type}")
+    """onnxpart's name of a ``TensorProto.DataType`` value: ONNX's, lowercased (``int64``, ``bfloat16``,
+    ``float8e4m3fn``), with ``float32`` and ``float64`` for FLOAT and DOUBLE; ``dtype<N>`` if unknown."""
+    from onnx import helper
+
+    try:
+        name = helper.tensor_dtype_to_string(elem_type).rpartition(".")[2].lower()  # "TensorProto.FLOAT"
+    except KeyError:
+        return f"dtype{elem_type}"
+    return _RENAMED.get(name, name)
+
+
+@functools.lru_cache(maxsize=None)
+def _dtype_bits(elem_type: int) -> int:
+    """Bits per element: the numpy item size of onnx's dtype mapping, except for the sub-byte types, which
+    numpy stores in a byte each but ONNX packs (onnx has no helper for this: ``onnx.helper.make_tensor``
+    spells out the same widths); 32 for an unknown type."""
+    from onnx import TensorProto, helper
+
+    packed = {TensorProto.UINT4: 4, TensorProto.INT4: 4, TensorProto.FLOAT4E2M1: 4, TensorProto.UINT2: 2,
+              TensorProto.INT2: 2, TensorProto.FLOAT6E2M3: 6, TensorProto.FLOAT6E3M2: 6}
+    if elem_type in packed:
+        return packed[elem_type]
+    try:
+        return helper.tensor_dtype_to_np_dtype(elem_type).itemsize * 8  # STRING: 64 (numpy object)
+    except KeyError:
+        return 32
 
 
 def tensor_bytes(elem_type: int, shape: Sequence[int]) -> int:
-    """Size in bytes of a dense tensor (``ceil(numel * bits / 8)``)."""
-    return math.ceil(math.prod(shape) * _DTYPE_BITS.get(elem_type, 32) / 8)
+    """Size in bytes of a dense tensor (``ceil(numel * bits / 8)``: sub-byte types packed, per tensor)."""
+    return -(-math.prod(shape) * _dtype_bits(elem_type) // 8)
 
 
 @dataclass(frozen=True)
@@ -220,10 +239,6 @@ class OpGraph:
     def total_work(self) -> float:
         return sum(op.work for op in self.ops)
 
-    @property
-    def is_costed(self) -> bool:
-        return self.cost_model is not None
-
     def with_costs(self, work: Sequence[float], flops: Sequence[float] | None = None,
                    mem_bytes: Sequence[float] | None = None, *, cost_model: str,
                    device: str | None = None, bandwidth: float | None = None) -> "OpGraph":
@@ -289,7 +304,7 @@ def from_onnx(model, model_sha256: str | None = None, types: Mapping[str, Any] |
     compute_nodes = []
     nodes = _toposort_nodes(g.node, set(graph_inputs) | initializer_names)
     for node in nodes:
-        has_subgraph = any(attr.type in (5, 10) for attr in node.attribute)  # GRAPH, GRAPHS
+        has_subgraph = bool(subgraphs(node))
         real_inputs = [name for name in node.input if name]
         if (not has_subgraph and node.op_type not in _RANDOM_OPS and node.domain in ("", "ai.onnx")
                 and all(name in constant for name in real_inputs)):
@@ -307,7 +322,7 @@ def from_onnx(model, model_sha256: str | None = None, types: Mapping[str, Any] |
     op_params: list[list[str]] = []
     for index, node in enumerate(compute_nodes):
         reads = [name for name in node.input if name]
-        if any(attr.type in (5, 10) for attr in node.attribute):
+        if subgraphs(node):
             reads += [name for name in _outer_scope_names(node) if name not in reads]
         acts, prms = [], []
         for name in reads:
@@ -377,8 +392,7 @@ def from_onnx(model, model_sha256: str | None = None, types: Mapping[str, Any] |
 
     ops = []
     for index, node in enumerate(compute_nodes):
-        opaque = (any(attr.type in (5, 10) for attr in node.attribute)
-                  or node.domain not in ("", "ai.onnx"))
+        opaque = bool(subgraphs(node)) or node.domain not in ("", "ai.onnx")
         ops.append(Op(
             index=index, name=node.name, op_type=node.op_type,
             nodes=(_node_info(node),),
@@ -480,7 +494,7 @@ def _toposort_nodes(nodes, available: set[str]):
     edges = []
     for i, node in enumerate(nodes):
         reads = [n for n in node.input if n]
-        if any(attr.type in (5, 10) for attr in node.attribute):
+        if subgraphs(node):
             reads += _outer_scope_names(node)
         edges += [(produced_by[n], i) for n in reads if n in produced_by and n not in available]
     if all(u < v for u, v in edges):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -24,6 +25,15 @@ def test_help_lists_every_command():
     assert result.exit_code == 0
     for command in ("inspect", "annotate", "partition", "schedule", "remat", "tile"):
         assert command in result.output
+
+
+@pytest.mark.parametrize("command", ["schedule", "tile"])
+def test_stub_commands_exit_not_implemented(command):
+    from onnxpart.errors import NOT_IMPLEMENTED
+
+    result = invoke(command)
+    assert NOT_IMPLEMENTED == 5 and result.exit_code == NOT_IMPLEMENTED, result.output  # not 2 (bad input), not 1 (bug)
+    assert f"onnxpart {command} is not yet implemented" in result.output
 
 
 def test_inspect_json():
@@ -96,16 +106,25 @@ def test_annotate_measured(tmp_path):
     assert sum(op["work"] for op in data["ops"]) == pytest.approx(data["measured"]["kernel_total"])
 
 
+# Each bad input: the command line, and what its one-line error must say.
 BAD_INPUTS = {
-    "missing file": lambda tmp: ["inspect", tmp / "missing.onnx"],
-    "random bytes": lambda tmp: ["inspect", _write(tmp / "junk.onnx", bytes(range(256)) * 16)],
-    "truncated": lambda tmp: ["inspect", _write(tmp / "cut.onnx", light("resnet50").read_bytes()[:5000])],
-    "symbolic dims": lambda tmp: ["inspect", FIXTURES / "symbolic.onnx"],
-    "unknown device": lambda tmp: ["inspect", light("squeezenet"), "--device", "tpu9"],
-    "missing output folder": lambda tmp: ["annotate", light("squeezenet"), "-o", tmp / "no" / "costs.json"],
-    "bad input shape": lambda tmp: ["inspect", FIXTURES / "symbolic.onnx", "--input-shape", "batch=1xQ"],
-    "unknown cost model": lambda tmp: ["inspect", light("squeezenet"), "--cost", "guess"],
-    "corrupt costs file": lambda tmp: ["inspect", _write(tmp / "costs.json", b"{not json")],
+    "missing file": (lambda tmp: ["inspect", tmp / "missing.onnx"], r"model file .*missing\.onnx does not exist"),
+    "random bytes": (lambda tmp: ["inspect", _write(tmp / "junk.onnx", bytes(range(256)) * 16)],
+                     r"junk\.onnx is not a readable ONNX model \(DecodeError: "),
+    "truncated": (lambda tmp: ["inspect", _write(tmp / "cut.onnx", light("resnet50").read_bytes()[:5000])],
+                  r"cut\.onnx is not a readable ONNX model \(DecodeError: "),
+    "symbolic dims": (lambda tmp: ["inspect", FIXTURES / "symbolic.onnx"],
+                      r"the model has symbolic dims N \(batch\): pass --dim N=VALUE"),
+    "unknown device": (lambda tmp: ["inspect", light("squeezenet"), "--device", "tpu9"],
+                       r"unknown device 'tpu9': use one of a100, cpu, h100, t4 or a YAML/JSON file"),
+    "missing output folder": (lambda tmp: ["annotate", light("squeezenet"), "-o", tmp / "no" / "costs.json"],
+                              r"cannot write .*costs\.json: folder .*no does not exist"),
+    "bad input shape": (lambda tmp: ["inspect", FIXTURES / "symbolic.onnx", "--input-shape", "batch=1xQ"],
+                        r"cannot read --input-shape 'batch=1xQ': use NAME=DIMS"),
+    "unknown cost model": (lambda tmp: ["inspect", light("squeezenet"), "--cost", "guess"],
+                           r"unknown cost model 'guess': use analytic or measured"),
+    "corrupt costs file": (lambda tmp: ["inspect", _write(tmp / "costs.json", b"{not json")],
+                           r"costs\.json is not valid JSON: "),
 }
 
 
@@ -116,13 +135,14 @@ def _write(path, data):
 
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
 def test_bad_input_gives_one_line_error_and_exit_2(tmp_path, case):
-    args = BAD_INPUTS[case](tmp_path)
+    args, message = BAD_INPUTS[case]
+    args = args(tmp_path)
     before = sorted(p.name for p in tmp_path.iterdir())
     result = invoke(*args)
     assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output
-    lines = [line for line in result.output.strip().splitlines() if line.strip()]
-    assert lines[0].startswith("error:") or "Error" in result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output  # one line, no traceback
+    assert re.search(message, lines[0]), lines[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
 
 

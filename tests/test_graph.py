@@ -145,3 +145,23 @@ def test_to_networkx_is_a_dag_with_the_same_edges():
     assert nx.is_directed_acyclic_graph(dag)
     assert dag.number_of_nodes() == len(graph.ops)
     assert set(dag.edges()) == {(u, v) for u, v, _ in graph.edges()}
+
+
+def test_dtype_names_and_packed_sizes():
+    from onnx import TensorProto
+
+    from onnxpart.graph import dtype_name, tensor_bytes
+
+    names = {TensorProto.FLOAT: "float32", TensorProto.DOUBLE: "float64", TensorProto.FLOAT16: "float16",
+             TensorProto.BFLOAT16: "bfloat16", TensorProto.BOOL: "bool", TensorProto.INT64: "int64",
+             TensorProto.STRING: "string", TensorProto.FLOAT8E4M3FN: "float8e4m3fn",
+             TensorProto.FLOAT4E2M1: "float4e2m1", TensorProto.FLOAT8E8M0: "float8e8m0", 0: "dtype0",
+             999: "dtype999"}
+    assert {t: dtype_name(t) for t in names} == names
+    # bytes of 5 elements: whole bytes per element, sub-byte types packed and rounded up per tensor
+    sizes = {TensorProto.FLOAT: 20, TensorProto.DOUBLE: 40, TensorProto.BOOL: 5, TensorProto.BFLOAT16: 10,
+             TensorProto.COMPLEX64: 40, TensorProto.COMPLEX128: 80, TensorProto.FLOAT8E5M2: 5,
+             TensorProto.INT4: 3, TensorProto.UINT4: 3, TensorProto.FLOAT4E2M1: 3, TensorProto.INT2: 2,
+             TensorProto.UINT2: 2, TensorProto.FLOAT6E2M3: 4, 999: 20}
+    assert {t: tensor_bytes(t, (5,)) for t in sizes} == sizes
+    assert tensor_bytes(TensorProto.INT4, ()) == 1 and tensor_bytes(TensorProto.FLOAT, (0, 3)) == 0

@@ -7,6 +7,7 @@ import math
 
 import highspy
 import numpy as np
+import pytest
 from ortools.sat.python import cp_model
 
 from onnxpart.solvers import solve_cpsat, solve_highs
@@ -38,18 +39,34 @@ def test_both_solvers_in_one_process():
     assert result.bound <= result.objective + 1e-6 and cp_result.bound <= cp_result.objective
 
 
-def test_time_limited_mip_reports_a_proven_bound_not_the_incumbent():
-    rng = np.random.default_rng(3)
-    n = 60
-    values = rng.integers(50, 100, n)
-    weights = rng.integers(40, 80, n)
-    h = knapsack_highs(values, weights, int(weights.sum() / 2))
+def subset_sum_optimum(weights, capacity: int) -> int:
+    """The largest subset sum ≤ ``capacity`` (a bitset of reachable sums): the knapsack optimum when
+    values equal weights."""
+    reachable = 1
+    for w in weights:
+        reachable |= reachable << int(w)
+    return (reachable & ((1 << (capacity + 1)) - 1)).bit_length() - 1
+
+
+@pytest.mark.parametrize("stop", ["time_limit", "node_limit"])
+def test_stopped_mip_reports_a_proven_bound_not_the_incumbent(stop):
+    weights = np.random.default_rng(3).integers(10**6, 2 * 10**6, 50)
+    capacity = int(weights.sum()) // 2
+    optimum = -subset_sum_optimum(weights, capacity)  # minimize -Σ w·x; not proven at the root
+    h = knapsack_highs(weights, weights, capacity)
     h.setOptionValue("mip_heuristic_effort", 0.0)
-    result = solve_highs(h, time_limit=0.05)
-    if result.status == "time_limit":
-        assert result.bound <= (result.objective if result.objective is not None else math.inf)
-    else:
-        assert result.status == "optimal" and abs(result.bound - result.objective) <= 1e-6 * abs(result.objective)
+    if stop == "node_limit":
+        h.setOptionValue("mip_max_nodes", 1)  # stops after the root node whatever the machine's speed
+    result = solve_highs(h, time_limit=0.05 if stop == "time_limit" else 60)
+    tol = 1e-9 * abs(optimum)
+    assert result.bound <= optimum + tol  # a bound on the known optimum: the incumbent below is above it
+    assert result.objective is None or result.objective >= optimum - tol
+    if stop == "node_limit":  # HiGHS' node limit is reported like its time limit
+        assert result.status == "time_limit" and result.objective > optimum + tol
+    if result.status == "time_limit":  # the gap is open: the bound is not the incumbent
+        assert result.objective is None or result.bound < result.objective - tol
+    else:  # solved within solve_highs' default relative gap (1e-6)
+        assert result.status == "optimal" and result.objective <= optimum * (1 - 1e-6)
 
 
 def test_infeasible_is_reported():

@@ -103,3 +103,27 @@ def test_coarsen_keeps_diamond_branches_and_fuses_bias_adds():
     types = [op.op_type for op in coarsen(block).ops]
     assert types.count("MatMul+Add") == 6  # q, k, v, out, up, down projections with their bias
     assert "Softmax" in types
+
+
+def test_coarsen_merges_every_elementwise_type_the_cost_model_knows(tmp_path):
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from onnxpart.coarsen import FUSIBLE
+    from onnxpart.op_types import ELEMENTWISE_FLOPS
+
+    assert FUSIBLE == set(ELEMENTWISE_FLOPS)  # one table for both
+    # MatMul -> Greater(·, 0) -> Where(·, 1, 0) -> Sin: comparison, selection and trigonometry merge too
+    zero = numpy_helper.from_array(np.zeros((), np.float32), "zero")
+    one = numpy_helper.from_array(np.ones((), np.float32), "one")
+    w = numpy_helper.from_array(np.ones((4, 4), np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+             helper.make_node("Greater", ["m", "zero"], ["g"], name="gt"),
+             helper.make_node("Where", ["g", "one", "zero"], ["s"], name="where"),
+             helper.make_node("Sin", ["s"], ["y"], name="sin")]
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [zero, one, w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "chain.onnx"))
+    coarse = coarsen(load_graph(tmp_path / "chain.onnx")[0])
+    assert [op.op_type for op in coarse.ops] == ["MatMul+Greater+Where+Sin"]

@@ -50,11 +50,6 @@ class SequenceProfile:
         return sum(1 for c in self.copy_index if c > 0)
 
 
-def check_sequence(instance: Instance, sequence: Sequence[int]) -> None:
-    """Raise :class:`InvalidSequence` unless ``sequence`` is a valid rematerialization sequence."""
-    simulate(instance, sequence)
-
-
 def simulate(instance: Instance, sequence: Sequence[int]) -> SequenceProfile:
     """Memory at each event of ``sequence`` (see the module docstring for the rules)."""
     sequence = tuple(int(v) for v in sequence)
