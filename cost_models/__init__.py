@@ -6,7 +6,7 @@ interconnect ``bandwidth`` (bytes/s) used to price tensors that cross devices or
 
 from __future__ import annotations
 
-from onnxpart.cost_models.analytic import analytic_costs, node_cost
+from onnxpart.cost_models.analytic import analytic_costs, device_costs, node_cost
 from onnxpart.cost_models.device import DeviceSpec, builtin_devices, load_device
 
-__all__ = ["analytic_costs", "node_cost", "DeviceSpec", "builtin_devices", "load_device"]
+__all__ = ["analytic_costs", "device_costs", "node_cost", "DeviceSpec", "builtin_devices", "load_device"]

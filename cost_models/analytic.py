@@ -14,7 +14,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from onnxpart.graph import Node, OpGraph, TensorInfo
+import numpy as np
+
+from onnxpart.graph import CostTable, Node, OpGraph, TensorInfo
 from onnxpart.op_types import ELEMENTWISE_FLOPS
 from onnxpart.cost_models.device import DeviceSpec
 
@@ -148,3 +150,19 @@ def analytic_costs(graph: OpGraph, device: DeviceSpec) -> OpGraph:
                     ", ".join(f"{t} (x{c})" for t, c in sorted(unknown.items())))
     return graph.with_costs(work, flops, moved, cost_model="analytic", device=device.name,
                             bandwidth=device.interconnect_bandwidth)
+
+
+def device_costs(graph: OpGraph, devices: Mapping[str, DeviceSpec],
+                 links: Mapping[tuple[str, str], float] | None = None) -> OpGraph:
+    """Cost ``graph`` on every device kind of ``devices`` (name -> spec; one roofline pass per distinct
+    spec); ``Op.work`` is the first device's column. ``links`` default to each spec's interconnect
+    bandwidth between two devices of that kind."""
+    columns: dict[int, list[float]] = {}
+    for spec in devices.values():
+        if id(spec) not in columns:
+            columns[id(spec)] = [op.work for op in analytic_costs(graph, spec).ops]
+    names = tuple(devices)
+    work = np.array([columns[id(devices[name])] for name in names], dtype=float).T.reshape(len(graph.ops), len(names))
+    table_links = dict(links) if links is not None else {
+        (name, name): spec.interconnect_bandwidth for name, spec in devices.items() if spec.interconnect_bandwidth}
+    return graph.with_cost_table(CostTable(names, work, table_links), names[0], "analytic")

@@ -24,6 +24,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from onnxpart.errors import UserError
 
 #: ops that draw random numbers: never folded even when their inputs are constant.
@@ -143,6 +145,25 @@ class Op:
         return tuple(node.name for node in self.nodes)
 
 
+@dataclass(frozen=True, eq=False)
+class CostTable:
+    """Costs per device: ``work[op, d]`` seconds of each op on device kind ``devices[d]`` (``inf``: it
+    cannot run there) and ``links[(a, b)]`` bytes/second from a to b. The single-device case every
+    command had so far is the one-column table of :attr:`OpGraph.costs`; schedule reads several columns,
+    tile a cost per sharding choice on top."""
+
+    devices: tuple[str, ...]
+    work: np.ndarray  # shape (ops, devices)
+    links: Mapping[tuple[str, str], float] = field(default_factory=dict)
+
+    def column(self, device: str) -> np.ndarray:
+        return self.work[:, self.devices.index(device)]
+
+    def bandwidth(self, source: str, target: str) -> float | None:
+        """Bytes/second from ``source`` to ``target`` (None: no direct link)."""
+        return self.links.get((source, target))
+
+
 class OpGraph:
     """Compute ops in topological order, activation tensors, parameters, graph inputs and outputs.
 
@@ -163,6 +184,7 @@ class OpGraph:
         cost_model: str | None = None,
         device: str | None = None,
         bandwidth: float | None = None,
+        cost_table: CostTable | None = None,
     ):
         self.name = name
         self.ops: tuple[Op, ...] = tuple(ops)
@@ -176,6 +198,7 @@ class OpGraph:
         self.cost_model = cost_model
         self.device = device
         self.bandwidth = bandwidth
+        self._cost_table = cost_table
         self._index = {op.name: op.index for op in self.ops}
         preds: list[set[int]] = [set() for _ in self.ops]
         succs: list[set[int]] = [set() for _ in self.ops]
@@ -239,6 +262,25 @@ class OpGraph:
     def total_work(self) -> float:
         return sum(op.work for op in self.ops)
 
+    @property
+    def costs(self) -> CostTable:
+        """Work per (op, device): the table a multi-device cost model made, or this graph's own costs as
+        its one column (device ``self.device``, the inter-stage ``bandwidth`` as its one link)."""
+        if self._cost_table is not None:
+            return self._cost_table
+        device = self.device or "device"
+        links = {(device, device): self.bandwidth} if self.bandwidth else {}
+        return CostTable((device,), np.array([[op.work] for op in self.ops], dtype=float).reshape(-1, 1), links)
+
+    def with_cost_table(self, table: CostTable, device: str, cost_model: str) -> "OpGraph":
+        """A copy costed on several devices; ``Op.work`` (what single-device strategies read) is the
+        column of ``device``."""
+        if table.work.shape[0] != len(self.ops):
+            raise ValueError(f"{table.work.shape[0]} cost rows for {len(self.ops)} ops")
+        costed = self.with_costs(table.column(device), cost_model=cost_model, device=device,
+                                 bandwidth=table.bandwidth(device, device) or self.bandwidth)
+        return costed.replace(cost_table=table)
+
     def with_costs(self, work: Sequence[float], flops: Sequence[float] | None = None,
                    mem_bytes: Sequence[float] | None = None, *, cost_model: str,
                    device: str | None = None, bandwidth: float | None = None) -> "OpGraph":
@@ -254,13 +296,14 @@ class OpGraph:
             )
             for i, op in enumerate(self.ops)
         ]
-        return self.replace(ops=ops, cost_model=cost_model, device=device, bandwidth=bandwidth)
+        return self.replace(ops=ops, cost_model=cost_model, device=device, bandwidth=bandwidth, cost_table=None)
 
     def replace(self, **changes: Any) -> "OpGraph":
         fields = dict(name=self.name, ops=self.ops, tensors=self.tensors, params=self.params,
                       inputs=self.inputs, outputs=self.outputs, values=self.values,
                       model_sha256=self.model_sha256, dead_nodes=self.dead_nodes,
-                      cost_model=self.cost_model, device=self.device, bandwidth=self.bandwidth)
+                      cost_model=self.cost_model, device=self.device, bandwidth=self.bandwidth,
+                      cost_table=self._cost_table)
         fields.update(changes)
         return OpGraph(**fields)
 

@@ -147,3 +147,17 @@ def test_measured_costs_on_squeezenet():
     # kernels are a part of the end-to-end time, and most of it
     assert 0 < result.kernel_total <= result.end_to_end * 1.5
     assert math.isclose(result.kernel_total, sum(works))
+
+
+def test_cost_table_has_one_column_per_device_and_the_single_device_case_is_its_first():
+    from onnxpart.cost_models import device_costs
+
+    graph, _ = load_graph(light("squeezenet"))
+    a100, t4 = analytic_costs(graph, load_device("a100")), analytic_costs(graph, load_device("t4"))
+    assert a100.costs.devices == ("a100",) and a100.costs.work[:, 0].tolist() == [op.work for op in a100.ops]
+    table = device_costs(graph, {"gpu0": load_device("a100"), "gpu1": load_device("t4")})
+    assert table.costs.devices == ("gpu0", "gpu1") and table.device == "gpu0"
+    assert table.costs.column("gpu0").tolist() == [op.work for op in a100.ops] == [op.work for op in table.ops]
+    assert table.costs.column("gpu1").tolist() == [op.work for op in t4.ops]
+    assert table.costs.bandwidth("gpu1", "gpu1") == load_device("t4").interconnect_bandwidth
+    assert table.costs.bandwidth("gpu0", "gpu1") is None  # no link given: no direct transfer

@@ -345,12 +345,12 @@ def from_graph(graph: Any, system: System, cost_fn: Callable[[int, int], float] 
 
 
 def _analytic_cost_fn(graph: Any, system: System) -> Callable[[int, int], float]:
-    from onnxpart.cost_models.analytic import analytic_costs
+    """Seconds of op i on device u from the graph's per-device cost table
+    (:func:`onnxpart.cost_models.device_costs`: one roofline pass per distinct spec)."""
+    from onnxpart.cost_models.analytic import device_costs
 
-    by_spec: dict[int, list[float]] = {}  # id(spec) -> per-op seconds (copies share one spec object)
     for d in system.devices:
         if d.spec is None:
             raise UserError(f"device {d.name} has no device spec: give one in the system file or pass cost_fn")
-        if id(d.spec) not in by_spec:
-            by_spec[id(d.spec)] = [op.work for op in analytic_costs(graph, d.spec).ops]
-    return lambda i, u: by_spec[id(system.devices[u].spec)][i]
+    table = device_costs(graph, {d.name: d.spec for d in system.devices}).costs
+    return lambda i, u: float(table.work[i, u])
