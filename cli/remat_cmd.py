@@ -53,6 +53,7 @@ def remat(
 ) -> None:
     """Fit a memory budget with the least recomputation (Moccasin CP-SAT; Checkmate baselines)."""
     from onnxpart import remat as rm
+    from onnxpart.board import Board
     from onnxpart.remat.model import read_graph_file
     from onnxpart.units import parse_percent_or_bytes
 
@@ -98,7 +99,7 @@ def remat(
             phases = {"phase1": "phase 1: peak", "phase2": "phase 2: time", "checkmate": "checkmate MILP"}
             total = time_limit * len(methods) + (order_time_limit if order == "minmem" else 0.0)
             with progress_bar(total, _remat_value, disable=as_json, phases=phases) as on_progress:
-                solution = rm.solve(graph, options, on_progress)
+                solution = rm.solve(graph, options, Board(on_progress))
         except InfeasibleError as exc:
             if out is not None:
                 out.discard()

@@ -111,11 +111,12 @@ def _compact(assignment: np.ndarray) -> np.ndarray:
     return remap[assignment]
 
 
-def solve(inst: Instance, options: Options) -> Solution:
-    """Search a partition and prove lower bounds within ``options.time_limit`` seconds (see module doc)."""
+def solve(inst: Instance, options: Options, board: Board | None = None) -> Solution:
+    """Search a partition and prove lower bounds within ``options.time_limit`` seconds (see module doc);
+    ``board`` (default: one reporting to ``options.progress``) follows the incumbent and the bounds."""
     deadline = time.time() + options.time_limit
     k = options.k
-    board = Board(options.progress)
+    board = board or Board(options.progress)
     for bound in _combinatorial_bounds(inst, k, options.bounds, options.time_limit, options.seed):
         board.add(bound)
     exact = _ideal_solution(inst, options, board)  # 1. exact ideal DP for narrow graphs

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from onnxpart.board import Board
 from onnxpart.certificate import Certificate, LowerBound, instance_hash
 from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.graph import OpGraph
@@ -76,12 +77,14 @@ class Solution:
         return min(feasible, key=lambda o: o.profile.duration) if feasible else None
 
 
-def solve(graph: OpGraph, options: RematOptions, progress: Progress | None = None) -> Solution:
+def solve(graph: OpGraph, options: RematOptions, board: Board | None = None) -> Solution:
     """Build the instance, check the budget against the restriction-free floor, run every method.
 
-    Raises :class:`InfeasibleError` when no method meets the budget (the message says what is proven);
-    the partial :class:`Solution` is attached as ``exc.solution``.
+    ``board`` (:mod:`onnxpart.board`) receives the solvers' progress records (phase 1 in bytes, phase 2
+    and Checkmate in durations). Raises :class:`InfeasibleError` when no method meets the budget (the
+    message says what is proven); the partial :class:`Solution` is attached as ``exc.solution``.
     """
+    progress = board.on_progress if board is not None else None
     for method in options.methods:
         if method not in METHODS:
             raise UserError(f"unknown method {method!r}: use {', '.join(METHODS)}")
@@ -234,6 +237,8 @@ def certificate(solution: Solution, source_sha256: str | None = None) -> Certifi
             "gap_note": "each lower bound holds under its own restriction (see its note); the best one "
                         "bounds every sequence that satisfies all of them",
             "include_params": solution.options.include_params,
+            # the stages' order when it is not the file's (minmem, free): what --check-certificate hashes
+            **({"instance_order": list(inst.order)} if solution.options.order != "fixed" else {}),
         },
     )
 

@@ -72,3 +72,39 @@ def memory_check(predicted: float, measured: float | None, original: float | Non
                               f"activation peak {predicted:,.0f} B by {abs(measured / predicted - 1):.0%}: its arena "
                               "also holds weights built at run time, kernel scratch space and allocator rounding")
     return out
+
+
+def check_certificate(graph, sequence: dict[str, Any], certificate, source_sha256: str | None) -> list[str]:
+    """``--check-certificate``: re-simulate ``sequence.json``'s events on ``graph`` without trusting the
+    solver — every op computed, no read before a copy exists, the peak within the budget, the duration
+    equal to the certificate's upper bound — and check the instance hash and that no lower bound exceeds
+    the upper bound. Returns the problems found (empty: the certificate holds)."""
+    from onnxpart.certificate import instance_hash
+    from onnxpart.remat.model import build_instance
+    from onnxpart.remat.sequence import InvalidSequence, simulate
+
+    details = certificate.details
+    instance = build_instance(graph, bool(details.get("include_params")))
+    where = {name: i for i, name in enumerate(instance.node_names[:instance.n_ops])}
+    unknown = [e["op"] for e in sequence["events"] if e["op"] not in where]
+    if unknown:
+        return [f"sequence.json names op {unknown[0]!r}, which the model does not have"]
+    try:
+        profile = simulate(instance, [where[e["op"]] for e in sequence["events"]])
+    except InvalidSequence as exc:
+        return [f"the sequence is not valid: {exc}"]
+    problems = []
+    budget = int(sequence["budget_bytes"])
+    if profile.peak > budget:
+        problems.append(f"the sequence peaks at {profile.peak:,.0f} B, over the budget {budget:,} B")
+    if abs(profile.duration - certificate.upper_bound) > 1e-9 * max(1.0, abs(profile.duration)):
+        problems.append(f"certificate upper bound {certificate.upper_bound} != recomputed duration {profile.duration}")
+    for bound in certificate.lower_bounds:
+        if bound.value is not None and bound.value > profile.duration * (1 + 1e-9):
+            problems.append(f"lower bound {bound.method} = {bound.value} exceeds the duration {profile.duration}")
+    order = tuple(details.get("instance_order", instance.order))  # minmem/free: the order solved with
+    expected = instance_hash(source_sha256 or instance.name, instance.durations, instance.value_sizes,
+                             order, budget, instance.constant_bytes)
+    if certificate.instance_sha256 != expected:
+        problems.append("instance sha256 differs: the certificate was made for another model, costs or budget")
+    return problems
