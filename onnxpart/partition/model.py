@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from onnxpart.dag import Dag
 from onnxpart.errors import UserError
-from onnxpart.graph import stable_topological_order
 
 log = logging.getLogger(__name__)
 
@@ -254,7 +254,7 @@ def from_dnn_json(data: dict, name: str = "graph", bandwidth: float | None = Non
         first.setdefault(g, i)
     group_edges = {(group[u], group[v]) for u, v in edges if group[u] != group[v]}
     try:
-        order = stable_topological_order(count, group_edges, priority=[first[g] for g in range(count)])
+        order = Dag(count, group_edges).topological_order([first[g] for g in range(count)]).tolist()
     except ValueError:
         raise UserError(f"{name}: the graph has a cycle") from None
     rank = {g: r for r, g in enumerate(order)}

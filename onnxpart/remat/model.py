@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from onnxpart.certificate import LowerBound
+from onnxpart.dag import Dag
 from onnxpart.errors import UserError
-from onnxpart.graph import Node, Op, OpGraph, Tensor, TensorInfo, stable_topological_order
+from onnxpart.graph import Node, Op, OpGraph, Tensor, TensorInfo
 
 
 @dataclass(frozen=True)
@@ -208,7 +209,7 @@ def read_node_link(data: dict[str, Any], source: str = "graph") -> OpGraph:
     position = {v: p for p, v in enumerate(order)}
     if any(position[u] >= position[v] for u, v in edges):
         try:
-            order = stable_topological_order(len(ids), edges)
+            order = Dag(len(ids), edges).topological_order().tolist()
         except ValueError:
             raise UserError(f"{source}: the graph has a cycle") from None
         position = {v: p for p, v in enumerate(order)}
