@@ -6,9 +6,8 @@ instead of each keeping its own adjacency lists and its own Kahn loop.
 
 Edges are stored deduplicated and sorted, so ``successors(u)`` and ``predecessors(v)`` are ascending
 array views into ``succ_idx`` / ``pred_idx`` (read-only: they are shared). Kahn's algorithm is the
-BRKGA decoder's hot path (thousands of orders per run), so it runs on cached Python lists and a heap of
-plain integers: the priorities are ranked once in numpy (a stable argsort gives the ``(priority,
-index)`` order) and the heap compares ranks, not tuples.
+BRKGA decoder's hot path (thousands of orders per run), so it runs on cached Python lists with the
+priorities converted to Python floats once (indexing a numpy array per node costs more than the heap).
 """
 
 from __future__ import annotations
@@ -42,6 +41,14 @@ class Dag:
     def __len__(self) -> int:
         return self.n
 
+    def __getstate__(self) -> dict:
+        """Pickle the arrays only (instances travel to bound-job processes); the list caches are rebuilt
+        on first use there."""
+        return {k: v for k, v in self.__dict__.items() if isinstance(v, np.ndarray) or k == "n"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update({k: _frozen(v) if isinstance(v, np.ndarray) else v for k, v in state.items()})
+
     def successors(self, u: int) -> np.ndarray:
         return self.succ_idx[self.succ_ptr[u]:self.succ_ptr[u + 1]]
 
@@ -70,24 +77,21 @@ class Dag:
         topological order is this for some priorities (the BRKGA decoder's Algorithm 3). Raises
         ``ValueError`` on a cycle."""
         if priority is None:
-            node = rank = range(self.n)
+            key: Sequence = range(self.n)
         else:
-            ranked = np.argsort(np.asarray(priority), kind="stable")  # stable: ties by index
-            rank_array = np.empty(self.n, dtype=np.int64)
-            rank_array[ranked] = np.arange(self.n)
-            node, rank = ranked.tolist(), rank_array.tolist()
+            key = priority.tolist() if isinstance(priority, np.ndarray) else list(priority)  # Python scalars
         indegree = list(self._indegree)
-        heap = [rank[v] for v in range(self.n) if indegree[v] == 0]
+        heap = [(key[v], v) for v in range(self.n) if not indegree[v]]
         heapq.heapify(heap)
         order = []
         succs, pop, push = self.succ_lists, heapq.heappop, heapq.heappush
         while heap:
-            u = node[pop(heap)]
+            u = pop(heap)[1]
             order.append(u)
             for v in succs[u]:
                 indegree[v] -= 1
                 if not indegree[v]:
-                    push(heap, rank[v])
+                    push(heap, (key[v], v))
         if len(order) != self.n:
             raise ValueError("the graph has a cycle")
         return np.array(order, dtype=np.int64)

@@ -141,12 +141,12 @@ def single_block_bound(inst: Instance, floor: float = 0.0) -> SingleBlockBound:
 def is_convex(inst: Instance, block: set[int] | tuple[int, ...]) -> bool:
     """True iff no path leaves ``block`` and comes back (then the block fits in some partition)."""
     inside = set(block)
-    succs = inst.successors()
-    stack = [int(w) for u in inside for w in succs[u] if int(w) not in inside]
+    succs = inst.dag.succ_lists
+    stack = [w for u in inside for w in succs[u] if w not in inside]
     seen = set(stack)
     while stack:
         u = stack.pop()
-        for w in succs[u].tolist():
+        for w in succs[u]:
             if w in inside:
                 return False
             if w not in seen:
