@@ -23,8 +23,11 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Sequence
+
+import numpy as np
 
 from onnxpart.certificate import LowerBound
 from onnxpart.dag import Dag
@@ -64,8 +67,15 @@ class Instance:
         """Input nodes and producers of graph outputs are computed exactly once."""
         return node < self.n_ops and not any(self.value_to_end[x] for x in self.node_outputs[node])
 
-    def predecessors(self, node: int) -> tuple[int, ...]:
-        return tuple(sorted({self.value_producer[x] for x in self.node_inputs[node]}))
+    @cached_property
+    def dag(self) -> Dag:
+        """The node DAG (u → v when v reads a value u produces), built once per instance."""
+        return Dag(self.n_nodes, [(self.value_producer[x], v) for v in range(self.n_nodes)
+                                  for x in self.node_inputs[v]])
+
+    def predecessors(self, node: int) -> np.ndarray:
+        """The producers of the values ``node`` reads, ascending (a read-only view)."""
+        return self.dag.predecessors(node)
 
     @property
     def base_duration(self) -> float:
@@ -82,8 +92,8 @@ class Instance:
         if sorted(order) != list(range(self.n_nodes)):
             raise ValueError("op_order must be a permutation of the ops")
         position = {v: p for p, v in enumerate(order)}
-        for v in range(self.n_nodes):
-            for u in self.predecessors(v):
+        for v, preds in enumerate(self.dag.pred_lists):
+            for u in preds:
                 if position[u] >= position[v]:
                     raise ValueError(f"order is not topological: {self.node_names[u]} after {self.node_names[v]}")
         return _replace(self, order=order)
@@ -213,18 +223,14 @@ def read_node_link(data: dict[str, Any], source: str = "graph") -> OpGraph:
         except ValueError:
             raise UserError(f"{source}: the graph has a cycle") from None
         position = {v: p for p, v in enumerate(order)}
-    succ: list[set[int]] = [set() for _ in ids]
-    pred: list[set[int]] = [set() for _ in ids]
-    for u, v in edges:
-        if u != v:
-            succ[position[u]].add(position[v])
-            pred[position[v]].add(position[u])
+    dag = Dag(len(ids), [(position[u], position[v]) for u, v in edges if u != v])  # in the new positions
+    succ, pred = dag.succ_lists, dag.pred_lists
     tensors, ops = {}, []
     for p, old in enumerate(order):
-        tensors[names[old]] = Tensor(names[old], "bytes", (sizes[old],), sizes[old], p, tuple(sorted(succ[p])))
+        tensors[names[old]] = Tensor(names[old], "bytes", (sizes[old],), sizes[old], p, tuple(succ[p]))
     for p, old in enumerate(order):
         ops.append(Op(index=p, name=names[old], op_type="Node", nodes=(Node(names[old], "Node", "", (), ()),),
-                      inputs=tuple(names[order[q]] for q in sorted(pred[p])), outputs=(names[old],),
+                      inputs=tuple(names[order[q]] for q in pred[p]), outputs=(names[old],),
                       params=(), param_bytes=0, work=durations[old]))
     outputs = [names[order[p]] for p in range(len(order)) if not succ[p]]
     values = {t.name: TensorInfo(t.dtype, t.shape, t.bytes) for t in tensors.values()}
