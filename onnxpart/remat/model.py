@@ -33,6 +33,7 @@ from onnxpart.certificate import LowerBound
 from onnxpart.dag import Dag
 from onnxpart.errors import UserError
 from onnxpart.graph import Node, Op, OpGraph, Tensor, TensorInfo
+from onnxpart.solvers import to_integers
 
 
 @dataclass(frozen=True)
@@ -265,6 +266,8 @@ class Scale:
 
 
 def scale(instance: Instance) -> Scale:
+    """The solvers' integer units for ``instance`` (see :class:`Scale`): the gcd of the sizes, and a
+    quantum of max(duration)/10⁶ (1 for integer durations) with the durations rounded down to it."""
     nonzero = [s for s in instance.value_sizes + instance.internal if s > 0]
     unit = math.gcd(*nonzero) if nonzero else 1
     durations = instance.durations
@@ -272,7 +275,7 @@ def scale(instance: Instance) -> Scale:
         quantum = 1.0
     else:
         quantum = max(max(durations, default=0.0) / 1e6, 1e-300)
-    weights = tuple(int(math.floor(d / quantum)) for d in durations)
+    weights = tuple(to_integers(durations, rounding="down", unit=quantum)[0].tolist())
     return Scale(unit, tuple(s // unit for s in instance.value_sizes), tuple(s // unit for s in instance.internal),
                  quantum, weights)
 
