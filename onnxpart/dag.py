@@ -50,9 +50,11 @@ class Dag:
         self.__dict__.update({k: _frozen(v) if isinstance(v, np.ndarray) else v for k, v in state.items()})
 
     def successors(self, u: int) -> np.ndarray:
+        """u's successors, ascending: a read-only view, no copy (callers index numpy arrays with it)."""
         return self.succ_idx[self.succ_ptr[u]:self.succ_ptr[u + 1]]
 
     def predecessors(self, v: int) -> np.ndarray:
+        """v's predecessors, ascending: a read-only view, no copy."""
         return self.pred_idx[self.pred_ptr[v]:self.pred_ptr[v + 1]]
 
     @cached_property

@@ -1,6 +1,7 @@
 """The DAG core: CSR adjacency and Kahn's algorithm with a priority."""
 
 import heapq
+import pickle
 
 import numpy as np
 import pytest
@@ -64,3 +65,11 @@ def test_views_are_read_only_and_dfs_follows_chains():
         dag.successors(0)[0] = 3
     assert dag.dfs_order().tolist() == [0, 1, 4, 2, 3]
     assert dag.topological_order([5, 4, 3, 2, 1]).tolist() == [0, 2, 3, 1, 4]
+
+
+def test_pickles_without_its_list_caches():
+    dag = Dag(4, [(0, 1), (1, 3), (0, 2)])
+    dag.topological_order()  # builds the list caches
+    back = pickle.loads(pickle.dumps(dag))
+    assert "succ_lists" not in back.__dict__ and not back.succ_idx.flags.writeable
+    assert back.topological_order([3, 2, 1, 0]).tolist() == [0, 2, 1, 3]
