@@ -12,9 +12,10 @@ import math
 from pathlib import Path
 from typing import Any
 
+from onnxpart.dag import Dag
 from onnxpart.errors import UserError
 from onnxpart.files import read_json
-from onnxpart.graph import Node, Op, OpGraph, Param, Tensor, TensorInfo, stable_topological_order
+from onnxpart.graph import Node, Op, OpGraph, Param, Tensor, TensorInfo
 
 SCHEMA = "onnxpart.costs/1"
 
@@ -80,9 +81,9 @@ def graph_from_costs(data: dict[str, Any], source: str = "costs file") -> OpGrap
                 if ref is not None and ref not in where:
                     raise UserError(f"{source}: tensor {t['name']!r} names unknown op {ref!r}")
         try:
-            order = stable_topological_order(len(raw_ops), [(where[t["producer"]], where[c]) for t in raw_tensors
-                                                            if t.get("producer") is not None
-                                                            for c in t.get("consumers", [])])
+            order = Dag(len(raw_ops), [(where[t["producer"]], where[c]) for t in raw_tensors
+                                       if t.get("producer") is not None
+                                       for c in t.get("consumers", [])]).topological_order().tolist()
         except ValueError:
             raise UserError(f"{source}: the graph has a cycle") from None
         new_index = {old: new for new, old in enumerate(order)}

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import heapq
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from onnxpart.dag import Dag
 from onnxpart.errors import UserError
 
 #: ops that draw random numbers: never folded even when their inputs are constant.
@@ -200,16 +200,7 @@ class OpGraph:
         self.bandwidth = bandwidth
         self._cost_table = cost_table
         self._index = {op.name: op.index for op in self.ops}
-        preds: list[set[int]] = [set() for _ in self.ops]
-        succs: list[set[int]] = [set() for _ in self.ops]
-        for tensor in self.tensors.values():
-            if tensor.producer is None:
-                continue
-            for consumer in tensor.consumers:
-                succs[tensor.producer].add(consumer)
-                preds[consumer].add(tensor.producer)
-        self._preds = tuple(tuple(sorted(p)) for p in preds)
-        self._succs = tuple(tuple(sorted(s)) for s in succs)
+        self.dag = Dag(len(self.ops), [(u, v) for u, v, _ in self.edges()])
 
     # ----------------------------------------------------------------------------------- structure
     def __len__(self) -> int:
@@ -221,11 +212,13 @@ class OpGraph:
     def op(self, name: str) -> Op:
         return self.ops[self._index[name]]
 
-    def predecessors(self, index: int) -> tuple[int, ...]:
-        return self._preds[index]
+    def predecessors(self, index: int) -> np.ndarray:
+        """The ops whose tensors op ``index`` reads, ascending (a read-only view)."""
+        return self.dag.predecessors(index)
 
-    def successors(self, index: int) -> tuple[int, ...]:
-        return self._succs[index]
+    def successors(self, index: int) -> np.ndarray:
+        """The ops that read a tensor of op ``index``, ascending (a read-only view)."""
+        return self.dag.successors(index)
 
     def edges(self) -> Iterator[tuple[int, int, str]]:
         """``(producer, consumer, tensor name)`` for every op-to-op use of a tensor."""
@@ -499,32 +492,6 @@ def _shape_text(info: TensorInfo | None) -> str:
     return "[" + ",".join("?" if d < 0 else str(d) for d in info.shape) + "]"
 
 
-def stable_topological_order(n: int, edges: Iterable[tuple[int, int]],
-                             priority: Sequence[float] | None = None) -> list[int]:
-    """A topological order of nodes ``0..n-1`` (Kahn's algorithm) that always takes the ready node with
-    the smallest ``(priority, index)`` — by default the smallest index, i.e. as close to ``0, 1, 2, …`` as
-    the edges allow. Duplicate edges are fine. Raises ``ValueError`` on a cycle."""
-    key = list(range(n)) if priority is None else list(priority)
-    succ: list[list[int]] = [[] for _ in range(n)]
-    indegree = [0] * n
-    for u, v in edges:
-        succ[u].append(v)
-        indegree[v] += 1
-    ready = [(key[i], i) for i in range(n) if indegree[i] == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        _, u = heapq.heappop(ready)
-        order.append(u)
-        for v in succ[u]:
-            indegree[v] -= 1
-            if indegree[v] == 0:
-                heapq.heappush(ready, (key[v], v))
-    if len(order) != n:
-        raise ValueError("the graph has a cycle")
-    return order
-
-
 def _toposort_nodes(nodes, available: set[str]):
     """Nodes in a topological order, as close to the file's order as possible. Valid ONNX files are
     already sorted; this makes unsorted ones work too."""
@@ -543,7 +510,7 @@ def _toposort_nodes(nodes, available: set[str]):
     if all(u < v for u, v in edges):
         return nodes
     try:
-        return [nodes[i] for i in stable_topological_order(len(nodes), edges)]
+        return [nodes[i] for i in Dag(len(nodes), edges).topological_order().tolist()]
     except ValueError:
         raise UserError("the model's graph has a cycle: it is not a valid ONNX model") from None
 

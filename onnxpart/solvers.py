@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +41,46 @@ class SolveResult:
     @property
     def has_solution(self) -> bool:
         return self.objective is not None
+
+
+def to_integers(values: Sequence[float] | np.ndarray, total_units: float | None = None, rounding: str = "down", *,
+                total: float | None = None, unit: float | None = None,
+                margin: float = 0.0) -> tuple[np.ndarray, float]:
+    """Real solver data (costs, durations, capacities) as integers for CP-SAT, max flow or a MIP.
+
+    Returns ``(ints, scale)`` with ``ints ≈ values · scale`` (int64). The grid is given one of two ways:
+    ``total_units`` integers for ``total`` (default ``Σ values``; ``scale = total_units / total``, 1 when
+    ``total ≤ 0``, and ``ints = values · scale``), or one integer per ``unit`` (``ints = values / unit``,
+    ``scale = 1 / unit``). The two differ only in the last bit of the float quotient; each caller keeps
+    the one its published numbers were computed with.
+
+    Rounding direction. A solver's proven bound on the integer model is a bound on the real problem only
+    if every real solution stays feasible with an integer objective ≤ ``scale`` × its real objective:
+
+    * ``"down"`` (floor) for objective coefficients and for the costs a cut or a flow adds up: with
+      non-negative variables ⌊a·s⌋ ≤ a·s term by term, so the integer optimum is ≤ s × the real optimum
+      and ``proven integer bound / scale`` is a valid lower bound, also when the solver stops early.
+    * ``"up"`` (ceil) where the integer must not be smaller than the real number for that guarantee:
+      the limit of a ``≤`` constraint (a capacity, a budget) in a relaxation whose usages are rounded
+      down, or an integer incumbent that is to be reported as an upper bound on the real cost.
+
+    ``margin`` is relative slack against the float rounding of the product, which can land just above
+    (below) an integer the exact value is below (above): ``⌊x·(1 − margin)⌋`` / ``⌈x·(1 + margin)⌉``.
+    """
+    array = np.asarray(values, dtype=float)
+    if unit is not None:
+        scaled, scale = array / unit, 1.0 / unit
+    else:
+        total = float(array.sum()) if total is None else total
+        scale = total_units / total if total > 0 else 1.0
+        scaled = array * scale
+    if rounding == "down":
+        ints = np.floor(scaled * (1.0 - margin) if margin else scaled)
+    elif rounding == "up":
+        ints = np.ceil(scaled * (1.0 + margin) if margin else scaled)
+    else:
+        raise ValueError(f"rounding must be 'down' or 'up', not {rounding!r}")
+    return ints.astype(np.int64), scale
 
 
 class SparseModel:

@@ -50,6 +50,7 @@ from ortools.graph.python import max_flow
 
 from onnxpart.partition.exact import convex_block_mip, scaled
 from onnxpart.partition.model import Instance
+from onnxpart.solvers import to_integers
 
 log = logging.getLogger(__name__)
 
@@ -87,16 +88,15 @@ class _Network:
         counts = np.diff(inst.cons_ptr)
         owner = np.repeat(np.arange(T), counts)
         total = float(node_weight.sum() + 2 * inst.transfer.sum())
-        self.scale = float(2 ** _SCALE_BITS) / total if total > 0 else 1.0
+        cap_v, self.scale = to_integers(node_weight, 2 ** _SCALE_BITS, "down", total=total)  # module doc
+        cap_t, _ = to_integers(inst.transfer, 2 ** _SCALE_BITS, "down", total=total)
         self.inf = int(2 ** (_SCALE_BITS + 2))
         self.source, self.sink = n + 2 * T, n + 2 * T + 1
         z = n + np.arange(T)  # in-crossing nodes
         w = n + T + np.arange(T)  # out-crossing nodes
-        cap_t = np.floor(inst.transfer * self.scale).astype(np.int64)
         tails = [np.arange(n), inst.cons_idx, z, inst.producer, w[owner]]
         heads = [np.full(n, self.sink), z[owner], inst.producer, w, inst.cons_idx]
-        caps = [np.floor(node_weight * self.scale).astype(np.int64), np.full(len(owner), self.inf), cap_t, cap_t,
-                np.full(len(owner), self.inf)]
+        caps = [cap_v, np.full(len(owner), self.inf), cap_t, cap_t, np.full(len(owner), self.inf)]
         self.flow = max_flow.SimpleMaxFlow()
         self.flow.add_arcs_with_capacity(np.concatenate(tails).astype(np.int32),
                                          np.concatenate(heads).astype(np.int32), np.concatenate(caps))
@@ -141,12 +141,12 @@ def single_block_bound(inst: Instance, floor: float = 0.0) -> SingleBlockBound:
 def is_convex(inst: Instance, block: set[int] | tuple[int, ...]) -> bool:
     """True iff no path leaves ``block`` and comes back (then the block fits in some partition)."""
     inside = set(block)
-    succs = inst.successors()
-    stack = [int(w) for u in inside for w in succs[u] if int(w) not in inside]
+    succs = inst.dag.succ_lists
+    stack = [w for u in inside for w in succs[u] if w not in inside]
     seen = set(stack)
     while stack:
         u = stack.pop()
-        for w in succs[u].tolist():
+        for w in succs[u]:
             if w in inside:
                 return False
             if w not in seen:

@@ -36,7 +36,7 @@ def enumerate_ideals(inst: Instance, limit: int = IDEAL_LIMIT) -> list[int] | No
     preds = [0] * inst.n
     for u, v in inst.edges():
         preds[v] |= 1 << int(u)
-    succs = [s.tolist() for s in inst.successors()]
+    succs = inst.dag.succ_lists
     start_avail = frozenset(v for v in range(inst.n) if preds[v] == 0)
     layer = {0: start_avail}
     ideals = [0]

@@ -27,11 +27,12 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
+from onnxpart.dag import Dag
 from onnxpart.errors import UserError
-from onnxpart.graph import stable_topological_order
 
 log = logging.getLogger(__name__)
 
@@ -67,25 +68,23 @@ class Instance:
     def consumers(self, t: int) -> np.ndarray:
         return self.cons_idx[self.cons_ptr[t]:self.cons_ptr[t + 1]]
 
-    def edges(self) -> np.ndarray:
-        """Distinct ``(u, v)`` op pairs joined by at least one tensor, shape (m, 2)."""
-        if not len(self.cons_idx):
-            return np.zeros((0, 2), dtype=np.int64)
+    @cached_property
+    def dag(self) -> Dag:
+        """The op DAG (an edge u → v when v reads a tensor of u), built once per instance."""
         counts = np.diff(self.cons_ptr)
-        pairs = np.stack([np.repeat(self.producer, counts), self.cons_idx], axis=1)
-        return np.unique(pairs, axis=0)
+        return Dag(self.n, np.stack([np.repeat(self.producer, counts), self.cons_idx], axis=1))
+
+    def edges(self) -> np.ndarray:
+        """Distinct ``(u, v)`` op pairs joined by at least one tensor, sorted, shape (m, 2) (read-only)."""
+        return self.dag.edges
 
     def predecessors(self) -> list[np.ndarray]:
-        preds: list[list[int]] = [[] for _ in range(self.n)]
-        for u, v in self.edges():
-            preds[v].append(int(u))
-        return [np.array(p, dtype=np.int64) for p in preds]
+        """Every op's predecessors, ascending (read-only views of the DAG's CSR arrays)."""
+        return [self.dag.predecessors(v) for v in range(self.n)]
 
     def successors(self) -> list[np.ndarray]:
-        succs: list[list[int]] = [[] for _ in range(self.n)]
-        for u, v in self.edges():
-            succs[u].append(int(v))
-        return [np.array(s, dtype=np.int64) for s in succs]
+        """Every op's successors, ascending (read-only views of the DAG's CSR arrays)."""
+        return [self.dag.successors(u) for u in range(self.n)]
 
     def overflow(self, param_bytes: np.ndarray | float) -> np.ndarray | float:
         """Eq. (2) without the activation peak: ``(param_bytes − M)⁺ / B`` (0 when M is not set)."""
@@ -254,7 +253,7 @@ def from_dnn_json(data: dict, name: str = "graph", bandwidth: float | None = Non
         first.setdefault(g, i)
     group_edges = {(group[u], group[v]) for u, v in edges if group[u] != group[v]}
     try:
-        order = stable_topological_order(count, group_edges, priority=[first[g] for g in range(count)])
+        order = Dag(count, group_edges).topological_order([first[g] for g in range(count)]).tolist()
     except ValueError:
         raise UserError(f"{name}: the graph has a cycle") from None
     rank = {g: r for r, g in enumerate(order)}

@@ -15,7 +15,6 @@ Everything is seeded; with the same seed and no time limit reached, the same ord
 
 from __future__ import annotations
 
-import heapq
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,46 +28,20 @@ log = logging.getLogger(__name__)
 
 
 class Dag:
-    """Adjacency lists of an instance, in the shape Kahn's algorithm wants."""
+    """An instance's DAG (:attr:`Instance.dag <onnxpart.partition.model.Instance.dag>`) as the search sees
+    it: random keys decode **highest key first** (Algorithm 3), i.e. the core's Kahn on negated keys."""
 
     def __init__(self, inst: Instance):
-        self.n = inst.n
-        self.succs = [s.tolist() for s in inst.successors()]
-        self.indegree = [0] * self.n
-        for targets in self.succs:
-            for v in targets:
-                self.indegree[v] += 1
+        self.dag = inst.dag
 
     def kahn(self, priority: Sequence[float]) -> np.ndarray:
         """Algorithm 3: Kahn's algorithm, always taking the available node of highest priority
         (ties: lower index first)."""
-        indegree = list(self.indegree)
-        heap = [(-priority[v], v) for v in range(self.n) if indegree[v] == 0]
-        heapq.heapify(heap)
-        order = []
-        succs = self.succs
-        while heap:
-            _, u = heapq.heappop(heap)
-            order.append(u)
-            for v in succs[u]:
-                indegree[v] -= 1
-                if indegree[v] == 0:
-                    heapq.heappush(heap, (-priority[v], v))
-        return np.array(order, dtype=np.int64)
+        return self.dag.topological_order(-np.asarray(priority, dtype=float))
 
     def dfs_order(self) -> np.ndarray:
         """Depth-first topological order: Kahn with a stack (follow a chain while it lasts)."""
-        indegree = list(self.indegree)
-        stack = [v for v in range(self.n - 1, -1, -1) if indegree[v] == 0]
-        order = []
-        while stack:
-            u = stack.pop()
-            order.append(u)
-            for v in reversed(self.succs[u]):
-                indegree[v] -= 1
-                if indegree[v] == 0:
-                    stack.append(v)
-        return np.array(order, dtype=np.int64)
+        return self.dag.dfs_order()
 
 
 def keys_of_order(order: Sequence[int]) -> np.ndarray:

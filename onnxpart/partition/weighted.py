@@ -46,7 +46,7 @@ from ortools.sat.python import cp_model
 from onnxpart.partition.cuts import singleton_costs
 from onnxpart.partition.exact import BoundResult
 from onnxpart.partition.model import Instance
-from onnxpart.solvers import solve_cpsat
+from onnxpart.solvers import solve_cpsat, to_integers
 
 #: The α of π = work + α·io({v}) tried in turn (0 is Section 3.2's bottleneck bound itself). Solved to
 #: optimality on the REGAL graphs at k = 8, α = 0.5 gives the best bound on 6 of 10 and α = 0 on the
@@ -54,8 +54,8 @@ from onnxpart.solvers import solve_cpsat
 #: 1% of each other (5 REGAL graphs), and a longer run on one α proves more than two short ones.
 ALPHAS = (0.0, 0.5)
 DEFAULT_SEARCH_SHARE = 0.4  # of each model's time, for CP-SAT's default search before the LB tree
-_SCALE = float(2 ** 30)  # integer units for Σ work + Σ transfer
-_SHRINK = 1.0 - 1e-12  # keeps floor(x·s) ≤ x·s despite the rounding of the product
+_UNITS = float(2 ** 30)  # integer units for Σ work + Σ transfer (and for Σ weights)
+_MARGIN = 1e-12  # keeps floor(x·s) ≤ x·s despite the rounding of the product
 
 
 def pigeonhole_weights(inst: Instance, alpha: float) -> np.ndarray:
@@ -64,7 +64,7 @@ def pigeonhole_weights(inst: Instance, alpha: float) -> np.ndarray:
     total = float(weight.sum())
     if total <= 0:
         return np.zeros(inst.n, dtype=np.int64)
-    return np.floor(weight / total * _SCALE).astype(np.int64)
+    return to_integers(weight, unit=total / _UNITS)[0]  # ⌊2³⁰·weight/Σ⌋, rounded once
 
 
 def heavy_block_bound(inst: Instance, k: int, weights: Sequence[int], time_limit: float,
@@ -78,9 +78,8 @@ def heavy_block_bound(inst: Instance, k: int, weights: Sequence[int], time_limit
     total = float(inst.work.sum() + inst.transfer.sum())
     if total <= 0 or weights.sum() <= 0:
         return 0.0, "optimal"  # nothing to pay, or no block needs anything
-    scale = _SCALE / total
-    work = np.floor(inst.work * scale * _SHRINK).astype(np.int64)
-    transfer = np.floor(inst.transfer * scale * _SHRINK).astype(np.int64)
+    work, scale = to_integers(inst.work, _UNITS, "down", total=total, margin=_MARGIN)  # module doc
+    transfer, _ = to_integers(inst.transfer, _UNITS, "down", total=total, margin=_MARGIN)
 
     model = cp_model.CpModel()
     before = [model.NewBoolVar(f"a{v}") for v in range(n)]

@@ -23,12 +23,17 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from onnxpart.certificate import LowerBound
+from onnxpart.dag import Dag
 from onnxpart.errors import UserError
-from onnxpart.graph import Node, Op, OpGraph, Tensor, TensorInfo, stable_topological_order
+from onnxpart.graph import Node, Op, OpGraph, Tensor, TensorInfo
+from onnxpart.solvers import to_integers
 
 
 @dataclass(frozen=True)
@@ -63,8 +68,15 @@ class Instance:
         """Input nodes and producers of graph outputs are computed exactly once."""
         return node < self.n_ops and not any(self.value_to_end[x] for x in self.node_outputs[node])
 
-    def predecessors(self, node: int) -> tuple[int, ...]:
-        return tuple(sorted({self.value_producer[x] for x in self.node_inputs[node]}))
+    @cached_property
+    def dag(self) -> Dag:
+        """The node DAG (u → v when v reads a value u produces), built once per instance."""
+        return Dag(self.n_nodes, [(self.value_producer[x], v) for v in range(self.n_nodes)
+                                  for x in self.node_inputs[v]])
+
+    def predecessors(self, node: int) -> np.ndarray:
+        """The producers of the values ``node`` reads, ascending (a read-only view)."""
+        return self.dag.predecessors(node)
 
     @property
     def base_duration(self) -> float:
@@ -81,8 +93,8 @@ class Instance:
         if sorted(order) != list(range(self.n_nodes)):
             raise ValueError("op_order must be a permutation of the ops")
         position = {v: p for p, v in enumerate(order)}
-        for v in range(self.n_nodes):
-            for u in self.predecessors(v):
+        for v, preds in enumerate(self.dag.pred_lists):
+            for u in preds:
                 if position[u] >= position[v]:
                     raise ValueError(f"order is not topological: {self.node_names[u]} after {self.node_names[v]}")
         return _replace(self, order=order)
@@ -208,22 +220,18 @@ def read_node_link(data: dict[str, Any], source: str = "graph") -> OpGraph:
     position = {v: p for p, v in enumerate(order)}
     if any(position[u] >= position[v] for u, v in edges):
         try:
-            order = stable_topological_order(len(ids), edges)
+            order = Dag(len(ids), edges).topological_order().tolist()
         except ValueError:
             raise UserError(f"{source}: the graph has a cycle") from None
         position = {v: p for p, v in enumerate(order)}
-    succ: list[set[int]] = [set() for _ in ids]
-    pred: list[set[int]] = [set() for _ in ids]
-    for u, v in edges:
-        if u != v:
-            succ[position[u]].add(position[v])
-            pred[position[v]].add(position[u])
+    dag = Dag(len(ids), [(position[u], position[v]) for u, v in edges if u != v])  # in the new positions
+    succ, pred = dag.succ_lists, dag.pred_lists
     tensors, ops = {}, []
     for p, old in enumerate(order):
-        tensors[names[old]] = Tensor(names[old], "bytes", (sizes[old],), sizes[old], p, tuple(sorted(succ[p])))
+        tensors[names[old]] = Tensor(names[old], "bytes", (sizes[old],), sizes[old], p, tuple(succ[p]))
     for p, old in enumerate(order):
         ops.append(Op(index=p, name=names[old], op_type="Node", nodes=(Node(names[old], "Node", "", (), ()),),
-                      inputs=tuple(names[order[q]] for q in sorted(pred[p])), outputs=(names[old],),
+                      inputs=tuple(names[order[q]] for q in pred[p]), outputs=(names[old],),
                       params=(), param_bytes=0, work=durations[old]))
     outputs = [names[order[p]] for p in range(len(order)) if not succ[p]]
     values = {t.name: TensorInfo(t.dtype, t.shape, t.bytes) for t in tensors.values()}
@@ -258,6 +266,8 @@ class Scale:
 
 
 def scale(instance: Instance) -> Scale:
+    """The solvers' integer units for ``instance`` (see :class:`Scale`): the gcd of the sizes, and a
+    quantum of max(duration)/10⁶ (1 for integer durations) with the durations rounded down to it."""
     nonzero = [s for s in instance.value_sizes + instance.internal if s > 0]
     unit = math.gcd(*nonzero) if nonzero else 1
     durations = instance.durations
@@ -265,7 +275,7 @@ def scale(instance: Instance) -> Scale:
         quantum = 1.0
     else:
         quantum = max(max(durations, default=0.0) / 1e6, 1e-300)
-    weights = tuple(int(math.floor(d / quantum)) for d in durations)
+    weights = tuple(to_integers(durations, rounding="down", unit=quantum)[0].tolist())
     return Scale(unit, tuple(s // unit for s in instance.value_sizes), tuple(s // unit for s in instance.internal),
                  quantum, weights)
 

@@ -38,12 +38,8 @@ def greedy_order(instance: Instance) -> tuple[int, ...]:
     n = instance.n_ops
     position = {v: p for p, v in enumerate(instance.order)}
     remaining = [len(instance.value_consumers[x]) for x in range(len(instance.value_sizes))]
-    missing = [len(instance.predecessors(v)) - sum(1 for u in instance.predecessors(v) if u >= n)
-               for v in range(n)]
-    succs: list[set[int]] = [set() for _ in range(instance.n_nodes)]
-    for v in range(n):
-        for u in instance.predecessors(v):
-            succs[u].add(v)
+    dag = instance.dag
+    missing = [sum(1 for u in dag.pred_lists[v] if u < n) for v in range(n)]  # ops still to run first
     ready = [v for v in range(n) if missing[v] == 0]
     order = []
     while ready:
@@ -60,7 +56,7 @@ def greedy_order(instance: Instance) -> tuple[int, ...]:
         order.append(v)
         for x in instance.node_inputs[v]:
             remaining[x] -= 1
-        for w in sorted(succs[v]):
+        for w in dag.succ_lists[v]:
             missing[w] -= 1
             if missing[w] == 0:
                 ready.append(w)
@@ -81,7 +77,7 @@ def exact_order(instance: Instance, hint: tuple[int, ...], time_limit: float, wo
         model.add(pos[v] == j)
     for v in range(instance.n_ops):
         model.add(pos[v] >= k)
-        for u in instance.predecessors(v):
+        for u in instance.dag.pred_lists[v]:
             model.add(pos[u] < pos[v])  # a linear extension
     model.add_all_different(pos)
     intervals, demands = [], []
