@@ -160,7 +160,8 @@ def _dnn_nodes(data: dict[str, Any], source: str) -> _DnnNodes:
 
 def _dnn_ops(color: list[Any], edges: list[tuple[int, int]], source: str) -> list[int]:
     """Op index of every node: colour classes contracted, then the strongly connected components of the
-    contraction fused, ops numbered in a topological order (ties: first appearance in the file)."""
+    contraction fused (so a cycle is never an error), ops numbered in a topological order (ties: first
+    appearance in the file)."""
     import networkx as nx
 
     try:
@@ -181,10 +182,7 @@ def _dnn_ops(color: list[Any], edges: list[tuple[int, int]], source: str) -> lis
     for i, g in enumerate(group):
         first.setdefault(g, i)
     group_edges = {(group[u], group[v]) for u, v in edges if group[u] != group[v]}
-    try:
-        order = stable_topological_order(count, group_edges, priority=[first[g] for g in range(count)])
-    except ValueError:
-        raise UserError(f"{source}: the graph has a cycle") from None
+    order = stable_topological_order(count, group_edges, priority=[first[g] for g in range(count)])  # acyclic
     rank = {g: r for r, g in enumerate(order)}
     return [rank[g] for g in group]
 
