@@ -6,7 +6,8 @@ a block S pays
     f(S) = io(V∖S, S) + Σ_{v∈S} work(v) + overflow(S) + io(S, V∖S)                      (Eq. 3)
 
 where io counts every tensor that crosses the block boundary **once per direction**, however many
-consumers it has on the other side (Eq. 1), priced at ``transfer = bytes / bandwidth``, and
+consumers it has on the other side (Eq. 1), priced at ``transfer = bytes / bandwidth`` (or at the
+tensor's own transfer time where the graph file states one: dnn-partitioning edge costs), and
 ``overflow(S) = (param_bytes(S) − M)⁺ / B`` streams the parameters that do not fit in the stage's fast
 memory M (Eq. 2). Activations are assumed to have their own reserved buffer (the paper's Section 3
 simplification), so M is the fast memory left for parameters; overflow is off unless M is given.
