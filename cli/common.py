@@ -34,6 +34,8 @@ COST_HELP = "Cost model: analytic (roofline on --device) or measured (onnxruntim
 DEVICE_HELP = "Device for the analytic model: cpu, t4, a100, h100, or a YAML/JSON spec file."
 COSTS_HELP = "Reuse a costs.json from `onnxpart annotate` instead of costing again."
 COARSEN_HELP = "Merge single-consumer elementwise chains into their producer first (smaller n)."
+FORMAT_HELP = ("Input format: auto (a .json file is a graph, recognised by its keys; anything else an ONNX model), "
+               "onnx, costs, dnn-partitioning, node-link.")
 
 
 def handle_errors(command: Callable) -> Callable:
@@ -64,22 +66,20 @@ class Loaded:
     measured_end_to_end: float | None = None
 
 
-def is_graph_file(path: Path) -> bool:
-    return path.suffix.lower() == ".json"
-
-
-def load_costed(path: Path, *, input_shape: Optional[list[str]] = None, coarsen: bool = False,
+def load_costed(path: Path, *, fmt: str = "auto", input_shape: Optional[list[str]] = None, coarsen: bool = False,
                 costs: Optional[Path] = None, cost: str = "analytic", device: str = "a100",
                 need_model: bool = False, runs: int = 5, dim: Optional[list[str]] = None) -> Loaded:
-    """Model or costs file -> costed OpGraph. ``.json`` inputs are costs files (graph-only input)."""
-    from onnxpart.costs_io import apply_costs, graph_from_costs, read_costs_file
+    """Model or graph file -> costed OpGraph. Graph files (``--format``, or by suffix and content: costs,
+    dnn-partitioning, node-link) go through :func:`onnxpart.readers.read_graph`; models are loaded here,
+    which keeps the model for emission and applies ``--costs`` or the ``--cost`` model."""
+    from onnxpart.costs_io import apply_costs, read_costs_file
     from onnxpart.onnx_io import load_graph, parse_dims, parse_input_shapes
+    from onnxpart.readers import read_graph, reads_model
 
-    if is_graph_file(path):
+    if not reads_model(path, fmt):
         if need_model:
             raise UserError(f"{path} is a graph file: this command needs the ONNX model")
-        graph = graph_from_costs(read_costs_file(path), source=str(path))
-        return Loaded(graph, None, path)
+        return Loaded(read_graph(path, fmt), None, path)
     graph, loaded = load_graph(path, parse_input_shapes(input_shape or []), coarsen=coarsen,
                                dims=parse_dims(dim or []))
     if costs is not None:

@@ -12,19 +12,17 @@ import typer
 from rich.table import Table
 
 from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, COSTS_HELP, DEVICE_HELP, DIM_HELP, EXTERNAL_HELP,
-                                 FREEZE_HELP, INPUT_SHAPE_HELP, VERIFY_TOL_HELP, console, err_console,
-                                 handle_errors, is_graph_file, load_costed, log, print_json, progress_bar, verify_line,
+                                 FORMAT_HELP, FREEZE_HELP, INPUT_SHAPE_HELP, VERIFY_TOL_HELP, console, err_console,
+                                 handle_errors, load_costed, log, print_json, progress_bar, verify_line,
                                  weight_policy)
 from onnxpart.errors import GapNotMetError, UserError
 from onnxpart.files import read_json
 from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes, parse_fraction
 
-FORMATS = ("auto", "onnx", "costs", "dnn-partitioning")
-
 
 @handle_errors
 def partition(
-    model: Path = typer.Argument(..., help="ONNX model, a costs.json graph, or a dnn-partitioning JSON graph."),
+    model: Path = typer.Argument(..., help="ONNX model, or a JSON graph: costs.json, dnn-partitioning or networkx node-link."),
     stages: int = typer.Option(..., "-k", "--stages", help="Number of pipeline stages k (≥ 1; empty stages are allowed)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Output folder (stage_i.onnx, manifest.json, certificate.json, annotated.onnx)."),
     bounds: str = typer.Option("simple,bottleneck,exact", "--bounds", help="Lower bounds to prove: any of simple, bottleneck, guess, exact (comma-separated), or none. `simple` also reports the single-block and convex-block min-cut bounds."),
@@ -41,7 +39,7 @@ def partition(
     coarsen: bool = typer.Option(False, "--coarsen", help=COARSEN_HELP),
     bandwidth: Optional[str] = typer.Option(None, "--bandwidth", help="Inter-stage bandwidth (e.g. 25GB/s); default: the device's interconnect."),
     stage_memory: Optional[str] = typer.Option(None, "--stage-memory", help="Fast memory per stage for parameters (e.g. 40MiB); the excess streams at the bandwidth (Eq. 2). Off by default."),
-    graph_format: str = typer.Option("auto", "--format", help="Input format: auto, onnx, costs, dnn-partitioning."),
+    graph_format: str = typer.Option("auto", "--format", help=FORMAT_HELP),
     verify: bool = typer.Option(False, "--verify", help="Run the stages in order in onnxruntime on seeded random inputs (at the costed dims and at twice each dynamic dim) and compare with the original."),
     verify_tol: float = typer.Option(1e-4, "--verify-tol", min=0.0, help=VERIFY_TOL_HELP),
     check_certificate: Optional[Path] = typer.Option(None, "--check-certificate", help="Re-check an earlier output folder against this model and costs instead of solving."),
@@ -59,6 +57,7 @@ def partition(
     """Split a model into k pipeline stages minimizing the bottleneck stage (MTPP), with proven lower bounds."""
     from onnxpart.partition import BOUND_METHODS, Options, solve
     from onnxpart.partition.orders import BrkgaOptions
+    from onnxpart.readers import check_format
 
     if stages < 1:
         raise UserError(f"-k must be at least 1, got {stages}")
@@ -71,21 +70,20 @@ def partition(
     gap_limit = parse_fraction(max_gap) if max_gap is not None else None
     if gap_limit is not None and not 0 <= gap_limit < 1:
         raise UserError(f"--max-gap must be in [0%, 100%), got {max_gap}")
-    if graph_format not in FORMATS:
-        raise UserError(f"unknown --format {graph_format!r}: use {', '.join(FORMATS)}")
+    check_format(graph_format)
     if output is None and check_certificate is None:
         raise UserError("pass --output/-o DIR (or --check-certificate DIR)")
 
     inst, graph, loaded = _load(model, graph_format, costs=costs, cost=cost, device=device, input_shape=input_shape,
                                 coarsen=coarsen, bandwidth=bandwidth, stage_memory=stage_memory, dim=dim)
-    model_sha = getattr(loaded, "sha256", None) if loaded is not None else (graph.model_sha256 if graph else None)
+    model_sha = loaded.sha256 if loaded is not None else graph.model_sha256
     if check_certificate is not None:
         _check(inst, check_certificate, model_sha, as_json)
         return
     if stages > inst.n:
         err_console.print(f"[yellow]note:[/] k = {stages} exceeds the {inst.n} ops: at least "
                           f"{stages - inst.n} stages will be empty (allowed)", highlight=False)
-    if inst.stage_memory is not None and graph is not None:
+    if inst.stage_memory is not None:
         _warn_memory(graph, inst.stage_memory)
     if verify and loaded is None:
         raise UserError("--verify needs an ONNX model (graph-only input has nothing to run)")
@@ -114,21 +112,13 @@ def partition(
 
 
 def _load(model: Path, graph_format: str, *, costs, cost, device, input_shape, coarsen, bandwidth, stage_memory, dim):
-    """-> (Instance, OpGraph or None, LoadedModel or None)."""
-    from onnxpart.partition.model import from_dnn_json, from_graph, is_dnn_partitioning
+    """-> (Instance, OpGraph, LoadedModel or None for graph-only input)."""
+    from onnxpart.partition.model import from_graph
 
     bw = parse_bandwidth(bandwidth) if bandwidth is not None else None
     memory = parse_bytes(stage_memory) if stage_memory is not None else None
-    if graph_format == "dnn-partitioning" or (graph_format == "auto" and is_graph_file(model)):
-        data = read_json(model, "graph file")
-        if graph_format == "dnn-partitioning" or is_dnn_partitioning(data):
-            if not is_dnn_partitioning(data):
-                raise UserError(f"{model} is not a dnn-partitioning graph (needs nodes with fpgaLatency and edges)")
-            return from_dnn_json(data, name=model.stem, bandwidth=bw, stage_memory=memory), None, None
-    if graph_format == "onnx" and is_graph_file(model):
-        raise UserError(f"{model} is a JSON graph, not an ONNX model")
-    loaded = load_costed(model, input_shape=input_shape, coarsen=coarsen, costs=costs, cost=cost, device=device,
-                         dim=dim)
+    loaded = load_costed(model, fmt=graph_format, input_shape=input_shape, coarsen=coarsen, costs=costs, cost=cost,
+                         device=device, dim=dim)
     return from_graph(loaded.graph, bandwidth=bw, stage_memory=memory), loaded.graph, loaded.model
 
 

@@ -12,16 +12,15 @@ import typer
 from rich.table import Table
 
 from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, COSTS_HELP, DEVICE_HELP, DIM_HELP, EXTERNAL_HELP,
-                                 FREEZE_HELP, INPUT_SHAPE_HELP, VERIFY_TOL_HELP, console, err_console,
-                                 handle_errors, is_graph_file, load_costed, print_json, progress_bar, verify_line,
-                                 weight_policy)
+                                 FORMAT_HELP, FREEZE_HELP, INPUT_SHAPE_HELP, VERIFY_TOL_HELP, console, err_console,
+                                 handle_errors, load_costed, print_json, progress_bar, verify_line, weight_policy)
 from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.units import byte_unit, format_bytes, format_seconds
 
 
 @handle_errors
 def remat(
-    model: Path = typer.Argument(..., help="ONNX model, costs.json from `annotate`, or a networkx node-link JSON graph."),
+    model: Path = typer.Argument(..., help="ONNX model, or a JSON graph: costs.json, dnn-partitioning or networkx node-link."),
     budget: str = typer.Option(..., "--budget", "-b", help="Memory budget: 80% (of the file order's peak), 24MiB, 6,422,528 (bytes), or min (the smallest that works: Moccasin phase 1 with half the time limit)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Folder for remat.onnx, sequence.json, certificate.json, memory.png."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output folder."),
@@ -46,6 +45,7 @@ def remat(
     device: str = typer.Option("a100", "--device", help=DEVICE_HELP),
     costs: Optional[Path] = typer.Option(None, "--costs", help=COSTS_HELP),
     coarsen: bool = typer.Option(False, "--coarsen", help=COARSEN_HELP),
+    graph_format: str = typer.Option("auto", "--format", help=FORMAT_HELP),
     ort_optimize: bool = typer.Option(False, "--ort-optimize", help="Plan on onnxruntime's BASIC-optimized graph "
                                       "(constant folding, redundant nodes, standard-op fusions); the budget stays "
                                       "relative to the original's peak and --verify compares with the original."),
@@ -54,7 +54,7 @@ def remat(
     """Fit a memory budget with the least recomputation (Moccasin CP-SAT; Checkmate baselines)."""
     from onnxpart import remat as rm
     from onnxpart.board import Board
-    from onnxpart.remat.model import read_graph_file
+    from onnxpart.readers import check_format
     from onnxpart.units import parse_percent_or_bytes
 
     methods = tuple(m.strip() for m in method.split(",") if m.strip())
@@ -62,6 +62,7 @@ def remat(
         methods = rm.METHODS
     if precedence not in ("literals", "reservoir"):
         raise UserError(f"unknown --precedence {precedence!r}: use literals or reservoir")
+    check_format(graph_format)
     options = rm.RematOptions(
         budget=parse_percent_or_bytes(budget), methods=methods, order=order, max_copies=max_recompute,
         time_limit=time_limit, order_time_limit=order_time_limit, workers=workers, seed=seed,
@@ -69,21 +70,17 @@ def remat(
     with contextlib.ExitStack() as scratch:  # --ort-optimize: its temporary model lives until the end
         prepass = None
         if ort_optimize:
-            _refuse_ort_optimize(model, costs)
+            _refuse_ort_optimize(model, costs, graph_format)
             loaded, prepass = _load_ort_optimized(model, input_shape, dim, coarsen, cost, device, include_params,
                                                   scratch)
             graph = loaded.graph
             if options.budget[0] != "min":  # --budget P% is of the peak of the model the user gave
                 options = replace(options, budget=("bytes", rm.resolve_budget(*options.budget, prepass.original_peak)))
         else:
-            graph = read_graph_file(model) if is_graph_file(model) and model.is_file() else None
-            loaded = None
-            if graph is None:
-                loaded = load_costed(model, input_shape=input_shape, coarsen=coarsen, costs=costs, cost=cost,
-                                     device=device, dim=dim)
-                graph = loaded.graph
-        onnx_model = loaded.model.model if loaded is not None and loaded.model is not None else None
-        if verify and onnx_model is None:
+            loaded = load_costed(model, fmt=graph_format, input_shape=input_shape, coarsen=coarsen, costs=costs,
+                                 cost=cost, device=device, dim=dim)
+            graph = loaded.graph
+        if verify and loaded.model is None:
             raise UserError("--verify needs an ONNX model; a graph file has nothing to run")
         out = None
         if output is not None or verify:
@@ -113,7 +110,7 @@ def remat(
         payload["certificate"] = cert.to_dict()
         if prepass is not None:
             payload["ort_optimize"] = prepass.to_dict()
-        source = loaded.model if loaded is not None else None
+        source = loaded.model
         try:
             remat_model = _remat_model(source, graph, solution, include_params, freeze_dims, payload)
             if out is not None:
@@ -234,9 +231,11 @@ class OrtPrePass:
                 "original_peak_bytes": self.original_peak, "optimized_peak_bytes": self.optimized_peak}
 
 
-def _refuse_ort_optimize(model: Path, costs: Optional[Path]) -> None:
+def _refuse_ort_optimize(model: Path, costs: Optional[Path], graph_format: str) -> None:
     """--ort-optimize needs an ONNX model and costs it itself."""
-    if is_graph_file(model):
+    from onnxpart.readers import reads_model
+
+    if not reads_model(model, graph_format):
         raise UserError(f"--ort-optimize needs an ONNX model: {model} is a graph file, which onnxruntime has "
                         f"nothing to optimize in")
     if costs is not None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from onnxpart.graph import Op, OpGraph, Tensor
+from onnxpart.graph import Op, OpGraph
 from onnxpart.op_types import ELEMENTWISE_FLOPS
 
 #: op types that are elementwise in their activation input (parameters may broadcast).
@@ -77,9 +77,8 @@ def coarsen(graph: OpGraph) -> OpGraph:
             mem_bytes=sum(m.mem_bytes for m in members),
         ))
     tensors = {
-        name: Tensor(t.name, t.dtype, t.shape, t.bytes,
-                     None if t.producer is None else new_index[t.producer],
-                     tuple(sorted({new_index[c] for c in t.consumers})))
+        name: dataclasses.replace(t, producer=None if t.producer is None else new_index[t.producer],
+                                  consumers=tuple(sorted({new_index[c] for c in t.consumers})))
         for name, t in graph.tensors.items() if name not in internal
     }
     params = {

@@ -1,5 +1,6 @@
 """``costs.json``: a costed OpGraph as a file (written by ``onnxpart annotate``, read by every command
-through ``--costs`` or as the graph itself). The schema is documented in README.md.
+through ``--costs`` or, via :func:`onnxpart.readers.read_graph`, as the graph itself). The schema is
+documented in README.md.
 
 Reading needs only: ``ops[].name``, ``ops[].work`` and ``tensors[]`` with ``name``, ``bytes``,
 ``producer`` (an op name or null) and ``consumers`` (op names); everything else is optional, so any tool
@@ -49,7 +50,8 @@ def graph_to_costs(graph: OpGraph, model_path: str | None = None, device_spec: d
         "tensors": [
             {"name": t.name, "dtype": t.dtype, "shape": list(t.shape), "bytes": t.bytes,
              "producer": None if t.producer is None else names[t.producer],
-             "consumers": [names[c] for c in t.consumers]}
+             "consumers": [names[c] for c in t.consumers],
+             **({"transfer": t.transfer} if t.transfer is not None else {})}
             for t in graph.tensors.values()
         ],
         "params": [
@@ -60,9 +62,15 @@ def graph_to_costs(graph: OpGraph, model_path: str | None = None, device_spec: d
     }
 
 
+def is_costs(data: Any) -> bool:
+    """True for a costs file's shape: a JSON object with ``ops`` and ``tensors``."""
+    return isinstance(data, dict) and "ops" in data and "tensors" in data
+
+
 def read_costs_file(path: str | Path) -> dict[str, Any]:
+    """The parsed costs file at ``path``; a one-line UserError if it is not one."""
     data = read_json(path, "costs file")
-    if not isinstance(data, dict) or "ops" not in data or "tensors" not in data:
+    if not is_costs(data):
         raise UserError(f"{path} is not an onnxpart costs file (needs 'ops' and 'tensors'; see README)")
     return data
 
@@ -96,8 +104,11 @@ def graph_from_costs(data: dict[str, Any], source: str = "costs file") -> OpGrap
             size = float(t["bytes"])
             if size < 0 or not math.isfinite(size):
                 raise UserError(f"{source}: tensor {t['name']!r} has bytes {t['bytes']!r}")
+            transfer = None if t.get("transfer") is None else float(t["transfer"])
+            if transfer is not None and (transfer < 0 or not math.isfinite(transfer)):
+                raise UserError(f"{source}: tensor {t['name']!r} has transfer {t['transfer']!r}")
             tensors[t["name"]] = Tensor(str(t["name"]), str(t.get("dtype", "unknown")), tuple(t.get("shape", ())),
-                                        int(round(size)), producer, consumers)
+                                        int(round(size)), producer, consumers, transfer)
             if producer is not None:
                 op_outputs[producer].append(t["name"])
             for c in consumers:

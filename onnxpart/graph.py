@@ -103,6 +103,8 @@ class Tensor:
     bytes: int
     producer: int | None  # op index; None for a graph input
     consumers: tuple[int, ...]
+    transfer: float | None = None  # seconds to move it between devices, when the graph file states it
+    #                                 (dnn-partitioning edge costs); None: bytes / bandwidth
 
 
 @dataclass(frozen=True)

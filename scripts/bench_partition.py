@@ -25,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import SHARED, machine_line, write_section  # noqa: E402
 
 from onnxpart.partition import Options, solve  # noqa: E402
-from onnxpart.partition.model import (Instance, _csr, block_costs, from_dnn_json, from_graph,  # noqa: E402
-                                      simple_lower_bound)
+from onnxpart.partition.model import Instance, _csr, block_costs, from_graph, simple_lower_bound  # noqa: E402
 from onnxpart.partition.orders import BrkgaOptions, Dag, mla_weighted_order  # noqa: E402
 from onnxpart.partition.segments import SegmentCosts, slice_order, slice_value  # noqa: E402
+from onnxpart.readers import read_graph  # noqa: E402
 
 KS = (2, 4, 8, 16, 32)
 SEARCH_ONLY_LIMIT = 10.0  # seconds for the search-alone comparison on graphs the ideal DP solves
@@ -43,8 +43,7 @@ FULL_COUNTS = {"dnn": 8, "light": len(LIGHT), "transformer": 1, "regal": 10}  # 
 def dnn_instances() -> list[tuple[str, str, Instance]]:
     out = []
     for path in sorted(DNN.glob("*/*inference*.json")):
-        out.append(("dnn", f"{path.parent.name[:5]}/{path.stem}", from_dnn_json(json.loads(path.read_text()),
-                                                                                  name=path.stem)))
+        out.append(("dnn", f"{path.parent.name[:5]}/{path.stem}", from_graph(read_graph(path))))
     return out
 
 

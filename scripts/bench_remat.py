@@ -28,7 +28,7 @@ from gen_layered_graphs import layered_graph  # noqa: E402
 
 from onnxpart.errors import InfeasibleError  # noqa: E402
 from onnxpart.remat import RematOptions, solve  # noqa: E402
-from onnxpart.remat.model import read_graph_file, read_node_link  # noqa: E402
+from onnxpart.readers import read_graph, read_node_link  # noqa: E402
 
 GRAPHS = SHARED / "benchmarks" / "moccasin-graphs"
 KNOWN = {("G1", 0.9): 0.79, ("G1", 0.8): 2.30, ("fcn_8_vgg train", 0.9): 0.03, ("fcn_8_vgg train", 0.8): 0.14}
@@ -78,7 +78,7 @@ def paper_cases(full: bool) -> list[tuple[str, object, list[tuple[str, float]]]]
     else:
         cases += [("ResNet50 train", [("moccasin", 60), ("greedy", 60)]), ("G4", [("moccasin", 600), ("greedy", 600)])]
     fractions = {"G4": (0.9,)} if not full else {}
-    return [(name, read_graph_file(GRAPHS / FILES[name]), methods, fractions.get(name, (0.9, 0.8)))
+    return [(name, read_graph(GRAPHS / FILES[name]), methods, fractions.get(name, (0.9, 0.8)))
             for name, methods in cases]
 
 
@@ -206,7 +206,7 @@ def main() -> None:
               "| graph | budget | order's own peak | TDI | proven ≥ (minmem stages) | peak | recomputed | total (s) |",
               "|---|---|---|---|---|---|---|---|"]
     for name in ("G1", "G2"):
-        graph = read_graph_file(GRAPHS / FILES[name])
+        graph = read_graph(GRAPHS / FILES[name])
         for fraction in (0.9, 0.8):
             row = record(f"{name}|{fraction}|moccasin-minmem|60",
                          lambda: run(graph, fraction, "moccasin", 50, "minmem", 10))
@@ -227,13 +227,11 @@ def main() -> None:
               "|---|---|---|---|---|---|---|---|---|"]
     import onnx
 
-    from onnxpart.cli.common import load_costed
-
     light = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
     for label, path, fraction, order in (("transformer_block", ROOT / "fixtures" / "transformer_block.onnx", 0.95, "fixed"),
                                          ("light_shufflenet", light / "light_shufflenet.onnx", 0.95, "minmem"),
                                          ("light_densenet121", light / "light_densenet121.onnx", 0.9, "fixed")):
-        graph = load_costed(path).graph
+        graph = read_graph(path)
         row = record(f"{label}|{fraction}|{order}", lambda: run(graph, fraction, "moccasin", 60, order))
         lines.append(f"| {label} | {len(graph.ops)} | {order} | {int(fraction * 100)}% | {fmt_int(row.get('baseline'))} "
                      f"| {fmt_int(row.get('peak'))} | {fmt_pct(row.get('tdi')) if row['feasible'] else row['status']} "

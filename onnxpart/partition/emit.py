@@ -31,26 +31,13 @@ def stage_io(graph, assignment: np.ndarray, k: int) -> list[tuple[list[str], lis
     return part_io(graph, assignment, k)
 
 
-def _instance_io(solution: Solution) -> list[tuple[list[str], list[str]]]:
-    """Stage inputs/outputs from the instance alone (graph-only input)."""
-    inst, assign = solution.instance, solution.assignment
-    io: list[tuple[list[str], list[str]]] = [([], []) for _ in range(solution.k)]
-    for t, name in enumerate(inst.tensor_names):
-        home = int(assign[inst.producer[t]])
-        others = sorted(set(assign[inst.consumers(t)].tolist()) - {home})
-        if others:
-            io[home][1].append(name)
-            for b in others:
-                io[b][0].append(name)
-    return io
-
-
-def manifest(solution: Solution, graph=None, model_path: str | None = None, model_sha256: str | None = None,
+def manifest(solution: Solution, graph, model_path: str | None = None, model_sha256: str | None = None,
              files: dict[int, str] | None = None) -> dict[str, Any]:
-    """The manifest: model, k, cost model, bandwidth, and per stage its ops, tensors and Eq. (3) terms."""
+    """The manifest: model, k, cost model, bandwidth, and per stage its ops, tensors (of ``graph``, the
+    OpGraph the instance was built from) and Eq. (3) terms."""
     inst, k = solution.instance, solution.k
     costs = solution.costs
-    io = stage_io(graph, solution.assignment, k) if graph is not None else _instance_io(solution)
+    io = stage_io(graph, solution.assignment, k)
     value = max(c.cost for c in costs) if costs else 0.0
     worst = int(np.argmax([c.cost for c in costs])) if costs else 0
     stages = []
@@ -75,8 +62,8 @@ def manifest(solution: Solution, graph=None, model_path: str | None = None, mode
         "model": {"path": model_path, "sha256": model_sha256},
         "graph": inst.name,
         "k": k,
-        "cost_model": getattr(graph, "cost_model", None),
-        "device": getattr(graph, "device", None),
+        "cost_model": graph.cost_model,
+        "device": graph.device,
         "bandwidth": inst.bandwidth,
         "stage_memory": inst.stage_memory,
         "objective": OBJECTIVE,

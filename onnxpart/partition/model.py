@@ -6,7 +6,8 @@ a block S pays
     f(S) = io(V∖S, S) + Σ_{v∈S} work(v) + overflow(S) + io(S, V∖S)                      (Eq. 3)
 
 where io counts every tensor that crosses the block boundary **once per direction**, however many
-consumers it has on the other side (Eq. 1), priced at ``transfer = bytes / bandwidth``, and
+consumers it has on the other side (Eq. 1), priced at ``transfer = bytes / bandwidth`` (or at the
+tensor's own transfer time where the graph file states one: dnn-partitioning edge costs), and
 ``overflow(S) = (param_bytes(S) − M)⁺ / B`` streams the parameters that do not fit in the stage's fast
 memory M (Eq. 2). Activations are assumed to have their own reserved buffer (the paper's Section 3
 simplification), so M is the fast memory left for parameters; overflow is off unless M is given.
@@ -15,10 +16,9 @@ Graph inputs and outputs are free: they are not produced/consumed by an op of V,
 paper's Eq. (1) and in the dnn-partitioning artifact (Tarnawski et al., NeurIPS 2020), so results are
 comparable with that artifact's optima.
 
-An instance comes from an :class:`~onnxpart.graph.OpGraph` (:func:`from_graph`) or from the JSON graphs
-of the dnn-partitioning artifact (:func:`from_dnn_json`): nodes with ``fpgaLatency`` as work, edges whose
-``cost`` is the transfer time of the source node's output; nodes sharing a ``colorClass`` are contracted
-into one op (the artifact's colocation rule).
+An instance comes from an :class:`~onnxpart.graph.OpGraph` (:func:`from_graph`), whatever file that was
+read from (:func:`onnxpart.readers.read_graph`: ONNX, costs.json, the dnn-partitioning artifact's JSON
+graphs, node-link graphs).
 """
 
 from __future__ import annotations
@@ -164,10 +164,11 @@ def _csr(consumers: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
 
 def from_graph(graph, bandwidth: float | None = None, stage_memory: float | None = None) -> Instance:
     """MTPP instance of a costed OpGraph: one op per OpGraph op, one tensor per op output that another
-    op reads, ``transfer = bytes / bandwidth`` (``bandwidth`` overrides the device spec's interconnect)."""
+    op reads. A tensor's transfer time is its own :attr:`~onnxpart.graph.Tensor.transfer` where the graph
+    file states one (dnn-partitioning edge costs), else ``bytes / bandwidth`` (``bandwidth`` overrides
+    the graph's, i.e. the device spec's interconnect); the bandwidth also prices ``stage_memory`` overflow."""
     bw = bandwidth if bandwidth is not None else graph.bandwidth
-    if not bw or bw <= 0:
-        raise UserError("no interconnect bandwidth known for this graph: pass --bandwidth (e.g. 25GB/s)")
+    bw = float(bw) if bw and bw > 0 else None
     names, producer, consumers, transfer = [], [], [], []
     for tensor in graph.tensors.values():
         if tensor.producer is None:
@@ -175,10 +176,15 @@ def from_graph(graph, bandwidth: float | None = None, stage_memory: float | None
         users = sorted(set(tensor.consumers) - {tensor.producer})
         if not users:
             continue  # graph outputs / unused: nothing crosses
+        if tensor.transfer is None and bw is None:
+            raise UserError("no interconnect bandwidth known for this graph: pass --bandwidth (e.g. 25GB/s)")
         names.append(tensor.name)
         producer.append(tensor.producer)
         consumers.append(users)
-        transfer.append(tensor.bytes / bw)
+        transfer.append(tensor.transfer if tensor.transfer is not None else tensor.bytes / bw)
+    if stage_memory is not None and bw is None:
+        raise UserError("--stage-memory needs --bandwidth to price the overflow (this graph states transfer "
+                        "times, not a bandwidth)")
     ptr, idx = _csr(consumers)
     return Instance(
         name=graph.name, op_names=tuple(op.name for op in graph.ops),
@@ -186,102 +192,7 @@ def from_graph(graph, bandwidth: float | None = None, stage_memory: float | None
         work=np.array([op.work for op in graph.ops], dtype=float),
         params=np.array([op.param_bytes for op in graph.ops], dtype=float),
         tensor_names=tuple(names), producer=np.array(producer, dtype=np.int64), cons_ptr=ptr, cons_idx=idx,
-        transfer=np.array(transfer, dtype=float), bandwidth=float(bw), stage_memory=stage_memory,
-    )
-
-
-def is_dnn_partitioning(data) -> bool:
-    """True for the dnn-partitioning artifact's format (``nodes`` with ``fpgaLatency``, ``edges`` with
-    ``sourceId``/``destId``/``cost``)."""
-    try:
-        return (isinstance(data, dict) and isinstance(data.get("nodes"), list) and isinstance(data.get("edges"), list)
-                and (not data["nodes"] or "fpgaLatency" in data["nodes"][0]))
-    except (TypeError, KeyError):
-        return False
-
-
-def from_dnn_json(data: dict, name: str = "graph", bandwidth: float | None = None,
-                  stage_memory: float | None = None) -> Instance:
-    """Instance of a dnn-partitioning JSON graph (accelerator-only: ``cpuLatency`` and ``maxCPUs`` are
-    ignored, as are backward nodes' training semantics).
-
-    Nodes of one ``colorClass`` must share a device, so they are contracted into one op; if that creates
-    a cycle, the strongly connected components are fused (as the artifact does). Each source node's
-    output is one tensor whose transfer time is the edge ``cost``; ``size`` becomes parameter bytes.
-    """
-    try:
-        nodes = list(data["nodes"])
-        ids = [int(n["id"]) for n in nodes]
-        if len(set(ids)) != len(ids):
-            raise UserError(f"{name}: node ids are not unique")
-        where = {node_id: i for i, node_id in enumerate(ids)}
-        latency = [float(n["fpgaLatency"]) for n in nodes]
-        size = [float(n.get("size", 0.0)) for n in nodes]
-        labels = [str(n.get("name", n["id"])) for n in nodes]
-        color = [n.get("colorClass", ("solo", n["id"])) for n in nodes]
-        edges = []
-        out_cost: dict[int, float] = {}
-        for e in data["edges"]:
-            u, v = where[int(e["sourceId"])], where[int(e["destId"])]
-            cost = float(e["cost"])
-            if u in out_cost and abs(out_cost[u] - cost) > 1e-6:
-                raise UserError(f"{name}: node {ids[u]} has two different outgoing edge costs")
-            out_cost[u] = cost
-            edges.append((u, v))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UserError(f"{name}: malformed dnn-partitioning graph ({type(exc).__name__}: {exc})") from None
-    if any(x < 0 for x in latency) or any(c < 0 for c in out_cost.values()):
-        raise UserError(f"{name}: negative latency or edge cost")
-
-    # Contract colour classes, then strongly connected components of the contracted graph.
-    import networkx as nx
-
-    class_of = {c: i for i, c in enumerate(dict.fromkeys(color))}
-    group = [class_of[c] for c in color]
-    contracted = nx.DiGraph()
-    contracted.add_nodes_from(range(len(class_of)))
-    contracted.add_edges_from((group[u], group[v]) for u, v in edges if group[u] != group[v])
-    scc = {}
-    for index, component in enumerate(nx.strongly_connected_components(contracted)):
-        for g in component:
-            scc[g] = index
-    group = [scc[g] for g in group]
-    count = len(set(group))
-    # Topological order of groups, ties broken by first appearance in the file.
-    first = {}
-    for i, g in enumerate(group):
-        first.setdefault(g, i)
-    group_edges = {(group[u], group[v]) for u, v in edges if group[u] != group[v]}
-    try:
-        order = Dag(count, group_edges).topological_order([first[g] for g in range(count)]).tolist()
-    except ValueError:
-        raise UserError(f"{name}: the graph has a cycle") from None
-    rank = {g: r for r, g in enumerate(order)}
-    op_of = [rank[g] for g in group]
-
-    members: list[list[int]] = [[] for _ in range(count)]
-    for i, op in enumerate(op_of):
-        members[op].append(i)
-    work = np.zeros(count)
-    params = np.zeros(count)
-    np.add.at(work, op_of, latency)
-    np.add.at(params, op_of, size)
-    users: dict[int, set[int]] = {}
-    for u, v in edges:
-        if op_of[u] != op_of[v]:
-            users.setdefault(u, set()).add(op_of[v])
-    sources = sorted(users, key=lambda u: (op_of[u], u))
-    ptr, idx = _csr([users[u] for u in sources])
-    if stage_memory is not None and not bandwidth:
-        raise UserError("--stage-memory on a dnn-partitioning graph needs --bandwidth to price the overflow")
-    return Instance(
-        name=name, op_names=tuple("+".join(labels[i] for i in m) if len(m) <= 3 else f"{labels[m[0]]}+{len(m) - 1}"
-                                  for m in members),
-        members=tuple(tuple(labels[i] for i in m) for m in members), work=work, params=params,
-        tensor_names=tuple(labels[u] for u in sources),
-        producer=np.array([op_of[u] for u in sources], dtype=np.int64), cons_ptr=ptr, cons_idx=idx,
-        transfer=np.array([out_cost[u] for u in sources], dtype=float), bandwidth=bandwidth,
-        stage_memory=stage_memory,
+        transfer=np.array(transfer, dtype=float), bandwidth=bw, stage_memory=stage_memory,
     )
 
 

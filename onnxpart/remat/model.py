@@ -1,5 +1,5 @@
-"""The rematerialization instance: what the solvers see of a graph, the budget rule, and the reader for
-networkx node-link graphs (the Moccasin paper's benchmark format).
+"""The rematerialization instance: what the solvers see of a graph, and the budget rule. Graphs come from
+:func:`onnxpart.readers.read_graph` (ONNX, costs.json, dnn-partitioning, networkx node-link).
 
 An :class:`Instance` is an OpGraph reduced to the numbers of the Moccasin formulation (§2): for every
 node a duration ``w_v`` and the tensors it outputs, for every tensor (a *value*) its size ``m`` in bytes,
@@ -20,11 +20,9 @@ output is retained to the end anyway, so recomputing them can never help.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -32,7 +30,7 @@ import numpy as np
 from onnxpart.certificate import LowerBound
 from onnxpart.dag import Dag
 from onnxpart.errors import UserError
-from onnxpart.graph import Node, Op, OpGraph, Tensor, TensorInfo
+from onnxpart.graph import OpGraph
 from onnxpart.solvers import to_integers
 
 
@@ -170,82 +168,6 @@ def resolve_budget(kind: str, value: float, baseline_peak: float) -> int:
     if value <= 0:
         raise UserError(f"the budget must be positive, got {value:g} bytes")
     return int(math.floor(value))
-
-
-# ------------------------------------------------------------------------------- node-link reader
-def is_node_link(data: Any) -> bool:
-    """networkx node-link JSON: ``nodes`` plus ``links`` (or ``edges``) and a ``graph`` attribute dict."""
-    return isinstance(data, dict) and "nodes" in data and ("links" in data or "edges" in data) \
-        and "graph" in data and "ops" not in data
-
-
-def read_node_link(data: dict[str, Any], source: str = "graph") -> OpGraph:
-    """An OpGraph from a networkx node-link graph (the Moccasin benchmark graphs).
-
-    Node attributes: ``duration`` and ``out_cost`` (random layered graphs; the graph attribute
-    ``node_duration_tag`` / ``node_output_cost_tag`` may rename them) or ``cost_cpu`` and ``cost_ram``
-    (Checkmate graphs). Node ids are ``id`` (or ``name``); edge endpoints are ``source``/``target`` (or
-    ``"0"``/``"1"``, as networkx writes some multigraph exports). The op order is the graph attribute
-    ``order`` when present (the input topological order whose peak sets the budget), else the node-list
-    order; sinks are the graph outputs. Each node has one output tensor, named after the node.
-    """
-    attrs = data.get("graph") or {}
-    if isinstance(attrs, list):  # older networkx wrote graph attributes as [[key, value], ...]
-        attrs = {k: v for k, v in attrs}
-    duration_tag = attrs.get("node_duration_tag", "duration")
-    size_tag = attrs.get("node_output_cost_tag", "out_cost")
-    raw_nodes = list(data["nodes"])
-    raw_links = list(data.get("links", data.get("edges", [])))
-    try:
-        ids = [n["id"] if "id" in n else n["name"] for n in raw_nodes]
-        names = [str(n.get("name", n.get("id"))) for n in raw_nodes]
-        durations = [float(n[duration_tag] if duration_tag in n else n["cost_cpu"]) for n in raw_nodes]
-        sizes = [int(n[size_tag] if size_tag in n else n["cost_ram"]) for n in raw_nodes]
-        where = {node_id: i for i, node_id in enumerate(ids)}
-        edges = []
-        for link in raw_links:
-            u = link["source"] if "source" in link else link["0"]
-            v = link["target"] if "target" in link else link["1"]
-            edges.append((where[u], where[v]))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UserError(f"{source}: not a graph onnxpart can read (missing or bad {exc}); nodes need "
-                        "duration/out_cost or cost_cpu/cost_ram") from None
-    if len(set(names)) != len(names):
-        names = [f"{name}#{i}" for i, name in enumerate(names)]
-    if any(d < 0 or not math.isfinite(d) for d in durations) or any(s < 0 for s in sizes):
-        raise UserError(f"{source}: negative or non-finite duration or size")
-    order = [where[i] for i in attrs["order"]] if attrs.get("order") else list(range(len(ids)))
-    if sorted(order) != list(range(len(ids))):
-        raise UserError(f"{source}: the graph attribute 'order' is not a permutation of the nodes")
-    position = {v: p for p, v in enumerate(order)}
-    if any(position[u] >= position[v] for u, v in edges):
-        try:
-            order = Dag(len(ids), edges).topological_order().tolist()
-        except ValueError:
-            raise UserError(f"{source}: the graph has a cycle") from None
-        position = {v: p for p, v in enumerate(order)}
-    dag = Dag(len(ids), [(position[u], position[v]) for u, v in edges if u != v])  # in the new positions
-    succ, pred = dag.succ_lists, dag.pred_lists
-    tensors, ops = {}, []
-    for p, old in enumerate(order):
-        tensors[names[old]] = Tensor(names[old], "bytes", (sizes[old],), sizes[old], p, tuple(succ[p]))
-    for p, old in enumerate(order):
-        ops.append(Op(index=p, name=names[old], op_type="Node", nodes=(Node(names[old], "Node", "", (), ()),),
-                      inputs=tuple(names[order[q]] for q in pred[p]), outputs=(names[old],),
-                      params=(), param_bytes=0, work=durations[old]))
-    outputs = [names[order[p]] for p in range(len(order)) if not succ[p]]
-    values = {t.name: TensorInfo(t.dtype, t.shape, t.bytes) for t in tensors.values()}
-    return OpGraph(name=str(attrs.get("name", Path(source).stem)), ops=ops, tensors=tensors, params={},
-                   inputs=[], outputs=outputs, values=values, cost_model="graph file")
-
-
-def read_graph_file(path: Path) -> OpGraph | None:
-    """An OpGraph if ``path`` is a node-link JSON graph; None if it is something else (a costs file)."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    return read_node_link(data, source=str(path)) if is_node_link(data) else None
 
 
 # ------------------------------------------------------------------------------ solver-side numbers

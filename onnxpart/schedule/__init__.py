@@ -11,7 +11,6 @@ files, no terminal.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 

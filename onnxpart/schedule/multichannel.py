@@ -26,7 +26,6 @@ sub-instance or its simple bounds, whichever is larger.
 
 from __future__ import annotations
 
-import math
 import time
 
 import networkx as nx

@@ -37,7 +37,7 @@ import numpy as np
 from onnxpart.errors import InfeasibleError
 from onnxpart.schedule import exact, heuristics
 from onnxpart.schedule.model import Instance
-from onnxpart.schedule.simulator import Schedule, order_by_start, simulate
+from onnxpart.schedule.simulator import Schedule, simulate
 
 
 @dataclass

@@ -8,8 +8,9 @@ from tests.conftest import SHARED, requires_shared
 from tests.partition.partition_helpers import brute_force, random_instance
 
 from onnxpart.errors import UserError
-from onnxpart.partition.model import (Instance, _csr, block_costs, check_assignment, from_dnn_json,
-                                      is_dnn_partitioning, simple_lower_bound, work_lower_bound)
+from onnxpart.partition.model import (Instance, _csr, block_costs, check_assignment, from_graph, simple_lower_bound,
+                                      work_lower_bound)
+from onnxpart.readers import is_dnn_partitioning, read_dnn_partitioning
 
 DNN = SHARED / "benchmarks" / "dnn-partitioning" / "throughput-inputs"
 
@@ -64,7 +65,7 @@ def test_dnn_partitioning_graph_is_read_with_colour_classes_contracted():
     path = DNN / "OperatorGraphs" / "bert_l-3_inference.json"
     data = json.loads(path.read_text())
     assert is_dnn_partitioning(data)
-    inst = from_dnn_json(data, name="bert3")
+    inst = from_graph(read_dnn_partitioning(data, "bert3"))
     classes = {n.get("colorClass", ("solo", n["id"])) for n in data["nodes"]}
     assert inst.n == len(classes)
     assert inst.work.sum() == pytest.approx(sum(n["fpgaLatency"] for n in data["nodes"]))
@@ -81,10 +82,10 @@ def test_dnn_graph_edge_cases():
                       {"id": 3, "fpgaLatency": 3.0, "colorClass": 7}],
             "edges": [{"sourceId": 1, "destId": 2, "cost": 0.5}, {"sourceId": 1, "destId": 3, "cost": 0.5},
                       {"sourceId": 2, "destId": 3, "cost": 9.0}]}
-    inst = from_dnn_json(data)
+    inst = from_graph(read_dnn_partitioning(data))
     assert inst.n == 2 and list(inst.work) == [1.0, 5.0]
     assert list(inst.transfer) == [0.5]  # 2 -> 3 is inside the colour class
     data["edges"].append({"sourceId": 1, "destId": 2, "cost": 0.7})
     with pytest.raises(UserError, match="two different outgoing edge costs"):
-        from_dnn_json(data)
+        read_dnn_partitioning(data)
     assert not is_dnn_partitioning({"ops": [], "tensors": []})

@@ -140,6 +140,27 @@ def test_graph_only_inputs(tmp_path):
     assert json.loads(result.stdout)["manifest"]["stages"][0]["file"] is None
 
 
+def test_node_link_graph_is_partitioned(tmp_path):
+    """A networkx node-link graph (remat's benchmark format), read through onnxpart.readers: durations are
+    the work, out_cost the tensor bytes, priced at --bandwidth."""
+    from tests.remat.helpers import node_link
+
+    path = tmp_path / "diamond.json"
+    path.write_text(json.dumps(node_link([1000] * 4, [1e-3, 2e-3, 2e-3, 1e-3], [(0, 1), (0, 2), (1, 3), (2, 3)])))
+    result = partition(path, "-k", 2, "-o", tmp_path / "o", *FAST)
+    assert result.exit_code == 2 and "pass --bandwidth" in result.output
+    result = partition(path, "-k", 2, "-o", tmp_path / "o", "--bandwidth", "1MB/s", "--format", "node-link", "--json",
+                       *FAST)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    stages = [stage["ops"] for stage in summary["manifest"]["stages"]]
+    assert stages == [["n0", "n1"], ["n2", "n3"]] or stages == [["n0", "n2"], ["n1", "n3"]]
+    assert summary["manifest"]["bottleneck"] == pytest.approx(5e-3) and summary["certificate"]["gap"] == 0.0
+    result = partition(path, "-k", 2, "-o", tmp_path / "p", "--format", "dnn-partitioning", *FAST)
+    assert result.exit_code == 2 and f"{path.name} is not a dnn-partitioning graph" in result.output
+    assert not (tmp_path / "p").exists()
+
+
 def tiny_costs(tmp_path: Path) -> Path:
     """Three ops in a chain, as a costs.json any tool could write."""
     data = {"bandwidth": 1e9, "ops": [{"name": n, "work": w, "param_bytes": p}

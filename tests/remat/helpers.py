@@ -5,7 +5,8 @@ from __future__ import annotations
 import itertools
 import random
 
-from onnxpart.remat.model import Instance, build_instance, read_node_link
+from onnxpart.readers import read_node_link
+from onnxpart.remat.model import Instance, build_instance
 from onnxpart.remat.sequence import InvalidSequence, simulate
 
 

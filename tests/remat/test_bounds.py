@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from onnxpart.remat.background import METHOD, BackgroundLpBound
 from onnxpart.remat.bounds import event_cover_bound
 from onnxpart.remat.checkmate import lp_lower_bound
-from onnxpart.remat.model import build_instance, read_graph_file, resolve_budget
+from onnxpart.readers import read_graph
+from onnxpart.remat.model import build_instance, resolve_budget
 from onnxpart.remat.moccasin import MoccasinOptions, solve_moccasin
 from onnxpart.remat.sequence import baseline, simulate
 from tests.conftest import SHARED, requires_shared
@@ -58,7 +59,7 @@ def test_event_cover_bound_is_below_the_brute_force_optimum(n, seed, fraction, c
 
 @requires_shared
 def test_event_cover_bound_is_positive_where_memory_must_be_freed():
-    inst = build_instance(read_graph_file(G1))
+    inst = build_instance(read_graph(G1))
     budget = resolve_budget("fraction", 0.8, baseline(inst).peak)
     bound, status = event_cover_bound(inst, budget, 2)
     assert status == "bound" and inst.base_duration < bound <= inst.base_duration * 1.0230  # G1 80%: +2.30%
@@ -66,7 +67,7 @@ def test_event_cover_bound_is_positive_where_memory_must_be_freed():
 
 @requires_shared
 def test_background_bound_matches_the_in_process_lp_and_stops_on_time():
-    inst = build_instance(read_graph_file(G1))
+    inst = build_instance(read_graph(G1))
     budget = resolve_budget("fraction", 0.8, baseline(inst).peak)
     direct, status = lp_lower_bound(inst, budget, time_limit=30)
     entry = BackgroundLpBound(inst, budget, time_limit=30).result(wait=30)
@@ -79,7 +80,7 @@ def test_background_bound_matches_the_in_process_lp_and_stops_on_time():
 @requires_shared
 @pytest.mark.parametrize("time_limit", [1.0, 20.0])
 def test_moccasin_reports_the_lp_bound_unless_it_proved_the_optimum(time_limit):
-    inst = build_instance(read_graph_file(G1))
+    inst = build_instance(read_graph(G1))
     budget = resolve_budget("fraction", 0.8, baseline(inst).peak)
     result = solve_moccasin(inst, budget, MoccasinOptions(time_limit=time_limit, workers=1))
     duration = simulate(inst, result.sequence).duration

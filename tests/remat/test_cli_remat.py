@@ -88,6 +88,24 @@ def test_node_link_graph_reaches_the_known_optimum(tmp_path):
     assert best["tdi_lower_bound"] <= best["tdi"] + 1e-9
 
 
+def test_dnn_partitioning_graph_is_rematerialized(tmp_path):
+    """A dnn-partitioning graph, read through onnxpart.readers: fpgaLatency is the duration, the edges'
+    size the tensor bytes. a -> b -> c -> d and a -> d: recomputing a before d lowers the peak 120 -> 110."""
+    nodes = [{"id": i, "name": name, "fpgaLatency": 1.0} for i, name in enumerate("abcd")]
+    edges = [(0, 1, 100), (1, 2, 10), (2, 3, 10), (0, 3, 100)]
+    graph = tmp_path / "chain.json"
+    graph.write_text(json.dumps({"nodes": nodes, "edges": [{"sourceId": u, "destId": v, "cost": 0.1, "size": size}
+                                                           for u, v, size in edges]}))
+    result = invoke(graph, "--budget", "110", "--time-limit", "20", "--json")
+    assert result.exit_code == 0, result.output
+    best = json.loads(result.stdout)["methods"][0]
+    assert best["status"] == "optimal" and best["recomputations"] == 1 and best["peak_bytes"] <= 110
+    assert best["tdi"] == 0.25
+    result = invoke(graph, "--budget", "110", "--format", "node-link")
+    assert result.exit_code == 2 and f"{graph} is not a networkx node-link graph" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
 @requires_shared
 def test_compare_table_and_existing_folder(tmp_path):
     graph = GRAPHS / "fcn_8_vgg (MLSys)_32_(416, 608, 3)_train_nx.json"

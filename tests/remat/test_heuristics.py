@@ -69,9 +69,10 @@ def test_greedy_fits_where_the_stages_allow_and_never_beats_the_optimum():
 
 @requires_shared
 def test_hint_is_a_complete_feasible_phase2_solution_and_greedy_respects_the_bound():
-    from onnxpart.remat.model import build_instance, read_graph_file, resolve_budget
+    from onnxpart.readers import read_graph
+    from onnxpart.remat.model import build_instance, resolve_budget
 
-    inst = build_instance(read_graph_file(GRAPH))
+    inst = build_instance(read_graph(GRAPH))
     budget = resolve_budget("fraction", 0.8, baseline(inst).peak)
     events, profile = greedy_sequence(inst, budget, 2, search_seconds=5.0)
     assert profile.peak <= budget

@@ -7,7 +7,8 @@ import pytest
 
 from onnxpart.memory import memory_profile
 from onnxpart.onnx_io import load_graph
-from onnxpart.remat.model import build_instance, read_graph_file, resolve_budget
+from onnxpart.readers import read_graph
+from onnxpart.remat.model import build_instance, resolve_budget
 from onnxpart.remat.sequence import InvalidSequence, baseline, simulate
 from tests.conftest import FIXTURES, SHARED, light, requires_shared
 from tests.remat.helpers import instance
@@ -59,8 +60,8 @@ def test_baseline_matches_inspect(path):
 
 @requires_shared
 def test_node_link_reader_and_budget_rule():
-    graph = read_graph_file(SHARED / "benchmarks" / "moccasin-graphs" /
-                            "random_layered_n100_w0.27_nlv0.75_ed0.2_scd0.14.json")
+    graph = read_graph(SHARED / "benchmarks" / "moccasin-graphs" /
+                       "random_layered_n100_w0.27_nlv0.75_ed0.2_scd0.14.json")
     assert len(graph.ops) == 100 and sum(1 for _ in graph.edges()) == 236
     peak = baseline(build_instance(graph)).peak
     assert peak == 46319

@@ -87,10 +87,11 @@ def test_free_order_is_no_worse_than_fixed():
 @requires_shared
 def test_time_limited_bound_is_below_incumbent():
     from tests.conftest import SHARED
-    from onnxpart.remat.model import build_instance, read_graph_file, resolve_budget
+    from onnxpart.readers import read_graph
+    from onnxpart.remat.model import build_instance, resolve_budget
 
-    graph = read_graph_file(SHARED / "benchmarks" / "moccasin-graphs" /
-                            "random_layered_n100_w0.27_nlv0.75_ed0.2_scd0.14.json")
+    graph = read_graph(SHARED / "benchmarks" / "moccasin-graphs" /
+                       "random_layered_n100_w0.27_nlv0.75_ed0.2_scd0.14.json")
     inst = build_instance(graph)
     budget = resolve_budget("fraction", 0.9, baseline(inst).peak)
     result = solve_moccasin(inst, budget, MoccasinOptions(time_limit=10, workers=2))
