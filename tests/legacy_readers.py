@@ -10,8 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from onnxpart.dag import Dag
 from onnxpart.errors import UserError
-from onnxpart.graph import Node, Op, OpGraph, Tensor, TensorInfo, stable_topological_order
+from onnxpart.graph import Node, Op, OpGraph, Tensor, TensorInfo
 from onnxpart.partition.model import Instance, _csr
 
 
@@ -68,7 +69,7 @@ def from_dnn_json(data: dict, name: str = "graph", bandwidth: float | None = Non
         first.setdefault(g, i)
     group_edges = {(group[u], group[v]) for u, v in edges if group[u] != group[v]}
     try:
-        order = stable_topological_order(count, group_edges, priority=[first[g] for g in range(count)])
+        order = Dag(count, group_edges).topological_order([first[g] for g in range(count)]).tolist()
     except ValueError:
         raise UserError(f"{name}: the graph has a cycle") from None
     rank = {g: r for r, g in enumerate(order)}
@@ -141,7 +142,7 @@ def read_node_link(data: dict[str, Any], source: str = "graph") -> OpGraph:
     position = {v: p for p, v in enumerate(order)}
     if any(position[u] >= position[v] for u, v in edges):
         try:
-            order = stable_topological_order(len(ids), edges)
+            order = Dag(len(ids), edges).topological_order().tolist()
         except ValueError:
             raise UserError(f"{source}: the graph has a cycle") from None
         position = {v: p for p, v in enumerate(order)}
