@@ -8,9 +8,8 @@ import functools
 import json
 import logging
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 from rich.console import Console
@@ -38,6 +37,37 @@ FORMAT_HELP = ("Input format: auto (a .json file is a graph, recognised by its k
                "onnx, costs, dnn-partitioning, node-link.")
 
 
+# ---------------------------------------------------------------------------------------- the kit
+# One definition per shared option, with one meaning on every command (Typer reads ``Annotated``).
+InputShapeOpt = Annotated[Optional[list[str]], typer.Option("--input-shape", help=INPUT_SHAPE_HELP)]
+DimOpt = Annotated[Optional[list[str]], typer.Option("--dim", help=DIM_HELP)]
+FreezeDimsOpt = Annotated[bool, typer.Option("--freeze-dims", help=FREEZE_HELP)]
+ExternalDataOpt = Annotated[Optional[str], typer.Option("--external-data-threshold",
+                                                       help=EXTERNAL_HELP + " [default: 1GiB]")]
+CostOpt = Annotated[str, typer.Option("--cost", help=COST_HELP)]
+DeviceOpt = Annotated[str, typer.Option("--device", help=DEVICE_HELP)]
+CostsOpt = Annotated[Optional[Path], typer.Option("--costs", help=COSTS_HELP)]
+CoarsenOpt = Annotated[bool, typer.Option("--coarsen", help=COARSEN_HELP)]
+FormatOpt = Annotated[str, typer.Option("--format", help=FORMAT_HELP)]
+OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="Output folder (written atomically).")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Replace an existing output folder.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout (nothing else there).")]
+TimeLimitOpt = Annotated[float, typer.Option("--time-limit", min=0.1, help="Total wall-clock seconds for the "
+                                             "whole solve: every method, search and bound together.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of every randomized search and of --verify's inputs "
+                                      "(same inputs and seed, same files).")]
+WorkersOpt = Annotated[int, typer.Option("--workers", min=0, help="Cores the solvers may use: background "
+                                         "processes and solver threads (0: all of this machine's).")]
+MaxGapOpt = Annotated[Optional[str], typer.Option("--max-gap", help="Exit with code 3 unless the certified "
+                                                  "gap 1 − LB/UB is at most this (e.g. 5%); the files are written.")]
+CheckCertificateOpt = Annotated[Optional[Path], typer.Option("--check-certificate", help="Re-check an earlier "
+                                                             "output folder against this model instead of solving.")]
+VerifyOpt = Annotated[bool, typer.Option("--verify", help="Run the written models in onnxruntime on seeded inputs "
+                                         "(at the costed dims and at twice each dynamic dim) against the original.")]
+VerifyTolOpt = Annotated[float, typer.Option("--verify-tol", min=0.0, help=VERIFY_TOL_HELP)]
+
+
+
 def handle_errors(command: Callable) -> Callable:
     """Turn UserError into a one-line message and its exit code; Ctrl-C into exit 130. Bugs keep
     their tracebacks."""
@@ -56,50 +86,14 @@ def handle_errors(command: Callable) -> Callable:
     return wrapper
 
 
-@dataclass
-class Loaded:
-    """A costed graph, and the ONNX model it came from (None for graph-only input)."""
+def load_costed(path: Path, **options: Any):
+    """:func:`onnxpart.loading.load_costed` with a spinner while onnxruntime profiles (``--cost measured``)."""
+    from onnxpart.loading import load_costed as load
 
-    graph: Any  # OpGraph
-    model: Any  # LoadedModel | None
-    source: Path
-    measured_end_to_end: float | None = None
-
-
-def load_costed(path: Path, *, fmt: str = "auto", input_shape: Optional[list[str]] = None, coarsen: bool = False,
-                costs: Optional[Path] = None, cost: str = "analytic", device: str = "a100",
-                need_model: bool = False, runs: int = 5, dim: Optional[list[str]] = None) -> Loaded:
-    """Model or graph file -> costed OpGraph. Graph files (``--format``, or by suffix and content: costs,
-    dnn-partitioning, node-link) go through :func:`onnxpart.readers.read_graph`; models are loaded here,
-    which keeps the model for emission and applies ``--costs`` or the ``--cost`` model."""
-    from onnxpart.costs_io import apply_costs, read_costs_file
-    from onnxpart.onnx_io import load_graph, parse_dims, parse_input_shapes
-    from onnxpart.readers import read_graph, reads_model
-
-    if not reads_model(path, fmt):
-        if need_model:
-            raise UserError(f"{path} is a graph file: this command needs the ONNX model")
-        return Loaded(read_graph(path, fmt), None, path)
-    graph, loaded = load_graph(path, parse_input_shapes(input_shape or []), coarsen=coarsen,
-                               dims=parse_dims(dim or []))
-    if costs is not None:
-        return Loaded(apply_costs(graph, read_costs_file(costs), source=str(costs)), loaded, path)
-    return cost_graph(graph, loaded, path, cost, device, runs)
-
-
-def cost_graph(graph, loaded, path: Path, cost: str, device: str, runs: int = 5) -> Loaded:
-    from onnxpart.cost_models import analytic_costs, load_device
-
-    if cost == "analytic":
-        return Loaded(analytic_costs(graph, load_device(device)), loaded, path)
-    if cost == "measured":
-        from onnxpart.cost_models.measured import measured_costs
-
-        spec = load_device(device)
-        with err_console.status(f"profiling {path.name} in onnxruntime ({runs} runs)…"):
-            result = measured_costs(graph.replace(bandwidth=spec.interconnect_bandwidth), loaded, runs=runs)
-        return Loaded(result.graph, loaded, path, measured_end_to_end=result.end_to_end)
-    raise UserError(f"unknown cost model {cost!r}: use analytic or measured")
+    if options.get("cost") != "measured":
+        return load(path, **options)
+    with err_console.status(f"profiling {path.name} in onnxruntime ({options.get('runs', 5)} runs)…"):
+        return load(path, **options)
 
 
 def print_json(payload: Any) -> None:
@@ -111,15 +105,6 @@ def _plain(value: Any) -> Any:
     if hasattr(value, "item"):
         return value.item()
     raise TypeError(type(value).__name__)
-
-
-def weight_policy(loaded, threshold: Optional[str]):
-    """How emitted models store their weights (``--external-data-threshold``)."""
-    from onnxpart.units import parse_bytes
-    from onnxpart.writer import WeightPolicy
-
-    limit = int(parse_bytes(threshold)) if threshold is not None else WeightPolicy.threshold
-    return WeightPolicy(source_dir=loaded.folder, always_external=loaded.uses_external_data, threshold=limit)
 
 
 def verify_line(report: dict, what: str) -> str:
@@ -153,3 +138,32 @@ def progress_bar(time_limit: float, fmt: Callable[[float, str], str], disable: b
                                    f"{fmt(record.lower, record.phase)}  gap {record.gap:.1%}")
 
         yield update
+
+
+def gap_limit(max_gap: Optional[str]) -> Optional[float]:
+    """``--max-gap`` as a fraction (checked to lie in [0, 1))."""
+    from onnxpart.units import parse_fraction
+
+    if max_gap is None:
+        return None
+    limit = parse_fraction(max_gap)
+    if not 0 <= limit < 1:
+        raise UserError(f"--max-gap must be in [0%, 100%), got {max_gap}")
+    return limit
+
+
+def enforce_gap(certificate: dict, limit: Optional[float], output) -> None:
+    """Exit 3 (the files stay written) when the certified gap is above ``--max-gap``."""
+    from onnxpart.errors import GapNotMetError
+
+    gap = certificate["gap"]
+    if limit is not None and (gap is None or gap > limit + 1e-12):
+        shown = "no lower bound" if gap is None else f"gap {gap:.2%}"
+        where = f"; results are in {output}" if output else ""
+        raise GapNotMetError(f"not provably within --max-gap {limit:.2%} ({shown}){where}")
+
+
+def result(output, manifest: dict, certificate: dict, verify: Optional[dict], **extra: Any) -> dict:
+    """The one JSON result shape of every strategy command."""
+    return {"output": None if output is None else str(output), "manifest": manifest, "certificate": certificate,
+            "verify": verify, **extra}

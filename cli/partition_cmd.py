@@ -11,38 +11,40 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, COSTS_HELP, DEVICE_HELP, DIM_HELP, EXTERNAL_HELP,
-                                 FORMAT_HELP, FREEZE_HELP, INPUT_SHAPE_HELP, VERIFY_TOL_HELP, console, err_console,
-                                 handle_errors, load_costed, log, print_json, progress_bar, verify_line,
-                                 weight_policy)
-from onnxpart.errors import GapNotMetError, UserError
+from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
+                                 ExternalDataOpt, ForceOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt, JsonOpt,
+                                 MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt,
+                                 console, enforce_gap, err_console, gap_limit, handle_errors, load_costed, log,
+                                 print_json, progress_bar, result, verify_line, weight_policy)
+from onnxpart.errors import UserError
 from onnxpart.files import read_json
-from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes, parse_fraction
+from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes
 
 
 @handle_errors
 def partition(
     model: Path = typer.Argument(..., help="ONNX model, or a JSON graph: costs.json, dnn-partitioning or networkx node-link."),
     stages: int = typer.Option(..., "-k", "--stages", help="Number of pipeline stages k (≥ 1; empty stages are allowed)."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Output folder (stage_i.onnx, manifest.json, certificate.json, annotated.onnx)."),
+    output: OutputOpt = None,
     bounds: str = typer.Option("simple,bottleneck,exact", "--bounds", help="Lower bounds to prove: any of simple, bottleneck, guess, exact (comma-separated), or none. `simple` also reports the single-block and convex-block min-cut bounds."),
-    time_limit: float = typer.Option(60.0, "--time-limit", help="Wall-clock seconds for search and bounds together."),
-    seed: int = typer.Option(0, "--seed", help="Seed of every randomized search (same seed, same partition)."),
-    max_gap: Optional[str] = typer.Option(None, "--max-gap", help="Exit with code 3 unless the certified gap 1 − LB/UB is at most this (e.g. 5%)."),
-    costs: Optional[Path] = typer.Option(None, "--costs", help=COSTS_HELP),
-    cost: str = typer.Option("analytic", "--cost", help=COST_HELP),
-    device: str = typer.Option("a100", "--device", help=DEVICE_HELP),
-    input_shape: Optional[list[str]] = typer.Option(None, "--input-shape", help=INPUT_SHAPE_HELP),
-    dim: Optional[list[str]] = typer.Option(None, "--dim", help=DIM_HELP),
-    freeze_dims: bool = typer.Option(False, "--freeze-dims", help=FREEZE_HELP),
-    external_data_threshold: Optional[str] = typer.Option(None, "--external-data-threshold", help=EXTERNAL_HELP + " [default: 1GiB]"),
-    coarsen: bool = typer.Option(False, "--coarsen", help=COARSEN_HELP),
+    time_limit: TimeLimitOpt = 60.0,
+    seed: SeedOpt = 0,
+    workers: WorkersOpt = 0,
+    max_gap: MaxGapOpt = None,
+    costs: CostsOpt = None,
+    cost: CostOpt = "analytic",
+    device: DeviceOpt = "a100",
+    input_shape: InputShapeOpt = None,
+    dim: DimOpt = None,
+    freeze_dims: FreezeDimsOpt = False,
+    external_data_threshold: ExternalDataOpt = None,
+    coarsen: CoarsenOpt = False,
     bandwidth: Optional[str] = typer.Option(None, "--bandwidth", help="Inter-stage bandwidth (e.g. 25GB/s); default: the device's interconnect."),
     stage_memory: Optional[str] = typer.Option(None, "--stage-memory", help="Fast memory per stage for parameters (e.g. 40MiB); the excess streams at the bandwidth (Eq. 2). Off by default."),
-    graph_format: str = typer.Option("auto", "--format", help=FORMAT_HELP),
-    verify: bool = typer.Option(False, "--verify", help="Run the stages in order in onnxruntime on seeded random inputs (at the costed dims and at twice each dynamic dim) and compare with the original."),
-    verify_tol: float = typer.Option(1e-4, "--verify-tol", min=0.0, help=VERIFY_TOL_HELP),
-    check_certificate: Optional[Path] = typer.Option(None, "--check-certificate", help="Re-check an earlier output folder against this model and costs instead of solving."),
+    graph_format: FormatOpt = "auto",
+    verify: VerifyOpt = False,
+    verify_tol: VerifyTolOpt = 1e-4,
+    check_certificate: CheckCertificateOpt = None,
     population: int = typer.Option(100, "--population", min=2, help="BRKGA population size."),
     generations: int = typer.Option(100, "--generations", min=0, help="BRKGA generations (0: no BRKGA)."),
     elite: float = typer.Option(0.2, "--elite", min=0.0, max=1.0, help="BRKGA elite fraction."),
@@ -51,11 +53,11 @@ def partition(
     random_orders: int = typer.Option(100, "--random-orders", min=0, help="Random priority vectors tried before BRKGA (random-T)."),
     mla: bool = typer.Option(True, "--mla/--no-mla", help="Seed the search with an mla-weighted order."),
     ideal_limit: int = typer.Option(5000, "--ideal-limit", min=0, help="Use the exact ideal DP when the DAG has at most this many ideals (0: never)."),
-    force: bool = typer.Option(False, "--force", help="Replace an existing output folder."),
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Split a model into k pipeline stages minimizing the bottleneck stage (MTPP), with proven lower bounds."""
-    from onnxpart.partition import BOUND_METHODS, Options, solve
+    from onnxpart.partition import Options, solve
     from onnxpart.partition.orders import BrkgaOptions
     from onnxpart.readers import check_format
 
@@ -63,13 +65,8 @@ def partition(
         raise UserError(f"-k must be at least 1, got {stages}")
     if not time_limit > 0:
         raise UserError(f"--time-limit must be positive, got {time_limit}")
-    methods = tuple(m.strip() for m in bounds.split(",") if m.strip() and m.strip() != "none")
-    unknown = [m for m in methods if m not in BOUND_METHODS]
-    if unknown:
-        raise UserError(f"unknown --bounds {', '.join(unknown)}: use {', '.join(BOUND_METHODS)} or none")
-    gap_limit = parse_fraction(max_gap) if max_gap is not None else None
-    if gap_limit is not None and not 0 <= gap_limit < 1:
-        raise UserError(f"--max-gap must be in [0%, 100%), got {max_gap}")
+    methods = _bound_methods(bounds)
+    limit = gap_limit(max_gap)
     check_format(graph_format)
     if output is None and check_certificate is None:
         raise UserError("pass --output/-o DIR (or --check-certificate DIR)")
@@ -80,18 +77,14 @@ def partition(
     if check_certificate is not None:
         _check(inst, check_certificate, model_sha, as_json)
         return
-    if stages > inst.n:
-        err_console.print(f"[yellow]note:[/] k = {stages} exceeds the {inst.n} ops: at least "
-                          f"{stages - inst.n} stages will be empty (allowed)", highlight=False)
-    if inst.stage_memory is not None:
-        _warn_memory(graph, inst.stage_memory)
+    _warn(inst, graph, stages)
     if verify and loaded is None:
         raise UserError("--verify needs an ONNX model (graph-only input has nothing to run)")
 
     from onnxpart.files import OutputDir
 
     out = OutputDir(output, force=force)
-    options = Options(k=stages, time_limit=time_limit, seed=seed, bounds=methods,
+    options = Options(k=stages, time_limit=time_limit, seed=seed, bounds=methods, workers=workers,
                       brkga=BrkgaOptions(population=population, generations=generations, elite=elite,
                                          mutants=mutants, rho=rho),
                       random_orders=random_orders, mla=mla, ideal_limit=ideal_limit)
@@ -105,10 +98,7 @@ def partition(
         print_json(summary)
     else:
         _print(summary)
-    gap = summary["certificate"]["gap"]
-    if gap_limit is not None and (gap is None or gap > gap_limit + 1e-12):
-        shown = "no lower bound" if gap is None else f"gap {gap:.2%}"
-        raise GapNotMetError(f"not provably within --max-gap {gap_limit:.2%} ({shown}); results are in {output}")
+    enforce_gap(summary["certificate"], limit, output)
 
 
 def _load(model: Path, graph_format: str, *, costs, cost, device, input_shape, coarsen, bandwidth, stage_memory, dim):
@@ -120,6 +110,25 @@ def _load(model: Path, graph_format: str, *, costs, cost, device, input_shape, c
     loaded = load_costed(model, fmt=graph_format, input_shape=input_shape, coarsen=coarsen, costs=costs, cost=cost,
                          device=device, dim=dim)
     return from_graph(loaded.graph, bandwidth=bw, stage_memory=memory), loaded.graph, loaded.model
+
+
+def _bound_methods(bounds: str) -> tuple[str, ...]:
+    from onnxpart.partition import BOUND_METHODS
+
+    methods = tuple(m.strip() for m in bounds.split(",") if m.strip() and m.strip() != "none")
+    unknown = [m for m in methods if m not in BOUND_METHODS]
+    if unknown:
+        raise UserError(f"unknown --bounds {', '.join(unknown)}: use {', '.join(BOUND_METHODS)} or none")
+    return methods
+
+
+def _warn(inst, graph, stages: int) -> None:
+    """Notes on stderr: more stages than ops; ops that need more than --stage-memory by themselves."""
+    if stages > inst.n:
+        err_console.print(f"[yellow]note:[/] k = {stages} exceeds the {inst.n} ops: at least "
+                          f"{stages - inst.n} stages will be empty (allowed)", highlight=False)
+    if inst.stage_memory is not None:
+        _warn_memory(graph, inst.stage_memory)
 
 
 def _warn_memory(graph, memory: float) -> None:
@@ -165,8 +174,7 @@ def _write(out, solution, graph, loaded, model_path: Path, model_sha, options, p
             cert.details["verify"] = report.to_dict()
         write_json(out.path("manifest.json"), manifest)
         write_json(out.path("certificate.json"), cert.to_dict())
-    return {"output": str(out.target), "manifest": manifest, "certificate": cert.to_dict(),
-            "verify": report.to_dict() if report is not None else None}
+    return result(out.target, manifest, cert.to_dict(), report.to_dict() if report is not None else None)
 
 
 def _write_models(out, solution, graph, loaded, policy, freeze: bool) -> dict[int, str]:

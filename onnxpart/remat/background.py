@@ -57,12 +57,14 @@ class BackgroundLpBound:
         value, status, seconds = None, "time_limit", time.perf_counter() - self._start
         deadline = time.monotonic() + max(wait, 0.0)
         try:
-            while self._runner.busy and time.monotonic() < deadline:
+            while True:  # at least one poll: the LP may have finished while CP-SAT used all the time
                 for event in self._runner.poll(min(0.2, max(deadline - time.monotonic(), 0.0))):
                     if event.kind == "done":
                         value, status, seconds = event.value  # seconds: the LP's own, after the delay
                     elif event.kind == "error":
                         status = "error"
+                if not self._runner.busy or time.monotonic() >= deadline:
+                    break
         finally:
             self.cancel()
         if status != "optimal":

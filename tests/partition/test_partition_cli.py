@@ -228,3 +228,11 @@ def test_max_gap_not_met_exits_3(tmp_path):
 
 def test_verify_needs_a_model(tmp_path):
     assert partition(tiny_costs(tmp_path), "-k", 2, "-o", tmp_path / "o", "--verify", *FAST).exit_code == 2
+
+
+def test_workers_bound_the_background_processes(tmp_path):
+    result = partition(light("squeezenet"), "-k", 3, "-o", tmp_path / "one", "--workers", 1, "--bounds",
+                       "simple,bottleneck", "--ideal-limit", "0", "--json", *FAST)
+    assert result.exit_code == 0, result.output
+    methods = {b["method"] for b in json.loads(result.stdout)["certificate"]["lower_bounds"]}
+    assert "bottleneck" in methods or "weighted-bottleneck" in methods

@@ -92,3 +92,16 @@ def test_moccasin_reports_the_lp_bound_unless_it_proved_the_optimum(time_limit):
     # It ends by proving the optimum or by its time limit, and either way reports CP-SAT's proven bound.
     assert result.status in ("optimal", "time_limit") and result.lower_bound_status == result.status
     assert result.lower_bound is not None and inst.base_duration <= result.lower_bound <= result.best_bound
+
+
+def test_lp_bound_that_finished_during_the_search_is_collected_with_no_time_left(monkeypatch):
+    """CP-SAT may use all of the time limit: the LP's result, already sent, must still be read."""
+    import time
+
+    from onnxpart.remat import background
+
+    monkeypatch.setattr(background, "lp_job", lambda *args: (7.0, "optimal", 0.01))
+    lp = background.BackgroundLpBound(instance=None, budget=0.0, time_limit=1.0)
+    time.sleep(1.0)
+    bound = lp.result(0.0)
+    assert bound.value == 7.0 and bound.status == "optimal"

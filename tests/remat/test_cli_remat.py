@@ -127,3 +127,27 @@ def test_same_seed_same_files(tmp_path):
         assert result.exit_code == 0, result.output
         files.append({name: (out / name).read_bytes() for name in ("remat.onnx", "sequence.json")})
     assert files[0] == files[1]
+
+
+def test_check_certificate_recomputes_the_result_and_catches_a_tampered_one(tmp_path):
+    out = tmp_path / "out"
+    model = FIXTURES / "transformer_block.onnx"
+    result = invoke(model, "--budget", "95%", "--time-limit", "10", "-o", out, "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert set(payload) >= {"output", "manifest", "certificate", "verify"} and payload["output"] == str(out)
+    checked = invoke(model, "--budget", "95%", "--check-certificate", out, "--json")
+    assert checked.exit_code == 0 and json.loads(checked.stdout)["ok"]
+    cert = json.loads((out / "certificate.json").read_text())
+    cert["upper_bound"] *= 0.9  # claims a shorter duration than the sequence has
+    (out / "certificate.json").write_text(json.dumps(cert))
+    checked = invoke(model, "--budget", "95%", "--check-certificate", out)
+    assert checked.exit_code == 2 and "recomputed duration" in checked.output
+
+
+def test_max_gap_exits_3_with_the_files_written(tmp_path):
+    out = tmp_path / "out"
+    result = invoke(FIXTURES / "transformer_block.onnx", "--budget", "95%", "--time-limit", "10", "-o", out,
+                    "--method", "greedy", "--max-gap", "0%")
+    assert result.exit_code == 3 and "not provably within --max-gap" in result.output  # greedy proves nothing
+    assert (out / "remat.onnx").is_file()
