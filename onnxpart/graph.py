@@ -333,110 +333,23 @@ def from_onnx(model, model_sha256: str | None = None, types: Mapping[str, Any] |
     values = _tensor_infos(types if types is not None else read_types(model))
     initializer_names = {init.name for init in g.initializer}
     graph_inputs = [vi.name for vi in g.input if vi.name not in initializer_names]
-
-    # 1. Fold weight generators: a node is constant when it has no subgraph, draws no random numbers and
-    #    every input it reads is constant (initializers and Constant nodes start the closure).
-    constant: set[str] = set(initializer_names)
-    const_producer: dict[str, str] = {}  # constant value -> generator node name
-    const_node_inputs: dict[str, tuple[str, ...]] = {}
-    compute_nodes = []
     nodes = _toposort_nodes(g.node, set(graph_inputs) | initializer_names)
-    for node in nodes:
-        has_subgraph = bool(subgraphs(node))
-        real_inputs = [name for name in node.input if name]
-        if (not has_subgraph and node.op_type not in _RANDOM_OPS and node.domain in ("", "ai.onnx")
-                and all(name in constant for name in real_inputs)):
-            constant.update(o for o in node.output if o)
-            for out in node.output:
-                if out:
-                    const_producer[out] = node.name
-            const_node_inputs[node.name] = tuple(real_inputs)
-        else:
-            compute_nodes.append(node)
-
-    # 2. Ops, one per compute node, in topological order.
-    producer: dict[str, int] = {}
-    op_inputs: list[list[str]] = []
-    op_params: list[list[str]] = []
-    for index, node in enumerate(compute_nodes):
-        reads = [name for name in node.input if name]
-        if subgraphs(node):
-            reads += [name for name in _outer_scope_names(node) if name not in reads]
-        acts, prms = [], []
-        for name in reads:
-            if name in constant:
-                if name not in prms:
-                    prms.append(name)
-            elif name in producer or name in graph_inputs:
-                if name not in acts:
-                    acts.append(name)
-            else:
-                raise UserError(f"node {node.name!r} ({node.op_type}) reads {name!r}, which no node, "
-                                "initializer or graph input defines: the model is invalid")
-        op_inputs.append(acts)
-        op_params.append(prms)
-        for out in node.output:
-            if out:
-                producer[out] = index
-
-    # 3. Shapes of every activation tensor and parameter; unknown dims are an error, never a zero.
-    #    An output nobody reads (e.g. Dropout's mask) may stay untyped; it is then left out.
+    folded = _fold_generators(nodes, initializer_names)
+    reads = _op_reads(folded.compute_nodes, folded.constant, graph_inputs)
     outputs = [vi.name for vi in g.output]
-    consumers: dict[str, list[int]] = {}
-    for index, acts in enumerate(op_inputs):
-        for name in acts:
-            consumers.setdefault(name, []).append(index)
-    used = set(consumers) | set(outputs)
-    needed = set(graph_inputs) | {p for prms in op_params for p in prms} | (set(producer) & used)
-    _require_static_shapes(needed, values, graph_inputs, compute_nodes)
-    kept_outputs = [[o for o in node.output if o and (o in used or _is_static(values.get(o)))]
-                    for node in compute_nodes]
-    tensors = {}
-    for name in list(graph_inputs) + [o for outs in kept_outputs for o in outs]:
-        info = values[name]
-        tensors[name] = Tensor(name, info.dtype, info.shape, info.bytes, producer.get(name),
-                               tuple(consumers.get(name, ())))
-
-    param_consumers: dict[str, list[int]] = {}
-    for index, prms in enumerate(op_params):
-        for name in prms:
-            param_consumers.setdefault(name, []).append(index)
-    params = {}
-    owned_bytes = [0] * len(compute_nodes)
-    for name, users in param_consumers.items():
-        info = values[name]
-        params[name] = Param(name, info.dtype, info.shape, info.bytes, users[0], tuple(users))
-        owned_bytes[users[0]] += info.bytes
-
-    # 4. Attribute each folded generator node to the owner of the first parameter that needs it.
-    const_owner: dict[str, int] = {}
-    for name in sorted(params, key=lambda p: params[p].owner):
-        stack = [name]
-        while stack:
-            value = stack.pop()
-            gen = const_producer.get(value)
-            if gen is None or gen in const_owner:
-                continue
-            const_owner[gen] = params[name].owner
-            stack.extend(const_node_inputs[gen])
-    owned_const_nodes: list[list[str]] = [[] for _ in compute_nodes]
-    dead = []
-    for node in nodes:
-        if node.name in const_node_inputs:
-            if node.name in const_owner:
-                owned_const_nodes[const_owner[node.name]].append(node.name)
-            else:
-                dead.append(node.name)
+    tensors, kept_outputs = _activation_tensors(folded.compute_nodes, reads, values, graph_inputs, outputs)
+    params, owned_bytes = _op_params(reads.params, values, len(folded.compute_nodes))
+    owned_const_nodes, dead = _attribute_generators(nodes, folded, params)
 
     ops = []
-    for index, node in enumerate(compute_nodes):
+    for index, node in enumerate(folded.compute_nodes):
         opaque = bool(subgraphs(node)) or node.domain not in ("", "ai.onnx")
         ops.append(Op(
             index=index, name=node.name, op_type=node.op_type,
             nodes=(_node_info(node),),
-            inputs=tuple(op_inputs[index]),
+            inputs=tuple(reads.inputs[index]),
             outputs=tuple(kept_outputs[index]),
-            params=tuple(op_params[index]),
+            params=tuple(reads.params[index]),
             param_bytes=owned_bytes[index],
             const_nodes=tuple(owned_const_nodes[index]),
             opaque=opaque,
@@ -445,6 +358,141 @@ def from_onnx(model, model_sha256: str | None = None, types: Mapping[str, Any] |
         name=g.name or "model", ops=ops, tensors=tensors, params=params, inputs=graph_inputs,
         outputs=outputs, values=values, model_sha256=model_sha256, dead_nodes=dead,
     )
+
+
+@dataclass
+class _Folded:
+    """The weight generators of a model folded away (:func:`_fold_generators`)."""
+
+    constant: set[str]  # every constant value: initializers and the outputs of generator nodes
+    producer: dict[str, str]  # constant value -> generator node name
+    node_inputs: dict[str, tuple[str, ...]]  # generator node name -> the values it reads
+    compute_nodes: list  # the other nodes, in topological order: one op each
+
+
+def _fold_generators(nodes: Sequence, initializer_names: set[str]) -> _Folded:
+    """Step 1 of :func:`from_onnx`: fold weight generators. A node (of ``nodes``, in topological order)
+    is constant when it has no subgraph, draws no random numbers and every input it reads is constant
+    (initializers and Constant nodes start the closure)."""
+    folded = _Folded(set(initializer_names), {}, {}, [])
+    for node in nodes:
+        has_subgraph = bool(subgraphs(node))
+        real_inputs = [name for name in node.input if name]
+        if (not has_subgraph and node.op_type not in _RANDOM_OPS and node.domain in ("", "ai.onnx")
+                and all(name in folded.constant for name in real_inputs)):
+            folded.constant.update(o for o in node.output if o)
+            for out in node.output:
+                if out:
+                    folded.producer[out] = node.name
+            folded.node_inputs[node.name] = tuple(real_inputs)
+        else:
+            folded.compute_nodes.append(node)
+    return folded
+
+
+@dataclass
+class _Reads:
+    """What each op reads (:func:`_op_reads`), by op index."""
+
+    producer: dict[str, int]  # activation tensor -> the index of the op that computes it
+    inputs: list[list[str]]  # the activation tensors (and graph inputs) each op reads
+    params: list[list[str]]  # the constant values each op reads
+
+
+def _op_reads(compute_nodes: Sequence, constant: set[str], graph_inputs: Sequence[str]) -> _Reads:
+    """Step 2 of :func:`from_onnx`: one op per compute node, in topological order, with the activations
+    and parameters it reads (a node with subgraphs also reads the outer-scope names they use).
+
+    Raises :class:`UserError` when a node reads a value that nothing defines."""
+    reads = _Reads({}, [], [])
+    for index, node in enumerate(compute_nodes):
+        names = [name for name in node.input if name]
+        if subgraphs(node):
+            names += [name for name in _outer_scope_names(node) if name not in names]
+        acts, prms = [], []
+        for name in names:
+            if name in constant:
+                if name not in prms:
+                    prms.append(name)
+            elif name in reads.producer or name in graph_inputs:
+                if name not in acts:
+                    acts.append(name)
+            else:
+                raise UserError(f"node {node.name!r} ({node.op_type}) reads {name!r}, which no node, "
+                                "initializer or graph input defines: the model is invalid")
+        reads.inputs.append(acts)
+        reads.params.append(prms)
+        for out in node.output:
+            if out:
+                reads.producer[out] = index
+    return reads
+
+
+def _activation_tensors(compute_nodes: Sequence, reads: _Reads, values: Mapping[str, TensorInfo],
+                        graph_inputs: Sequence[str], outputs: Sequence[str]
+                        ) -> tuple[dict[str, Tensor], list[list[str]]]:
+    """Step 3 of :func:`from_onnx`: the graph inputs and activation tensors, with their shapes, producer
+    and consumers, and the outputs each op keeps. Unknown dims are an error, never a zero; an output
+    nobody reads (e.g. Dropout's mask) may stay untyped, and is then left out.
+
+    Raises :class:`UnknownShapeError` when a needed tensor's shape is still unknown."""
+    consumers: dict[str, list[int]] = {}
+    for index, acts in enumerate(reads.inputs):
+        for name in acts:
+            consumers.setdefault(name, []).append(index)
+    used = set(consumers) | set(outputs)
+    needed = set(graph_inputs) | {p for prms in reads.params for p in prms} | (set(reads.producer) & used)
+    _require_static_shapes(needed, values, graph_inputs, compute_nodes)
+    kept_outputs = [[o for o in node.output if o and (o in used or _is_static(values.get(o)))]
+                    for node in compute_nodes]
+    tensors = {}
+    for name in list(graph_inputs) + [o for outs in kept_outputs for o in outs]:
+        info = values[name]
+        tensors[name] = Tensor(name, info.dtype, info.shape, info.bytes, reads.producer.get(name),
+                               tuple(consumers.get(name, ())))
+    return tensors, kept_outputs
+
+
+def _op_params(op_params: Sequence[Sequence[str]], values: Mapping[str, TensorInfo], n_ops: int
+               ) -> tuple[dict[str, Param], list[int]]:
+    """The parameters, each owned by the first op that reads it, and the bytes each op owns."""
+    param_consumers: dict[str, list[int]] = {}
+    for index, prms in enumerate(op_params):
+        for name in prms:
+            param_consumers.setdefault(name, []).append(index)
+    params = {}
+    owned_bytes = [0] * n_ops
+    for name, users in param_consumers.items():
+        info = values[name]
+        params[name] = Param(name, info.dtype, info.shape, info.bytes, users[0], tuple(users))
+        owned_bytes[users[0]] += info.bytes
+    return params, owned_bytes
+
+
+def _attribute_generators(nodes: Sequence, folded: _Folded, params: Mapping[str, Param]
+                          ) -> tuple[list[list[str]], list[str]]:
+    """Step 4 of :func:`from_onnx`: attribute each folded generator node to the owner of the first
+    parameter (in owner order) that needs it. Returns the generator nodes each op owns, and the dead
+    generator nodes that no parameter needs (both in the order of ``nodes``)."""
+    const_owner: dict[str, int] = {}
+    for name in sorted(params, key=lambda p: params[p].owner):
+        stack = [name]
+        while stack:
+            value = stack.pop()
+            gen = folded.producer.get(value)
+            if gen is None or gen in const_owner:
+                continue
+            const_owner[gen] = params[name].owner
+            stack.extend(folded.node_inputs[gen])
+    owned_const_nodes: list[list[str]] = [[] for _ in folded.compute_nodes]
+    dead = []
+    for node in nodes:
+        if node.name in folded.node_inputs:
+            if node.name in const_owner:
+                owned_const_nodes[const_owner[node.name]].append(node.name)
+            else:
+                dead.append(node.name)
+    return owned_const_nodes, dead
 
 
 def _tensor_infos(types: Mapping[str, Any]) -> dict[str, TensorInfo]:

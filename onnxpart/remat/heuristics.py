@@ -74,115 +74,145 @@ def stage_events(instance: Instance, budget: float, max_copies: int, distance_ex
                  cost_exp: float = 1.0, span_exp: float = 0.0) -> list[Event] | None:
     """The greedy stage-structured sequence (input nodes included, at their own stages), or None if the
     policy gets stuck. The tally of resident bytes never exceeds ``budget`` at any event."""
-    order = instance.order
-    position = {v: p for p, v in enumerate(order)}
-    sizes = instance.value_sizes
-    n_values = len(sizes)
-    readers = [sorted(position[c] for c in instance.value_consumers[x]) for x in range(n_values)]
-    limit = [max_copies if instance.recomputable(v) else 1 for v in range(instance.n_nodes)]
-    used = [0] * instance.n_nodes
-    resident: set[int] = set()
-    freed: set[int] = set()  # values freed by the policy (not resident) that may be recomputed
-    tally = 0
-    events: list[Event] = []
+    policy = _Eviction(instance, budget, max_copies, (distance_exp, cost_exp, span_exp))
+    try:
+        for stage, v in enumerate(instance.order):
+            policy.stage(stage, v)
+    except _Stuck as exc:
+        log.debug("greedy (%g, %g, %g) stuck: %s", distance_exp, cost_exp, span_exp, exc)
+        return None
+    return policy.events
 
-    def next_use(x: int, stage: int) -> int | None:
-        k = bisect.bisect_right(readers[x], stage)
-        return readers[x][k] if k < len(readers[x]) else None
 
-    def needed(x: int, stage: int) -> bool:
+class _Eviction:
+    """The state of :func:`stage_events`' eviction policy: the resident tensors and their tally, the
+    freed ones that may be recomputed, the copies used per node, and the events so far."""
+
+    def __init__(self, instance: Instance, budget: float, max_copies: int,
+                 exps: tuple[float, float, float]):
+        self.instance = instance
+        self.budget = budget
+        self.distance_exp, self.cost_exp, self.span_exp = exps
+        self.position = {v: p for p, v in enumerate(instance.order)}
+        self.sizes = instance.value_sizes
+        self.readers = [sorted(self.position[c] for c in instance.value_consumers[x])
+                        for x in range(len(self.sizes))]
+        self.limit = [max_copies if instance.recomputable(v) else 1 for v in range(instance.n_nodes)]
+        self.used = [0] * instance.n_nodes
+        self.resident: set[int] = set()
+        self.freed: set[int] = set()  # values freed by the policy (not resident) that may be recomputed
+        self.tally = 0
+        self.events: list[Event] = []
+
+    def stage(self, stage: int, v: int) -> None:
+        """Stage ``stage``: recompute the freed inputs of ``v`` (recursively, in input-order position),
+        then compute ``v``. Raises :class:`_Stuck` if a needed producer has no copy left."""
+        todo: set[int] = set()
+        self.plan(v, todo)
+        chain = sorted(todo, key=self.position.__getitem__) + [v]
+        for k in range(len(chain)):
+            self.compute(chain, k, stage)
+
+    def compute(self, chain: list[int], k: int, stage: int) -> None:
+        """The event of ``chain[k]``: make room for its outputs (keeping every input the rest of the chain
+        reads), compute it, then free what neither the chain nor a later stage still needs."""
+        instance, sizes, resident, w = self.instance, self.sizes, self.resident, chain[k]
+        pinned = {x for z in chain[k:] for x in instance.node_inputs[z]}
+        outputs = instance.node_outputs[w]
+        stale = sum(sizes[x] for x in outputs if x in resident)  # an older copy ends before this event
+        need = sum(sizes[x] for x in outputs) - stale + instance.internal[w] + instance.constant_bytes
+        pinned |= set(outputs)
+        self.fit(need, stage, pinned)
+        self.events.append(Event(w, self.used[w], stage))
+        self.used[w] += 1
+        for x in outputs:
+            self.freed.discard(x)
+            if x not in resident:
+                resident.add(x)
+                self.tally += sizes[x]
+        later = {x for z in chain[k + 1:] for x in instance.node_inputs[z]}
+        for x in set(instance.node_inputs[w]) | set(outputs):
+            if x in resident and x not in later and not instance.value_to_end[x] \
+                    and not self.needed(x, stage):
+                self.free(x)
+
+    def next_use(self, x: int, stage: int) -> int | None:
+        """The first stage after ``stage`` whose op reads ``x``, or None."""
+        readers = self.readers[x]
+        k = bisect.bisect_right(readers, stage)
+        return readers[k] if k < len(readers) else None
+
+    def needed(self, x: int, stage: int) -> bool:
         """``x`` is read after ``stage``: by a first computation, or by the recomputation of a freed
         tensor that is itself still needed."""
-        if next_use(x, stage) is not None:
+        if self.next_use(x, stage) is not None:
             return True
-        return any(y in freed and needed(y, stage) for c in instance.value_consumers[x]
-                   for y in instance.node_outputs[c])
+        return any(y in self.freed and self.needed(y, stage) for c in self.instance.value_consumers[x]
+                   for y in self.instance.node_outputs[c])
 
-    def missing(v: int, memo: dict[int, frozenset[int] | None]) -> frozenset[int] | None:
+    def missing(self, v: int, memo: dict[int, frozenset[int] | None]) -> frozenset[int] | None:
         """The non-resident tensors a recomputation of ``v`` needs recomputed first (recursively), or
         None if ``v`` or one of them has no copy left."""
         if v not in memo:
             memo[v] = None
-            if used[v] < limit[v]:
+            if self.used[v] < self.limit[v]:
                 acc: set[int] = set()
-                for x in instance.node_inputs[v]:
-                    if x in resident:
+                for x in self.instance.node_inputs[v]:
+                    if x in self.resident:
                         continue
-                    deeper = missing(instance.value_producer[x], memo)
+                    deeper = self.missing(self.instance.value_producer[x], memo)
                     if deeper is None:
                         return None
                     acc |= deeper | {x}
                 memo[v] = frozenset(acc)
         return memo[v]
 
-    def free(x: int) -> None:
-        nonlocal tally
-        resident.discard(x)
-        tally -= sizes[x]
+    def free(self, x: int) -> None:
+        """Drop ``x`` from the resident tensors and the tally."""
+        self.resident.discard(x)
+        self.tally -= self.sizes[x]
 
-    def fit(need: int, stage: int, pinned: set[int]) -> None:
+    def fit(self, need: int, stage: int, pinned: set[int]) -> None:
         """Free resident tensors until ``tally + need`` fits the budget."""
-        while tally + need > budget:
-            best, best_score, best_missing = None, -1.0, frozenset()
-            memo: dict[int, frozenset[int] | None] = {}
-            for x in resident:
-                if x in pinned or instance.value_to_end[x]:
-                    continue
-                u = instance.value_producer[x]
-                nxt = next_use(x, stage)
-                chain = missing(u, memo)
-                if nxt is None or chain is None:
-                    continue
-                cost = instance.durations[u] + sum(instance.durations[instance.value_producer[y]] for y in chain)
-                saved = float(nxt - stage) / (readers[x][-1] - stage)  # share of the remaining retention freed
-                score = sizes[x] * float(nxt - stage) ** distance_exp * saved ** span_exp \
-                    / max(cost, 1e-9) ** cost_exp
-                if score > best_score:
-                    best, best_score, best_missing = x, score, chain
+        while self.tally + need > self.budget:
+            best, best_missing = self.victim(stage, pinned)
             if best is None:  # every resident tensor is needed now or has no copy left: go over
                 return
-            free(best)
-            freed.update(best_missing | {best})  # their inputs stay resident while they are needed
+            self.free(best)
+            self.freed.update(best_missing | {best})  # their inputs stay resident while they are needed
 
-    def plan(v: int, todo: set[int]) -> None:
-        """Add ``v``'s producers of freed inputs to ``todo`` (recursively)."""
-        for x in instance.node_inputs[v]:
-            u = instance.value_producer[x]
-            if x in resident or u in todo:
+    def victim(self, stage: int, pinned: set[int]) -> tuple[int | None, frozenset[int]]:
+        """The resident tensor to free (the largest eviction score among those not ``pinned``, not kept
+        to the end and recomputable), with the tensors its recomputation needs first; None if none."""
+        instance, sizes = self.instance, self.sizes
+        best, best_score, best_missing = None, -1.0, frozenset()
+        memo: dict[int, frozenset[int] | None] = {}
+        for x in self.resident:
+            if x in pinned or instance.value_to_end[x]:
                 continue
-            if used[u] >= limit[u]:
-                raise _Stuck(f"{instance.node_names[u]!r} has no copy left")
-            todo.add(u)
-            plan(u, todo)
+            u = instance.value_producer[x]
+            nxt = self.next_use(x, stage)
+            chain = self.missing(u, memo)
+            if nxt is None or chain is None:
+                continue
+            cost = instance.durations[u] + sum(instance.durations[instance.value_producer[y]] for y in chain)
+            saved = float(nxt - stage) / (self.readers[x][-1] - stage)  # share of the remaining retention freed
+            score = sizes[x] * float(nxt - stage) ** self.distance_exp * saved ** self.span_exp \
+                / max(cost, 1e-9) ** self.cost_exp
+            if score > best_score:
+                best, best_score, best_missing = x, score, chain
+        return best, best_missing
 
-    try:
-        for stage, v in enumerate(order):
-            todo: set[int] = set()
-            plan(v, todo)
-            chain = sorted(todo, key=position.__getitem__) + [v]
-            for k, w in enumerate(chain):
-                pinned = {x for z in chain[k:] for x in instance.node_inputs[z]}
-                outputs = instance.node_outputs[w]
-                stale = sum(sizes[x] for x in outputs if x in resident)  # an older copy ends before this event
-                need = sum(sizes[x] for x in outputs) - stale + instance.internal[w] + instance.constant_bytes
-                pinned |= set(outputs)
-                fit(need, stage, pinned)
-                events.append(Event(w, used[w], stage))
-                used[w] += 1
-                for x in outputs:
-                    freed.discard(x)
-                    if x not in resident:
-                        resident.add(x)
-                        tally += sizes[x]
-                later = {x for z in chain[k + 1:] for x in instance.node_inputs[z]}
-                for x in set(instance.node_inputs[w]) | set(outputs):
-                    if x in resident and x not in later and not instance.value_to_end[x] \
-                            and not needed(x, stage):
-                        free(x)
-    except _Stuck as exc:
-        log.debug("greedy (%g, %g, %g) stuck: %s", distance_exp, cost_exp, span_exp, exc)
-        return None
-    return events
+    def plan(self, v: int, todo: set[int]) -> None:
+        """Add ``v``'s producers of freed inputs to ``todo`` (recursively)."""
+        for x in self.instance.node_inputs[v]:
+            u = self.instance.value_producer[x]
+            if x in self.resident or u in todo:
+                continue
+            if self.used[u] >= self.limit[u]:
+                raise _Stuck(f"{self.instance.node_names[u]!r} has no copy left")
+            todo.add(u)
+            self.plan(u, todo)
 
 
 def prune(instance: Instance, events: list[Event], budget: float) -> list[Event]:

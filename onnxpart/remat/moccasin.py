@@ -43,7 +43,7 @@ from onnxpart.remat.bounds import event_cover_entry
 from onnxpart.remat.heuristics import greedy_sequence
 from onnxpart.remat.model import Instance, MethodResult, Scale, scale
 from onnxpart.remat.sequence import baseline
-from onnxpart.solvers import solve_cpsat
+from onnxpart.solvers import SolveResult, solve_cpsat
 
 log = logging.getLogger(__name__)
 
@@ -106,14 +106,27 @@ def _grid(instance: Instance, options: MoccasinOptions) -> tuple[list[list[int]]
 def _build(instance: Instance, sc: Scale, options: MoccasinOptions, capacity: int | None,
            floor: int, ceiling: int) -> tuple[cp_model.CpModel, _Vars]:
     """The CP model. ``capacity`` None: phase 1 (``M_var`` in ``[floor, ceiling]`` is the capacity and the
-    objective); else phase 2 with that capacity and the duration objective."""
-    precedence = options.precedence
+    objective); else phase 2 with that capacity and the duration objective. CP-SAT's search depends on
+    the order in which variables and constraints are created: the helpers run in a fixed order."""
     model = cp_model.CpModel()
     allowed, horizon, copies = _grid(instance, options)
-    n = instance.n_nodes
+    starts, actives = _compute_events(model, options, allowed, copies)
+    variables = _Vars(starts, actives, {}, {}, {}, None)
+    latest_use = _latest_use(instance, options, allowed, horizon)
+    intervals, demands = _retention(model, instance, sc, variables, allowed, horizon, copies, latest_use)
+    variables.peak = _memory(model, sc, variables, intervals, demands, copies, capacity, floor, ceiling)
+    _inputs_retained(model, instance, options.precedence, variables, copies)
+    return model, variables
+
+
+def _compute_events(model: cp_model.CpModel, options: MoccasinOptions, allowed: list[list[int]],
+                    copies: list[int]) -> tuple[list[list], list[list]]:
+    """The start ``s_v^i`` and presence literal ``a_v^i`` of every copy of every node, on the grid's
+    allowed times (Eq. 9, 11), the first copy present (Eq. 7), the copies in order and, in free order,
+    all starts different (Eq. 6)."""
     starts: list[list] = []
     actives: list[list] = []
-    for v in range(n):
+    for v in range(len(copies)):
         s_v, a_v = [], []
         for i in range(copies[v]):
             a = model.new_bool_var(f"a_{v}_{i}")
@@ -135,20 +148,32 @@ def _build(instance: Instance, sc: Scale, options: MoccasinOptions, capacity: in
         actives.append(a_v)
     if options.order == "free":
         model.add_all_different([s for s_v in starts for s in s_v])  # Eq. 6
+    return starts, actives
 
-    latest_use: list[int] = []  # exclusive upper bound of a value's retention end
+
+def _latest_use(instance: Instance, options: MoccasinOptions, allowed: list[list[int]],
+                horizon: int) -> list[int]:
+    """Per value, an exclusive upper bound of its retention end: one past its consumers' last allowed
+    time (fixed order), else the horizon."""
+    latest_use: list[int] = []
     for x in range(len(instance.value_sizes)):
         consumers = instance.value_consumers[x]
         latest_use.append(horizon if instance.value_to_end[x] or options.order == "free"
                           else max((allowed[c][-1] + 1 for c in consumers), default=0))
+    return latest_use
 
+
+def _retention(model: cp_model.CpModel, instance: Instance, sc: Scale, variables: _Vars,
+               allowed: list[list[int]], horizon: int, copies: list[int], latest_use: list[int]
+               ) -> tuple[list, list[int]]:
+    """The retention interval ``[s_v^i, e_x^i)`` of every output of every copy (Eq. 2–3; its end and
+    length go to ``variables``) and each copy's one-event interval of internal memory, with their
+    demands in memory units."""
     intervals, demands = [], []
-    ends: dict[tuple[int, int], object] = {}
-    lengths: dict[tuple[int, int], object] = {}
-    serving_vars: dict[tuple[int, int, int, int], object] = {}
-    for v in range(n):
+    ends, lengths = variables.ends, variables.lengths
+    for v in range(len(copies)):
         for i in range(copies[v]):
-            s, a = starts[v][i], actives[v][i]
+            s, a = variables.starts[v][i], variables.actives[v][i]
             for x in instance.node_outputs[v]:
                 lo = min(allowed[v]) + 1
                 if instance.value_to_end[x]:
@@ -169,7 +194,13 @@ def _build(instance: Instance, sc: Scale, options: MoccasinOptions, capacity: in
             if sc.internal[v]:
                 intervals.append(model.new_optional_fixed_size_interval_var(s, 1, a, f"w_{v}_{i}"))
                 demands.append(sc.internal[v])
+    return intervals, demands
 
+
+def _memory(model: cp_model.CpModel, sc: Scale, variables: _Vars, intervals: list, demands: list[int],
+            copies: list[int], capacity: int | None, floor: int, ceiling: int) -> object | None:
+    """The memory constraint and the objective of the phase; returns phase 1's ``M_var`` (None in
+    phase 2)."""
     # Eq. 4 (phase 2) / Eq. 13 (phase 1): memory at every event within the capacity.
     peak = None
     if capacity is None:
@@ -178,9 +209,16 @@ def _build(instance: Instance, sc: Scale, options: MoccasinOptions, capacity: in
         model.minimize(peak)  # Eq. 12: max(M_var, M) with M_var ≥ M
     else:
         model.add_cumulative(intervals, demands, capacity)
-        model.minimize(sum(sc.weights[v] * actives[v][i]
-                           for v in range(n) for i in range(1, copies[v])))  # Eq. 1 less the constant
+        model.minimize(sum(sc.weights[v] * variables.actives[v][i]
+                           for v in range(len(copies)) for i in range(1, copies[v])))  # Eq. 1 less the constant
+    return peak
 
+
+def _inputs_retained(model: cp_model.CpModel, instance: Instance, precedence: str, variables: _Vars,
+                     copies: list[int]) -> None:
+    """Eq. 5 for every (tensor, consumer), in the ``precedence`` encoding: the paper's reservoir (Eq. 10)
+    or a serving-copy literal per (consumer copy, producer copy), which go to ``variables.serving``."""
+    starts, actives, ends = variables.starts, variables.actives, variables.ends
     # Eq. 5: a copy of each input is retained at every compute event of its consumer.
     for x in range(len(instance.value_sizes)):
         u = instance.value_producer[x]
@@ -205,9 +243,8 @@ def _build(instance: Instance, sc: Scale, options: MoccasinOptions, capacity: in
                     model.add(starts[u][j] < starts[v][i]).only_enforce_if(b)
                     model.add(ends[(x, j)] > starts[v][i]).only_enforce_if(b)
                     serving.append(b)
-                    serving_vars[(x, v, i, j)] = b
+                    variables.serving[(x, v, i, j)] = b
                 model.add_bool_or(serving).only_enforce_if(actives[v][i])
-    return model, _Vars(starts, actives, ends, lengths, serving_vars, peak)
 
 
 def _times_of(instance: Instance, options: MoccasinOptions, sequence: list[tuple[int, int]]) -> dict:
@@ -289,6 +326,40 @@ def _sequence(instance: Instance, times: dict, active: set) -> tuple[int, ...]:
     return tuple(v for _, v in sorted((times[(v, i)], v) for v, i in active) if v < instance.n_ops)
 
 
+@dataclass
+class _Run:
+    """One call of :func:`solve_moccasin`: what its warm start and both phases share."""
+
+    instance: Instance
+    budget: float
+    options: MoccasinOptions
+    progress: Progress | None
+    sc: Scale
+    capacity: int  # the budget in memory units (less the constant bytes)
+    horizon: int
+    params: dict  # CP-SAT's parameters (:func:`_parameters`)
+    wall: float  # seconds for both phases together
+    start: float  # time.perf_counter() at the start
+    notes: dict
+    lp: BackgroundLpBound | None = None  # the Checkmate LP relaxation, a second proven bound for the fixed order
+
+    def elapsed(self) -> float:
+        """Seconds since the start."""
+        return time.perf_counter() - self.start
+
+    def remaining(self) -> float:
+        """Seconds left for the next phase (at least half a second)."""
+        return max(self.wall - (time.perf_counter() - self.start), 0.5)
+
+    def to_bytes(self, units: float) -> float:
+        """Memory units -> bytes (the constant bytes included)."""
+        return units * self.sc.memory_unit + self.instance.constant_bytes
+
+    def to_duration(self, q: float) -> float:
+        """Phase 2's objective (quanta of recomputed duration) -> the sequence's duration."""
+        return self.instance.base_duration + q * self.sc.quantum
+
+
 def solve_moccasin(instance: Instance, budget: float, options: MoccasinOptions,
                    progress: Progress | None = None) -> MethodResult:
     """Both phases (§2.4). Returns the best sequence found, or none with the phase-1 evidence in
@@ -298,7 +369,25 @@ def solve_moccasin(instance: Instance, budget: float, options: MoccasinOptions,
     base = baseline(instance)
     base_units = int(round((base.peak - instance.constant_bytes) / sc.memory_unit))
     _, horizon, _ = _grid(instance, options)
-    no_recompute = [(v, 0) for v in instance.order]
+    params, wall = _parameters(options)
+    notes: dict = {"memory_unit": sc.memory_unit, "duration_quantum": sc.quantum, "capacity_units": capacity}
+    run = _Run(instance, budget, options, progress, sc, capacity, horizon, params, wall, time.perf_counter(),
+               notes)
+    if options.lp_bound and options.order == "fixed" and base_units > capacity and instance.n_nodes <= MAX_NODES:
+        run.lp = BackgroundLpBound(instance, budget, 0.95 * wall, options.seed, delay=min(3.0, 0.1 * wall))
+    times, active, hint_units, greedy = _warm_start(run, base_units)
+    if hint_units > capacity:  # phase 1 (Eq. 12–13): reach the budget from the warm start
+        result, solver, variables = _phase1(run, times, active, hint_units)
+        if result.objective is None or result.objective > capacity + 1e-9:
+            return _unreached(run, result, hint_units)
+        times, active = _solution(solver, variables)
+    log.info("moccasin phase 1 done in %.1f s", run.elapsed())
+    return _phase2(run, times, active, greedy)
+
+
+def _parameters(options: MoccasinOptions) -> tuple[dict, float]:
+    """CP-SAT's parameters for both phases, and the wall-clock seconds they share (three times the
+    deterministic time limit in a deterministic run)."""
     wall = options.time_limit
     params: dict = dict(_PRESOLVE)
     if options.workers >= 2:
@@ -309,85 +398,96 @@ def solve_moccasin(instance: Instance, budget: float, options: MoccasinOptions,
     if options.deterministic:
         params.update(interleave_search=True, max_deterministic_time=float(options.time_limit))
         wall = 3 * options.time_limit
-    start = time.perf_counter()
-    to_bytes = lambda units: units * sc.memory_unit + instance.constant_bytes  # noqa: E731
-    to_duration = lambda q: instance.base_duration + q * sc.quantum  # noqa: E731
-    notes: dict = {"memory_unit": sc.memory_unit, "duration_quantum": sc.quantum, "capacity_units": capacity}
+    return params, wall
 
-    # Warm start: the greedy eviction heuristic (:mod:`.heuristics`) on the same stages and C_v. If its
-    # sequence fits the budget, phase 1 is skipped; otherwise phase 1 starts from the smaller of its peak
-    # and the no-recompute peak.
+
+def _warm_start(run: _Run, base_units: int) -> tuple[dict, set, int, tuple[dict, set] | None]:
+    """The hint of the first phase that runs: the greedy eviction heuristic (:mod:`.heuristics`) on the
+    same stages and C_v when the no-recompute sequence is over the budget. Returns the hint's start times,
+    present copies and peak in units (the smaller of the greedy and the no-recompute peaks), and the
+    greedy sequence's times and copies if it fits the budget (phase 1 is then skipped), else None."""
+    instance, options = run.instance, run.options
+    no_recompute = [(v, 0) for v in instance.order]
     times, active = _times_of(instance, options, no_recompute), set(no_recompute)
     hint_units = base_units
     greedy = None
-    lp = None  # the Checkmate LP relaxation, a second proven bound for the fixed order (:mod:`.background`)
-    if options.lp_bound and options.order == "fixed" and base_units > capacity and instance.n_nodes <= MAX_NODES:
-        lp = BackgroundLpBound(instance, budget, 0.95 * wall, options.seed, delay=min(3.0, 0.1 * wall))
-    if base_units > capacity:
-        found = greedy_sequence(instance, budget, options.max_copies, min(30.0, 0.5 * options.time_limit))
+    if base_units > run.capacity:
+        found = greedy_sequence(instance, run.budget, options.max_copies, min(30.0, 0.5 * options.time_limit))
         if found is not None:
             events, profile = found
-            units = int(round((profile.peak - instance.constant_bytes) / sc.memory_unit))
-            notes["greedy"] = {"peak": profile.peak, "tdi": profile.tdi, "seconds": time.perf_counter() - start}
+            units = int(round((profile.peak - instance.constant_bytes) / run.sc.memory_unit))
+            run.notes["greedy"] = {"peak": profile.peak, "tdi": profile.tdi, "seconds": run.elapsed()}
             if units < hint_units:
                 times, active = _greedy_times(instance, options, events)
                 hint_units = units
-            if units <= capacity:
+            if units <= run.capacity:
                 greedy = (times, active)
                 log.info("moccasin: greedy warm start fits (TDI %+.2f%%); phase 1 skipped", 100 * profile.tdi)
+    return times, active, hint_units, greedy
 
-    # Phase 1 (Eq. 12–13): reach the budget from the warm start.
-    if hint_units > capacity:
-        model, variables = _build(instance, sc, options, None, capacity, hint_units)
-        _hint(model, instance, variables, times, active, horizon)
-        model.add_hint(variables.peak, hint_units)
-        report = (lambda t, obj, bound: progress(ProgressRecord(t, to_bytes(obj), to_bytes(bound), "phase1"))
-                  if progress else None)
-        remaining = max(wall - (time.perf_counter() - start), 0.5)
-        result, solver = solve_cpsat(model, remaining, workers=options.workers, seed=options.seed,
-                                     hint_callback=report, parameters=params)
-        notes["phase1"] = {"status": result.status, "seconds": result.seconds,
+
+def _phase1(run: _Run, times: dict, active: set, hint_units: int
+            ) -> tuple[SolveResult, cp_model.CpSolver, _Vars]:
+    """Phase 1 (Eq. 12–13): reach the budget from the warm start (``M_var`` in ``[capacity,
+    hint_units]``); its status, seconds, peak and bound go to ``run.notes["phase1"]``."""
+    model, variables = _build(run.instance, run.sc, run.options, None, run.capacity, hint_units)
+    _hint(model, run.instance, variables, times, active, run.horizon)
+    model.add_hint(variables.peak, hint_units)
+    progress, to_bytes = run.progress, run.to_bytes
+    report = (lambda t, obj, bound: progress(ProgressRecord(t, to_bytes(obj), to_bytes(bound), "phase1"))
+              if progress else None)
+    result, solver = solve_cpsat(model, run.remaining(), workers=run.options.workers, seed=run.options.seed,
+                                 hint_callback=report, parameters=run.params)
+    run.notes["phase1"] = {"status": result.status, "seconds": result.seconds,
                            "peak": None if result.objective is None else to_bytes(result.objective),
                            "bound": to_bytes(result.bound) if result.bound > -1e300 else None}
-        if result.objective is None or result.objective > capacity + 1e-9:
-            proven = result.bound > capacity + 1e-9
-            reached = hint_units if result.objective is None else min(hint_units, result.objective)
-            notes["reachable_budget"] = to_bytes(reached)
-            notes["proven_min_budget"] = to_bytes(result.bound) if result.bound > capacity else None
-            if lp is not None:
-                lp.cancel()
-            return MethodResult("moccasin", "infeasible" if proven else "no_solution", None, None, "none",
-                                time.perf_counter() - start, None, restriction(options), "cp-sat", notes)
-        times, active = _solution(solver, variables)
-    log.info("moccasin phase 1 done in %.1f s", time.perf_counter() - start)
+    return result, solver, variables
 
-    # Phase 2 (Eq. 1–10): least recomputed duration within the budget, warm-started from phase 1.
-    best_at = [time.perf_counter() - start]
+
+def _unreached(run: _Run, result: SolveResult, hint_units: int) -> MethodResult:
+    """Phase 1 did not reach the budget: no sequence; ``infeasible`` if CP-SAT proved the budget too small,
+    with the smallest peak found and the proven bound in the notes."""
+    capacity = run.capacity
+    proven = result.bound > capacity + 1e-9
+    reached = hint_units if result.objective is None else min(hint_units, result.objective)
+    run.notes["reachable_budget"] = run.to_bytes(reached)
+    run.notes["proven_min_budget"] = run.to_bytes(result.bound) if result.bound > capacity else None
+    if run.lp is not None:
+        run.lp.cancel()
+    return MethodResult("moccasin", "infeasible" if proven else "no_solution", None, None, "none",
+                        run.elapsed(), None, restriction(run.options), "cp-sat", run.notes)
+
+
+def _phase2(run: _Run, times: dict, active: set, greedy: tuple[dict, set] | None) -> MethodResult:
+    """Phase 2 (Eq. 1–10): least recomputed duration within the budget, warm-started from ``times`` and
+    ``active`` (phase 1's solution or the fitting greedy sequence, the fallback if CP-SAT finds nothing),
+    with CP-SAT's bound, the event-cover bound (fixed order) and the LP's."""
+    instance, options, notes = run.instance, run.options, run.notes
+    best_at = [run.elapsed()]
     offset = best_at[0]
 
     def report2(t: float, obj: float, bound: float) -> None:
         best_at[0] = offset + t
-        if progress:
-            progress(ProgressRecord(offset + t, to_duration(obj), to_duration(bound), "phase2"))
+        if run.progress:
+            run.progress(ProgressRecord(offset + t, run.to_duration(obj), run.to_duration(bound), "phase2"))
 
-    model, variables = _build(instance, sc, options, capacity, 0, 0)
-    _hint(model, instance, variables, times, active, horizon)
-    remaining = max(wall - (time.perf_counter() - start), 0.5)
-    result, solver = solve_cpsat(model, remaining, workers=options.workers, seed=options.seed,
-                                 hint_callback=report2, parameters=params)
+    model, variables = _build(instance, run.sc, options, run.capacity, 0, 0)
+    _hint(model, instance, variables, times, active, run.horizon)
+    result, solver = solve_cpsat(model, run.remaining(), workers=options.workers, seed=options.seed,
+                                 hint_callback=report2, parameters=run.params)
     if result.has_solution:
         times, active = _solution(solver, variables)
     elif greedy is not None:  # CP-SAT found nothing in time: the greedy sequence, with CP-SAT's bound
         times, active = greedy
         notes["fallback"] = "greedy"
-    bound = to_duration(max(result.bound, 0.0)) if result.bound > -1e300 else instance.base_duration
+    bound = run.to_duration(max(result.bound, 0.0)) if result.bound > -1e300 else instance.base_duration
     notes["phase2"] = {"status": result.status, "seconds": result.seconds}
     status = "optimal" if result.status == "optimal" else "time_limit"
-    extra = [event_cover_entry(instance, budget, options.max_copies)] if options.order == "fixed" else []
-    if lp is not None and status == "optimal":
-        lp.cancel()  # CP-SAT proved the optimum: the LP cannot add anything
-    elif lp is not None:
-        extra.append(lp.result(wall - (time.perf_counter() - start)))
+    extra = [event_cover_entry(instance, run.budget, options.max_copies)] if options.order == "fixed" else []
+    if run.lp is not None and status == "optimal":
+        run.lp.cancel()  # CP-SAT proved the optimum: the LP cannot add anything
+    elif run.lp is not None:
+        extra.append(run.lp.result(run.wall - run.elapsed()))
     return MethodResult("moccasin", status, _sequence(instance, times, active), bound,
                         result.status if result.status in ("optimal", "time_limit") else "none",
-                        time.perf_counter() - start, best_at[0], restriction(options), "cp-sat", notes, extra)
+                        run.elapsed(), best_at[0], restriction(options), "cp-sat", notes, extra)
