@@ -15,7 +15,7 @@ from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, Costs
                                  ExternalDataOpt, ForceOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt, JsonOpt,
                                  MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt,
                                  console, enforce_gap, err_console, gap_limit, handle_errors, load_costed, log,
-                                 print_json, progress_bar, result, verify_line, weight_policy)
+                                 print_json, progress_bar, result, verify_line)
 from onnxpart.errors import UserError
 from onnxpart.files import read_json
 from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes
@@ -90,6 +90,8 @@ def partition(
                       random_orders=random_orders, mla=mla, ideal_limit=ideal_limit)
     with progress_bar(time_limit, lambda value, _: format_seconds(value), disable=as_json) as on_progress:
         solution = solve(inst, dataclasses.replace(options, progress=on_progress))
+
+    from onnxpart.loading import weight_policy
 
     policy = weight_policy(loaded, external_data_threshold) if loaded is not None else None
     check = dict(verify=verify, seed=seed, tolerance=verify_tol, freeze=freeze_dims)
