@@ -18,6 +18,15 @@ import onnx
 log = logging.getLogger(__name__)
 
 
+#: The settings that make onnxruntime run a file in its own order (the one place they are written; remat
+#: stores them in remat.onnx's metadata as they are, with the memory-pattern planner off).
+KEEP_ORDER = {
+    "graph_optimization_level": "ORT_DISABLE_ALL",
+    "execution_order": "PRIORITY_BASED",
+    "execution_mode": "ORT_SEQUENTIAL",
+}
+
+
 def session_options(*, keep_order: bool = True, profile: bool = False, threads: int = 0,
                     memory_pattern: bool = True, profile_prefix: str | None = None):
     import onnxruntime as ort
@@ -25,9 +34,9 @@ def session_options(*, keep_order: bool = True, profile: bool = False, threads: 
     options = ort.SessionOptions()
     options.log_severity_level = 3
     if keep_order:
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        options.execution_order = ort.ExecutionOrder.PRIORITY_BASED
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, KEEP_ORDER["graph_optimization_level"])
+        options.execution_order = getattr(ort.ExecutionOrder, KEEP_ORDER["execution_order"])
+        options.execution_mode = getattr(ort.ExecutionMode, KEEP_ORDER["execution_mode"])
     options.enable_mem_pattern = memory_pattern
     if threads:
         options.intra_op_num_threads = threads

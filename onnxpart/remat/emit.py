@@ -22,6 +22,7 @@ from onnxpart.graph import OpGraph, subgraphs
 from onnxpart.onnx_io import copy_proto, place_generators
 from onnxpart.memory import memory_profile
 from onnxpart.remat.sequence import SequenceProfile
+from onnxpart.runtime import KEEP_ORDER
 from onnxpart.units import byte_unit
 
 log = logging.getLogger(__name__)
@@ -29,12 +30,7 @@ log = logging.getLogger(__name__)
 SEQUENCE_SCHEMA = "onnxpart.remat.sequence/1"
 
 #: How to run remat.onnx so onnxruntime keeps its order and does not merge the clones back (CSE).
-SESSION_OPTIONS = {
-    "graph_optimization_level": "ORT_DISABLE_ALL",
-    "execution_order": "PRIORITY_BASED",
-    "execution_mode": "ORT_SEQUENTIAL",
-    "enable_mem_pattern": "False",
-}
+SESSION_OPTIONS = {**KEEP_ORDER, "enable_mem_pattern": "False"}
 
 
 def build_remat_model(model: onnx.ModelProto, graph: OpGraph, profile: SequenceProfile,
