@@ -262,11 +262,6 @@ def _staged(target: Path):
         raise
 
 
-def _remove_on_error(paths: list[Path]) -> None:
-    for path in paths:
-        _unlink(path)
-
-
 def _unlink(path) -> None:
     try:
         os.unlink(path)
