@@ -354,3 +354,19 @@ def _analytic_cost_fn(graph: Any, system: System) -> Callable[[int, int], float]
             raise UserError(f"device {d.name} has no device spec: give one in the system file or pass cost_fn")
     table = device_costs(graph, {d.name: d.spec for d in system.devices}).costs
     return lambda i, u: float(table.work[i, u])
+
+
+def table_cost_fn(graph: Any, system: System) -> Callable[[int, int], float] | None:
+    """Seconds from the graph's own cost table (``--costs``, ``--cost measured``) when it has a column
+    for every device of ``system`` (by copy name or group); None otherwise (then each device's spec is
+    costed analytically by :func:`from_graph`)."""
+    table = getattr(graph, "costs", None)
+    if table is None:
+        return None
+    columns = []
+    for d in system.devices:
+        name = d.name if d.name in table.devices else d.group if d.group in table.devices else None
+        if name is None:
+            return None
+        columns.append(table.devices.index(name))
+    return lambda i, u: float(table.work[i, columns[u]])
