@@ -105,13 +105,14 @@ def _methods(text: str) -> tuple[str, ...]:
 def _load(model: Path, system_path: Path, graph_format: str, *, costs, cost, device, input_shape, coarsen, dim):
     """-> (Instance, OpGraph, LoadedModel or None for graph-only input). The system file is read first,
     so a bad one is reported before any costing."""
-    from onnxpart.schedule.model import from_graph, load_system, table_cost_fn
+    from onnxpart.schedule.model import from_graph, load_system, recorded_cost_fn, table_cost_fn
 
     system = load_system(str(system_path))
     loaded = load_costed(model, fmt=graph_format, input_shape=input_shape, coarsen=coarsen, costs=costs, cost=cost,
                          device=device, dim=dim)
     graph = loaded.graph
-    return from_graph(graph, system, table_cost_fn(graph, system)), graph, loaded.model
+    cost_fn = table_cost_fn(graph, system) or (recorded_cost_fn(graph, system) if loaded.model is None else None)
+    return from_graph(graph, system, cost_fn), graph, loaded.model
 
 
 def _solve(inst, options, max_pieces: Optional[int], quiet: bool):

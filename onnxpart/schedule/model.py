@@ -370,3 +370,18 @@ def table_cost_fn(graph: Any, system: System) -> Callable[[int, int], float] | N
             return None
         columns.append(table.devices.index(name))
     return lambda i, u: float(table.work[i, columns[u]])
+
+
+def recorded_cost_fn(graph: Any, system: System) -> Callable[[int, int], float]:
+    """Seconds from each op's recorded FLOPs and bytes moved (a graph file has no ONNX nodes to cost
+    again): the roofline ``max(flops / peak, bytes / memory bandwidth) + overhead`` on each device's spec."""
+    for d in system.devices:
+        if d.spec is None:
+            raise UserError(f"device {d.name} has no device spec: give one in the system file")
+
+    def cost(i: int, u: int) -> float:
+        op, spec = graph.ops[i], system.devices[u].spec
+        return (max(op.flops / spec.peak_for("float32"), op.mem_bytes / spec.memory_bandwidth)
+                + spec.op_overhead * max(1, len(op.nodes)))
+
+    return cost
