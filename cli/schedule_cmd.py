@@ -187,7 +187,7 @@ def _write_models(out, inst, sched, parts, graph, loaded, policy, freeze: bool) 
 def _print(summary: dict, compare: bool) -> None:
     manifest, cert = summary["manifest"], summary["certificate"]
     if compare:
-        console.print(_methods_table(manifest))
+        console.print(_methods_table(cert["details"]["methods"]))
     table = Table(title=f"{manifest['graph']}: {len(manifest['pieces'])} pieces ({manifest['method']})",
                   title_justify="left")
     for column in ("device", "ops", "busy", "memory", "capacity"):
@@ -202,12 +202,12 @@ def _print(summary: dict, compare: bool) -> None:
     console.print(f"wrote {summary['output']}", highlight=False)
 
 
-def _methods_table(manifest: dict) -> Table:
+def _methods_table(methods: list[dict]) -> Table:
     """--compare: every method's makespan, status, proven bound and seconds on this instance."""
     table = Table(title="methods", title_justify="left")
     for column in ("method", "makespan", "status", "bound", "seconds", "note"):
         table.add_column(column, justify="left" if column in ("method", "status", "note") else "right")
-    for r in manifest["methods"]:
+    for r in methods:
         table.add_row(r["method"], format_seconds(r["makespan"]) if r["makespan"] is not None else "-", r["status"],
                       format_seconds(r["bound"]) if r["bound"] is not None else "-", f"{r['seconds']:.2f}",
                       r["note"] or "")

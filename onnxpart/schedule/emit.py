@@ -95,8 +95,7 @@ def manifest(solution, sched: Schedule, parts: list[Piece], graph, model_path: s
     return {"schema": MANIFEST_SCHEMA, "model": {"path": model_path, "sha256": model_sha256}, "graph": graph.name,
             "system": system_payload(inst), "objective": "latency", "objective_unit": "s",
             "method": solution.method, "makespan": sched.makespan, "order": [inst.op_names[i] for i in sched.order],
-            "ops": ops, "transfers": transfers, "pieces": pieces, "devices": device_summary(inst, sched),
-            "methods": [_result(r) for r in solution.results]}
+            "ops": ops, "transfers": transfers, "pieces": pieces, "devices": device_summary(inst, sched)}
 
 
 def _nodes(graph, ops) -> list[str]:
@@ -124,7 +123,7 @@ def certificate(solution, sched: Schedule, model_sha256: str | None, options: di
                        objective=OBJECTIVE, upper_bound=float(sched.makespan),
                        lower_bounds=list(solution.lower_bounds),
                        details={"method": solution.method, "solver_makespan": solution.makespan,
-                                "options": options})
+                                "options": options, "methods": [_result(r) for r in solution.results]})
 
 
 def piece_models(loaded_model, graph, parts: list[Piece], inst: Instance, declare=None) -> dict[int, onnx.ModelProto]:
