@@ -16,7 +16,7 @@ Exit codes (documented in README.md):
 
 from __future__ import annotations
 
-#: Exit code of a command that is not implemented yet (``schedule``, ``tile``): neither bad input nor a bug.
+#: Exit code of a command that is not implemented yet (``tile``): neither bad input nor a bug.
 NOT_IMPLEMENTED = 5
 
 

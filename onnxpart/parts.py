@@ -65,10 +65,10 @@ def part_models(model: onnx.ModelProto, graph, assignment: np.ndarray, count: in
 
 
 def annotate(model: onnx.ModelProto, graph, assignment: np.ndarray, configuration: str,
-             devices: Sequence[str], fields: Callable[[int], dict[str, Any]]) -> onnx.ModelProto:
+             devices: Sequence[str], fields: Callable[..., dict[str, Any]], per_node: bool = False) -> onnx.ModelProto:
     """A copy of ``model`` with the device configuration ``configuration`` (``devices`` named) and, on
     every node of every op, ``NodeDeviceConfigurationProto(configuration_id=configuration,
-    **fields(part))``."""
+    **fields(part))`` (``fields(part, node)`` with ``per_node``: a sharding spec names the node's tensors)."""
     out = copy_proto(model)
     part_of = {name: int(assignment[op.index]) for op in graph.ops for name in op.onnx_nodes + op.const_nodes}
     del out.configuration[:]
@@ -78,6 +78,7 @@ def annotate(model: onnx.ModelProto, graph, assignment: np.ndarray, configuratio
         if node.name in part_of:
             del node.device_configurations[:]
             node.device_configurations.append(onnx.NodeDeviceConfigurationProto(
-                configuration_id=configuration, **fields(part_of[node.name])))
+                configuration_id=configuration,
+                **(fields(part_of[node.name], node) if per_node else fields(part_of[node.name]))))
     out.ir_version = max(out.ir_version, 11)
     return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from onnxpart.board import Board
 from onnxpart.certificate import LowerBound
 from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.schedule import bounds as _bounds
@@ -33,7 +34,7 @@ METHODS = HEURISTICS + EXACT
 class Options:
     methods: tuple[str, ...] = ("met", "greedy", "heft", "sa", "ea", "cpsat")
     objective: str = "latency"
-    time_limit: float = 10.0  # seconds shared by the exact methods (heuristics run first)
+    time_limit: float = 10.0  # total seconds: the searches (SA/EA) and the exact methods share them
     seed: int = 0
     iterations: int = 2000  # SA / EA fitness evaluations
     workers: int = 1  # CP-SAT workers
@@ -93,12 +94,18 @@ class Solution:
         return 0.0 if self.makespan <= 0 else max(0.0, 1.0 - lb / self.makespan)
 
 
-def solve(instance: Instance, options: Options = Options()) -> Solution:
+def solve(instance: Instance, options: Options = Options(), board: Board | None = None) -> Solution:
     """Run ``options.methods`` on ``instance`` and return the best validated schedule with every
-    method's result and every proven lower bound."""
+    method's result and every proven lower bound. ``options.time_limit`` is the whole run's wall clock;
+    ``board`` (:class:`onnxpart.board.Board`) hears every improved schedule (``offer``) and every
+    finished bound (``add``), which is what the command's progress bar shows."""
+    board = board if board is not None else Board()
+    deadline = time.perf_counter() + options.time_limit
     results: list[MethodResult] = []
     found: list[tuple[float, str, Schedule]] = []
     lbs = _bounds.simple_bounds(instance, lp=options.lp_bound)
+    for bound in lbs:
+        board.add(bound)
 
     def keep(method: str, sched: Schedule | None, status: str, seconds: float, bound=None, note="") -> None:
         if sched is not None:
@@ -106,29 +113,30 @@ def solve(instance: Instance, options: Options = Options()) -> Solution:
             if problems:  # a bug, not a user error: never hand out an invalid schedule
                 raise AssertionError(f"{method} produced an invalid schedule: {problems[0]}")
             found.append((sched.makespan, method, sched))
+            board.offer(sched.makespan, method)
         results.append(MethodResult(method, sched.makespan if sched is not None else None, status, seconds,
                                     bound, note))
 
-    _run_heuristics(instance, options, keep, found)
     exact_methods = [m for m in options.methods if m in EXACT]
-    t0 = time.perf_counter()
+    _run_heuristics(instance, options, keep, deadline, len(exact_methods))
     for n, method in enumerate(exact_methods):
-        share = max(0.05, (options.time_limit - (time.perf_counter() - t0)) / (len(exact_methods) - n))
+        share = max(0.05, (deadline - time.perf_counter()) / (len(exact_methods) - n))
         hint = min(found, key=lambda f: f[0])[2] if found else None
-        if method in ("exact", "cpsat"):
-            res = exact.cpsat(instance, share, hint, seed=options.seed, workers=options.workers)
-        elif method == "milp":
-            res = exact.milp(instance, share, hint, seed=options.seed)
-        else:
+        if method == "split":
             res = split.milp_split(instance, share, seed=options.seed)
             keep(method, res.schedule, res.status, res.seconds, res.bound, res.reason)
             lbs.append(LowerBound("split-dp", res.bound, res.status, "cp-sat", res.seconds,
                                   res.reason or f"{len(res.modules)} modules, {res.solves} module solves"))
             if res.fallback:
                 lbs.extend(_multichannel(instance, share, options.seed))
-            continue
-        keep(method, res.schedule, res.status, res.seconds, res.bound, res.note)
-        lbs.append(LowerBound(method, res.bound, res.status, res.solver, res.seconds, res.note))
+        else:
+            res = (exact.milp(instance, share, hint, seed=options.seed) if method == "milp" else
+                   exact.cpsat(instance, share, hint, seed=options.seed, workers=options.workers))
+            keep(method, res.schedule, res.status, res.seconds, res.bound, res.note)
+            lbs.append(LowerBound(method, res.bound, res.status, res.solver, res.seconds, res.note))
+        for bound in lbs:
+            board.add(bound)
+        board.report(method)
     if not found:
         infeasible = any(r.status == "infeasible" for r in results)
         raise InfeasibleError("no mapping satisfies memory (3.7) and the links" if infeasible else
@@ -137,7 +145,9 @@ def solve(instance: Instance, options: Options = Options()) -> Solution:
     return Solution(instance, best[2], best[1], results, lbs)
 
 
-def _run_heuristics(instance: Instance, options: Options, keep, found) -> None:
+def _run_heuristics(instance: Instance, options: Options, keep, deadline: float, exact_count: int) -> None:
+    """The constructive baselines, then SA and EA (each with an equal share of the time left, the exact
+    methods counted as shares too)."""
     constructive = {"met": heuristics.met, "greedy": heuristics.greedy, "heft": heuristics.heft}
     for method in HEURISTICS:
         if method not in options.methods or method not in constructive:
@@ -148,13 +158,14 @@ def _run_heuristics(instance: Instance, options: Options, keep, found) -> None:
     if not searches:
         return
     start = heuristics.met(instance) or heuristics.greedy(instance) or heuristics.heft(instance)
-    for method in searches:
+    for n, method in enumerate(searches):
+        share = max(0.05, (deadline - time.perf_counter()) / (len(searches) - n + exact_count))
         if start is None:
             keep(method, None, "failed", 0.0, note="no feasible start mapping")
             continue
         run = heuristics.simulated_annealing if method == "sa" else heuristics.one_plus_one_ea
         res = run(instance, start.mapping, iterations=options.iterations, seed=options.seed,
-                  time_limit=options.time_limit)
+                  time_limit=share)
         keep(method, res.schedule, "ok", res.seconds, note=f"{res.evaluations} evaluations")
 
 

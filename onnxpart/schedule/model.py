@@ -354,3 +354,34 @@ def _analytic_cost_fn(graph: Any, system: System) -> Callable[[int, int], float]
             raise UserError(f"device {d.name} has no device spec: give one in the system file or pass cost_fn")
     table = device_costs(graph, {d.name: d.spec for d in system.devices}).costs
     return lambda i, u: float(table.work[i, u])
+
+
+def table_cost_fn(graph: Any, system: System) -> Callable[[int, int], float] | None:
+    """Seconds from the graph's own cost table (``--costs``, ``--cost measured``) when it has a column
+    for every device of ``system`` (by copy name or group); None otherwise (then each device's spec is
+    costed analytically by :func:`from_graph`)."""
+    table = getattr(graph, "costs", None)
+    if table is None:
+        return None
+    columns = []
+    for d in system.devices:
+        name = d.name if d.name in table.devices else d.group if d.group in table.devices else None
+        if name is None:
+            return None
+        columns.append(table.devices.index(name))
+    return lambda i, u: float(table.work[i, columns[u]])
+
+
+def recorded_cost_fn(graph: Any, system: System) -> Callable[[int, int], float]:
+    """Seconds from each op's recorded FLOPs and bytes moved (a graph file has no ONNX nodes to cost
+    again): the roofline ``max(flops / peak, bytes / memory bandwidth) + overhead`` on each device's spec."""
+    for d in system.devices:
+        if d.spec is None:
+            raise UserError(f"device {d.name} has no device spec: give one in the system file")
+
+    def cost(i: int, u: int) -> float:
+        op, spec = graph.ops[i], system.devices[u].spec
+        return (max(op.flops / spec.peak_for("float32"), op.mem_bytes / spec.memory_bandwidth)
+                + spec.op_overhead * max(1, len(op.nodes)))
+
+    return cost

@@ -64,7 +64,7 @@ def test_canonical_hint_sorts_identical_devices():
 
 
 def test_multinode_symmetry_and_solve():
-    system = load_system(str(ROOT / "onnxpart" / "schedule" / "systems" / "multinode_6x4.yaml"))
+    system = load_system(str(ROOT / "fixtures" / "systems" / "multinode_6x4.yaml"))
     rng = np.random.default_rng(0)
     n = 6
     time = np.tile(rng.uniform(1e-3, 5e-3, size=(n, 1)), (1, system.k))

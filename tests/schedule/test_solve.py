@@ -99,7 +99,7 @@ def test_from_graph_with_the_thesis_system():
     from onnxpart.onnx_io import load_graph
 
     graph, _ = load_graph(ROOT / "fixtures" / "diamond.onnx")
-    system = load_system(str(ROOT / "onnxpart" / "schedule" / "systems" / "thesis_cpu_t4_a100.yaml"))
+    system = load_system(str(ROOT / "fixtures" / "systems" / "cpu_t4_a100.yaml"))
     inst = from_graph(graph, system)
     assert inst.n == len(graph.ops) and inst.k == 3 and np.isfinite(inst.time).all()
     from onnxpart.cost_models import analytic_costs

@@ -11,7 +11,7 @@ import pytest
 from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.schedule.model import Instance, load_system
 
-SYSTEMS = Path(__file__).resolve().parents[2] / "onnxpart" / "schedule" / "systems"
+SYSTEMS = Path(__file__).resolve().parents[2] / "fixtures" / "systems"
 
 GOOD = """\
 devices:
@@ -46,7 +46,7 @@ def test_good_file(tmp_path):
     assert path == (1, 2) and delay == pytest.approx(0.01)
 
 
-@pytest.mark.parametrize("name", ["thesis_cpu_t4_a100.yaml", "multinode_6x4.yaml"])
+@pytest.mark.parametrize("name", ["cpu_t4_a100.yaml", "multinode_6x4.yaml"])
 def test_shipped_systems(name):
     system = load_system(str(SYSTEMS / name))
     assert system.k in (3, 24)

@@ -1,0 +1,242 @@
+"""`onnxpart schedule`: map every op onto one device of a heterogeneous system and order it, minimizing
+latency, with a certified lower bound and runnable per-device pieces. The algorithms live in
+onnxpart.schedule; this module parses options, shows progress and prints the result."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
+                                 ExternalDataOpt, ForceOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt, JsonOpt,
+                                 MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt,
+                                 console, enforce_gap, err_console, gap_limit, handle_errors, load_costed, log,
+                                 print_json, progress_bar, result, verify_line)
+from onnxpart.errors import UserError
+from onnxpart.files import read_json
+from onnxpart.units import format_bytes, format_seconds
+
+METHOD_HELP = ("Methods to run (comma-separated): heft, met, greedy, sa, ea (baselines), exact/cpsat (CP-SAT), "
+               "milp (HiGHS), split (MILP-SPLIT).")
+
+
+@handle_errors
+def schedule(
+    model: Path = typer.Argument(..., help="ONNX model, or a JSON graph: costs.json, dnn-partitioning or networkx node-link."),
+    system: Path = typer.Option(..., "--system", help="System file (YAML/JSON): devices and links."),
+    output: OutputOpt = None,
+    method: str = typer.Option("met,greedy,heft,sa,ea,cpsat", "--method", help=METHOD_HELP),
+    compare: bool = typer.Option(False, "--compare", help="Run every method on this instance and print one table."),
+    max_pieces: Optional[int] = typer.Option(None, "--max-pieces", min=1, help="At most N device-contiguous pieces: merge the cheapest boundaries (exit 4 if no merge is feasible)."),
+    iterations: int = typer.Option(2000, "--iterations", min=1, help="SA / EA fitness evaluations."),
+    time_limit: TimeLimitOpt = 10.0,
+    seed: SeedOpt = 0,
+    workers: WorkersOpt = 0,
+    max_gap: MaxGapOpt = None,
+    costs: CostsOpt = None,
+    cost: CostOpt = "analytic",
+    device: DeviceOpt = "a100",
+    input_shape: InputShapeOpt = None,
+    dim: DimOpt = None,
+    freeze_dims: FreezeDimsOpt = False,
+    external_data_threshold: ExternalDataOpt = None,
+    coarsen: CoarsenOpt = False,
+    graph_format: FormatOpt = "auto",
+    verify: VerifyOpt = False,
+    verify_tol: VerifyTolOpt = 1e-4,
+    check_certificate: CheckCertificateOpt = None,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Map and order ops on heterogeneous devices minimizing latency (thesis MILP, CP-SAT, MILP-SPLIT,
+    five baselines), with proven lower bounds and runnable per-device pieces."""
+    from onnxpart.readers import check_format
+    from onnxpart.schedule import METHODS, Options
+
+    methods = METHODS if compare else _methods(method)
+    limit = gap_limit(max_gap)
+    check_format(graph_format)
+    if output is None and check_certificate is None:
+        raise UserError("pass --output/-o DIR (or --check-certificate DIR)")
+    inst, graph, loaded = _load(model, system, graph_format, costs=costs, cost=cost, device=device,
+                                input_shape=input_shape, coarsen=coarsen, dim=dim)
+    model_sha = loaded.sha256 if loaded is not None else graph.model_sha256
+    if check_certificate is not None:
+        _check(inst, check_certificate, model_sha, as_json)
+        return
+    if verify and loaded is None:
+        raise UserError("--verify needs an ONNX model (graph-only input has nothing to run)")
+
+    from onnxpart.files import OutputDir
+
+    out = OutputDir(output, force=force)
+    options = Options(methods=methods, time_limit=time_limit, seed=seed, iterations=iterations,
+                      workers=workers or os.cpu_count() or 1)
+    solution, sched = _solve(inst, options, max_pieces, as_json)
+
+    from onnxpart.loading import weight_policy
+
+    policy = weight_policy(loaded, external_data_threshold) if loaded is not None else None
+    check = dict(verify=verify, seed=seed, tolerance=verify_tol, freeze=freeze_dims)
+    recorded = {"methods": list(methods), "time_limit": time_limit, "seed": seed, "iterations": iterations,
+                "max_pieces": max_pieces, "system": str(system)}
+    summary = _write(out, solution, sched, graph, loaded, (str(model), model_sha), recorded, policy, check)
+    if as_json:
+        print_json(summary)
+    else:
+        _print(summary, compare)
+    enforce_gap(summary["certificate"], limit, output)
+
+
+def _methods(text: str) -> tuple[str, ...]:
+    from onnxpart.schedule import METHODS
+
+    methods = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods:
+        raise UserError(f"unknown --method {', '.join(unknown) or '(none)'}: use {', '.join(METHODS)}")
+    return methods
+
+
+def _load(model: Path, system_path: Path, graph_format: str, *, costs, cost, device, input_shape, coarsen, dim):
+    """-> (Instance, OpGraph, LoadedModel or None for graph-only input). The system file is read first,
+    so a bad one is reported before any costing."""
+    from onnxpart.schedule.model import from_graph, load_system, recorded_cost_fn, table_cost_fn
+
+    system = load_system(str(system_path))
+    loaded = load_costed(model, fmt=graph_format, input_shape=input_shape, coarsen=coarsen, costs=costs, cost=cost,
+                         device=device, dim=dim)
+    graph = loaded.graph
+    cost_fn = table_cost_fn(graph, system) or (recorded_cost_fn(graph, system) if loaded.model is None else None)
+    return from_graph(graph, system, cost_fn), graph, loaded.model
+
+
+def _solve(inst, options, max_pieces: Optional[int], quiet: bool):
+    """Solve with the live bar; -> (Solution, the emitted schedule: canonical, merged to --max-pieces)."""
+    from onnxpart.board import Board
+    from onnxpart.schedule import solve
+    from onnxpart.schedule.pieces import canonical, merge
+
+    with progress_bar(options.time_limit, lambda value, _: format_seconds(value), disable=quiet) as on_progress:
+        solution = solve(inst, options, Board(on_progress))
+    sched = canonical(inst, solution.schedule)
+    if max_pieces is not None:
+        sched = merge(inst, sched, max_pieces)
+    return solution, sched
+
+
+def _write(out, solution, sched, graph, loaded, source: tuple[str, Optional[str]], recorded: dict, policy,
+           check: dict) -> dict:
+    """Pieces, annotated model, Gantt chart (ONNX input only), manifest and certificate into ``out``; with
+    ``check["verify"]`` the pieces are run against the original first, and a mismatch writes nothing."""
+    from onnxpart.files import atomic_write_bytes, write_json
+    from onnxpart.schedule import emit
+    from onnxpart.schedule.pieces import later_reads, piece_of, pieces
+
+    inst = solution.instance
+    parts = pieces(sched.mapping, sched.order)
+    bad = later_reads(inst, piece_of(inst, parts))
+    if bad:  # a bug: the order is topological
+        raise AssertionError(f"piece graph has a cycle: {bad[0]}")
+    report, files = None, {}
+    with out:
+        if loaded is not None:
+            files = _write_models(out, inst, sched, parts, graph, loaded, policy, check["freeze"])
+            atomic_write_bytes(out.path("gantt.png"), emit.gantt_png(inst, sched, f"{graph.name}: makespan "
+                                                                     f"{format_seconds(sched.makespan)}"))
+        manifest = emit.manifest(solution, sched, parts, graph, source[0], source[1], files)
+        cert = emit.certificate(solution, sched, source[1], recorded)
+        if check["verify"]:
+            from onnxpart.verify import verify_parts
+
+            runs = [(out.path(p["file"]), p["inputs"]) for p in manifest["pieces"] if p["file"]]
+            with err_console.status("running the pieces in onnxruntime…"):
+                report = verify_parts(loaded, runs, seed=check["seed"], tolerance=check["tolerance"])
+            report.raise_if_failed()
+            cert.details["verify"] = report.to_dict()
+        write_json(out.path("manifest.json"), manifest)
+        write_json(out.path("certificate.json"), cert.to_dict())
+    return result(out.target, manifest, cert.to_dict(), report.to_dict() if report is not None else None,
+                  makespan=sched.makespan, method=solution.method, pieces=len(parts))
+
+
+def _write_models(out, inst, sched, parts, graph, loaded, policy, freeze: bool) -> dict[int, str]:
+    """``piece_<i>_<device>.onnx`` (+ ``.data``) per piece and ``annotated.onnx``; -> {piece: file}."""
+    import functools
+
+    from onnxpart.schedule import emit
+    from onnxpart.writer import write_annotated, write_model
+
+    files = {}
+    declare = functools.partial(loaded.value_info, freeze=freeze)
+    for index, piece in emit.piece_models(loaded.model, graph, parts, inst, declare).items():
+        files[index] = emit.piece_file(parts[index], inst)
+        write_model(piece, out.path(files[index]), policy)
+    annotated = emit.annotated_model(loaded.model, graph, inst, sched)
+    if loaded.uses_external_data:
+        write_annotated(annotated, out.path("annotated.onnx"), loaded.folder)
+    else:
+        write_model(annotated, out.path("annotated.onnx"), policy)
+    return files
+
+
+def _print(summary: dict, compare: bool) -> None:
+    manifest, cert = summary["manifest"], summary["certificate"]
+    if compare:
+        console.print(_methods_table(cert["details"]["methods"]))
+    table = Table(title=f"{manifest['graph']}: {len(manifest['pieces'])} pieces ({manifest['method']})",
+                  title_justify="left")
+    for column in ("device", "ops", "busy", "memory", "capacity"):
+        table.add_column(column, justify="left" if column == "device" else "right")
+    for d in manifest["devices"]:
+        table.add_row(d["name"], str(d["ops"]), format_seconds(d["busy"]), format_bytes(d["memory"]),
+                      format_bytes(d["capacity"]) if d["capacity"] is not None else "-")
+    console.print(table)
+    console.print(_certificate_line(cert), highlight=False)
+    if summary["verify"] is not None:
+        console.print(verify_line(summary["verify"], "pieces"), highlight=False, soft_wrap=True)
+    console.print(f"wrote {summary['output']}", highlight=False)
+
+
+def _methods_table(methods: list[dict]) -> Table:
+    """--compare: every method's makespan, status, proven bound and seconds on this instance."""
+    table = Table(title="methods", title_justify="left")
+    for column in ("method", "makespan", "status", "bound", "seconds", "note"):
+        table.add_column(column, justify="left" if column in ("method", "status", "note") else "right")
+    for r in methods:
+        table.add_row(r["method"], format_seconds(r["makespan"]) if r["makespan"] is not None else "-", r["status"],
+                      format_seconds(r["bound"]) if r["bound"] is not None else "-", f"{r['seconds']:.2f}",
+                      r["note"] or "")
+    return table
+
+
+def _certificate_line(cert: dict) -> str:
+    ub, lb, gap = cert["upper_bound"], cert["best_lower_bound"], cert["gap"]
+    if lb is None:
+        return f"makespan {format_seconds(ub)}, no lower bound proven"
+    best = max((b for b in cert["lower_bounds"] if b["value"] is not None), key=lambda b: b["value"])
+    return f"makespan {format_seconds(ub)}, proven ≥ {format_seconds(lb)} (gap {gap:.1%}, {best['method']})"
+
+
+def _check(inst, folder: Path, model_sha, as_json: bool) -> None:
+    from onnxpart.certificate import Certificate
+    from onnxpart.schedule.verify import check_certificate
+
+    manifest = read_json(folder / "manifest.json", "manifest")
+    try:
+        cert = Certificate.from_dict(read_json(folder / "certificate.json", "certificate"))
+    except (KeyError, TypeError) as exc:
+        raise UserError(f"{folder}/certificate.json is not an onnxpart certificate: {exc}") from None
+    checked = check_certificate(inst, manifest, cert, model_sha)
+    if as_json:
+        print_json({"ok": checked.ok, "upper_bound": checked.upper_bound, "problems": checked.problems})
+    if not checked.ok:
+        raise UserError("certificate check failed: " + "; ".join(checked.problems))
+    log.info("certificate %s checked", folder)
+    if not as_json:
+        console.print(f"certificate ok: makespan {format_seconds(checked.upper_bound)} re-simulated from the "
+                      "manifest's mapping and order; every lower bound is at most it", highlight=False)

@@ -1,0 +1,179 @@
+"""Solution -> files: ``manifest.json``, ``certificate.json``, ``piece_<i>_<device>.onnx``,
+``annotated.onnx`` and ``gantt.png`` (payloads and models only; the command writes them through
+:class:`onnxpart.files.OutputDir` and :mod:`onnxpart.writer`).
+
+* The manifest (``onnxpart.schedule-manifest/1``) holds plain fields a checker re-simulates: the system
+  (devices, links), the objective, ``order`` (the execution order), ``ops[]`` (name, device, start, end,
+  piece), ``transfers[]`` (tensor, from, to, start, end, bytes), the makespan and the pieces.
+* ``annotated.onnx``: one ``DeviceConfigurationProto`` named ``schedule`` listing the system's devices;
+  every node carries a ``NodeDeviceConfigurationProto``. ONNX 1.23's proto has no ``device`` field (only
+  ``configuration_id``, ``sharding_spec``, ``pipeline_stage``), so the device is a ``ShardingSpecProto``
+  per node output with ``device=[index]`` and no sharded axis: the whole tensor lives on that device.
+* The schedule's semantics are the thesis's (Ghannane 2023, Section 2.3;
+  ../shared/papers/heterogeneous-scheduling-milp-split.txt): contention-free links, latency objective.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+from typing import Any
+
+import numpy as np
+import onnx
+
+from onnxpart.certificate import Certificate, instance_hash
+from onnxpart.parts import annotate, part_io, part_models
+from onnxpart.schedule.model import Instance
+from onnxpart.schedule.pieces import Piece, piece_of
+from onnxpart.schedule.simulator import Schedule
+
+MANIFEST_SCHEMA = "onnxpart.schedule-manifest/1"
+OBJECTIVE = "latency: makespan (s)"
+CONFIGURATION = "schedule"
+
+
+def instance_digest(inst: Instance) -> str:
+    """sha256 of everything the schedule's cost depends on: times, edges, delays, memory, capacities."""
+    h = hashlib.sha256()
+    for array in (inst.time, np.array([(i, j, b) for i, j, b in inst.edges], dtype=float), inst.delays,
+                  inst.mem, inst.capacity):
+        h.update(np.ascontiguousarray(array, dtype=float).tobytes())
+    h.update("\0".join(inst.op_names + ["|"] + list(inst.device_names)).encode())
+    return h.hexdigest()
+
+
+def certificate_hash(inst: Instance, model_sha256: str | None, max_pieces: int | None) -> str:
+    """Instance sha256: model file + the instance's costs and system + the piece limit."""
+    return instance_hash(model_sha256, instance_digest(inst), "latency", max_pieces)
+
+
+def system_payload(inst: Instance) -> dict[str, Any]:
+    """The system's devices (name, group, spec, memory) and its direct links (bandwidth, latency)."""
+    system = inst.system
+    devices = [{"name": name, "memory": _finite(inst.capacity[u]),
+                "group": system.devices[u].group if system else name,
+                "spec": getattr(system.devices[u].spec, "name", None) if system else None}
+               for u, name in enumerate(inst.device_names)]
+    links = [] if system is None else [
+        {"from": inst.device_names[u], "to": inst.device_names[v], "bandwidth": link.bandwidth,
+         "latency": link.latency} for (u, v), link in sorted(system.links.items())]
+    return {"devices": devices, "links": links}
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def edge_tensors(graph, i: int, j: int) -> list[str]:
+    """The tensors op ``i`` makes that op ``j`` reads (an instance edge's names)."""
+    reads = set(graph.ops[j].inputs)
+    return [name for name in graph.ops[i].outputs if name in reads]
+
+
+def manifest(solution, sched: Schedule, parts: list[Piece], graph, model_path: str | None,
+             model_sha256: str | None, files: dict[int, str] | None = None) -> dict[str, Any]:
+    """The manifest (module docstring); ``sched`` is the emitted (canonical, maybe merged) schedule."""
+    inst = solution.instance
+    names = inst.device_names
+    where = piece_of(inst, parts)
+    io_names = part_io(graph, where, len(parts))
+    ops = [{"name": inst.op_names[i], "device": names[sched.mapping[i]], "start": float(sched.start[i]),
+            "end": float(sched.end[i]), "piece": int(where[i])} for i in sched.order]
+    transfers = []
+    for t in sorted(sched.transfers, key=lambda t: (t.start, t.src, t.dst)):
+        tensors = edge_tensors(graph, t.src, t.dst)
+        transfers.append({"tensor": ",".join(tensors), "tensors": tensors, "from": names[t.src_device],
+                          "to": names[t.dst_device], "src_op": inst.op_names[t.src], "dst_op": inst.op_names[t.dst],
+                          "start": t.start, "end": t.end, "bytes": t.bytes})
+    pieces = [{"index": p.index, "device": names[p.device], "file": (files or {}).get(p.index),
+               "ops": [inst.op_names[i] for i in p.ops], "onnx_nodes": _nodes(graph, p.ops),
+               "inputs": io_names[p.index][0], "outputs": io_names[p.index][1],
+               "start": float(min(sched.start[list(p.ops)])), "end": float(max(sched.end[list(p.ops)]))}
+              for p in parts]
+    return {"schema": MANIFEST_SCHEMA, "model": {"path": model_path, "sha256": model_sha256}, "graph": graph.name,
+            "system": system_payload(inst), "objective": "latency", "objective_unit": "s",
+            "method": solution.method, "makespan": sched.makespan, "order": [inst.op_names[i] for i in sched.order],
+            "ops": ops, "transfers": transfers, "pieces": pieces, "devices": device_summary(inst, sched)}
+
+
+def _nodes(graph, ops) -> list[str]:
+    return [name for i in ops for name in graph.ops[i].onnx_nodes]
+
+
+def _result(r) -> dict[str, Any]:
+    return {"method": r.method, "makespan": r.makespan, "status": r.status, "seconds": r.seconds,
+            "bound": r.bound, "note": r.note}
+
+
+def device_summary(inst: Instance, sched: Schedule) -> list[dict[str, Any]]:
+    """Per device: busy seconds, op count, and memory (constraint 3.7's resident bytes)."""
+    busy, memory = sched.busy(inst.k), sched.memory(inst)
+    counts = np.bincount(sched.mapping, minlength=inst.k)
+    return [{"name": name, "busy": float(busy[u]), "ops": int(counts[u]), "memory": float(memory[u]),
+             "capacity": _finite(inst.capacity[u])} for u, name in enumerate(inst.device_names)]
+
+
+def certificate(solution, sched: Schedule, model_sha256: str | None, options: dict[str, Any]) -> Certificate:
+    """The shared certificate, ``problem: "schedule"``: upper bound = the emitted makespan, every bound."""
+    inst = solution.instance
+    return Certificate(problem="schedule",
+                       instance_sha256=certificate_hash(inst, model_sha256, options.get("max_pieces")),
+                       objective=OBJECTIVE, upper_bound=float(sched.makespan),
+                       lower_bounds=list(solution.lower_bounds),
+                       details={"method": solution.method, "solver_makespan": solution.makespan,
+                                "options": options, "methods": [_result(r) for r in solution.results]})
+
+
+def piece_models(loaded_model, graph, parts: list[Piece], inst: Instance, declare=None) -> dict[int, onnx.ModelProto]:
+    """``{piece index: ModelProto}`` via :func:`onnxpart.parts.part_models`."""
+    where = piece_of(inst, parts)
+    return part_models(loaded_model, graph, where, len(parts),
+                       lambda p: f"{graph.name}_piece_{p}_{_safe(inst.device_names[parts[p].device])}", declare)
+
+
+def piece_file(piece: Piece, inst: Instance) -> str:
+    return f"piece_{piece.index}_{_safe(inst.device_names[piece.device])}.onnx"
+
+
+def _safe(name: str) -> str:
+    return name.replace(":", "-")
+
+
+def annotated_model(loaded_model, graph, inst: Instance, sched: Schedule) -> onnx.ModelProto:
+    """The original model with the ``schedule`` device configuration and each node's device (module docstring)."""
+    def fields(u: int, node: onnx.NodeProto) -> dict[str, Any]:
+        return {"sharding_spec": [onnx.ShardingSpecProto(tensor_name=out, device=[u]) for out in node.output if out]}
+
+    return annotate(loaded_model, graph, np.asarray(sched.mapping), CONFIGURATION, list(inst.device_names), fields,
+                    per_node=True)
+
+
+def gantt_png(inst: Instance, sched: Schedule, title: str = "") -> bytes:
+    """A Gantt chart: one row per device and one per used link, ops and transfers as bars (PNG bytes)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    links = sorted({(t.src_device, t.dst_device) for t in sched.transfers})
+    rows = list(inst.device_names) + [f"{inst.device_names[u]}→{inst.device_names[v]}" for u, v in links]
+    fig, ax = plt.subplots(figsize=(10, 1.0 + 0.45 * len(rows)), dpi=100)
+    colors = plt.get_cmap("tab10")
+    for i in range(inst.n):
+        u = int(sched.mapping[i])
+        ax.barh(u, sched.end[i] - sched.start[i], left=sched.start[i], color=colors(u % 10), edgecolor="black",
+                linewidth=0.3)
+    for t in sched.transfers:
+        row = inst.k + links.index((t.src_device, t.dst_device))
+        ax.barh(row, t.end - t.start, left=t.start, color="lightgray", edgecolor="dimgray", linewidth=0.3)
+    ax.set_yticks(range(len(rows)), rows)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds")
+    ax.set_title(title or f"makespan {sched.makespan:.4g} s")
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return buffer.getvalue()

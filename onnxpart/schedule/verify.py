@@ -1,0 +1,116 @@
+"""Checking a schedule's output folder without trusting the code that made it (``--check-certificate``).
+
+:func:`check_certificate` rebuilds the mapping and the execution order from ``manifest.json``'s plain
+fields, re-simulates them with :func:`onnxpart.schedule.simulator.simulate` under the thesis's cost
+semantics (Ghannane 2023, Section 2.3; ../shared/papers/heterogeneous-scheduling-milp-split.txt),
+validates the result independently, and checks: every op's start/end and the makespan equal the
+manifest's, the certificate's upper bound equals the makespan, every lower bound is at most it, the
+closed-form bounds (critical path, work) re-derive, the pieces are the device-contiguous runs of the
+order and no piece reads a later piece's tensor, and the instance hash.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from onnxpart.certificate import Certificate
+from onnxpart.schedule import bounds as _bounds
+from onnxpart.schedule.emit import certificate_hash
+from onnxpart.schedule.model import Instance
+from onnxpart.schedule.pieces import later_reads, piece_of, pieces
+from onnxpart.schedule.simulator import simulate, validate
+
+#: relative slack for floats written to JSON and solver bounds
+RTOL = 1e-6
+
+
+@dataclass
+class CertificateCheck:
+    upper_bound: float
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= RTOL * max(1.0, abs(a), abs(b)) or abs(a - b) <= 1e-12
+
+
+def check_certificate(inst: Instance, manifest: dict[str, Any], cert: Certificate,
+                      model_sha256: str | None) -> CertificateCheck:
+    """Re-simulate the manifest's mapping and order and re-check the certificate (module docstring)."""
+    problems: list[str] = []
+    mapping, order = _read_mapping(inst, manifest, problems)
+    if problems:
+        return CertificateCheck(float("nan"), problems)
+    try:
+        sched = simulate(inst, mapping, order)
+    except ValueError as exc:
+        return CertificateCheck(float("nan"), [f"the manifest's schedule is infeasible: {exc}"])
+    problems += validate(inst, sched)
+    upper = sched.makespan
+    by_name = {entry["name"]: entry for entry in manifest["ops"]}
+    for i in range(inst.n):
+        entry = by_name[inst.op_names[i]]
+        if not (_close(entry["start"], sched.start[i]) and _close(entry["end"], sched.end[i])):
+            problems.append(f"op {inst.op_names[i]}: manifest says [{entry['start']}, {entry['end']}], "
+                            f"re-simulated [{sched.start[i]}, {sched.end[i]}]")
+            break
+    if not _close(float(manifest["makespan"]), upper):
+        problems.append(f"manifest makespan {manifest['makespan']} != re-simulated {upper}")
+    if not _close(cert.upper_bound, upper):
+        problems.append(f"certificate upper bound {cert.upper_bound} != re-simulated makespan {upper}")
+    problems += _check_bounds(inst, cert, upper)
+    problems += _check_pieces(inst, manifest, mapping, order)
+    options = cert.details.get("options", {}) if isinstance(cert.details, dict) else {}
+    if cert.instance_sha256 != certificate_hash(inst, model_sha256, options.get("max_pieces")):
+        problems.append("instance sha256 differs: the certificate was made for another model, costs or system")
+    return CertificateCheck(upper, problems)
+
+
+def _read_mapping(inst: Instance, manifest: dict[str, Any], problems: list[str]) -> tuple[np.ndarray, list[int]]:
+    """(mapping, order) from the manifest's ``ops`` and ``order``; names checked against the instance."""
+    where = {name: i for i, name in enumerate(inst.op_names)}
+    devices = {name: u for u, name in enumerate(inst.device_names)}
+    mapping = np.full(inst.n, -1, dtype=np.int64)
+    try:
+        for entry in manifest["ops"]:
+            if entry["name"] not in where:
+                problems.append(f"manifest lists op {entry['name']!r}, which the model does not have")
+            elif entry["device"] not in devices:
+                problems.append(f"op {entry['name']!r} is on {entry['device']!r}, which the system does not have")
+            else:
+                mapping[where[entry["name"]]] = devices[entry["device"]]
+        order = [where[name] for name in manifest["order"] if name in where]
+    except (KeyError, TypeError) as exc:
+        problems.append(f"manifest is not an onnxpart schedule manifest: {exc}")
+        return mapping, []
+    if (mapping < 0).any():
+        problems.append(f"{int((mapping < 0).sum())} ops have no device in the manifest")
+    if sorted(order) != list(range(inst.n)):
+        problems.append("the manifest's order does not list every op once")
+    return mapping, order
+
+
+def _check_bounds(inst: Instance, cert: Certificate, upper: float) -> list[str]:
+    problems = []
+    formulas = {"critical-path": _bounds.critical_path_bound(inst).value, "work": _bounds.work_bound(inst).value}
+    for bound in cert.lower_bounds:
+        if bound.method in formulas and bound.value is not None and not _close(bound.value, formulas[bound.method]):
+            problems.append(f"{bound.method} bound {bound.value} != recomputed {formulas[bound.method]}")
+        if bound.value is not None and bound.value > upper * (1 + RTOL) + 1e-12:
+            problems.append(f"lower bound {bound.method} = {bound.value} exceeds the makespan {upper}")
+    return problems
+
+
+def _check_pieces(inst: Instance, manifest: dict[str, Any], mapping: np.ndarray, order: list[int]) -> list[str]:
+    runs = pieces(mapping, order)
+    listed = [list(p.get("ops", [])) for p in manifest.get("pieces", [])]
+    if listed != [[inst.op_names[i] for i in p.ops] for p in runs]:
+        return ["the manifest's pieces are not the device-contiguous runs of its order"]
+    return later_reads(inst, piece_of(inst, runs))

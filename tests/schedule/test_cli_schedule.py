@@ -1,0 +1,178 @@
+"""`onnxpart schedule` end to end: files, runnable pieces, --verify, the certificate re-simulated (and a
+tampered one refused), --max-gap, --max-pieces, --compare, --json, bad input and determinism."""
+
+from __future__ import annotations
+
+import json
+
+import onnx
+import pytest
+from typer.testing import CliRunner
+
+from onnxpart.cli.app import app
+from onnxpart.schedule import METHODS
+from tests.conftest import FIXTURES, light
+
+runner = CliRunner()
+SYSTEM = FIXTURES / "systems" / "cpu_t4_a100.yaml"
+DIAMOND = FIXTURES / "diamond.onnx"
+LIGHT = light("inception_v1")  # branches: several devices and pieces on this system
+
+
+def invoke(*args):
+    return runner.invoke(app, ["schedule", *[str(a) for a in args]])
+
+
+@pytest.fixture(scope="module")
+def light_out(tmp_path_factory):
+    out = tmp_path_factory.mktemp("light") / "out"
+    result = invoke(LIGHT, "--system", SYSTEM, "-o", out, "--time-limit", "2", "--verify", "--json")
+    assert result.exit_code == 0, result.output
+    return out, json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("model", [DIAMOND, LIGHT])
+def test_files_pieces_and_verify(model, tmp_path, light_out):
+    if model == LIGHT:
+        out, summary = light_out
+    else:
+        out = tmp_path / "out"
+        result = invoke(model, "--system", SYSTEM, "-o", out, "--time-limit", "2", "--verify", "--json")
+        assert result.exit_code == 0, result.output
+        summary = json.loads(result.stdout)
+    manifest = json.loads((out / "manifest.json").read_text())
+    cert = json.loads((out / "certificate.json").read_text())
+    assert manifest["schema"] == "onnxpart.schedule-manifest/1" and manifest["objective"] == "latency"
+    assert {d["name"] for d in manifest["system"]["devices"]} == {"cpu", "t4", "a100"}
+    assert cert["problem"] == "schedule" and cert["upper_bound"] == pytest.approx(manifest["makespan"])
+    assert all(b["value"] is None or b["value"] <= cert["upper_bound"] * (1 + 1e-6) for b in cert["lower_bounds"])
+    assert summary["verify"]["ok"] and (out / "gantt.png").stat().st_size > 1000
+    for index, piece in enumerate(manifest["pieces"]):
+        assert piece["index"] == index and piece["file"] == f"piece_{index}_{piece['device']}.onnx"
+        onnx.checker.check_model(str(out / piece["file"]), full_check=True)
+    # a piece reads only earlier pieces' tensors (the piece graph is acyclic, in execution order)
+    made = {}
+    for piece in manifest["pieces"]:
+        for name in piece["outputs"]:
+            made.setdefault(name, piece["index"])
+    assert all(made.get(name, -1) < piece["index"] for piece in manifest["pieces"] for name in piece["inputs"])
+    annotated = onnx.load(str(out / "annotated.onnx"))
+    assert list(annotated.configuration[0].device) == ["cpu", "t4", "a100"]
+    on = {op["name"]: op["device"] for op in manifest["ops"]}
+    assert all(node.device_configurations[0].sharding_spec[0].device[0] in (0, 1, 2)
+               for node in annotated.graph.node if node.name in on)
+
+
+def test_light_uses_several_pieces(light_out):
+    _, summary = light_out
+    assert summary["pieces"] > 1 and summary["manifest"]["transfers"]
+    transfer = summary["manifest"]["transfers"][0]
+    assert set(transfer) >= {"tensor", "from", "to", "start", "end", "bytes"}
+
+
+def test_check_certificate_and_tampering(light_out, tmp_path):
+    out, _ = light_out
+    result = invoke(LIGHT, "--system", SYSTEM, "--check-certificate", out)
+    assert result.exit_code == 0 and "certificate ok" in result.output, result.output
+    tampered = tmp_path / "tampered"
+    tampered.mkdir()
+    (tampered / "manifest.json").write_text((out / "manifest.json").read_text())
+    cert = json.loads((out / "certificate.json").read_text())
+    cert["upper_bound"] *= 0.9
+    (tampered / "certificate.json").write_text(json.dumps(cert))
+    result = invoke(LIGHT, "--system", SYSTEM, "--check-certificate", tampered)
+    assert result.exit_code == 2 and "certificate check failed" in result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["ops"][0]["device"] = "t4" if manifest["ops"][0]["device"] != "t4" else "cpu"
+    (tampered / "manifest.json").write_text(json.dumps(manifest))
+    (tampered / "certificate.json").write_text((out / "certificate.json").read_text())
+    assert invoke(LIGHT, "--system", SYSTEM, "--check-certificate", tampered).exit_code == 2
+
+
+def test_max_gap(tmp_path):
+    ok = invoke(DIAMOND, "--system", SYSTEM, "-o", tmp_path / "a", "--time-limit", "2", "--max-gap", "0.01%")
+    assert ok.exit_code == 0, ok.output  # CP-SAT proves the diamond optimal (up to its floored time ticks)
+    strict = invoke(DIAMOND, "--system", SYSTEM, "-o", tmp_path / "s", "--time-limit", "2", "--max-gap", "0%")
+    gap = json.loads((tmp_path / "s" / "certificate.json").read_text())["gap"]
+    assert strict.exit_code == (0 if gap <= 1e-12 else 3), strict.output  # 0% means no gap at all
+    loose = invoke(LIGHT, "--system", SYSTEM, "-o", tmp_path / "b", "--time-limit", "1", "--method", "met",
+                   "--max-gap", "0%")
+    assert loose.exit_code == 3 and "not provably within --max-gap" in loose.output
+    assert (tmp_path / "b" / "manifest.json").exists()  # the files stay written
+
+
+def test_max_pieces(tmp_path):
+    out = tmp_path / "out"
+    result = invoke(LIGHT, "--system", SYSTEM, "-o", out, "--time-limit", "1", "--max-pieces", "3", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["pieces"] <= 3
+    assert invoke(LIGHT, "--system", SYSTEM, "--check-certificate", out).exit_code == 0
+
+
+def test_compare_table_lists_every_method(tmp_path):
+    result = invoke(DIAMOND, "--system", SYSTEM, "-o", tmp_path / "out", "--time-limit", "3", "--compare")
+    assert result.exit_code == 0, result.output
+    for method in METHODS:
+        assert method in result.output
+
+
+def test_json_shape_and_graph_only_input(tmp_path):
+    costs = tmp_path / "costs.json"
+    assert runner.invoke(app, ["annotate", str(DIAMOND), "-o", str(costs)]).exit_code == 0
+    out = tmp_path / "out"
+    result = invoke(costs, "--system", SYSTEM, "-o", out, "--time-limit", "1", "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert {"output", "manifest", "certificate", "verify", "makespan", "pieces"} <= set(summary)
+    assert sorted(p.name for p in out.iterdir()) == ["certificate.json", "manifest.json"]
+    assert invoke(costs, "--system", SYSTEM, "--check-certificate", out).exit_code == 0
+
+
+def test_same_seed_same_manifest(tmp_path):
+    manifests = []
+    for name in ("a", "b"):
+        result = invoke(LIGHT, "--system", SYSTEM, "-o", tmp_path / name, "--time-limit", "5", "--seed", "3",
+                        "--method", "heft,sa,ea", "--iterations", "300")
+        assert result.exit_code == 0, result.output
+        manifests.append((tmp_path / name / "manifest.json").read_text())
+    assert manifests[0] == manifests[1]
+
+
+BAD_LINK = """devices:
+  - {name: cpu, spec: cpu}
+links:
+  pairs:
+    - {from: cpu, to: tpu, bandwidth: 1GB/s}
+"""
+TINY = """devices:
+  - {name: a, spec: cpu, memory: 1KiB}
+  - {name: b, spec: t4, memory: 2KiB}
+links:
+  default: {bandwidth: 1GB/s}
+"""
+MALFORMED = """devices:
+  - {name: cpu, spec: cpu, count: two}
+"""
+
+
+@pytest.mark.parametrize("text, code, pattern", [
+    (BAD_LINK, 2, r"links.pairs\[0\].to \(line 5\): unknown device 'tpu'"),
+    (TINY, 4, r"op \S+ needs \d+ bytes .* the largest device it can run on, b, has 2048 bytes"),
+    (MALFORMED, 2, r"system.yaml: devices\[0\].count \(line 2\): count must be a positive integer"),
+])
+def test_bad_input(tmp_path, text, code, pattern):
+    import re
+
+    system = tmp_path / "system.yaml"
+    system.write_text(text)
+    out = tmp_path / "out"
+    result = invoke(DIAMOND, "--system", system, "-o", out)
+    assert result.exit_code == code, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and re.search(pattern, " ".join(result.output.split())), result.output
+    assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["system.yaml"]
+
+
+def test_unknown_method(tmp_path):
+    result = invoke(DIAMOND, "--system", SYSTEM, "-o", tmp_path / "out", "--method", "heft,magic")
+    assert result.exit_code == 2 and "unknown --method magic" in result.output
