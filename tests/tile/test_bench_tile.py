@@ -1,0 +1,43 @@
+"""scripts/bench_tile.py: its instance generators and report on tiny sizes (no BENCHMARKS.md write)."""
+
+from __future__ import annotations
+
+import importlib.util
+from argparse import Namespace
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_tile.py"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("bench_tile", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_chlp_generator_is_k_uniform_and_capped():
+    bench = _load()
+    inst = bench.chlp_instance(10, 3, 9, 3, 1.0, seed=0)
+    assert inst.n == 10 and inst.m == 10
+    assert all(len(e.vertices) == 3 and len(e.tuples) == 9 for e in inst.edges)
+    assert bench.chlp_instance(4, 3, 9, 3, 5.0, seed=0).m == 4  # capped at C(4, 3)
+    again = bench.chlp_instance(10, 3, 9, 3, 1.0, seed=0)
+    assert [e.tuples for e in again.edges] == [e.tuples for e in inst.edges]
+
+
+def test_rows_and_report_on_tiny_sizes():
+    bench = _load()
+    chlp = bench.chlp_rows([10], [0], 3, 9, 3, 1.0, time_limit=5)
+    programs = bench.program_rows([(4, 10)], [0], time_limit=5)
+    for row in chlp + programs:
+        m = row["methods"]
+        assert m["exact"]["cost"] <= m["greedy"]["cost"]
+        assert m["exact"]["status"] == "optimal"
+    args = Namespace(time_limit=5, repeats=1, k=3, s=9, tau=3, density=1.0)
+    paper = bench.paper_rows(5, 1)
+    assert len(paper) == 10
+    assert any(r["methods"]["exhaustive"]["status"] == "refused" and r["methods"]["exhaustive"]["refused_size"]
+               for r in paper)
+    text = bench.markdown(paper, chlp, programs, args, "test", 0.0)
+    assert "refused (size" in text and "| target | verdict | detail |" in text
