@@ -6,7 +6,7 @@ import logging
 
 import typer
 
-from onnxpart.cli import annotate_cmd, inspect_cmd, partition_cmd, remat_cmd
+from onnxpart.cli import annotate_cmd, inspect_cmd, partition_cmd, remat_cmd, tile_cmd
 from onnxpart.cli.common import err_console
 from onnxpart.errors import NOT_IMPLEMENTED
 
@@ -31,6 +31,7 @@ app.command("inspect")(inspect_cmd.inspect)
 app.command("annotate")(annotate_cmd.annotate)
 app.command("partition")(partition_cmd.partition)
 app.command("remat")(remat_cmd.remat)
+app.command("tile")(tile_cmd.tile)
 
 
 def _not_yet(name: str, issue: str):
@@ -45,7 +46,6 @@ def _not_yet(name: str, issue: str):
 
 
 app.command("schedule")(_not_yet("schedule", "map and schedule ops onto heterogeneous devices (MILP-SPLIT)"))
-app.command("tile")(_not_yet("tile", "tiling/sharding layouts by hypergraph labeling"))
 
 
 def main() -> None:
