@@ -27,7 +27,7 @@ def test_help_lists_every_command():
         assert command in result.output
 
 
-@pytest.mark.parametrize("command", ["schedule", "tile"])
+@pytest.mark.parametrize("command", ["schedule"])
 def test_stub_commands_exit_not_implemented(command):
     from onnxpart.errors import NOT_IMPLEMENTED
 
