@@ -76,11 +76,14 @@ def solve_layouts(inst: LayoutInstance, options: LayoutOptions = LayoutOptions()
         t0 = time.perf_counter()
         if method == "exact":
             remaining = max(options.time_limit - (t0 - start), 0.1)
-            layouts, bound = exact(inst, remaining, hint or greedy(inst), options.workers, options.seed)
+            start_plan = hint or greedy(inst, deadline=t0 + remaining / 4)
+            layouts, bound = exact(inst, max(remaining - (time.perf_counter() - t0), 0.1), start_plan,
+                                   options.workers, options.seed)
             bounds.append(bound)
             status = bound.status if layouts is not None else "no_solution"
         else:
-            layouts, status = (local(inst) if method == "local" else greedy(inst)), "heuristic"
+            deadline = start + options.time_limit / (2 if "exact" in options.methods else 1)
+            layouts, status = (local(inst) if method == "local" else greedy(inst, deadline=deadline)), "heuristic"
             hint = layouts if method == "greedy" else hint
         cost = inst.cost(layouts) if layouts is not None and inst.fits(layouts) else None
         results.append(LayoutResult(method, layouts if cost is not None else None, cost,
@@ -128,16 +131,19 @@ def _nearest(inst: LayoutInstance, t: str, want: Layout) -> Layout:
                reshard_time(want, a, var.bytes, inst.mesh))
 
 
-def greedy(inst: LayoutInstance, max_rounds: int = 50) -> dict[str, Layout]:
-    """Improve the local plan and the all-replicated one by op and tensor moves; the better of the two."""
+def greedy(inst: LayoutInstance, max_rounds: int = 50, deadline: float | None = None) -> dict[str, Layout]:
+    """Improve the local plan and the all-replicated one by op and tensor moves; the better of the two.
+    ``deadline`` (``time.perf_counter()`` seconds) ends the rounds early, keeping what was improved."""
     starts = [local(inst), fit_memory(inst, {t.name: (R if R in t.domain else t.domain[0]) for t in inst.tensors})]
-    plans = [_improve(inst, x, max_rounds) for x in starts]
+    plans = [_improve(inst, x, max_rounds, deadline) for x in starts]
     return min(plans, key=inst.cost)
 
 
-def _improve(inst: LayoutInstance, x: dict[str, Layout], max_rounds: int) -> dict[str, Layout]:
+def _improve(inst: LayoutInstance, x: dict[str, Layout], max_rounds: int, deadline: float | None) -> dict[str, Layout]:
     touching = _touching(inst)
     for _ in range(max_rounds):
+        if deadline is not None and time.perf_counter() > deadline:
+            break
         improved = False
         moves = [{t: want for t, want in zip(op.inputs + op.outputs, c.inputs + c.outputs)}
                  for op in inst.ops for c in op.choices]

@@ -93,3 +93,29 @@ def test_reshardings_name_both_sides(tiny):
     records = reshardings(inst, sol.plan)
     assert records and all(len(r["forced_by"]) >= 1 and r["seconds"] > 0 for r in records)
     assert inst.plan_cost(sol.plan) == pytest.approx(sol.cost)
+
+
+def test_time_limited_exact_reports_a_proven_bound(tiny):
+    from tests.conftest import FIXTURES
+
+    graph = graph_of(FIXTURES / "transformer_block.onnx")
+    inst = build_layout_instance(graph, 4, bandwidth=1e9)
+    sol = solve_layouts(inst, LayoutOptions(time_limit=3, workers=1))
+    assert sol.lower_bounds[0].status in ("optimal", "time_limit")
+    assert sol.best_lower_bound <= sol.cost * (1 + 1e-12)
+    costs = {r.method: r.cost for r in sol.results}
+    assert costs["exact"] <= costs["greedy"] * (1 + 1e-12) <= costs["local"] * (1 + 1e-12)
+
+
+def test_emit_specs_and_strings():
+    import onnx
+
+    from onnxpart.tile.emit import _spec, ort_spec, placements
+
+    assert ort_spec(S(1), 3) == "RS[0]R" and ort_spec(R, 2) == "RR" and ort_spec(P, 2) is None
+    assert placements(S(0)) == ["Shard(0)"] and placements(P) == ["Partial()"]
+    spec = _spec("w", S(1), (8, 12), 4)
+    assert isinstance(spec, onnx.ShardingSpecProto) and list(spec.device) == [0, 1, 2, 3]
+    assert spec.sharded_dim[0].axis == 1 and spec.sharded_dim[0].simple_sharding[0].dim_value == 12
+    rep = _spec("w", R, (8, 12), 4)
+    assert list(rep.device) == [-1] and list(rep.index_to_device_group_map[0].value) == [0, 1, 2, 3]
