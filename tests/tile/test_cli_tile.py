@@ -159,3 +159,10 @@ def test_unknown_label(tmp_path):
     path = tmp_path / "prog.json"
     path.write_text(json.dumps(PROGRAM))
     one_line_error(invoke(path, "--labels", "diag", "-o", tmp_path / "out"), 2, "unknown --labels")
+
+
+def test_max_gap_without_bound_exits_3_with_files(tmp_path):
+    model = mlp(tmp_path / "mlp.onnx")
+    result = invoke(model, "-d", 4, "-o", tmp_path / "out", "--method", "local,greedy", "--max-gap", "5%")
+    assert result.exit_code == 3, result.output
+    assert (tmp_path / "out" / "plan.json").exists()
