@@ -6,9 +6,8 @@ import logging
 
 import typer
 
-from onnxpart.cli import annotate_cmd, inspect_cmd, partition_cmd, remat_cmd, schedule_cmd
+from onnxpart.cli import annotate_cmd, inspect_cmd, partition_cmd, remat_cmd, schedule_cmd, tile_cmd
 from onnxpart.cli.common import err_console
-from onnxpart.errors import NOT_IMPLEMENTED
 
 app = typer.Typer(
     name="onnxpart",
@@ -32,20 +31,7 @@ app.command("annotate")(annotate_cmd.annotate)
 app.command("partition")(partition_cmd.partition)
 app.command("remat")(remat_cmd.remat)
 app.command("schedule")(schedule_cmd.schedule)
-
-
-def _not_yet(name: str, issue: str):
-    """A placeholder command: says it is not implemented and exits with ``NOT_IMPLEMENTED``."""
-
-    def command() -> None:
-        err_console.print(f"[yellow]onnxpart {name}[/] is not yet implemented ({issue}).")
-        raise typer.Exit(NOT_IMPLEMENTED)
-
-    command.__doc__ = f"{issue} — not yet implemented."
-    return command
-
-
-app.command("tile")(_not_yet("tile", "tiling/sharding layouts by hypergraph labeling"))
+app.command("tile")(tile_cmd.tile)
 
 
 def main() -> None:

@@ -11,13 +11,10 @@ Exit codes (documented in README.md):
 * 2 — bad input: missing/corrupt file, bad option, unresolved shapes, existing output folder, ...
 * 3 — the result is valid but not provably within ``--max-gap``
 * 4 — the problem is infeasible as given (memory budget or system cannot be met)
-* 5 — the command is not implemented yet (:data:`NOT_IMPLEMENTED`)
 """
 
 from __future__ import annotations
 
-#: Exit code of a command that is not implemented yet (``tile``): neither bad input nor a bug.
-NOT_IMPLEMENTED = 5
 
 
 class UserError(Exception):

@@ -27,15 +27,6 @@ def test_help_lists_every_command():
         assert command in result.output
 
 
-@pytest.mark.parametrize("command", ["tile"])
-def test_stub_commands_exit_not_implemented(command):
-    from onnxpart.errors import NOT_IMPLEMENTED
-
-    result = invoke(command)
-    assert NOT_IMPLEMENTED == 5 and result.exit_code == NOT_IMPLEMENTED, result.output  # not 2 (bad input), not 1 (bug)
-    assert f"onnxpart {command} is not yet implemented" in result.output
-
-
 def test_inspect_json():
     result = invoke("inspect", light("resnet50"), "--json", "--top", "3")
     assert result.exit_code == 0, result.output

@@ -13,6 +13,10 @@ Public entry: :func:`solve` (a CHLP :class:`~onnxpart.tile.model.Instance` or a 
 * ``exact`` — CP-SAT over one-hot choices, warm-started from the greedy tiling, proven optimal or a
   proven bound at the time limit.
 
+ONNX models take the same route with per-pair collective costs: :mod:`onnxpart.tile.onnx_model`
+(the layout instance), :mod:`onnxpart.tile.onnx_search` (local, greedy, CP-SAT) and
+:mod:`onnxpart.tile.emit` (plan.json, certificate, annotated.onnx).
+
 Every method's labeling is re-costed by :meth:`Instance.cost`; the answer is the cheapest (ties: the
 method listed first). Lower bounds are proven values only: exhaustive and tree optima (status
 ``optimal``) and the CP-SAT bound (``optimal`` or ``time_limit``); heuristics give none.

@@ -1,5 +1,6 @@
-"""The ONNX side's layout catalog (design draft): sharding layouts on a 1-D mesh of ``p`` devices, the
-algorithms each op type offers, and collective costs. Pure data and functions; nothing reads ONNX yet.
+"""The ONNX side's layout catalog: sharding layouts on a 1-D mesh of ``p`` devices, the algorithms each op
+type offers, and collective costs. Pure data and functions; :mod:`onnxpart.tile.onnx_model` applies them
+to an OpGraph.
 
 This is the ONNX analogue of the matrix programs' ``row``/``col``/``block`` labels and feasible tilings
 (:mod:`onnxpart.tile.program`): a tensor's label is a :class:`Layout`, an op's feasible labeling is an

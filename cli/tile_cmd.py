@@ -1,0 +1,225 @@
+"""`onnxpart tile`: sharding layouts for an ONNX model on a 1-D mesh of D devices (or tilings of a
+matrix program), with a certified lower bound. The algorithms live in onnxpart.tile; this module
+parses options, runs load → cost → solve → certificate → emit and prints the result."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
+                                 ExternalDataOpt, ForceOpt, FormatOpt, InputShapeOpt, JsonOpt, MaxGapOpt, OutputOpt,
+                                 SeedOpt, TimeLimitOpt, WorkersOpt, console, enforce_gap, err_console, gap_limit,
+                                 handle_errors, load_costed, print_json, result)
+from onnxpart.errors import UserError
+from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes
+
+
+@handle_errors
+def tile(
+    model: Path = typer.Argument(..., help="ONNX model (or a costs/graph JSON), or a matrix program JSON."),
+    devices: int = typer.Option(0, "--devices", "-d", help="Devices D of the 1-D mesh (ONNX input; ≥ 1)."),
+    output: OutputOpt = None,
+    method: Optional[str] = typer.Option(None, "--method", help="Methods, comma-separated: local, greedy, exact "
+                                         "(ONNX; default all); programs also exhaustive, tree."),
+    pin: Optional[list[str]] = typer.Option(None, "--pin", help="Fix a tensor's layout: TENSOR=LAYOUT with LAYOUT "
+                                            "R, P or S(d) (repeatable)."),
+    explain: bool = typer.Option(False, "--explain", help="Print every resharding and the two ops' preferences "
+                                 "that forced it."),
+    compare: bool = typer.Option(False, "--compare", help="Print one table of every method's result."),
+    mesh_bandwidth: Optional[str] = typer.Option(None, "--mesh-bandwidth", help="Link bandwidth of the ring "
+                                                 "(e.g. 300GB/s); default: the device spec's interconnect."),
+    mesh_latency: float = typer.Option(5e-6, "--mesh-latency", min=0.0, help="Seconds per ring step."),
+    device_memory: Optional[str] = typer.Option(None, "--device-memory", help="Bound on weights + activations "
+                                                "per device (e.g. 40GiB); exit 4 when no layout fits."),
+    labels: Optional[str] = typer.Option(None, "--labels", help="Matrix programs: the tilings allowed, "
+                                         "comma-separated subset of row,col,block."),
+    time_limit: TimeLimitOpt = 30.0,
+    seed: SeedOpt = 0,
+    workers: WorkersOpt = 0,
+    max_gap: MaxGapOpt = None,
+    check_certificate: CheckCertificateOpt = None,
+    costs: CostsOpt = None,
+    cost: CostOpt = "analytic",
+    device: DeviceOpt = "a100",
+    input_shape: InputShapeOpt = None,
+    dim: DimOpt = None,
+    coarsen: CoarsenOpt = False,
+    graph_format: FormatOpt = "auto",
+    external_data_threshold: ExternalDataOpt = None,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Choose a sharding layout per tensor and an algorithm per op on a 1-D mesh, minimizing the step time
+    (sharded compute + resharding collectives), with a proven lower bound (matrix tiling as CHLP)."""
+    limit = gap_limit(max_gap)
+    if output is None and check_certificate is None:
+        raise UserError("pass --output/-o DIR (or --check-certificate DIR)")
+    workers = workers or _cores()
+    if _is_program(model):
+        from onnxpart.cli import tile_program
+
+        summary = tile_program.run(model, output, method, labels, time_limit, seed, workers, force,
+                                   check_certificate, as_json)
+    else:
+        if labels is not None:
+            raise UserError("--labels is for matrix programs; an ONNX model's layouts are R, P and S(d)")
+        if devices < 1:
+            raise UserError("pass --devices D (the mesh size, ≥ 1)")
+        loaded = load_costed(model, fmt=graph_format, input_shape=input_shape, coarsen=coarsen, costs=costs,
+                             cost=cost, device=device, dim=dim)
+        inst = _instance(loaded.graph, devices, mesh_bandwidth, mesh_latency, device_memory, pin)
+        sha = loaded.model.sha256 if loaded.model is not None else loaded.graph.model_sha256
+        if check_certificate is not None:
+            _check(inst, check_certificate, sha, as_json)
+            return
+        summary = _solve_and_write(inst, loaded, model, sha, output, force, method, time_limit, seed, workers,
+                                   external_data_threshold)
+    if summary is None:
+        return
+    if as_json:
+        print_json(summary)
+    else:
+        _print(summary, explain, compare)
+    enforce_gap(summary["certificate"], limit, output)
+
+
+def _cores() -> int:
+    import os
+
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def _is_program(path: Path) -> bool:
+    """A .json file holding a list, or an object with a "program" list, is a matrix program."""
+    if path.suffix.lower() != ".json" or not path.is_file():
+        return False
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return True  # let the program parser say what is wrong
+    return isinstance(data, list) or (isinstance(data, dict) and "program" in data)
+
+
+def _instance(graph, devices, mesh_bandwidth, mesh_latency, device_memory, pin):
+    from onnxpart.tile.onnx_model import build_layout_instance, parse_pins
+
+    bandwidth = parse_bandwidth(mesh_bandwidth) if mesh_bandwidth is not None else None
+    memory = parse_bytes(device_memory) if device_memory is not None else None
+    inst = build_layout_instance(graph, devices, bandwidth, mesh_latency, memory, parse_pins(pin or []))
+    only_r = [t.name for t in inst.tensors if len(t.domain) == 1 and t.domain[0].kind == "R"]
+    if devices > 1 and len(only_r) == len(inst.tensors):
+        err_console.print(f"[yellow]note:[/] {devices} devices divide no dimension of any tensor: every tensor "
+                          "can only be replicated (R)", highlight=False)
+    elif only_r:
+        err_console.print(f"[yellow]note:[/] {len(only_r)} of {len(inst.tensors)} tensors can only be replicated "
+                          f"(no dimension divides by {devices}), e.g. {', '.join(only_r[:3])}", highlight=False)
+    return inst
+
+
+def _methods(method: Optional[str], known: tuple[str, ...]) -> tuple[str, ...]:
+    if method is None:
+        return known
+    methods = tuple(m.strip() for m in method.split(",") if m.strip())
+    unknown = [m for m in methods if m not in known]
+    if unknown or not methods:
+        raise UserError(f"unknown --method {', '.join(unknown) or '(empty)'}: use {', '.join(known)}")
+    return methods
+
+
+def _solve_and_write(inst, loaded, model_path, sha, output, force, method, time_limit, seed, workers, threshold):
+    from onnxpart.files import OutputDir, write_json
+    from onnxpart.tile import emit
+    from onnxpart.tile.onnx_search import METHODS, LayoutOptions, solve_layouts
+
+    out = OutputDir(output, force=force)
+    options = LayoutOptions(_methods(method, METHODS), time_limit, workers, seed)
+    with err_console.status(f"tiling {inst.name} on {inst.mesh.devices} devices…"):
+        solution = solve_layouts(inst, options)
+    plan = emit.plan_payload(solution, str(model_path), sha)
+    recorded = {"devices": inst.mesh.devices, "bandwidth": inst.mesh.bandwidth, "latency": inst.mesh.latency,
+                "device_memory": inst.memory, "methods": list(options.methods), "time_limit": time_limit,
+                "seed": seed}
+    cert = emit.certificate(solution, sha, recorded).to_dict()
+    with out:
+        write_json(out.path("plan.json"), plan)
+        write_json(out.path("certificate.json"), cert)
+        if loaded.model is not None:
+            _write_annotated(out, emit.annotated_model(loaded.model.model, loaded.graph, solution), loaded, threshold)
+    return result(out.target, plan, cert, None, method=solution.method, step_time=solution.cost,
+                  results=cert["details"]["results"])
+
+
+def _write_annotated(out, annotated, loaded, threshold) -> None:
+    from onnxpart.loading import weight_policy
+    from onnxpart.writer import write_annotated, write_model
+
+    if loaded.model.uses_external_data:
+        write_annotated(annotated, out.path("annotated.onnx"), loaded.model.folder)
+    else:
+        write_model(annotated, out.path("annotated.onnx"), weight_policy(loaded.model, threshold))
+
+
+def _check(inst, folder: Path, sha, as_json: bool) -> None:
+    from onnxpart.certificate import Certificate
+    from onnxpart.files import read_json
+    from onnxpart.tile import emit
+
+    plan = read_json(folder / "plan.json", "plan")
+    try:
+        cert = Certificate.from_dict(read_json(folder / "certificate.json", "certificate"))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"{folder}/certificate.json is not an onnxpart certificate: {exc}") from None
+    value, problems = emit.check_plan(inst, plan, cert, sha)
+    if as_json:
+        print_json({"ok": not problems, "step_time": value, "problems": problems})
+    if problems:
+        raise UserError("certificate check failed: " + "; ".join(problems))
+    if not as_json:
+        console.print(f"certificate ok: step time {format_seconds(value)} recomputed from plan.json", highlight=False)
+
+
+def _print(summary: dict, explain: bool, compare: bool) -> None:
+    plan, cert = summary["manifest"], summary["certificate"]
+    if compare:
+        table = Table(title="methods", title_justify="left")
+        for column in ("method", "objective", "status", "seconds"):
+            table.add_column(column, justify="left" if column in ("method", "status") else "right")
+        for r in cert["details"]["results"]:
+            table.add_row(r["method"], "-" if r["cost"] is None else _fmt(plan, r["cost"]), r["status"],
+                          f"{r['seconds']:.2f}")
+        console.print(table)
+    if "tensors" in plan:
+        _print_layouts(plan, explain)
+    else:
+        console.print(", ".join(f"{m}={lab}" for m, lab in plan["labels"].items()), highlight=False, soft_wrap=True)
+    lb = cert["best_lower_bound"]
+    bound = "no lower bound proven" if lb is None else f"proven ≥ {_fmt(plan, lb)} (gap {cert['gap']:.1%})"
+    console.print(f"{cert['objective'].split(' (')[0]}: {_fmt(plan, cert['upper_bound'])} ({plan['method']}), {bound}",
+                  highlight=False)
+    console.print(f"wrote {summary['output']}", highlight=False)
+
+
+def _fmt(plan: dict, value: float) -> str:
+    return format_seconds(value) if "tensors" in plan else f"{value:g}"
+
+
+def _print_layouts(plan: dict, explain: bool) -> None:
+    totals = plan["totals"]
+    sharded = sum(t["layout"] != "R" for t in plan["tensors"])
+    console.print(f"{sharded} of {len(plan['tensors'])} tensors sharded on {plan['mesh']['devices']} devices; "
+                  f"compute {format_seconds(totals['compute_s'])}, {totals['reshardings']} reshardings "
+                  f"{format_seconds(totals['resharding_s'])}, {format_bytes(totals['memory_per_device'])} per device",
+                  highlight=False)
+    if plan["replicated_only"]:
+        console.print(f"replicated only (not in the catalog): {', '.join(plan['replicated_only'])}",
+                      highlight=False, soft_wrap=True)
+    if explain:
+        for r in plan["reshardings"]:
+            console.print(f"  {r['tensor']}: {r['from']} → {r['to']} {r['collective']} "
+                          f"{format_bytes(r['bytes'])} {format_seconds(r['seconds'])} — "
+                          + " vs ".join(r["forced_by"]), highlight=False, soft_wrap=True)

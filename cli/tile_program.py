@@ -1,0 +1,65 @@
+"""`onnxpart tile program.json`: the paper's matrix programs through the existing CHLP solvers
+(onnxpart.tile.solve); files through onnxpart.tile.emit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from onnxpart.cli.common import console, err_console, print_json, result
+from onnxpart.errors import UserError
+
+
+def run(path: Path, output, method: Optional[str], labels: Optional[str], time_limit: float, seed: int,
+        workers: int, force: bool, check_certificate: Optional[Path], as_json: bool) -> Optional[dict]:
+    from onnxpart.onnx_io import file_sha256
+    from onnxpart.tile import METHODS, TileOptions, emit, solve
+    from onnxpart.tile.model import build_instance
+    from onnxpart.tile.program import load_program
+
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read {path}: {exc}") from None
+    instance = build_instance(load_program(text, path.stem))
+    if labels is not None:
+        instance = emit.restrict_labels(instance, [x.strip() for x in labels.split(",") if x.strip()])
+    sha = file_sha256(path)
+    if check_certificate is not None:
+        _check(instance, check_certificate, sha, as_json)
+        return None
+    from onnxpart.cli.tile_cmd import _methods
+    from onnxpart.files import OutputDir, write_json
+
+    methods = _methods(method, METHODS) if method else ("local", "greedy", "exact")
+    out = OutputDir(output, force=force)
+    options = TileOptions(methods=methods, time_limit=time_limit, workers=workers, seed=seed)
+    with err_console.status(f"tiling {path.name}…"):
+        solution = solve(instance, options)
+    plan = emit.program_plan(solution, str(path), sha)
+    recorded = {"methods": list(methods), "labels": labels, "time_limit": time_limit, "seed": seed}
+    cert = emit.program_certificate(solution, sha, recorded).to_dict()
+    with out:
+        write_json(out.path("plan.json"), plan)
+        write_json(out.path("certificate.json"), cert)
+    return result(out.target, plan, cert, None, method=solution.method, cost=solution.cost,
+                  results=cert["details"]["results"])
+
+
+def _check(instance, folder: Path, sha, as_json: bool) -> None:
+    from onnxpart.certificate import Certificate
+    from onnxpart.files import read_json
+    from onnxpart.tile import emit
+
+    plan = read_json(folder / "plan.json", "plan")
+    try:
+        cert = Certificate.from_dict(read_json(folder / "certificate.json", "certificate"))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"{folder}/certificate.json is not an onnxpart certificate: {exc}") from None
+    value, problems = emit.check_program_plan(instance, plan, cert, sha)
+    if as_json:
+        print_json({"ok": not problems, "cost": value, "problems": problems})
+    if problems:
+        raise UserError("certificate check failed: " + "; ".join(problems))
+    if not as_json:
+        console.print(f"certificate ok: cost {value:g} recomputed from plan.json", highlight=False)

@@ -1,0 +1,211 @@
+"""Tile results as files: ``plan.json`` (schema ``onnxpart.tile-plan/1``), the shared certificate
+(problem ``tile``), and ``annotated.onnx`` with ONNX's own sharding fields (IR 11):
+
+* ``ModelProto.configuration``: one ``DeviceConfigurationProto`` named ``tile-mesh`` with the D devices;
+* per compute node a ``NodeDeviceConfigurationProto`` (``configuration_id = "tile-mesh"``) holding one
+  ``ShardingSpecProto`` per input and output the node's algorithm reads or writes: ``S(d)`` is
+  ``device = [0..D-1]`` with ``sharded_dim = [ShardedDimProto(axis=d, simple_sharding=
+  [SimpleShardedDimProto(dim_value=size, num_shards=D)])]``; ``R`` is ``device = [-1]`` with
+  ``index_to_device_group_map = {-1: [0..D-1]}`` (one group that holds the whole tensor), as in ONNX's
+  ShardingFormalism.md. ONNX has no partial-sum spec, so a ``P`` slot gets none (plan.json has it).
+
+The plan's layouts follow the paper's labels ("Matrix Tiling as Constrained Hypergraph Labeling",
+Section 3) on a 1-D mesh: ``placements`` in DTensor style, ``ort_spec`` in onnxruntime's
+per-axis string form (``R`` or ``S[0]`` per tensor axis: mesh axis 0; none for ``P``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+
+from onnxpart.certificate import Certificate, instance_hash
+from onnxpart.parts import annotate
+from onnxpart.tile.catalog import Layout
+from onnxpart.tile.onnx_model import LayoutInstance, Plan, parse_layout, reshardings
+from onnxpart.tile.onnx_search import LayoutSolution
+
+SCHEMA = "onnxpart.tile-plan/1"
+CONFIGURATION = "tile-mesh"
+OBJECTIVE = "estimated step time (s): sharded compute + resharding collectives"
+
+
+def placements(layout: Layout) -> list[str]:
+    return [{"R": "Replicate()", "P": "Partial()"}.get(layout.kind, f"Shard({layout.dim})")]
+
+
+def ort_spec(layout: Layout, rank: int) -> str | None:
+    if layout.kind == "P":
+        return None
+    return "".join("S[0]" if layout.kind == "S" and d == layout.dim else "R" for d in range(max(rank, 1)))
+
+
+def mesh_payload(inst: LayoutInstance) -> dict[str, Any]:
+    m = inst.mesh
+    return {"shape": [m.devices], "axis_names": ["x"], "devices": m.devices, "topology": "ring",
+            "latency_s": m.latency, "bandwidth_bytes_per_s": m.bandwidth, "device_memory": inst.memory}
+
+
+def plan_payload(solution: LayoutSolution, model: str, model_sha: str | None) -> dict[str, Any]:
+    """plan.json (module docstring)."""
+    inst, plan = solution.instance, solution.plan
+    p = inst.mesh.devices
+    tensors = [{"name": t.name, "kind": t.kind, "shape": list(t.shape), "layout": str(plan.layouts[t.name]),
+                "placements": placements(plan.layouts[t.name]), "ort_spec": ort_spec(plan.layouts[t.name], len(t.shape)),
+                "bytes": t.bytes, "bytes_per_device": t.per_device(plan.layouts[t.name], p),
+                "candidates": [str(a) for a in t.domain],
+                "excluded": [{"layout": a, "reason": why} for a, why in t.excluded]} for t in inst.tensors]
+    ops = [_op_payload(inst, op, plan) for op in inst.ops]
+    moves = reshardings(inst, plan)
+    compute = sum(o["compute_seconds"] for o in ops)
+    return {"schema": SCHEMA, "model": model, "model_sha256": model_sha, "mesh": mesh_payload(inst),
+            "method": solution.method, "tensors": tensors, "ops": ops, "reshardings": moves,
+            "replicated_only": inst.replicated_only,
+            "totals": {"step_time_s": solution.cost, "compute_s": compute,
+                       "resharding_s": sum(r["seconds"] for r in moves), "reshardings": len(moves),
+                       "memory_per_device": inst.memory_per_device(plan.layouts)}}
+
+
+def _op_payload(inst: LayoutInstance, op, plan: Plan) -> dict[str, Any]:
+    c = op.choices[plan.algorithms[op.name]]
+    return {"name": op.name, "op_type": op.op_type, "algorithm": c.name, "replicated_only": not op.catalog,
+            "inputs": [{"tensor": t, "layout": str(a)} for t, a in zip(op.inputs, c.inputs)],
+            "outputs": [{"tensor": t, "layout": str(a)} for t, a in zip(op.outputs, c.outputs)],
+            "compute_seconds": op.work / c.divisor, "seconds": inst.choice_cost(op, plan.algorithms[op.name], plan.layouts)}
+
+
+def instance_digest(inst: LayoutInstance) -> list:
+    return [inst.mesh.devices, inst.mesh.latency, inst.mesh.bandwidth, inst.memory,
+            [(t.name, [str(a) for a in t.domain], t.bytes) for t in inst.tensors],
+            [(op.name, op.work, [c.name for c in op.choices]) for op in inst.ops]]
+
+
+def certificate(solution: LayoutSolution, model_sha: str | None, options: dict[str, Any]) -> Certificate:
+    return Certificate(problem="tile", instance_sha256=instance_hash(model_sha, instance_digest(solution.instance)),
+                       objective=OBJECTIVE, upper_bound=float(solution.cost),
+                       lower_bounds=list(solution.lower_bounds),
+                       details={"method": solution.method, "options": options,
+                                "results": [{"method": r.method, "cost": r.cost, "status": r.status,
+                                             "seconds": r.seconds, "note": r.note} for r in solution.results]})
+
+
+def read_plan(inst: LayoutInstance, payload: dict) -> Plan:
+    """plan.json -> Plan (ValueError/KeyError on a malformed plan)."""
+    layouts = {t["name"]: parse_layout(t["layout"]) for t in payload["tensors"]}
+    algorithms = {}
+    for op in payload["ops"]:
+        var = next(o for o in inst.ops if o.name == op["name"])
+        algorithms[op["name"]] = [c.name for c in var.choices].index(op["algorithm"])
+    return Plan(layouts, algorithms)
+
+
+def check_plan(inst: LayoutInstance, payload: dict, cert: Certificate, model_sha: str | None) -> tuple[float | None, list[str]]:
+    """Recompute the step time from plan.json alone; -> (recomputed, problems)."""
+    problems = []
+    if payload.get("schema") != SCHEMA:
+        problems.append(f"plan.json schema is {payload.get('schema')!r}, not {SCHEMA}")
+    if cert.instance_sha256 != instance_hash(model_sha, instance_digest(inst)):
+        problems.append("the certificate is for another model, mesh or option set (instance hash differs)")
+    try:
+        plan = read_plan(inst, payload)
+        value = inst.plan_cost(plan)
+        if not inst.fits(plan.layouts):
+            problems.append("the layouts exceed --device-memory")
+    except (KeyError, ValueError, StopIteration, TypeError) as exc:
+        return None, problems + [f"plan.json does not describe a plan of this model: {exc}"]
+    for what, claimed in (("certificate upper bound", cert.upper_bound),
+                          ("plan.json step time", payload.get("totals", {}).get("step_time_s"))):
+        if claimed is None or not np.isclose(value, claimed, rtol=1e-9, atol=0.0):
+            problems.append(f"{what} {claimed} differs from the recomputed step time {value}")
+    lb = cert.best_lower_bound
+    if lb is not None and lb > value * (1 + 1e-9):
+        problems.append(f"the lower bound {lb} exceeds the recomputed step time {value}")
+    return value, problems
+
+
+def annotated_model(model: onnx.ModelProto, graph, solution: LayoutSolution) -> onnx.ModelProto:
+    """The model with the mesh configuration and a sharding spec per node slot (module docstring)."""
+    inst, plan = solution.instance, solution.plan
+    p = inst.mesh.devices
+    specs = []
+    for op in inst.ops:
+        c = op.choices[plan.algorithms[op.name]]
+        slots = list(zip(op.inputs, c.inputs)) + list(zip(op.outputs, c.outputs))
+        specs.append([_spec(t, a, inst.tensor(t).shape, p) for t, a in slots if a.kind != "P"])
+    out = annotate(model, graph, np.arange(len(graph.ops)), CONFIGURATION, [f"device_{i}" for i in range(p)],
+                   lambda i: {"sharding_spec": specs[i]})
+    for node in out.graph.node:  # folded weight generators share their op's entry: keep their own names only
+        names = set(node.input) | set(node.output)
+        for config in node.device_configurations:
+            keep = [s for s in config.sharding_spec if s.tensor_name in names]
+            del config.sharding_spec[:]
+            config.sharding_spec.extend(keep)
+    return out
+
+
+def _spec(tensor: str, layout: Layout, shape, p: int) -> onnx.ShardingSpecProto:
+    if layout.kind == "S":
+        dim = onnx.ShardedDimProto(axis=layout.dim, simple_sharding=[
+            onnx.SimpleShardedDimProto(dim_value=int(shape[layout.dim]), num_shards=p)])
+        return onnx.ShardingSpecProto(tensor_name=tensor, device=list(range(p)), sharded_dim=[dim])
+    group = onnx.IntIntListEntryProto(key=-1, value=list(range(p)))
+    return onnx.ShardingSpecProto(tensor_name=tensor, device=[-1], index_to_device_group_map=[group])
+
+
+# ------------------------------------------------------------------------------------ matrix programs
+PROGRAM_OBJECTIVE = "CHLP retiling cost (Section 4–5: Σ_e w(e)·min_l d(X, l), {unit})"
+
+
+def restrict_labels(instance, labels: list[str]):
+    """The CHLP instance with every free matrix's domain cut to ``labels`` (``--labels``)."""
+    import dataclasses
+
+    from onnxpart.errors import UserError
+
+    unknown = [x for x in labels if x not in instance.labels]
+    if unknown or not labels:
+        raise UserError(f"unknown --labels {', '.join(unknown) or '(empty)'}: use {', '.join(instance.labels)}")
+    allowed = {instance.labels.index(x) for x in labels}
+    domains = tuple(d if len(d) == 1 else tuple(a for a in d if a in allowed) for d in instance.domains)
+    return dataclasses.replace(instance, domains=domains)
+
+
+def program_digest(instance) -> list:
+    return [list(instance.vertices), list(instance.vertex_weight), [list(d) for d in instance.domains],
+            [(e.name, list(e.vertices), [list(t) for t in e.tuples], e.weight, e.base) for e in instance.edges]]
+
+
+def program_plan(solution, program: str, sha: str | None) -> dict[str, Any]:
+    return {"schema": SCHEMA, "program": program, "program_sha256": sha, "method": solution.method,
+            "labels": solution.labels, "choices": solution.choices, "cost": solution.cost,
+            "unit": solution.instance.unit}
+
+
+def program_certificate(solution, sha: str | None, options: dict[str, Any]) -> Certificate:
+    inst = solution.instance
+    return Certificate(problem="tile", instance_sha256=instance_hash(sha, program_digest(inst)),
+                       objective=PROGRAM_OBJECTIVE.format(unit=inst.unit), upper_bound=float(solution.cost),
+                       lower_bounds=list(solution.lower_bounds),
+                       details={"method": solution.method, "options": options,
+                                "results": [{"method": r.method, "cost": r.cost, "status": r.status,
+                                             "seconds": r.seconds, "note": r.note} for r in solution.results]})
+
+
+def check_program_plan(instance, payload: dict, cert: Certificate, sha: str | None) -> tuple[float | None, list[str]]:
+    problems = []
+    if cert.instance_sha256 != instance_hash(sha, program_digest(instance)):
+        problems.append("the certificate is for another program or option set (instance hash differs)")
+    try:
+        labels = [instance.labels.index(payload["labels"][v]) for v in instance.vertices]
+        value = float(instance.cost(labels))
+    except (KeyError, ValueError, TypeError) as exc:
+        return None, problems + [f"plan.json does not label this program: {exc}"]
+    for what, claimed in (("certificate upper bound", cert.upper_bound), ("plan.json cost", payload.get("cost"))):
+        if claimed is None or abs(value - float(claimed)) > 1e-9:
+            problems.append(f"{what} {claimed} differs from the recomputed cost {value:g}")
+    lb = cert.best_lower_bound
+    if lb is not None and lb > value + 1e-9:
+        problems.append(f"the lower bound {lb} exceeds the recomputed cost {value:g}")
+    return value, problems

@@ -1,0 +1,295 @@
+"""Searches over an ONNX layout instance (:mod:`onnxpart.tile.onnx_model`): ``local``, ``greedy`` and
+``exact`` (CP-SAT), after Sections 5–6 of "Matrix Tiling as Constrained Hypergraph Labeling".
+
+* :func:`local` — the paper's Section 6 baseline: ops in topological order, each takes its locally
+  cheapest algorithm given the layouts fixed so far; its not-yet-laid-out tensors take that
+  algorithm's layouts.
+* :func:`greedy` — improvement from the local plan and from all-replicated: Algorithm 3's bucket step
+  with buckets of one edge (β = 1: lay out all tensors of one op by one of its algorithms) and of one
+  vertex (one tensor, every layout in its domain), repeated while the step time drops. Every move keeps
+  ``--device-memory``.
+* :func:`exact` — CP-SAT over one-hot layout choices x[t, a] and algorithm choices y[op, c]; a
+  resharding indicator m ≥ x[t, a] + Σ_{c reads b} y[op, c] − 1 per (slot, a, b) pays the collective
+  a -> b (the paper's Hamming term of Section 4, weighted per pair). Costs are floored onto an integer
+  grid, so CP-SAT's best objective bound times the grid unit is a proven lower bound on the real step
+  time; warm-started (AddHint) from the greedy plan. Its incumbent is re-costed in seconds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import dataclass, field
+
+from ortools.sat.python import cp_model
+
+from onnxpart.certificate import LowerBound, best_bound
+from onnxpart.errors import InfeasibleError, UserError
+from onnxpart.solvers import solve_cpsat
+from onnxpart.tile.catalog import R, Layout, collective_time, reshard_time
+from onnxpart.tile.onnx_model import LayoutInstance, Plan
+
+METHODS = ("local", "greedy", "exact")
+
+
+@dataclass(frozen=True)
+class LayoutOptions:
+    methods: tuple[str, ...] = METHODS
+    time_limit: float = 10.0  # total seconds, every method together
+    workers: int = 2
+    seed: int = 0
+
+
+@dataclass
+class LayoutResult:
+    method: str
+    layouts: dict[str, Layout] | None
+    cost: float | None
+    seconds: float
+    status: str  # heuristic | optimal | time_limit | no_solution
+    note: str = ""
+
+
+@dataclass
+class LayoutSolution:
+    instance: LayoutInstance
+    plan: Plan
+    cost: float
+    method: str
+    results: list[LayoutResult] = field(default_factory=list)
+    lower_bounds: list[LowerBound] = field(default_factory=list)
+
+    @property
+    def best_lower_bound(self) -> float | None:
+        return best_bound(self.lower_bounds)
+
+
+def solve_layouts(inst: LayoutInstance, options: LayoutOptions = LayoutOptions()) -> LayoutSolution:
+    """Run the requested methods; the answer is the cheapest plan (ties: the method listed first)."""
+    unknown = [m for m in options.methods if m not in METHODS]
+    if unknown:
+        raise UserError(f"unknown tile method {', '.join(unknown)} for an ONNX model: use {', '.join(METHODS)}")
+    start = time.perf_counter()
+    results, bounds, hint = [], [], None
+    for method in dict.fromkeys(options.methods):
+        t0 = time.perf_counter()
+        if method == "exact":
+            remaining = max(options.time_limit - (t0 - start), 0.1)
+            start_plan = hint or greedy(inst, deadline=t0 + remaining / 4)
+            layouts, bound = exact(inst, max(remaining - (time.perf_counter() - t0), 0.1), start_plan,
+                                   options.workers, options.seed)
+            bounds.append(bound)
+            status = bound.status if layouts is not None else "no_solution"
+        else:
+            deadline = start + options.time_limit / (2 if "exact" in options.methods else 1)
+            layouts, status = (local(inst) if method == "local" else greedy(inst, deadline=deadline)), "heuristic"
+            hint = layouts if method == "greedy" else hint
+        cost = inst.cost(layouts) if layouts is not None and inst.fits(layouts) else None
+        results.append(LayoutResult(method, layouts if cost is not None else None, cost,
+                                    time.perf_counter() - t0, status if cost is not None else "no_solution"))
+    solved = [r for r in results if r.cost is not None]
+    if not solved:
+        raise InfeasibleError("no method found layouts within --device-memory")
+    best = min(solved, key=lambda r: r.cost)
+    return LayoutSolution(inst, inst.plan(best.layouts), best.cost, best.method, results, bounds)
+
+
+# -------------------------------------------------------------------------------------- heuristics
+def local(inst: LayoutInstance) -> dict[str, Layout]:
+    """Section 6's local solver (module docstring), then :func:`fit_memory`."""
+    x: dict[str, Layout] = {}
+    for op in inst.ops:
+        best = min(range(len(op.choices)), key=lambda c: _local_cost(inst, op, c, x))
+        choice = op.choices[best]
+        for t, want in itertools.chain(zip(op.inputs, choice.inputs), zip(op.outputs, choice.outputs)):
+            if t not in x:
+                x[t] = _nearest(inst, t, want)
+    for t in inst.tensors:
+        x.setdefault(t.name, t.domain[0])
+    return fit_memory(inst, x)
+
+
+def _local_cost(inst: LayoutInstance, op, c: int, x: dict) -> float:
+    choice = op.choices[c]
+    total = op.work / choice.divisor
+    for t, want in zip(op.inputs, choice.inputs):
+        src = x.get(t, _nearest(inst, t, want))
+        total += reshard_time(src, want, inst.tensor(t).bytes, inst.mesh)
+    for t, made in zip(op.outputs, choice.outputs):
+        dst = x.get(t, _nearest(inst, t, made))
+        total += reshard_time(made, dst, inst.tensor(t).bytes, inst.mesh)
+    return total
+
+
+def _nearest(inst: LayoutInstance, t: str, want: Layout) -> Layout:
+    """``want`` when it is in t's domain, else the domain's layout closest to it (cheapest to convert)."""
+    var = inst.tensor(t)
+    if want in var.domain:
+        return want
+    return min(var.domain, key=lambda a: reshard_time(a, want, var.bytes, inst.mesh) +
+               reshard_time(want, a, var.bytes, inst.mesh))
+
+
+def greedy(inst: LayoutInstance, max_rounds: int = 50, deadline: float | None = None) -> dict[str, Layout]:
+    """Improve the local plan and the all-replicated one by op and tensor moves; the better of the two.
+    ``deadline`` (``time.perf_counter()`` seconds) ends the rounds early, keeping what was improved."""
+    starts = [local(inst), fit_memory(inst, {t.name: (R if R in t.domain else t.domain[0]) for t in inst.tensors})]
+    plans = [_improve(inst, x, max_rounds, deadline) for x in starts]
+    return min(plans, key=inst.cost)
+
+
+def _improve(inst: LayoutInstance, x: dict[str, Layout], max_rounds: int, deadline: float | None) -> dict[str, Layout]:
+    touching = _touching(inst)
+    for _ in range(max_rounds):
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        improved = False
+        moves = [{t: want for t, want in zip(op.inputs + op.outputs, c.inputs + c.outputs)}
+                 for op in inst.ops for c in op.choices]
+        moves += [{t.name: a} for t in inst.tensors for a in t.domain]
+        for move in moves:
+            move = {t: a for t, a in move.items() if a in inst.tensor(t).domain and x[t] != a}
+            if move and _try(inst, x, move, touching):
+                improved = True
+        if not improved:
+            break
+    return x
+
+
+def _try(inst: LayoutInstance, x: dict, move: dict, touching: dict) -> bool:
+    """Apply ``move`` to ``x`` when it lowers the step time and keeps the memory bound."""
+    ops = {i for t in move for i in touching[t]}
+    before = sum(inst.best_choice(inst.ops[i], x)[1] for i in ops)
+    old = {t: x[t] for t in move}
+    x.update(move)
+    after = sum(inst.best_choice(inst.ops[i], x)[1] for i in ops)
+    if after < before - 1e-15 * max(1.0, abs(before)) and inst.fits(x):
+        return True
+    x.update(old)
+    return False
+
+
+def _touching(inst: LayoutInstance) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {t.name: [] for t in inst.tensors}
+    for i, op in enumerate(inst.ops):
+        for t in dict.fromkeys(op.inputs + op.outputs):
+            out[t].append(i)
+    return out
+
+
+def fit_memory(inst: LayoutInstance, x: dict[str, Layout]) -> dict[str, Layout]:
+    """Shrink tensors to their smallest layout, most bytes saved per second added first, until the plan
+    fits ``--device-memory`` (unchanged when there is no bound or it fits already)."""
+    touching = _touching(inst)
+    p = inst.mesh.devices
+    while not inst.fits(x):
+        best, score = None, -math.inf
+        for t in inst.tensors:
+            small = min(t.domain, key=lambda a: t.per_device(a, p))
+            saved = t.per_device(x[t.name], p) - t.per_device(small, p)
+            if saved <= 0:
+                continue
+            ops = touching[t.name]
+            old = x[t.name]
+            before = sum(inst.best_choice(inst.ops[i], x)[1] for i in ops)
+            x[t.name] = small
+            added = sum(inst.best_choice(inst.ops[i], x)[1] for i in ops) - before
+            x[t.name] = old
+            if saved / (max(added, 0.0) + 1e-12) > score:
+                best, score = (t.name, small), saved / (max(added, 0.0) + 1e-12)
+        if best is None:
+            break
+        x[best[0]] = best[1]
+    return x
+
+
+def brute_force(inst: LayoutInstance) -> tuple[float, dict[str, Layout]] | None:
+    """The optimum by enumeration (tiny instances, tests); None when nothing fits the memory."""
+    names = [t.name for t in inst.tensors]
+    best = None
+    for combo in itertools.product(*(t.domain for t in inst.tensors)):
+        x = dict(zip(names, combo))
+        if inst.fits(x):
+            cost = inst.cost(x)
+            if best is None or cost < best[0]:
+                best = (cost, x)
+    return best
+
+
+# ------------------------------------------------------------------------------------------- exact
+def exact(inst: LayoutInstance, time_limit: float, hint: dict[str, Layout] | None = None, workers: int = 2,
+          seed: int = 0) -> tuple[dict[str, Layout] | None, LowerBound]:
+    """CP-SAT (module docstring): (best layouts or None, the proven lower bound in seconds)."""
+    start = time.perf_counter()
+    model, x, y, pairs, unit = _build(inst)
+    if hint is not None and inst.fits(hint):
+        _hint(model, inst, hint, x, y, pairs)
+    remaining = max(time_limit - (time.perf_counter() - start), 1e-3)
+    result, solver = solve_cpsat(model, remaining, workers=workers, seed=seed)
+    seconds = time.perf_counter() - start
+    value = None if result.status == "infeasible" else max(float(result.bound), 0.0) * unit
+    bound = LowerBound("tile-cpsat", value, result.status, "cp-sat", seconds,
+                       note=f"CP-SAT best objective bound of the one-hot layout model (costs floored to "
+                            f"{unit:.3g} s units)")
+    if not result.has_solution:
+        return (dict(hint) if hint is not None and inst.fits(hint) else None), bound
+    layouts = {t.name: next(a for a, var in x[t.name].items() if solver.Value(var)) for t in inst.tensors}
+    return layouts, bound
+
+
+def _coefficients(inst: LayoutInstance) -> float:
+    """The grid unit: the largest possible step time spread over 2^50 integer steps."""
+    top = sum(op.work for op in inst.ops)
+    for op in inst.ops:  # all-reduce is the dearest collective
+        top += sum(collective_time("all-reduce", inst.tensor(t).bytes, inst.mesh) for t in op.inputs + op.outputs)
+    return max(top / 2 ** 50, 1e-18)
+
+
+def _build(inst: LayoutInstance):
+    """-> (model, x[t][a], y[op][c], pairs [(var, cost)...] per (op, slot), unit)."""
+    unit = _coefficients(inst)
+    model = cp_model.CpModel()
+    x = {t.name: {a: model.new_bool_var(f"x_{i}_{a}") for a in t.domain} for i, t in enumerate(inst.tensors)}
+    for t in inst.tensors:
+        model.add_exactly_one(x[t.name].values())
+    y = [[model.new_bool_var(f"y_{i}_{c}") for c in range(len(op.choices))] for i, op in enumerate(inst.ops)]
+    terms, pairs = [], {}
+    for i, op in enumerate(inst.ops):
+        model.add_exactly_one(y[i])
+        terms += [int(op.work / c.divisor / unit) * y[i][k] for k, c in enumerate(op.choices)]
+        slots = [(t, j, True) for j, t in enumerate(op.inputs)] + [(t, j, False) for j, t in enumerate(op.outputs)]
+        for t, j, reads in slots:
+            wants: dict[Layout, list] = {}
+            for k, c in enumerate(op.choices):
+                wants.setdefault(c.inputs[j] if reads else c.outputs[j], []).append(y[i][k])
+            for a, b in itertools.product(x[t], wants):
+                src, dst = (a, b) if reads else (b, a)
+                cost = int(reshard_time(src, dst, inst.tensor(t).bytes, inst.mesh) / unit)
+                if cost > 0:
+                    m = model.new_bool_var(f"m_{i}_{t}_{j}_{a}_{b}")
+                    model.add(m >= x[t][a] + sum(wants[b]) - 1)
+                    pairs[(i, t, j, reads, a, b)] = m
+                    terms.append(cost * m)
+    if inst.memory is not None:
+        p = inst.mesh.devices
+        model.add(sum(t.per_device(a, p) * var for t in inst.tensors for a, var in x[t.name].items())
+                  <= int(inst.memory))
+    model.minimize(sum(terms) if terms else 0)
+    return model, x, y, pairs, unit
+
+
+def _hint(model, inst: LayoutInstance, layouts: dict, x: dict, y: list, pairs: dict) -> None:
+    """AddHint of a full plan: its layouts, each op's best algorithm on them, and the reshardings."""
+    plan = inst.plan(layouts)
+    for t in inst.tensors:
+        for a, var in x[t.name].items():
+            model.add_hint(var, layouts[t.name] == a)
+    for i, op in enumerate(inst.ops):
+        chosen = plan.algorithms[op.name]
+        for k, var in enumerate(y[i]):
+            model.add_hint(var, k == chosen)
+    for (i, t, j, reads, a, b), var in pairs.items():
+        choice = inst.ops[i].choices[plan.algorithms[inst.ops[i].name]]
+        slot = choice.inputs[j] if reads else choice.outputs[j]
+        model.add_hint(var, layouts[t] == a and slot == b)
