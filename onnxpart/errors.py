@@ -7,14 +7,13 @@ is a bug and keeps its traceback.
 Exit codes (documented in README.md):
 
 * 0 — success
-* 1 — internal error (a bug: please report it with the traceback)
+* 1 — internal error (a bug: please report it with the traceback), or ``--verify`` found a mismatch
 * 2 — bad input: missing/corrupt file, bad option, unresolved shapes, existing output folder, ...
 * 3 — the result is valid but not provably within ``--max-gap``
 * 4 — the problem is infeasible as given (memory budget or system cannot be met)
 """
 
 from __future__ import annotations
-
 
 
 class UserError(Exception):
