@@ -167,3 +167,35 @@ def result(output, manifest: dict, certificate: dict, verify: Optional[dict], **
     """The one JSON result shape of every strategy command."""
     return {"output": None if output is None else str(output), "manifest": manifest, "certificate": certificate,
             "verify": verify, **extra}
+
+
+def check_folder(folder: Path, manifest_name: str, check: Callable[[Any, Any], tuple[list[str], dict]],
+                 ok_line: Callable[[dict], str], as_json: bool) -> None:
+    """``--check-certificate`` for every command: read ``folder``'s ``manifest_name`` and certificate.json,
+    run ``check(manifest, certificate) -> (problems, facts)`` (the strategy's independent recomputation),
+    then print the facts (``--json``) or ``ok_line(facts)``; problems exit 2, listed on one line."""
+    from onnxpart.certificate import Certificate
+    from onnxpart.files import read_json
+
+    manifest = read_json(folder / manifest_name, manifest_name)
+    try:
+        cert = Certificate.from_dict(read_json(folder / "certificate.json", "certificate"))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"{folder}/certificate.json is not an onnxpart certificate: {exc}") from None
+    problems, facts = check(manifest, cert)
+    if as_json:
+        print_json({"ok": not problems, **facts, "problems": problems})
+    if problems:
+        raise UserError("certificate check failed: " + "; ".join(problems))
+    log.info("certificate %s checked", folder)
+    if not as_json:
+        console.print(ok_line(facts), highlight=False)
+
+
+def certificate_line(cert: dict, objective: str, fmt: Callable[[float], str]) -> str:
+    """``objective UB, proven ≥ LB (gap, the method that proved the most)`` for a certificate dict."""
+    ub, lb, gap = cert["upper_bound"], cert["best_lower_bound"], cert["gap"]
+    if lb is None:
+        return f"{objective} {fmt(ub)}, no lower bound proven"
+    best = max((b for b in cert["lower_bounds"] if b["value"] is not None), key=lambda b: b["value"])
+    return f"{objective} {fmt(ub)}, proven ≥ {fmt(lb)} (gap {gap:.1%}, {best['method']})"

@@ -14,10 +14,9 @@ from rich.table import Table
 from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
                                  ExternalDataOpt, ForceOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt, JsonOpt,
                                  MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt,
-                                 console, enforce_gap, err_console, gap_limit, handle_errors, load_costed, log,
-                                 print_json, progress_bar, result, verify_line)
+                                 certificate_line, check_folder, console, enforce_gap, err_console, gap_limit,
+                                 handle_errors, load_costed, print_json, progress_bar, result, verify_line)
 from onnxpart.errors import UserError
-from onnxpart.files import read_json
 from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes
 
 
@@ -224,29 +223,18 @@ def _print(summary: dict) -> None:
 
 
 def _certificate_line(cert: dict) -> str:
-    ub, lb, gap = cert["upper_bound"], cert["best_lower_bound"], cert["gap"]
-    if lb is None:
-        return f"bottleneck {format_seconds(ub)}, no lower bound proven"
-    best = max((b for b in cert["lower_bounds"] if b["value"] is not None), key=lambda b: b["value"])
-    return f"bottleneck {format_seconds(ub)}, proven ≥ {format_seconds(lb)} (gap {gap:.1%}, {best['method']})"
+    return certificate_line(cert, "bottleneck", format_seconds)
 
 
 def _check(inst, folder: Path, model_sha, as_json: bool) -> None:
-    from onnxpart.certificate import Certificate
     from onnxpart.partition.verify import check_certificate
 
-    manifest = read_json(folder / "manifest.json", "manifest")
-    try:
-        cert = Certificate.from_dict(read_json(folder / "certificate.json", "certificate"))
-    except (KeyError, TypeError) as exc:
-        raise UserError(f"{folder}/certificate.json is not an onnxpart certificate: {exc}") from None
-    result = check_certificate(inst, manifest, cert, model_sha)
-    if as_json:
-        print_json({"ok": result.ok, "upper_bound": result.upper_bound, "simple_bound": result.simple_bound,
-                    "problems": result.problems})
-    if not result.ok:
-        raise UserError("certificate check failed: " + "; ".join(result.problems))
-    log.info("certificate %s checked", folder)
-    if not as_json:
-        console.print(f"certificate ok: bottleneck {format_seconds(result.upper_bound)} recomputed from the manifest, "
-                      f"simple bound {format_seconds(result.simple_bound)} re-checked", highlight=False)
+    def check(manifest, cert):
+        result = check_certificate(inst, manifest, cert, model_sha)
+        return result.problems, {"upper_bound": result.upper_bound, "simple_bound": result.simple_bound}
+
+    check_folder(folder, "manifest.json", check, lambda facts: (
+        f"certificate ok: bottleneck {format_seconds(facts['upper_bound'])} recomputed from the manifest, "
+        f"simple bound {format_seconds(facts['simple_bound'])} re-checked"), as_json)
+
+

@@ -16,8 +16,8 @@ from rich.table import Table
 from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
                                  ExternalDataOpt, ForceOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt, JsonOpt,
                                  MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt,
-                                 console, enforce_gap, err_console, gap_limit, handle_errors, load_costed,
-                                 print_json, progress_bar, result, verify_line)
+                                 check_folder, console, enforce_gap, err_console, gap_limit, handle_errors,
+                                 load_costed, print_json, progress_bar, result, verify_line)
 from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.units import byte_unit, format_bytes, format_seconds
 
@@ -224,23 +224,14 @@ def _write_reports(out, graph, solution, cert, extra: dict) -> None:
 
 def _check(graph, folder: Path, as_json: bool) -> None:
     """--check-certificate: re-simulate an earlier output folder's sequence on this model."""
-    from onnxpart.certificate import Certificate
-    from onnxpart.files import read_json
     from onnxpart.remat.verify import check_certificate
 
-    sequence = read_json(folder / "sequence.json", "sequence")
-    try:
-        cert = Certificate.from_dict(read_json(folder / "certificate.json", "certificate"))
-    except (KeyError, TypeError) as exc:
-        raise UserError(f"{folder}/certificate.json is not an onnxpart certificate: {exc}") from None
-    problems = check_certificate(graph, sequence, cert, graph.model_sha256)
-    if as_json:
-        print_json({"ok": not problems, "upper_bound": cert.upper_bound, "problems": problems})
-    if problems:
-        raise UserError("certificate check failed: " + "; ".join(problems))
-    if not as_json:
-        console.print(f"certificate ok: the sequence re-simulates within the budget at duration "
-                      f"{format_seconds(cert.upper_bound)}, no lower bound above it", highlight=False)
+    def check(sequence, cert):
+        return check_certificate(graph, sequence, cert, graph.model_sha256), {"upper_bound": cert.upper_bound}
+
+    check_folder(folder, "sequence.json", check, lambda facts: (
+        f"certificate ok: the sequence re-simulates within the budget at duration "
+        f"{format_seconds(facts['upper_bound'])}, no lower bound above it"), as_json)
 
 
 def _print(summary: dict, solution, prepass, table: bool) -> None:

@@ -13,8 +13,8 @@ from rich.table import Table
 
 from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
                                  ExternalDataOpt, ForceOpt, FormatOpt, InputShapeOpt, JsonOpt, MaxGapOpt, OutputOpt,
-                                 SeedOpt, TimeLimitOpt, WorkersOpt, console, enforce_gap, err_console, gap_limit,
-                                 handle_errors, load_costed, print_json, result)
+                                 SeedOpt, TimeLimitOpt, WorkersOpt, check_folder, console, enforce_gap, err_console,
+                                 gap_limit, handle_errors, load_costed, print_json, result)
 from onnxpart.errors import UserError
 from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes
 
@@ -165,22 +165,14 @@ def _write_annotated(out, annotated, loaded, threshold) -> None:
 
 
 def _check(inst, folder: Path, sha, as_json: bool) -> None:
-    from onnxpart.certificate import Certificate
-    from onnxpart.files import read_json
     from onnxpart.tile import emit
 
-    plan = read_json(folder / "plan.json", "plan")
-    try:
-        cert = Certificate.from_dict(read_json(folder / "certificate.json", "certificate"))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UserError(f"{folder}/certificate.json is not an onnxpart certificate: {exc}") from None
-    value, problems = emit.check_plan(inst, plan, cert, sha)
-    if as_json:
-        print_json({"ok": not problems, "step_time": value, "problems": problems})
-    if problems:
-        raise UserError("certificate check failed: " + "; ".join(problems))
-    if not as_json:
-        console.print(f"certificate ok: step time {format_seconds(value)} recomputed from plan.json", highlight=False)
+    def check(plan, cert):
+        value, problems = emit.check_plan(inst, plan, cert, sha)
+        return problems, {"step_time": value}
+
+    check_folder(folder, "plan.json", check, lambda facts: (
+        f"certificate ok: step time {format_seconds(facts['step_time'])} recomputed from plan.json"), as_json)
 
 
 def _print(summary: dict, explain: bool, compare: bool) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from onnxpart.cli.common import console, err_console, print_json, result
+from onnxpart.cli.common import check_folder, err_console, result
 from onnxpart.errors import UserError
 
 
@@ -47,19 +47,13 @@ def run(path: Path, output, method: Optional[str], labels: Optional[str], time_l
 
 
 def _check(instance, folder: Path, sha, as_json: bool) -> None:
-    from onnxpart.certificate import Certificate
-    from onnxpart.files import read_json
     from onnxpart.tile import emit
 
-    plan = read_json(folder / "plan.json", "plan")
-    try:
-        cert = Certificate.from_dict(read_json(folder / "certificate.json", "certificate"))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UserError(f"{folder}/certificate.json is not an onnxpart certificate: {exc}") from None
-    value, problems = emit.check_program_plan(instance, plan, cert, sha)
-    if as_json:
-        print_json({"ok": not problems, "cost": value, "problems": problems})
-    if problems:
-        raise UserError("certificate check failed: " + "; ".join(problems))
-    if not as_json:
-        console.print(f"certificate ok: cost {value:g} recomputed from plan.json", highlight=False)
+    def check(plan, cert):
+        value, problems = emit.check_program_plan(instance, plan, cert, sha)
+        return problems, {"cost": value}
+
+    check_folder(folder, "plan.json", check, lambda facts: f"certificate ok: cost {facts['cost']:g} recomputed from plan.json",
+                 as_json)
+
+
