@@ -1,0 +1,108 @@
+"""Throughput objective (Section 3.2): on tiny instances (≤ 4 ops, 2 devices, 2 batch sizes) an
+independent brute force over all splits × all slice orders gives the optimal batch makespan; CP-SAT
+equals it, the bounds are at most it, the batched heuristics at least it."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from onnxpart.errors import UserError
+from onnxpart.schedule import Options, solve
+from onnxpart.schedule import batch as B
+from onnxpart.schedule.model import Instance
+from tests.schedule.helpers import topological_orders
+
+TOL = 1e-6
+BATCH = 4
+
+
+def _case(seed: int, n: int):
+    rng = np.random.default_rng(seed)
+    edges = [(i, j, float(rng.integers(1, 4))) for i in range(n) for j in range(i + 1, n) if rng.random() < 0.6]
+    time = rng.integers(1, 9, size=(n, 2)).astype(float)
+    fixed = np.floor(time * rng.uniform(0, 0.9, size=(n, 2)))
+    lat, bw = float(rng.integers(0, 3)), float(rng.choice([1.0, 2.0, 4.0]))
+    sizes = [(2, 4), (2, 4)] if seed % 2 else [(1, 3), (2, 4)]
+    return dict(time=time, fixed=fixed, edges=edges, lat=lat, bw=bw, sizes=sizes)
+
+
+def _brute(c) -> float:
+    """Independent: recomputes slices, overlaps and transfers from the raw data."""
+    n = len(c["time"])
+    t = lambda i, u, x: 0.0 if x == 0 else c["fixed"][i, u] + (c["time"][i, u] - c["fixed"][i, u]) * x  # noqa: E731
+    opts = [s for s in itertools.product(*[(0,) + sz for sz in c["sizes"]]) if sum(s) == BATCH]
+    best = math.inf
+    for splits in itertools.product(opts, repeat=n):
+        jobs = [(i, u) for i in range(n) for u in range(2) if splits[i][u]]
+        rng_ = {(i, u): (sum(splits[i][:u]), sum(splits[i][:u + 1])) for i, u in jobs}
+        deps = []
+        for i, j, b in c["edges"]:
+            for (a, u) in jobs:
+                for (d, v) in jobs:
+                    if a == i and d == j:
+                        ov = max(0, min(rng_[(i, u)][1], rng_[(j, v)][1]) - max(rng_[(i, u)][0], rng_[(j, v)][0]))
+                        if ov:
+                            deps.append(((i, u), (j, v), 0.0 if u == v else c["lat"] + b * ov / c["bw"]))
+        idx = {jb: k for k, jb in enumerate(jobs)}
+        for order in topological_orders(len(jobs), [(idx[a], idx[d], 0) for a, d, _ in deps]):
+            end, free = {}, [0.0, 0.0]
+            for k in order:
+                i, u = jobs[k]
+                ready = max([free[u]] + [end[a] + dl for a, d, dl in deps if d == (i, u)])
+                end[(i, u)] = ready + t(i, u, splits[i][u])
+                free[u] = end[(i, u)]
+            best = min(best, max(end.values()))
+    return best
+
+
+CASES = [(s, n) for s, n in [(0, 3), (1, 3), (2, 4), (3, 4), (4, 2), (5, 3), (6, 4), (7, 4)]]
+
+
+@pytest.fixture(scope="module", params=CASES, ids=lambda c: f"seed{c[0]}-n{c[1]}")
+def solved(request):
+    c = _case(*request.param)
+    inst = Instance(c["time"], c["edges"], latency=c["lat"], bandwidth=c["bw"], batch_sizes=c["sizes"],
+                    fixed=c["fixed"])
+    return c, inst, _brute(c)
+
+
+def test_exact_equals_brute_force(solved):
+    _, inst, opt = solved
+    hint = B.bheft(inst, BATCH).schedule
+    res = B.cpsat(inst, BATCH, 2.0, hint)
+    assert res.status == "optimal"
+    assert not B.validate_batch(inst, res.schedule)
+    assert res.schedule.makespan == pytest.approx(opt, abs=TOL)
+    assert res.bound <= opt + TOL
+
+
+def test_bounds_below_and_heuristics_above(solved):
+    _, inst, opt = solved
+    for lb in B.simple_bounds(inst, BATCH):
+        assert lb.value <= opt + TOL, lb.name
+    results = [B.bmet(inst, BATCH), B.bgreedy(inst, BATCH), B.bheft(inst, BATCH)]
+    init = results[0].schedule.splits
+    results += [B.bsa(inst, BATCH, init, iterations=100, seed=1), B.bea(inst, BATCH, init, iterations=100, seed=1)]
+    for r in results:
+        assert not B.validate_batch(inst, r.schedule), r.method
+        assert r.schedule.makespan >= opt - TOL, r.method
+
+
+def test_solve_throughput(solved):
+    _, inst, opt = solved
+    sol = solve(inst, Options(methods=("met", "greedy", "heft", "sa", "ea", "exact", "split"),
+                              objective="throughput", batch=BATCH, time_limit=2.0, iterations=50))
+    assert sol.makespan == pytest.approx(opt, abs=TOL)
+    assert sol.throughput == pytest.approx(BATCH / opt)
+    assert sol.best_lower_bound <= opt + TOL
+
+
+def test_unsupported_batch_is_one_line_user_error():
+    inst = Instance([[1.0, 2.0]], [], batch_sizes=[(2, 4), (4,)])
+    with pytest.raises(UserError) as err:
+        solve(inst, Options(objective="throughput", batch=3))
+    assert "\n" not in str(err.value) and "batch 3" in str(err.value)
