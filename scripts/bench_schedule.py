@@ -34,6 +34,8 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from bench_common import ROOT, machine_line, write_section  # noqa: E402
 
+sys.path.insert(0, str(ROOT))  # this checkout's onnxpart, not an installed one
+
 from onnxpart.onnx_io import load_graph  # noqa: E402
 from onnxpart.schedule import Options, from_graph, load_system, solve  # noqa: E402
 

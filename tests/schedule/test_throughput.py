@@ -106,3 +106,25 @@ def test_unsupported_batch_is_one_line_user_error():
     with pytest.raises(UserError) as err:
         solve(inst, Options(objective="throughput", batch=3))
     assert "\n" not in str(err.value) and "batch 3" in str(err.value)
+
+
+def test_from_graph_throughput_with_the_thesis_system():
+    from pathlib import Path
+
+    from onnxpart.onnx_io import load_graph
+    from onnxpart.schedule import from_graph, load_system
+
+    root = Path(__file__).resolve().parents[2]
+    graph, _ = load_graph(root / "fixtures" / "diamond.onnx")
+    system = load_system(str(root / "onnxpart" / "schedule" / "systems" / "thesis_cpu_t4_a100.yaml"))
+    inst = from_graph(graph, system)
+    assert inst.batch_sizes[0] == (1, 2, 4, 8, 16, 32, 64, 128)
+    for i in range(inst.n):  # time grows with the batch, at most linearly; batch 1 is the latency time
+        for u in range(inst.k):
+            t1, t8 = inst.time_batch(i, u, 1), inst.time_batch(i, u, 8)
+            assert t1 == pytest.approx(inst.time[i, u]) and t1 <= t8 <= 8 * t1 + 1e-15
+    sol = solve(inst, Options(methods=("met", "greedy", "heft", "sa", "exact", "split"), objective="throughput",
+                              batch=16, time_limit=1.5, iterations=100))
+    assert not B.validate_batch(inst, sol.schedule)
+    assert sol.best_lower_bound <= sol.makespan * (1 + 1e-9)
+    assert sol.throughput == pytest.approx(16 / sol.makespan)
