@@ -192,7 +192,13 @@ def main() -> None:
     if not args.quick:
         stacks += [("sd, 3-ch", 3, "sd"), ("sd, 4-ch", 4, "sd"), ("wd, 3-ch", 3, "wd"), ("wd, 4-ch", 4, "wd")]
     t_start = time.perf_counter()
-    results: dict = {"latency": {}, "throughput": {}, "speedup": {}, "torchvision": {}}
+    results: dict = {"latency": {}, "throughput": {}, "speedup": {}, "torchvision": {}, "single": {}}
+    for kind, n in ([("ws", 10)] if args.quick else [("er", 32), ("ba", 32), ("ws", 32)]):
+        path = tmp / f"single_{kind}{n}.onnx"  # Figures 4.2 / 4.4: one module, throughput at B=16
+        onnx.save(rwnn_model(kind, n, 1, 1, "sd", seed=n), path)
+        inst = instance_from(path, system)
+        results["single"][f"{kind.upper()} N={n}"] = {"latency": run(inst, "latency", 1, limit),
+                                                     "throughput": run(inst, "throughput", 16, limit)}
     for label, ch, var in stacks:
         path = tmp / f"{label.replace(', ', '_')}.onnx"
         onnx.save(rwnn_model("er", n_nodes, mods, ch, var, seed=ch * 7 + (var == "wd")), path)
@@ -246,6 +252,15 @@ def render(res: dict, limit: float, args, mods: int, n_nodes: int) -> str:
         (ex, ext, exs), (sp, spt, sps) = row["exact"], row["split"]
         ratio = f"{sp / ex:.4f}" if ex and sp else "—"
         out.append(f"| {m} | {var} | {ext:.2f} ({exs}) | {spt:.2f} ({sps}) | {ext / max(spt, 1e-9):.1f}x | {ratio} |")
+    out += ["", "### Single RWNN modules (thesis Figures 4.2 / 4.4; throughput at B=16)\n",
+            "| module | ops | latency HEFT ms | best ms (method) | LB/UB | throughput HEFT /s | best /s (method) | LB/UB |",
+            "|---|---|---|---|---|---|---|---|"]
+    for name, r in res["single"].items():
+        lat, tp = r["latency"], r["throughput"]
+        bl = min((v, m) for m, v in lat["methods"].items() if v is not None)
+        bt = min((v, m) for m, v in tp["methods"].items() if v is not None)
+        out.append(f"| {name} | {lat['n']} | {lat['methods']['heft'] * 1e3:.3f} | {bl[0] * 1e3:.3f} ({bl[1]}) | "
+                   f"{lat['lb_ub']:.3f} | {16 / tp['methods']['heft']:.0f} | {16 / bt[0]:.0f} ({bt[1]}) | {tp['lb_ub']:.3f} |")
     out += ["", "### Torchvision-like models (onnx light zoo)\n",
             "| model | ops | latency best ms | LB/UB | throughput best /s | LB/UB |", "|---|---|---|---|---|---|"]
     for name, r in res["torchvision"].items():

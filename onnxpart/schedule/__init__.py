@@ -7,6 +7,12 @@ MILP-SPLIT (:mod:`.split`) — warm-starting each exact solve from the best sche
 answer with the independent validator (:func:`.simulator.validate`), and gathers the proven lower
 bounds (:mod:`.bounds`). Cost semantics (transfers, memory) are stated in :mod:`.model`. Pure: no
 files, no terminal.
+
+``Options(objective="throughput", batch=L)`` solves the batched problem of Sections 3.1–3.2 instead
+(:mod:`.batch`: every op's ``L`` inputs split into slices over the devices' supported batch sizes;
+throughput = ``L / C`` with ``C`` the batch's makespan). There ``exact``/``milp``/``cpsat`` all run the
+CP-SAT batch model, SPLIT solves each module whole-batch and joins them (no bound), and the lower
+bounds (per-input critical path, load LP over splits, CP-SAT's) bound ``C``.
 """
 
 from __future__ import annotations
