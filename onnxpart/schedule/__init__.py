@@ -207,7 +207,11 @@ def _solve_throughput(instance: Instance, options: Options) -> Solution:
         if method in options.methods:
             r = fn(instance, L)
             keep(method, r.schedule, "ok" if r.schedule else "failed", r.seconds)
-    start = next((s for _, m, s in found if m == "met"), None) or B.bmet(instance, L).schedule
+    # SA/EA start from the better of bMET and plain data parallelism (one split for all ops)
+    starts = [next((s for _, m, s in found if m == "met"), None) or B.bmet(instance, L).schedule,
+              B.uniform(instance, L).schedule]
+    starts = [s for s in starts if s is not None]
+    start = min(starts, key=lambda s: s.makespan) if starts else None
     for method, fn in (("sa", B.bsa), ("ea", B.bea)):
         if method in options.methods and start is not None:
             r = fn(instance, L, start.splits, iterations=options.iterations, seed=options.seed,
@@ -217,7 +221,8 @@ def _solve_throughput(instance: Instance, options: Options) -> Solution:
     t0 = time.perf_counter()
     for k, method in enumerate(exact_methods):
         share = max(0.05, (options.time_limit - (time.perf_counter() - t0)) / (len(exact_methods) - k))
-        hint = min(found, key=lambda f: f[0])[2] if found else None
+        pool = [f[2] for f in found] + ([start] if start is not None else [])
+        hint = min(pool, key=lambda s: s.makespan) if pool else None
         if method == "split":
             sched, status, secs, note = _split_throughput(instance, L, share, options.seed)
             keep(method, sched, status, secs, note=note)
@@ -237,8 +242,9 @@ def _split_throughput(instance: Instance, L: int, time_limit: float, seed: int):
     t0 = time.perf_counter()
     cuts = split.cut_ops(instance)
     if not any(instance.preds[c] and instance.succs[c] for c in cuts):
-        warm = B.bheft(instance, L).schedule
-        res = B.cpsat(instance, L, time_limit, warm, seed=seed)
+        warm = [r.schedule for r in (B.bmet(instance, L), B.bheft(instance, L), B.uniform(instance, L))
+                if r.schedule is not None]
+        res = B.cpsat(instance, L, time_limit, min(warm, key=lambda s: s.makespan) if warm else None, seed=seed)
         return res.schedule, res.status, time.perf_counter() - t0, "no modules: solved whole"
     segs = [ops for ops, _, _ in split._segments(instance, cuts)]
     per = max(0.05, time_limit / len(segs))
@@ -247,7 +253,8 @@ def _split_throughput(instance: Instance, L: int, time_limit: float, seed: int):
     statuses = set()
     for ops in segs:
         sub, index = instance.subinstance(ops)
-        res = B.cpsat(sub, L, per, B.bheft(sub, L).schedule, seed=seed)
+        warm = [r.schedule for r in (B.bmet(sub, L), B.bheft(sub, L), B.uniform(sub, L)) if r.schedule is not None]
+        res = B.cpsat(sub, L, per, min(warm, key=lambda s: s.makespan) if warm else None, seed=seed)
         statuses.add(res.status)
         for li, s in enumerate(res.schedule.splits):
             splits[index[li]] = s

@@ -247,6 +247,22 @@ def bmet(inst: Instance, batch: int) -> BatchResult:
     return BatchResult("met", simulate_batch(inst, splits), time.perf_counter() - t0)
 
 
+def uniform(inst: Instance, batch: int) -> BatchResult:
+    """Plain data parallelism: one split for every op (each device runs its share of the inputs
+    through the whole graph, no transfers between devices), the best over the splits every op can
+    use — the "naive data parallelism" of the thesis's Section 5.1. ``schedule`` None if none fits."""
+    t0 = time.perf_counter()
+    cands = op_splits(inst, batch)
+    common = set(cands[0]).intersection(*map(set, cands[1:])) if cands else set()
+    best = None
+    for s in sorted(common):
+        f = batch_makespan(inst, [s] * inst.n)
+        if math.isfinite(f) and (best is None or f < best[0]):
+            best = (f, s)
+    sched = simulate_batch(inst, [best[1]] * inst.n) if best else None
+    return BatchResult("uniform", sched, time.perf_counter() - t0)
+
+
 def _list_eft(inst: Instance, batch: int, order: Sequence[int], insertion: bool, method: str) -> BatchResult:
     """Ops in ``order``, each given the split whose last slice finishes first given those placed."""
     t0 = time.perf_counter()
