@@ -84,7 +84,7 @@ def test_bounds_below_and_heuristics_above(solved):
     _, inst, opt = solved
     for lb in B.simple_bounds(inst, BATCH):
         assert lb.value <= opt + TOL, lb.name
-    results = [B.bmet(inst, BATCH), B.bgreedy(inst, BATCH), B.bheft(inst, BATCH)]
+    results = [B.bmet(inst, BATCH), B.bgreedy(inst, BATCH), B.bheft(inst, BATCH), B.uniform(inst, BATCH)]
     init = results[0].schedule.splits
     results += [B.bsa(inst, BATCH, init, iterations=100, seed=1), B.bea(inst, BATCH, init, iterations=100, seed=1)]
     for r in results:
