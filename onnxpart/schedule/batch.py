@@ -471,8 +471,8 @@ def cpsat(inst: Instance, batch: int, time_limit: float, hint: BatchSchedule | N
     for u in range(inst.k):
         m.add_no_overlap(ivs[u])
         if math.isfinite(inst.capacity[u]):  # (3.7)
-            m.add(sum(int(inst.mem[i] - inst.act_mem[i]) * p[i][u] + int(inst.act_mem[i]) * n[i][u]
-                      for i in range(inst.n)) <= int(inst.capacity[u]))
+            m.add(sum(math.floor(inst.mem[i] - inst.act_mem[i]) * p[i][u] + math.floor(inst.act_mem[i]) * n[i][u]
+                      for i in range(inst.n)) <= math.floor(inst.capacity[u]))
     for e, (i, j, _) in enumerate(inst.edges):
         for u in range(inst.k):
             if not b[i][u]:
@@ -510,6 +510,8 @@ def cpsat(inst: Instance, batch: int, time_limit: float, hint: BatchSchedule | N
         splits = [tuple(solver.value(n[i][u]) for u in range(inst.k)) for i in range(inst.n)]
         starts = {(i, u): solver.value(st[i][u]) for i in range(inst.n) for u in range(inst.k) if splits[i][u] > 0}
         found = simulate_batch(inst, splits, _order_by_start(inst, splits, starts))
+        if memory_violations(inst, splits) or not math.isfinite(found.makespan):
+            found = None  # byte counts are floored in the model (a relaxation): keep only valid answers
     cands_s = [s for s in (found, hint) if s is not None]
     best = min(cands_s, key=lambda s: s.makespan) if cands_s else None
     bound = math.inf if res.status == "infeasible" else res.bound / scale

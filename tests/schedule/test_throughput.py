@@ -128,3 +128,13 @@ def test_from_graph_throughput_with_the_thesis_system():
     assert not B.validate_batch(inst, sol.schedule)
     assert sol.best_lower_bound <= sol.makespan * (1 + 1e-9)
     assert sol.throughput == pytest.approx(16 / sol.makespan)
+
+
+def test_memory_forces_a_split():
+    # weights 0 + 1 byte per input on each device of 2 bytes: 4 inputs only fit as 2 + 2
+    inst = Instance([[1.0, 5.0], [1.0, 5.0]], [(0, 1, 1.0)], mem=[1.0, 1.0], act_mem=[1.0, 1.0],
+                    capacity=[4.0, 4.0], batch_sizes=[(2, 4), (2, 4)], latency=0.0, bandwidth=1.0)
+    sol = solve(inst, Options(methods=("met", "heft", "exact"), objective="throughput", batch=4, time_limit=1.0))
+    assert not B.validate_batch(inst, sol.schedule)
+    assert all(s == (2, 2) for s in sol.schedule.splits)
+    assert sol.makespan == pytest.approx(20.0)  # the slow device chains its two slices: 2 × (5·2)
