@@ -377,8 +377,11 @@ def critical_path_bound(inst: Instance, batch: int) -> LowerBound:
 
 def load_lp_bound(inst: Instance, batch: int, time_limit: float = 10.0) -> LowerBound:
     """LP over fractional splits: ``Σ_s z_is = 1``, ``Σ_i Σ_s z_is·t(i,u,s_u) ≤ C`` per device (each
-    device computes at most ``C`` seconds; a schedule's splits are a 0/1 point). At least the work
-    bound "total work at the best split over the number of devices"."""
+    device computes at most ``C`` seconds), and path rows ``e_i ≥ e_p + Σ_s z_is·m_i(s)``, ``C ≥ e_i``
+    with ``m_i(s)`` the shortest slice of split ``s``. *Proof:* a schedule's splits are a 0/1 ``z``;
+    for any one input ``x``, ``e_i`` = the end of the slice of ``i`` holding ``x`` satisfies the path
+    rows (that slice starts after the slice of each predecessor holding ``x`` ends, and lasts at least
+    ``m_i``). At least the work bound "total work at the best split over the number of devices"."""
     t0 = time.perf_counter()
     cands = op_splits(inst, batch)
     lp = SparseModel()
@@ -393,10 +396,18 @@ def load_lp_bound(inst: Instance, batch: int, time_limit: float = 10.0) -> Lower
                 if s[u] > 0:
                     row[col] = row.get(col, 0.0) + inst.time_batch(i, u, s[u])
         lp.row(row, upper=0.0)
+    # per-input paths: e_i ≥ e_p + Σ_s z_is·(shortest slice of s), C ≥ e_i
+    e = [lp.var(0, math.inf) for _ in range(inst.n)]
+    for i in range(inst.n):
+        dur = {col: min(inst.time_batch(i, u, x) for u, x in enumerate(sp) if x > 0) for col, sp in zip(z[i], cands[i])}
+        for p in inst.preds[i] or [None]:
+            lp.row({**{col: -d for col, d in dur.items()}, e[i]: 1.0, **({e[p]: -1.0} if p is not None else {})},
+                   lower=0.0)
+        lp.row({e[i]: 1.0, c: -1.0}, upper=0.0)
     res = solve_highs(lp.highs(), time_limit)
     value = res.bound if res.status == "optimal" else None
     return LowerBound("load-lp", value, res.status, "highs", time.perf_counter() - t0,
-                      "LP relaxation over splits: every device's load ≤ C")
+                      "LP relaxation over splits: every device's load ≤ C and every per-input path ≤ C")
 
 
 def simple_bounds(inst: Instance, batch: int, lp: bool = True) -> list[LowerBound]:
