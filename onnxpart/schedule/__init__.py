@@ -7,6 +7,12 @@ MILP-SPLIT (:mod:`.split`) — warm-starting each exact solve from the best sche
 answer with the independent validator (:func:`.simulator.validate`), and gathers the proven lower
 bounds (:mod:`.bounds`). Cost semantics (transfers, memory) are stated in :mod:`.model`. Pure: no
 files, no terminal.
+
+``Options(objective="throughput", batch=L)`` solves the batched problem of Sections 3.1–3.2 instead
+(:mod:`.batch`: every op's ``L`` inputs split into slices over the devices' supported batch sizes;
+throughput = ``L / C`` with ``C`` the batch's makespan). There ``exact``/``milp``/``cpsat`` all run the
+CP-SAT batch model, SPLIT solves each module whole-batch and joins them (no bound), and the lower
+bounds (per-input critical path, load LP over splits, CP-SAT's) bound ``C``.
 """
 
 from __future__ import annotations
@@ -39,14 +45,17 @@ class Options:
     iterations: int = 2000  # SA / EA fitness evaluations
     workers: int = 1  # CP-SAT workers
     lp_bound: bool = True  # the load LP among the simple bounds
+    batch: int = 1  # throughput: inputs per batch (L), split into slices over the devices
 
     def __post_init__(self) -> None:
         unknown = set(self.methods) - set(METHODS)
         if unknown or not self.methods:
             raise UserError(f"unknown schedule method(s) {', '.join(sorted(unknown)) or '(none given)'}: "
                             f"use {', '.join(METHODS)}")
-        if self.objective != "latency":
-            raise UserError(f"objective {self.objective!r} is not implemented yet: use latency")
+        if self.objective not in ("latency", "throughput"):
+            raise UserError(f"unknown objective {self.objective!r}: use latency or throughput")
+        if self.batch < 1:
+            raise UserError("batch must be a positive integer")
         if not self.time_limit > 0:
             raise UserError("time limit must be positive")
 
@@ -79,6 +88,7 @@ class Solution:
 
     @property
     def throughput(self) -> float:
+        """Inputs per second: ``L / C`` for a batched schedule, ``1 / latency`` otherwise."""
         return self.schedule.throughput
 
     @property
@@ -96,9 +106,12 @@ class Solution:
 
 def solve(instance: Instance, options: Options = Options(), board: Board | None = None) -> Solution:
     """Run ``options.methods`` on ``instance`` and return the best validated schedule with every
-    method's result and every proven lower bound. ``options.time_limit`` is the whole run's wall clock;
+    method's result and every proven lower bound (of the batch makespan ``C`` for throughput, whose
+    certified throughput is ``L / bound``). ``options.time_limit`` is the whole run's wall clock;
     ``board`` (:class:`onnxpart.board.Board`) hears every improved schedule (``offer``) and every
-    finished bound (``add``), which is what the command's progress bar shows."""
+    finished bound (``add``), which is what the command's progress bar shows (latency only so far)."""
+    if options.objective == "throughput":
+        return _solve_throughput(instance, options)
     board = board if board is not None else Board()
     deadline = time.perf_counter() + options.time_limit
     results: list[MethodResult] = []
@@ -178,3 +191,87 @@ def _multichannel(instance: Instance, time_limit: float, seed: int) -> list[Lowe
             value, status, note = multichannel.multichannel_bound(instance, modules, time_limit, seed)
             return [LowerBound(f"multichannel-{channels}", value, status, "cp-sat", time.perf_counter() - t0, note)]
     return []
+
+
+def _solve_throughput(instance: Instance, options: Options) -> Solution:
+    """The throughput objective (:mod:`.batch`): batched baselines, CP-SAT with the batch variables,
+    and SPLIT (each module solved whole-batch by CP-SAT, joined and re-simulated; no bound — modules
+    overlap in time under data parallelism)."""
+    from onnxpart.schedule import batch as B
+
+    L = options.batch
+    B.op_splits(instance, L)  # one-line UserError for a batch no device combination supports
+    results: list[MethodResult] = []
+    found: list[tuple[float, str, B.BatchSchedule]] = []
+    lbs = B.simple_bounds(instance, L, lp=options.lp_bound)
+
+    def keep(method, sched, status, seconds, bound=None, note=""):
+        if sched is not None:
+            problems = B.validate_batch(instance, sched)
+            if problems:
+                raise AssertionError(f"{method} produced an invalid batched schedule: {problems[0]}")
+            found.append((sched.makespan, method, sched))
+        results.append(MethodResult(method, sched.makespan if sched is not None else None, status, seconds,
+                                    bound, note))
+
+    for method, fn in (("met", B.bmet), ("greedy", B.bgreedy), ("heft", B.bheft)):
+        if method in options.methods:
+            r = fn(instance, L)
+            keep(method, r.schedule, "ok" if r.schedule else "failed", r.seconds)
+    # SA/EA start from the better of bMET and plain data parallelism (one split for all ops)
+    starts = [next((s for _, m, s in found if m == "met"), None) or B.bmet(instance, L).schedule,
+              B.uniform(instance, L).schedule]
+    starts = [s for s in starts if s is not None]
+    start = min(starts, key=lambda s: s.makespan) if starts else None
+    for method, fn in (("sa", B.bsa), ("ea", B.bea)):
+        if method in options.methods and start is not None:
+            r = fn(instance, L, start.splits, iterations=options.iterations, seed=options.seed,
+                   time_limit=options.time_limit)
+            keep(method, r.schedule, "ok", r.seconds, note=f"{r.evaluations} evaluations")
+    exact_methods = [m for m in options.methods if m in EXACT]
+    t0 = time.perf_counter()
+    for k, method in enumerate(exact_methods):
+        share = max(0.05, (options.time_limit - (time.perf_counter() - t0)) / (len(exact_methods) - k))
+        pool = [f[2] for f in found] + ([start] if start is not None else [])
+        hint = min(pool, key=lambda s: s.makespan) if pool else None
+        if method == "split":
+            sched, status, secs, note = _split_throughput(instance, L, share, options.seed)
+            keep(method, sched, status, secs, note=note)
+            continue
+        res = B.cpsat(instance, L, share, hint, seed=options.seed, workers=options.workers)
+        keep(method, res.schedule, res.status, res.seconds, res.bound, res.note)
+        lbs.append(LowerBound(method, res.bound, res.status, "cp-sat", res.seconds, res.note))
+    if not found:
+        raise InfeasibleError("no method found a feasible batched schedule")
+    best = min(found, key=lambda f: (f[0], METHODS.index(f[1])))
+    return Solution(instance, best[2], best[1], results, lbs)
+
+
+def _split_throughput(instance: Instance, L: int, time_limit: float, seed: int):
+    from onnxpart.schedule import batch as B
+
+    t0 = time.perf_counter()
+    cuts = split.cut_ops(instance)
+    if not any(instance.preds[c] and instance.succs[c] for c in cuts):
+        warm = [r.schedule for r in (B.bmet(instance, L), B.bheft(instance, L), B.uniform(instance, L))
+                if r.schedule is not None]
+        res = B.cpsat(instance, L, time_limit, min(warm, key=lambda s: s.makespan) if warm else None, seed=seed)
+        return res.schedule, res.status, time.perf_counter() - t0, "no modules: solved whole"
+    segs = [ops for ops, _, _ in split._segments(instance, cuts)]
+    per = max(0.05, time_limit / len(segs))
+    splits: list = [None] * instance.n
+    order: list = []
+    statuses = set()
+    for ops in segs:
+        sub, index = instance.subinstance(ops)
+        warm = [r.schedule for r in (B.bmet(sub, L), B.bheft(sub, L), B.uniform(sub, L)) if r.schedule is not None]
+        res = B.cpsat(sub, L, per, min(warm, key=lambda s: s.makespan) if warm else None, seed=seed)
+        statuses.add(res.status)
+        for li, s in enumerate(res.schedule.splits):
+            splits[index[li]] = s
+        order += [(index[i], u) for i, u in sorted(res.schedule.start, key=lambda k: (res.schedule.start[k], k))]
+    if B.memory_violations(instance, splits):
+        return None, "memory", time.perf_counter() - t0, "the joined modules overflow a device's memory"
+    sched = B.simulate_batch(instance, splits, B._order_by_start(instance, splits, {k: p for p, k in enumerate(order)}))
+    status = "optimal-modules" if statuses == {"optimal"} else "time_limit"
+    return sched, status, time.perf_counter() - t0, f"{len(segs)} modules"

@@ -134,7 +134,8 @@ class Instance:
     def __init__(self, time: Any, edges: Sequence[tuple[int, int, float]], *, mem: Any = None,
                  capacity: Any = None, system: System | None = None, latency: Any = 0.0,
                  bandwidth: Any = math.inf, op_names: Sequence[str] | None = None,
-                 device_names: Sequence[str] | None = None):
+                 device_names: Sequence[str] | None = None, batch_sizes: Sequence[Sequence[int]] | None = None,
+                 fixed: Any = None, act_mem: Any = None):
         self.time = np.asarray(time, dtype=float)
         if self.time.ndim != 2 or self.time.shape[0] == 0:
             raise ValueError("time must be an (n ops, K devices) array")
@@ -159,8 +160,48 @@ class Instance:
             merged[(int(i), int(j))] = merged.get((int(i), int(j)), 0.0) + float(b)
         self.edges: list[tuple[int, int, float]] = [(i, j, b) for (i, j), b in merged.items()]
         self._index_edges()
+        self._lat = np.broadcast_to(np.asarray(latency, dtype=float), (k, k))
+        self._bw = np.broadcast_to(np.asarray(bandwidth, dtype=float), (k, k))
         self.delays = self._edge_delays(system, latency, bandwidth)
+        self._init_batch(batch_sizes, fixed, act_mem)
         self.check_feasible()
+
+    # --------------------------------------------------------------------------------- batching
+    def _init_batch(self, batch_sizes: Any, fixed: Any, act_mem: Any) -> None:
+        """Throughput data (Section 3.2): ``batch_sizes[u]`` the batch sizes device ``u`` supports (from
+        the system's devices by default, else ``(1,)``); ``fixed[i, u]`` the batch-independent part of
+        ``time[i, u]`` (launch overhead, reading the weights; default 0); ``act_mem[i]`` the per-input
+        activation bytes inside ``mem[i]`` (default 0). See :meth:`time_batch`."""
+        if batch_sizes is None:
+            batch_sizes = ([d.batch_sizes for d in self.system.devices] if self.system is not None
+                           else [(1,)] * self.k)
+        self.batch_sizes = [tuple(sorted({int(b) for b in bs})) for bs in batch_sizes]
+        if len(self.batch_sizes) != self.k or any(not bs or bs[0] < 1 for bs in self.batch_sizes):
+            raise ValueError("batch_sizes must give every device a non-empty list of positive sizes")
+        self.fixed = np.zeros((self.n, self.k)) if fixed is None else np.minimum(np.asarray(fixed, float), self.time)
+        self.act_mem = np.zeros(self.n) if act_mem is None else np.asarray(act_mem, dtype=float)
+
+    def time_batch(self, i: int, u: int, size: int) -> float:
+        """Seconds op ``i`` takes on device ``u`` for a batch of ``size`` inputs (``t_{i,u,l}``): the
+        batch-independent part once plus the rest ``size`` times, ``fixed + (time − fixed)·size``
+        (the roofline at batch 1 with weights and launch read once per batch). 0 for size 0."""
+        if size <= 0:
+            return 0.0
+        t, f = self.time[i, u], self.fixed[i, u]
+        return float(t) if not math.isfinite(t) else float(f + (t - f) * size)
+
+    def delay_count(self, e: int, u: int, v: int, count: int) -> float:
+        """Transfer delay of edge ``e``'s tensors for ``count`` inputs from ``u`` to ``v`` (0 on one
+        device): the route of ``count × bytes`` (direct link, or one hop) — the same rule as ``delays``."""
+        if u == v or count <= 0:
+            return 0.0
+        nbytes = self.edges[e][2] * count
+        if count == 1:
+            return float(self.delays[e, u, v])
+        if self.system is not None:
+            return float(self.system.route(u, v, nbytes)[0])
+        bw = self._bw[u, v]
+        return float(self._lat[u, v] + (nbytes / bw if bw > 0 else math.inf))
 
     def _index_edges(self) -> None:
         """Predecessors, successors, in/out edge lists and the BFS order from ``self.edges``."""
@@ -309,11 +350,11 @@ class Instance:
                 delays.append(self.delays[e])
         sub = Instance.__new__(Instance)
         sub._init_from(self, time, edges, np.array(delays).reshape(len(edges), self.k, self.k),
-                       self.mem[ops], [self.op_names[g] for g in ops])
+                       self.mem[ops], [self.op_names[g] for g in ops], ops)
         return sub, ops
 
     def _init_from(self, parent: "Instance", time: np.ndarray, edges: list, delays: np.ndarray,
-                   mem: np.ndarray, names: list[str]) -> None:
+                   mem: np.ndarray, names: list[str], ops: Sequence[int] | None = None) -> None:
         """Fill a sub-instance sharing ``parent``'s devices, with precomputed edge delays."""
         self.time, self.n, self.k = time, time.shape[0], parent.k
         self.op_names, self.system, self.device_names = names, parent.system, parent.device_names
@@ -321,6 +362,11 @@ class Instance:
         self.edges = list(edges)
         self._index_edges()
         self.delays = delays
+        self._lat, self._bw = parent._lat, parent._bw
+        self.batch_sizes = parent.batch_sizes
+        ops = list(range(len(names))) if ops is None else list(ops)
+        self.fixed = np.minimum(parent.fixed[ops], np.where(np.isfinite(time), time, np.inf))
+        self.act_mem = parent.act_mem[ops]
         self.check_feasible()
 
 
@@ -340,8 +386,21 @@ def from_graph(graph: Any, system: System, cost_fn: Callable[[int, int], float] 
     for op in graph.ops:
         io = sum(graph.tensors[t].bytes for t in (*op.inputs, *op.outputs) if t in graph.tensors)
         mem.append(float(op.param_bytes + io + op.internal_bytes))
+    fixed, act = [], []
+    for i, op in enumerate(graph.ops):
+        io = sum(graph.tensors[t].bytes for t in (*op.inputs, *op.outputs) if t in graph.tensors)
+        act.append(float(io))
+        fixed.append([_fixed_part(d.spec, op) for d in system.devices])
     return Instance(time, edges, mem=mem, capacity=[d.memory for d in system.devices], system=system,
-                    op_names=[op.name for op in graph.ops])
+                    op_names=[op.name for op in graph.ops], fixed=fixed, act_mem=act)
+
+
+def _fixed_part(spec: Any, op: Any) -> float:
+    """The batch-independent seconds of an op on a spec: its launch overheads and reading its weights
+    once (the roofline's memory term for the parameters); 0 without a spec."""
+    if spec is None:
+        return 0.0
+    return float(spec.op_overhead * max(1, len(getattr(op, "nodes", ()) or ())) + op.param_bytes / spec.memory_bandwidth)
 
 
 def _analytic_cost_fn(graph: Any, system: System) -> Callable[[int, int], float]:

@@ -91,8 +91,10 @@ def test_solve_all_methods():
 def test_options_errors():
     with pytest.raises(UserError, match="unknown schedule method"):
         Options(methods=("heft", "tabu"))
-    with pytest.raises(UserError, match="not implemented"):
-        Options(objective="throughput")
+    with pytest.raises(UserError, match="unknown objective"):
+        Options(objective="energy")
+    with pytest.raises(UserError, match="batch must be"):
+        Options(objective="throughput", batch=0)
 
 
 def test_from_graph_with_the_thesis_system():

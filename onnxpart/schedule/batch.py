@@ -1,0 +1,550 @@
+"""The throughput objective (Sections 3.1–3.2 of the thesis): a batch of ``L`` inputs split into slices.
+
+Semantics (every batched method here and the brute force in the tests use exactly these):
+
+* A **split** of op ``i`` gives every device ``u`` a slice size ``n[i][u] ∈ {0} ∪ B_u`` with
+  ``Σ_u n[i][u] = L`` — the thesis's ``b_{i,u,l}`` (one batch per op and device, constraints
+  3.4–3.5). The slice on ``u`` runs ``time_batch(i, u, n)`` seconds (:meth:`Instance.time_batch`),
+  without preemption; a device runs one slice at a time.
+* Inputs are assigned to slices **contiguously in device order**: slice ``(i, u)`` holds inputs
+  ``[lo, lo + n)`` with ``lo = Σ_{w<u} n[i][w]``. (The thesis's ``x_{i,u,l}`` leaves the assignment
+  free; fixing it keeps the model polynomial to state and makes two ops split alike chain slice by
+  slice — data parallelism without a barrier.)
+* Precedence per input (3.3): slice ``(j, v)`` starts after every slice ``(i, u)`` of a predecessor
+  sharing ``c > 0`` inputs with it has ended, plus the transfer of ``c`` inputs' tensors
+  (:meth:`Instance.delay_count`; free on one device; contention-free links).
+* Memory (3.7): ``Σ_{i with n[i][u] > 0} mem_i + act_i·(n[i][u] − 1) ≤ capacity_u`` (weights once,
+  activations per input).
+* **Throughput = L / C**, ``C`` the makespan of the whole batch — the thesis's objective "``L/C`` when
+  optimizing for throughput" (Section 3.2), the low-latency regime of Section 4.4: one batch of ``B``
+  inputs is run as fast as possible (no pipelining across batches).
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from onnxpart.certificate import LowerBound
+from onnxpart.errors import UserError
+from onnxpart.schedule.model import Instance
+from onnxpart.schedule.simulator import earliest_gap
+from onnxpart.solvers import SparseModel, solve_cpsat, solve_highs
+
+Split = tuple[int, ...]  # slice size per device
+
+
+# ----------------------------------------------------------------------------------------- splits
+def device_splits(inst: Instance, batch: int) -> list[Split]:
+    """Every split of ``batch`` inputs over the devices' supported sizes (UserError if none)."""
+    choices = [(0,) + tuple(b for b in bs if b <= batch) for bs in inst.batch_sizes]
+    out = [s for s in itertools.product(*choices) if sum(s) == batch]
+    if not out:
+        sizes = "; ".join(f"{n}: {', '.join(map(str, bs))}" for n, bs in zip(inst.device_names, inst.batch_sizes))
+        raise UserError(f"batch {batch} cannot be made of the devices' batch sizes ({sizes}): "
+                        f"choose a batch that is a sum of supported sizes, one per device")
+    return sorted(out, key=lambda s: (sum(1 for x in s if x), s))
+
+
+def op_splits(inst: Instance, batch: int) -> list[list[Split]]:
+    """The splits each op may use: only devices it can run on (finite time, fits memory alone)."""
+    every = device_splits(inst, batch)
+    out = []
+    for i in range(inst.n):
+        ok = set(inst.allowed(i))
+        mine = [s for s in every if all(x == 0 or u in ok for u, x in enumerate(s))
+                and all(x == 0 or inst.mem[i] + inst.act_mem[i] * (x - 1) <= inst.capacity[u] for u, x in enumerate(s))]
+        if not mine:
+            raise UserError(f"op {inst.op_names[i]} cannot process a batch of {batch} on the devices it can run on")
+        out.append(mine)
+    return out
+
+
+def ranges(split: Split) -> list[tuple[int, int]]:
+    """``[lo, hi)`` of every device's slice (contiguous in device order)."""
+    out, lo = [], 0
+    for x in split:
+        out.append((lo, lo + x))
+        lo += x
+    return out
+
+
+def overlap(a: tuple[int, int], b: tuple[int, int]) -> int:
+    return max(0, min(a[1], b[1]) - max(a[0], b[0]))
+
+
+# ----------------------------------------------------------------------------------------- schedule
+@dataclass
+class BatchSchedule:
+    """Every slice ``(op, device)`` with size, start and end; ``batch`` inputs in all."""
+
+    batch: int
+    splits: list[Split]
+    start: dict[tuple[int, int], float]
+    end: dict[tuple[int, int], float]
+    order: list[tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def makespan(self) -> float:
+        return max(self.end.values(), default=0.0)
+
+    @property
+    def throughput(self) -> float:
+        """Inputs per second: ``L / C`` (Section 3.2)."""
+        return self.batch / self.makespan if self.makespan > 0 else math.inf
+
+    @property
+    def mapping(self) -> list[Split]:
+        return self.splits
+
+    def busy(self, k: int) -> np.ndarray:
+        b = np.zeros(k)
+        for (i, u), e in self.end.items():
+            b[u] += e - self.start[(i, u)]
+        return b
+
+
+def slices(splits: Sequence[Split], i: int) -> list[int]:
+    return [u for u, x in enumerate(splits[i]) if x > 0]
+
+
+def slice_order(inst: Instance, splits: Sequence[Split], op_order: Sequence[int] | None = None) -> list[tuple[int, int]]:
+    return [(i, u) for i in (inst.topo if op_order is None else op_order) for u in slices(splits, i)]
+
+
+def _ready(inst: Instance, i: int, u: int, lohi: tuple[int, int], splits, end) -> float:
+    ready = 0.0
+    for e in inst.in_edges[i]:
+        p = inst.edges[e][0]
+        for w, r in enumerate(ranges(splits[p])):
+            c = overlap(r, lohi)
+            if c > 0:
+                ready = max(ready, end[(p, w)] + inst.delay_count(e, w, u, c))
+    return ready
+
+
+def memory_violations(inst: Instance, splits: Sequence[Split]) -> list[str]:
+    load = np.zeros(inst.k)
+    for i, s in enumerate(splits):
+        for u, x in enumerate(s):
+            if x > 0:
+                if not math.isfinite(inst.time[i, u]):
+                    return [f"{inst.op_names[i]} cannot run on {inst.device_names[u]}"]
+                load[u] += inst.mem[i] + inst.act_mem[i] * (x - 1)
+    return [f"{inst.device_names[u]} holds {load[u]:.0f} bytes > capacity {inst.capacity[u]:.0f}"
+            for u in range(inst.k) if load[u] > inst.capacity[u] * (1 + 1e-12)]
+
+
+def simulate_batch(inst: Instance, splits: Sequence[Split], order: Sequence[tuple[int, int]] | None = None,
+                   insertion: bool = False) -> BatchSchedule:
+    """The list schedule of the slices of ``splits`` in ``order`` (default: ops in BFS order, devices
+    ascending); each slice starts when its inputs have arrived and its device is free (append) or in
+    the earliest gap (insertion). Transfers that no route carries make the start ``inf``."""
+    splits = [tuple(s) for s in splits]
+    batch = sum(splits[0]) if splits else 0
+    order = list(slice_order(inst, splits) if order is None else order)
+    start: dict = {}
+    end: dict = {}
+    free = np.zeros(inst.k)
+    busy: list[list[tuple[float, float]]] = [[] for _ in range(inst.k)]
+    for i, u in order:
+        lohi = ranges(splits[i])[u]
+        d = inst.time_batch(i, u, splits[i][u])
+        ready = _ready(inst, i, u, lohi, splits, end)
+        s = earliest_gap(busy[u], ready, d) if insertion else max(ready, free[u])
+        start[(i, u)], end[(i, u)] = s, s + d
+        free[u] = max(free[u], s + d)
+        if insertion:
+            bisect.insort(busy[u], (s, s + d))
+    return BatchSchedule(batch, splits, start, end, order)
+
+
+def batch_makespan(inst: Instance, splits: Sequence[Split], op_order=None) -> float:
+    if memory_violations(inst, splits):
+        return math.inf
+    return simulate_batch(inst, splits, slice_order(inst, splits, op_order)).makespan
+
+
+def validate_batch(inst: Instance, sched: BatchSchedule, tol: float = 1e-9) -> list[str]:
+    """Everything wrong with ``sched`` (3.4, 3.5, precedence with transfers, no overlap, memory)."""
+    problems: list[str] = []
+    eps = tol * max(1.0, sched.makespan)
+    if len(sched.splits) != inst.n:
+        return ["one split per op needed"]
+    for i, s in enumerate(sched.splits):
+        if sum(s) != sched.batch:
+            problems.append(f"{inst.op_names[i]}'s slices sum to {sum(s)}, not {sched.batch} (3.4)")
+        for u, x in enumerate(s):
+            if x > 0 and x not in inst.batch_sizes[u]:
+                problems.append(f"{inst.op_names[i]}: batch {x} not supported on {inst.device_names[u]} (3.5)")
+            if x > 0 and (i, u) not in sched.end:
+                problems.append(f"slice {inst.op_names[i]} on {inst.device_names[u]} not scheduled")
+    if problems:
+        return problems
+    problems += memory_violations(inst, sched.splits)
+    for (i, u), s in sched.start.items():
+        want = inst.time_batch(i, u, sched.splits[i][u])
+        if s < -eps or abs(sched.end[(i, u)] - s - want) > eps:
+            problems.append(f"slice {inst.op_names[i]}@{inst.device_names[u]} mistimed")
+    for e, (i, j, _) in enumerate(inst.edges):
+        ri, rj = ranges(sched.splits[i]), ranges(sched.splits[j])
+        for u in slices(sched.splits, i):
+            for v in slices(sched.splits, j):
+                c = overlap(ri[u], rj[v])
+                if c > 0 and sched.start[(j, v)] < sched.end[(i, u)] + inst.delay_count(e, u, v, c) - eps:
+                    problems.append(f"{inst.op_names[j]}@{inst.device_names[v]} starts before its inputs arrive")
+    for u in range(inst.k):
+        on = sorted((s, sched.end[key]) for key, s in sched.start.items() if key[1] == u)
+        for a, b in zip(on, on[1:]):
+            if b[0] < a[1] - eps:
+                problems.append(f"two slices overlap on {inst.device_names[u]}")
+    if not math.isfinite(sched.makespan):
+        problems.append("a transfer has no route")
+    return problems
+
+
+# ----------------------------------------------------------------------------------------- heuristics
+@dataclass
+class BatchResult:
+    method: str
+    schedule: BatchSchedule | None
+    seconds: float
+    evaluations: int = 0
+
+
+def _fits(inst: Instance, load: np.ndarray, i: int, s: Split) -> bool:
+    return all(x == 0 or load[u] + inst.mem[i] + inst.act_mem[i] * (x - 1) <= inst.capacity[u] * (1 + 1e-12)
+               for u, x in enumerate(s))
+
+
+def _add(inst: Instance, load: np.ndarray, i: int, s: Split) -> None:
+    for u, x in enumerate(s):
+        if x > 0:
+            load[u] += inst.mem[i] + inst.act_mem[i] * (x - 1)
+
+
+def bmet(inst: Instance, batch: int) -> BatchResult:
+    """bMET: each op (BFS order) on its best batch–device combination — the split whose slowest slice
+    is fastest (fewest slices on ties) — ignoring transfers."""
+    t0 = time.perf_counter()
+    cands = op_splits(inst, batch)
+    load = np.zeros(inst.k)
+    splits: list = [None] * inst.n
+    for i in inst.topo:
+        ok = [s for s in cands[i] if _fits(inst, load, i, s)]
+        if not ok:
+            return BatchResult("met", None, time.perf_counter() - t0)
+        splits[i] = min(ok, key=lambda s: (max(inst.time_batch(i, u, x) for u, x in enumerate(s)),
+                                           sum(1 for x in s if x)))
+        _add(inst, load, i, splits[i])
+    return BatchResult("met", simulate_batch(inst, splits), time.perf_counter() - t0)
+
+
+def uniform(inst: Instance, batch: int) -> BatchResult:
+    """Plain data parallelism: one split for every op (each device runs its share of the inputs
+    through the whole graph, no transfers between devices), the best over the splits every op can
+    use — the "naive data parallelism" of the thesis's Section 5.1. ``schedule`` None if none fits."""
+    t0 = time.perf_counter()
+    cands = op_splits(inst, batch)
+    common = set(cands[0]).intersection(*map(set, cands[1:])) if cands else set()
+    best = None
+    for s in sorted(common):
+        f = batch_makespan(inst, [s] * inst.n)
+        if math.isfinite(f) and (best is None or f < best[0]):
+            best = (f, s)
+    sched = simulate_batch(inst, [best[1]] * inst.n) if best else None
+    return BatchResult("uniform", sched, time.perf_counter() - t0)
+
+
+def _list_eft(inst: Instance, batch: int, order: Sequence[int], insertion: bool, method: str) -> BatchResult:
+    """Ops in ``order``, each given the split whose last slice finishes first given those placed."""
+    t0 = time.perf_counter()
+    cands = op_splits(inst, batch)
+    load = np.zeros(inst.k)
+    splits: list = [None] * inst.n
+    end: dict = {}
+    free = np.zeros(inst.k)
+    busy: list[list[tuple[float, float]]] = [[] for _ in range(inst.k)]
+    for i in order:
+        best = None
+        for s in cands[i]:
+            if not _fits(inst, load, i, s):
+                continue
+            splits[i] = s
+            r = ranges(s)
+            plan, finish = [], 0.0
+            for u in slices(splits, i):
+                d = inst.time_batch(i, u, s[u])
+                ready = _ready(inst, i, u, r[u], splits, end)
+                st = earliest_gap(busy[u], ready, d) if insertion else max(ready, free[u])
+                plan.append((u, st, st + d))
+                finish = max(finish, st + d)
+            key = (finish, sum(inst.time_batch(i, u, x) for u, x in enumerate(s)))
+            if best is None or key < best[0]:
+                best = (key, s, plan)
+        if best is None or not math.isfinite(best[0][0]):
+            return BatchResult(method, None, time.perf_counter() - t0)
+        _, s, plan = best
+        splits[i] = s
+        _add(inst, load, i, s)
+        for u, st, en in plan:
+            end[(i, u)] = en
+            free[u] = max(free[u], en)
+            bisect.insort(busy[u], (st, en))
+    sched = simulate_batch(inst, splits, slice_order(inst, splits, order), insertion=insertion)
+    return BatchResult(method, sched, time.perf_counter() - t0)
+
+
+def bgreedy(inst: Instance, batch: int) -> BatchResult:
+    return _list_eft(inst, batch, inst.topo, False, "greedy")
+
+
+def bheft(inst: Instance, batch: int) -> BatchResult:
+    """bHEFT: ops by decreasing upward rank (mean whole-batch time over the devices), insertion."""
+    from onnxpart.schedule.heuristics import rank_order
+
+    scaled = Instance.__new__(Instance)
+    scaled.__dict__.update(inst.__dict__)
+    scaled.time = np.array([[inst.time_batch(i, u, batch) for u in range(inst.k)] for i in range(inst.n)])
+    return _list_eft(inst, batch, rank_order(scaled), True, "heft")
+
+
+def _search(inst: Instance, batch: int, init: Sequence[Split], iterations: int, seed: int, time_limit: float,
+            method: str) -> BatchResult:
+    """SA (``sa``) or biased (1+1) EA (``ea``) over splits; fitness = the BFS-order append makespan."""
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    cands = op_splits(inst, batch)
+    movable = [i for i in range(inst.n) if len(cands[i]) > 1]
+    cur = list(init)
+    f = f0 = batch_makespan(inst, cur)
+    best, fbest = list(cur), f
+    scale = f0 if math.isfinite(f0) and f0 > 0 else 1.0
+    evals = 1
+    for it in range(iterations if movable else 0):
+        if time.perf_counter() - t0 > time_limit:
+            break
+        child = list(cur)
+        flips = ([movable[int(rng.integers(len(movable)))]] if method == "sa" else
+                 [i for i in movable if rng.random() < 1.0 / len(movable)] or [movable[int(rng.integers(len(movable)))]])
+        for i in flips:
+            opts = [s for s in cands[i] if s != cur[i]]
+            child[i] = opts[int(rng.integers(len(opts)))]
+        fc = batch_makespan(inst, child)
+        evals += 1
+        if method == "sa":
+            temp = 0.05 * (1e-4 / 0.05) ** (it / max(1, iterations - 1))
+            accept = fc <= f or (math.isfinite(fc) and rng.random() < math.exp(-(fc - f) / (temp * scale)))
+        else:
+            accept = fc <= f
+        if accept:
+            cur, f = child, fc
+            if f < fbest:
+                best, fbest = list(cur), f
+    return BatchResult(method, simulate_batch(inst, best), time.perf_counter() - t0, evals)
+
+
+def bsa(inst, batch, init, iterations=2000, seed=0, time_limit=math.inf) -> BatchResult:
+    return _search(inst, batch, init, iterations, seed, time_limit, "sa")
+
+
+def bea(inst, batch, init, iterations=2000, seed=0, time_limit=math.inf) -> BatchResult:
+    return _search(inst, batch, init, iterations, seed, time_limit, "ea")
+
+
+# ----------------------------------------------------------------------------------------- bounds
+def _min_slice(inst: Instance, i: int) -> float:
+    return min(inst.time_batch(i, u, b) for u in inst.allowed(i) for b in inst.batch_sizes[u])
+
+
+def critical_path_bound(inst: Instance, batch: int) -> LowerBound:
+    """Every input crosses every path: along a path each op's slice holding a given input takes at
+    least the op's fastest (device, supported size) time, and the slices of one input are ordered."""
+    t0 = time.perf_counter()
+    finish = [0.0] * inst.n
+    for i in inst.topo:
+        finish[i] = _min_slice(inst, i) + max((finish[p] for p in inst.preds[i]), default=0.0)
+    return LowerBound("critical-path", max(finish), "bound", "formula", time.perf_counter() - t0,
+                      "per-input longest path at each op's fastest slice; transfers free")
+
+
+def load_lp_bound(inst: Instance, batch: int, time_limit: float = 10.0) -> LowerBound:
+    """LP over fractional splits: ``Σ_s z_is = 1``, ``Σ_i Σ_s z_is·t(i,u,s_u) ≤ C`` per device (each
+    device computes at most ``C`` seconds), and path rows ``e_i ≥ e_p + Σ_s z_is·m_i(s)``, ``C ≥ e_i``
+    with ``m_i(s)`` the shortest slice of split ``s``. *Proof:* a schedule's splits are a 0/1 ``z``;
+    for any one input ``x``, ``e_i`` = the end of the slice of ``i`` holding ``x`` satisfies the path
+    rows (that slice starts after the slice of each predecessor holding ``x`` ends, and lasts at least
+    ``m_i``). At least the work bound "total work at the best split over the number of devices"."""
+    t0 = time.perf_counter()
+    cands = op_splits(inst, batch)
+    lp = SparseModel()
+    c = lp.var(0, math.inf, cost=1.0)
+    z = [[lp.var(0, 1) for _ in cands[i]] for i in range(inst.n)]
+    for i in range(inst.n):
+        lp.row({col: 1.0 for col in z[i]}, 1.0, 1.0)
+    for u in range(inst.k):
+        row = {c: -1.0}
+        for i in range(inst.n):
+            for col, s in zip(z[i], cands[i]):
+                if s[u] > 0:
+                    row[col] = row.get(col, 0.0) + inst.time_batch(i, u, s[u])
+        lp.row(row, upper=0.0)
+    # per-input paths: e_i ≥ e_p + Σ_s z_is·(shortest slice of s), C ≥ e_i
+    e = [lp.var(0, math.inf) for _ in range(inst.n)]
+    for i in range(inst.n):
+        dur = {col: min(inst.time_batch(i, u, x) for u, x in enumerate(sp) if x > 0) for col, sp in zip(z[i], cands[i])}
+        for p in inst.preds[i] or [None]:
+            lp.row({**{col: -d for col, d in dur.items()}, e[i]: 1.0, **({e[p]: -1.0} if p is not None else {})},
+                   lower=0.0)
+        lp.row({e[i]: 1.0, c: -1.0}, upper=0.0)
+    res = solve_highs(lp.highs(), time_limit)
+    value = res.bound if res.status == "optimal" else None
+    return LowerBound("load-lp", value, res.status, "highs", time.perf_counter() - t0,
+                      "LP relaxation over splits: every device's load ≤ C and every per-input path ≤ C")
+
+
+def simple_bounds(inst: Instance, batch: int, lp: bool = True) -> list[LowerBound]:
+    out = [critical_path_bound(inst, batch)]
+    if lp:
+        out.append(load_lp_bound(inst, batch))
+    return out
+
+
+# ----------------------------------------------------------------------------------------- CP-SAT
+@dataclass
+class BatchExact:
+    status: str
+    schedule: BatchSchedule | None
+    bound: float | None  # proven lower bound on the batch makespan C
+    seconds: float
+    note: str = ""
+
+
+def _line(inst: Instance, e: int, u: int, v: int, batch: int) -> tuple[float, float] | None:
+    """``(a, r)`` with ``a + r·c ≤ delay(c)`` for ``1 ≤ c ≤ batch`` (exact for a direct link: the delay
+    is ``latency + c·bytes/bandwidth``; a route is a min of such lines, concave, above its chord)."""
+    d1 = inst.delay_count(e, u, v, 1)
+    if not math.isfinite(d1):
+        return None
+    if batch == 1:
+        return d1, 0.0
+    dl = inst.delay_count(e, u, v, batch)
+    r = (dl - d1) / (batch - 1)
+    return d1 - r, r
+
+
+def cpsat(inst: Instance, batch: int, time_limit: float, hint: BatchSchedule | None = None, *, seed: int = 0,
+          workers: int = 1) -> BatchExact:
+    """The thesis MILP's batch model on CP-SAT: ``b_{i,u,l}`` booleans (at most one size per op and
+    device, 3.5), ``Σ_u Σ_l l·b_{i,u,l} = L`` (3.4), slice ranges ``lo_{i,u} = Σ_{w<u} n_{i,w}``,
+    overlap counts ``c = max(0, min(hi) − max(lo))`` gating the per-input precedence with transfers
+    (3.3), optional intervals with NoOverlap per device (3.8), memory (3.7). Durations and delays are
+    floored to ticks (a relaxation: the bound is proven); the solution is re-simulated."""
+    t0 = time.perf_counter()
+    cands = op_splits(inst, batch)
+    from onnxpart.schedule.exact import _scale
+
+    horizon = hint.makespan if hint is not None else sum(
+        max(inst.time_batch(i, u, batch) for u in inst.allowed(i)) for i in range(inst.n)) * 2 + 1.0
+    scale = _scale(horizon)
+    top = math.ceil(horizon * scale) + 1
+    tick = lambda sec: int(math.floor(sec * scale))  # noqa: E731
+    m = cp_model.CpModel()
+    sizes = [{u: sorted({s[u] for s in cands[i] if s[u] > 0}) for u in range(inst.k)} for i in range(inst.n)]
+    b = [{u: {l: m.new_bool_var(f"b{i}_{u}_{l}") for l in sizes[i][u]} for u in range(inst.k)} for i in range(inst.n)]
+    n = [[m.new_int_var(0, batch, f"n{i}_{u}") for u in range(inst.k)] for i in range(inst.n)]
+    p = [[m.new_bool_var(f"p{i}_{u}") for u in range(inst.k)] for i in range(inst.n)]
+    lo = [[m.new_int_var(0, batch, f"lo{i}_{u}") for u in range(inst.k)] for i in range(inst.n)]
+    st = [[m.new_int_var(0, top, f"s{i}_{u}") for u in range(inst.k)] for i in range(inst.n)]
+    en = [[m.new_int_var(0, top, f"e{i}_{u}") for u in range(inst.k)] for i in range(inst.n)]
+    cmax = m.new_int_var(0, top, "C")
+    ivs: list[list] = [[] for _ in range(inst.k)]
+    for i in range(inst.n):
+        for u in range(inst.k):
+            bs = list(b[i][u].values())
+            m.add(sum(bs) <= 1)  # (3.5) one batch size per op and device
+            m.add(p[i][u] == sum(bs))
+            m.add(n[i][u] == sum(l * v for l, v in b[i][u].items()))
+            m.add(lo[i][u] == sum(n[i][w] for w in range(u)))
+            dur = m.new_int_var(0, top, f"d{i}_{u}")
+            m.add(dur == sum(tick(inst.time_batch(i, u, l)) * v for l, v in b[i][u].items()))
+            m.add(en[i][u] == st[i][u] + dur)
+            m.add(cmax >= en[i][u]).only_enforce_if(p[i][u])
+            ivs[u].append(m.new_optional_interval_var(st[i][u], dur, en[i][u], p[i][u], f"iv{i}_{u}"))
+        m.add(sum(n[i]) == batch)  # (3.4)
+    for u in range(inst.k):
+        m.add_no_overlap(ivs[u])
+        if math.isfinite(inst.capacity[u]):  # (3.7)
+            m.add(sum(math.floor(inst.mem[i] - inst.act_mem[i]) * p[i][u] + math.floor(inst.act_mem[i]) * n[i][u]
+                      for i in range(inst.n)) <= math.floor(inst.capacity[u]))
+    for e, (i, j, _) in enumerate(inst.edges):
+        for u in range(inst.k):
+            if not b[i][u]:
+                continue
+            for v in range(inst.k):
+                if not b[j][v]:
+                    continue
+                hi_min = m.new_int_var(0, batch, "")
+                lo_max = m.new_int_var(0, batch, "")
+                m.add_min_equality(hi_min, [lo[i][u] + n[i][u], lo[j][v] + n[j][v]])
+                m.add_max_equality(lo_max, [lo[i][u], lo[j][v]])
+                c = m.new_int_var(0, batch, f"c{e}_{u}_{v}")
+                m.add_max_equality(c, [hi_min - lo_max, 0])
+                share = m.new_bool_var("")
+                m.add(c >= 1).only_enforce_if(share)
+                m.add(c == 0).only_enforce_if(~share)
+                line = _line(inst, e, u, v, batch) if u != v else (0.0, 0.0)
+                if line is None:
+                    m.add(share == 0)
+                    continue
+                a, r = line
+                m.add(st[j][v] >= en[i][u] + tick(a) + tick(r) * c).only_enforce_if(share)
+                m.add(st[j][v] >= en[i][u]).only_enforce_if(share)
+    m.minimize(cmax)
+    if hint is not None:
+        for i in range(inst.n):
+            for u in range(inst.k):
+                for l, v in b[i][u].items():
+                    m.add_hint(v, hint.splits[i][u] == l)
+                if (i, u) in hint.start:
+                    m.add_hint(st[i][u], tick(hint.start[(i, u)]))
+    res, solver = solve_cpsat(m, max(time_limit - (time.perf_counter() - t0), 0.01), workers=workers, seed=seed)
+    found = None
+    if res.has_solution:
+        splits = [tuple(solver.value(n[i][u]) for u in range(inst.k)) for i in range(inst.n)]
+        starts = {(i, u): solver.value(st[i][u]) for i in range(inst.n) for u in range(inst.k) if splits[i][u] > 0}
+        found = simulate_batch(inst, splits, _order_by_start(inst, splits, starts))
+        if memory_violations(inst, splits) or not math.isfinite(found.makespan):
+            found = None  # byte counts are floored in the model (a relaxation): keep only valid answers
+    cands_s = [s for s in (found, hint) if s is not None]
+    best = min(cands_s, key=lambda s: s.makespan) if cands_s else None
+    bound = math.inf if res.status == "infeasible" else res.bound / scale
+    return BatchExact(res.status, best, bound, time.perf_counter() - t0, f"times floored to 1/{scale:g} s")
+
+
+def _order_by_start(inst: Instance, splits, starts: dict) -> list[tuple[int, int]]:
+    """Slices by solver start time, repaired to respect the slice precedence (ties: BFS position)."""
+    pos = {v: k for k, v in enumerate(inst.topo)}
+    pending = sorted(starts, key=lambda key: (starts[key], pos[key[0]], key[1]))
+    done: set = set()
+    out = []
+    while pending:
+        rest = []
+        for key in pending:
+            i, u = key
+            mine = ranges(splits[i])[u]
+            if all((p, w) in done for p in inst.preds[i] for w, r in enumerate(ranges(splits[p]))
+                   if overlap(r, mine) > 0):
+                out.append(key)
+                done.add(key)
+            else:
+                rest.append(key)
+        pending = rest
+    return out

@@ -1,0 +1,140 @@
+"""Throughput objective (Section 3.2): on tiny instances (≤ 4 ops, 2 devices, 2 batch sizes) an
+independent brute force over all splits × all slice orders gives the optimal batch makespan; CP-SAT
+equals it, the bounds are at most it, the batched heuristics at least it."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from onnxpart.errors import UserError
+from onnxpart.schedule import Options, solve
+from onnxpart.schedule import batch as B
+from onnxpart.schedule.model import Instance
+from tests.schedule.helpers import topological_orders
+
+TOL = 1e-6
+BATCH = 4
+
+
+def _case(seed: int, n: int):
+    rng = np.random.default_rng(seed)
+    edges = [(i, j, float(rng.integers(1, 4))) for i in range(n) for j in range(i + 1, n) if rng.random() < 0.6]
+    time = rng.integers(1, 9, size=(n, 2)).astype(float)
+    fixed = np.floor(time * rng.uniform(0, 0.9, size=(n, 2)))
+    lat, bw = float(rng.integers(0, 3)), float(rng.choice([1.0, 2.0, 4.0]))
+    sizes = [(2, 4), (2, 4)] if seed % 2 else [(1, 3), (2, 4)]
+    return dict(time=time, fixed=fixed, edges=edges, lat=lat, bw=bw, sizes=sizes)
+
+
+def _brute(c) -> float:
+    """Independent: recomputes slices, overlaps and transfers from the raw data."""
+    n = len(c["time"])
+    t = lambda i, u, x: 0.0 if x == 0 else c["fixed"][i, u] + (c["time"][i, u] - c["fixed"][i, u]) * x  # noqa: E731
+    opts = [s for s in itertools.product(*[(0,) + sz for sz in c["sizes"]]) if sum(s) == BATCH]
+    best = math.inf
+    for splits in itertools.product(opts, repeat=n):
+        jobs = [(i, u) for i in range(n) for u in range(2) if splits[i][u]]
+        rng_ = {(i, u): (sum(splits[i][:u]), sum(splits[i][:u + 1])) for i, u in jobs}
+        deps = []
+        for i, j, b in c["edges"]:
+            for (a, u) in jobs:
+                for (d, v) in jobs:
+                    if a == i and d == j:
+                        ov = max(0, min(rng_[(i, u)][1], rng_[(j, v)][1]) - max(rng_[(i, u)][0], rng_[(j, v)][0]))
+                        if ov:
+                            deps.append(((i, u), (j, v), 0.0 if u == v else c["lat"] + b * ov / c["bw"]))
+        idx = {jb: k for k, jb in enumerate(jobs)}
+        for order in topological_orders(len(jobs), [(idx[a], idx[d], 0) for a, d, _ in deps]):
+            end, free = {}, [0.0, 0.0]
+            for k in order:
+                i, u = jobs[k]
+                ready = max([free[u]] + [end[a] + dl for a, d, dl in deps if d == (i, u)])
+                end[(i, u)] = ready + t(i, u, splits[i][u])
+                free[u] = end[(i, u)]
+            best = min(best, max(end.values()))
+    return best
+
+
+CASES = [(s, n) for s, n in [(0, 3), (1, 3), (2, 4), (3, 4), (4, 2), (5, 3), (6, 4), (7, 4)]]
+
+
+@pytest.fixture(scope="module", params=CASES, ids=lambda c: f"seed{c[0]}-n{c[1]}")
+def solved(request):
+    c = _case(*request.param)
+    inst = Instance(c["time"], c["edges"], latency=c["lat"], bandwidth=c["bw"], batch_sizes=c["sizes"],
+                    fixed=c["fixed"])
+    return c, inst, _brute(c)
+
+
+def test_exact_equals_brute_force(solved):
+    _, inst, opt = solved
+    hint = B.bheft(inst, BATCH).schedule
+    res = B.cpsat(inst, BATCH, 2.0, hint)
+    assert res.status == "optimal"
+    assert not B.validate_batch(inst, res.schedule)
+    assert res.schedule.makespan == pytest.approx(opt, abs=TOL)
+    assert res.bound <= opt + TOL
+
+
+def test_bounds_below_and_heuristics_above(solved):
+    _, inst, opt = solved
+    for lb in B.simple_bounds(inst, BATCH):
+        assert lb.value <= opt + TOL, lb.name
+    results = [B.bmet(inst, BATCH), B.bgreedy(inst, BATCH), B.bheft(inst, BATCH), B.uniform(inst, BATCH)]
+    init = results[0].schedule.splits
+    results += [B.bsa(inst, BATCH, init, iterations=100, seed=1), B.bea(inst, BATCH, init, iterations=100, seed=1)]
+    for r in results:
+        assert not B.validate_batch(inst, r.schedule), r.method
+        assert r.schedule.makespan >= opt - TOL, r.method
+
+
+def test_solve_throughput(solved):
+    _, inst, opt = solved
+    sol = solve(inst, Options(methods=("met", "greedy", "heft", "sa", "ea", "exact", "split"),
+                              objective="throughput", batch=BATCH, time_limit=2.0, iterations=50))
+    assert sol.makespan == pytest.approx(opt, abs=TOL)
+    assert sol.throughput == pytest.approx(BATCH / opt)
+    assert sol.best_lower_bound <= opt + TOL
+
+
+def test_unsupported_batch_is_one_line_user_error():
+    inst = Instance([[1.0, 2.0]], [], batch_sizes=[(2, 4), (4,)])
+    with pytest.raises(UserError) as err:
+        solve(inst, Options(objective="throughput", batch=3))
+    assert "\n" not in str(err.value) and "batch 3" in str(err.value)
+
+
+def test_from_graph_throughput_with_the_thesis_system():
+    from pathlib import Path
+
+    from onnxpart.onnx_io import load_graph
+    from onnxpart.schedule import from_graph, load_system
+
+    root = Path(__file__).resolve().parents[2]
+    graph, _ = load_graph(root / "fixtures" / "diamond.onnx")
+    system = load_system(str(root / "onnxpart" / "schedule" / "systems" / "thesis_cpu_t4_a100.yaml"))
+    inst = from_graph(graph, system)
+    assert inst.batch_sizes[0] == (1, 2, 4, 8, 16, 32, 64, 128)
+    for i in range(inst.n):  # time grows with the batch, at most linearly; batch 1 is the latency time
+        for u in range(inst.k):
+            t1, t8 = inst.time_batch(i, u, 1), inst.time_batch(i, u, 8)
+            assert t1 == pytest.approx(inst.time[i, u]) and t1 <= t8 <= 8 * t1 + 1e-15
+    sol = solve(inst, Options(methods=("met", "greedy", "heft", "sa", "exact", "split"), objective="throughput",
+                              batch=16, time_limit=1.5, iterations=100))
+    assert not B.validate_batch(inst, sol.schedule)
+    assert sol.best_lower_bound <= sol.makespan * (1 + 1e-9)
+    assert sol.throughput == pytest.approx(16 / sol.makespan)
+
+
+def test_memory_forces_a_split():
+    # weights 0 + 1 byte per input on each device of 2 bytes: 4 inputs only fit as 2 + 2
+    inst = Instance([[1.0, 5.0], [1.0, 5.0]], [(0, 1, 1.0)], mem=[1.0, 1.0], act_mem=[1.0, 1.0],
+                    capacity=[4.0, 4.0], batch_sizes=[(2, 4), (2, 4)], latency=0.0, bandwidth=1.0)
+    sol = solve(inst, Options(methods=("met", "heft", "exact"), objective="throughput", batch=4, time_limit=1.0))
+    assert not B.validate_batch(inst, sol.schedule)
+    assert all(s == (2, 2) for s in sol.schedule.splits)
+    assert sol.makespan == pytest.approx(20.0)  # the slow device chains its two slices: 2 × (5·2)
