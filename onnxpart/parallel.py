@@ -104,6 +104,8 @@ class Runner:
     def poll(self, timeout: float = 0.0) -> list[Event]:
         """Events since the last poll (waiting up to ``timeout`` seconds for the first one); starts queued
         jobs as workers free up, and reports a worker that died without a result as an error."""
+        if not self._running and not self._pending:  # nothing can arrive: searches poll this per step
+            return []
         dead = [job for job, process in self._running.items() if not process.is_alive()]
         events: list[Event] = []
         deadline = time.monotonic() + timeout

@@ -225,17 +225,19 @@ class _Search:
         return generations
 
     def _local_search(self, deadline: float, lane: BoundLane) -> None:
-        """Iterated local search on the partition itself, while the bounds run. With no bound running, a
-        fixed number of kicks keeps the run short and deterministic; it takes at most its share of the
-        time: once it ends, the main process idles and leaves the cores to the bound MIPs."""
+        """Iterated local search on the partition itself, while the bounds run: at most its share of the
+        time, after which the main process idles and leaves the cores to the bound MIPs. With no bound
+        running, a fixed number of kicks instead, cut only by the time limit: the same seed then gives
+        the same partition however fast the machine is."""
         share = LOCAL_SEARCH_SHARE * self.options.time_limit
+        kicks = 0 if lane.runner.busy else LOCAL_SEARCH_KICKS
+        until = deadline if kicks else min(deadline, time.time() + share)
 
         def stop_local(value: float) -> bool:
             lane.take(lane.runner.poll())
             return time.time() >= deadline or value <= self.board.lower * (1 + 1e-9)
 
-        local = iterated(self.inst, self.assignment(), self.k, self.options.seed, stop_local,
-                         min(deadline, time.time() + share), kicks=0 if lane.runner.busy else LOCAL_SEARCH_KICKS)
+        local = iterated(self.inst, self.assignment(), self.k, self.options.seed, stop_local, until, kicks=kicks)
         if self.board.offer(local.value, "local-search"):
             self.polished = local.assignment
         self.stats["local_search_moves"] = local.moves
