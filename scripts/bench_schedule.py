@@ -236,13 +236,13 @@ def geomean(xs):
 
 
 def render(res: dict, limit: float, args, mods: int, n_nodes: int) -> str:
-    out = [f"## schedule — heterogeneous mapping & scheduling (CPU + T4 + A100, analytic costs)\n",
+    out = ["## schedule — heterogeneous mapping & scheduling (CPU + T4 + A100, analytic costs)\n",
            f"{machine_line()}; {limit:g} s per method{' (--quick)' if args.quick else ''}; "
            f"RWNN stacks of {mods} ER(0.2) modules of N={n_nodes} nodes, {CH}×{HW}×{HW} tensors.\n",
            "Throughput = B / C, the batch makespan of B inputs (thesis Section 3.2, f = L/C; Section 4.4's "
            "low-latency regime, no pipelining across batches). Bound = the best proven lower bound on C; "
            "LB/UB = bound / best makespan found.\n",
-           f"### Latency (ms), thesis Table 4.1 layout\n", fmt_table(res["latency"], "ms", 1), "",
+           "### Latency (ms), thesis Table 4.1 layout\n", fmt_table(res["latency"], "ms", 1), "",
            f"### Throughput (inputs/s, B={args.batch}), thesis Table 4.4 layout\n",
            fmt_table(res["throughput"], "tput", args.batch), "",
            "### Exact vs SPLIT time (latency), thesis Table 4.3 layout\n",
@@ -289,7 +289,7 @@ def render(res: dict, limit: float, args, mods: int, n_nodes: int) -> str:
             f"**{ok(all(v >= 0.85 for v in tp.values()))}**",
             f"* SPLIT within 2% of the full exact solve on 1-channel stacks (SPLIT/exact {', '.join(f'{x:.4f}' for x in sp1)}): "
             f"**{ok(sp1 and all(x <= 1.02 for x in sp1))}**",
-            f"* SPLIT ≥ 30× faster at 20 modules: "
+            "* SPLIT ≥ 30× faster at 20 modules: "
             + (f"{', '.join(f'{x:.1f}x' for x in sp20)} **{ok(all(x >= 30 for x in sp20))}**" if sp20 else
                "not measured in this run (--quick)")]
     return "\n".join(out)
