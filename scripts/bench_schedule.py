@@ -9,7 +9,7 @@ node and every module output reads every sink node, so all paths stem from (conv
 channel; **wd** "weakly dependent" — each source node reads one random module input and each output one
 random sink node. Plus the onnx wheel's light inception_v1, resnet50 and squeezenet. Each file is loaded
 through onnxpart (load_graph, coarsened), costed with the analytic model on the thesis's CPU + T4 +
-A100 system (onnxpart/schedule/systems/thesis_cpu_t4_a100.yaml) and solved by every method.
+A100 system (fixtures/systems/cpu_t4_a100.yaml) and solved by every method.
 
     python scripts/bench_schedule.py                     # full run (long), writes BENCHMARKS.md
     python scripts/bench_schedule.py --quick --no-write  # a few instances, small limits
@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))  # this checkout's onnxpart, not an installed one
 from onnxpart.onnx_io import load_graph  # noqa: E402
 from onnxpart.schedule import Options, from_graph, load_system, solve  # noqa: E402
 
-SYSTEM = ROOT / "onnxpart" / "schedule" / "systems" / "thesis_cpu_t4_a100.yaml"
+SYSTEM = ROOT / "fixtures" / "systems" / "cpu_t4_a100.yaml"
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 METHODS = ("met", "greedy", "heft", "ea", "sa", "exact", "split")
 CH, HW = 16, 32  # channels and spatial size of the RWNN tensors

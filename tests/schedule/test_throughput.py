@@ -116,7 +116,7 @@ def test_from_graph_throughput_with_the_thesis_system():
 
     root = Path(__file__).resolve().parents[2]
     graph, _ = load_graph(root / "fixtures" / "diamond.onnx")
-    system = load_system(str(root / "onnxpart" / "schedule" / "systems" / "thesis_cpu_t4_a100.yaml"))
+    system = load_system(str(root / "fixtures" / "systems" / "cpu_t4_a100.yaml"))
     inst = from_graph(graph, system)
     assert inst.batch_sizes[0] == (1, 2, 4, 8, 16, 32, 64, 128)
     for i in range(inst.n):  # time grows with the batch, at most linearly; batch 1 is the latency time
