@@ -22,6 +22,8 @@ run: $(STAMP)
 	$(BIN)/onnxpart annotate $(DEMO_MODEL) --cost analytic --device a100 -o $(VENV)/demo_costs.json --force
 	$(BIN)/onnxpart partition $(DEMO_MODEL) -k 4 --time-limit 10 --verify --force -o $(VENV)/demo_partition
 	$(BIN)/onnxpart remat $(DEMO_MODEL) --budget 95% --time-limit 10 --verify --force -o $(VENV)/demo_remat
+	$(BIN)/onnxpart schedule $(DEMO_MODEL) --system fixtures/systems/cpu_t4_a100.yaml --time-limit 10 --verify --force -o $(VENV)/demo_schedule
+	$(BIN)/onnxpart tile $(DEMO_MODEL) --devices 4 --time-limit 10 --force -o $(VENV)/demo_tile
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
@@ -34,6 +36,9 @@ bench: $(STAMP)
 	$(BIN)/python scripts/bench_costs.py
 	$(BIN)/python scripts/bench_partition.py
 	$(BIN)/python scripts/bench_remat.py
+	$(BIN)/python scripts/bench_scale.py
+	$(BIN)/python scripts/bench_schedule.py
+	$(BIN)/python scripts/bench_tile.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
