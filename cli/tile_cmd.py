@@ -14,7 +14,7 @@ from rich.table import Table
 from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
                                  ExternalDataOpt, ForceOpt, FormatOpt, InputShapeOpt, JsonOpt, MaxGapOpt, OutputOpt,
                                  SeedOpt, TimeLimitOpt, WorkersOpt, check_folder, console, enforce_gap, err_console,
-                                 gap_limit, handle_errors, load_costed, print_json, result)
+                                 gap_limit, handle_errors, load_costed, print_json, progress_bar, result)
 from onnxpart.errors import UserError
 from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes
 
@@ -78,7 +78,7 @@ def tile(
             _check(inst, check_certificate, sha, as_json)
             return
         summary = _solve_and_write(inst, loaded, model, sha, output, force, method, time_limit, seed, workers,
-                                   external_data_threshold)
+                                   external_data_threshold, as_json)
     if summary is None:
         return
     if as_json:
@@ -131,15 +131,18 @@ def _methods(method: Optional[str], known: tuple[str, ...]) -> tuple[str, ...]:
     return methods
 
 
-def _solve_and_write(inst, loaded, model_path, sha, output, force, method, time_limit, seed, workers, threshold):
+def _solve_and_write(inst, loaded, model_path, sha, output, force, method, time_limit, seed, workers, threshold,
+                     as_json: bool = False):
     from onnxpart.files import OutputDir, write_json
     from onnxpart.tile import emit
     from onnxpart.tile.onnx_search import METHODS, LayoutOptions, solve_layouts
 
     out = OutputDir(output, force=force)
     options = LayoutOptions(_methods(method, METHODS), time_limit, workers, seed)
-    with err_console.status(f"tiling {inst.name} on {inst.mesh.devices} devices…"):
-        solution = solve_layouts(inst, options)
+    from onnxpart.board import Board
+
+    with progress_bar(time_limit, lambda value, _: format_seconds(value), disable=as_json) as on_progress:
+        solution = solve_layouts(inst, options, Board(on_progress))
     plan = emit.plan_payload(solution, str(model_path), sha)
     recorded = {"devices": inst.mesh.devices, "bandwidth": inst.mesh.bandwidth, "latency": inst.mesh.latency,
                 "device_memory": inst.memory, "methods": list(options.methods), "time_limit": time_limit,

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
+from onnxpart.board import Board
 from onnxpart.certificate import LowerBound, best_bound
 from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.solvers import solve_cpsat
@@ -65,8 +66,12 @@ class LayoutSolution:
         return best_bound(self.lower_bounds)
 
 
-def solve_layouts(inst: LayoutInstance, options: LayoutOptions = LayoutOptions()) -> LayoutSolution:
-    """Run the requested methods; the answer is the cheapest plan (ties: the method listed first)."""
+def solve_layouts(inst: LayoutInstance, options: LayoutOptions = LayoutOptions(),
+                  board: Board | None = None) -> LayoutSolution:
+    """Run the requested methods; the answer is the cheapest plan (ties: the method listed first).
+    ``board`` (:mod:`onnxpart.board`) hears every method's plan (``offer``) and exact's proven bound
+    (``add``): what the command's progress bar shows."""
+    board = board if board is not None else Board()
     unknown = [m for m in options.methods if m not in METHODS]
     if unknown:
         raise UserError(f"unknown tile method {', '.join(unknown)} for an ONNX model: use {', '.join(METHODS)}")
@@ -80,12 +85,15 @@ def solve_layouts(inst: LayoutInstance, options: LayoutOptions = LayoutOptions()
             layouts, bound = exact(inst, max(remaining - (time.perf_counter() - t0), 0.1), start_plan,
                                    options.workers, options.seed)
             bounds.append(bound)
+            board.add(bound)
             status = bound.status if layouts is not None else "no_solution"
         else:
             deadline = start + options.time_limit / (2 if "exact" in options.methods else 1)
             layouts, status = (local(inst) if method == "local" else greedy(inst, deadline=deadline)), "heuristic"
             hint = layouts if method == "greedy" else hint
         cost = inst.cost(layouts) if layouts is not None and inst.fits(layouts) else None
+        if cost is not None:
+            board.offer(cost, method)
         results.append(LayoutResult(method, layouts if cost is not None else None, cost,
                                     time.perf_counter() - t0, status if cost is not None else "no_solution"))
     solved = [r for r in results if r.cost is not None]
