@@ -199,3 +199,15 @@ def certificate_line(cert: dict, objective: str, fmt: Callable[[float], str]) ->
         return f"{objective} {fmt(ub)}, no lower bound proven"
     best = max((b for b in cert["lower_bounds"] if b["value"] is not None), key=lambda b: b["value"])
     return f"{objective} {fmt(ub)}, proven ≥ {fmt(lb)} (gap {gap:.1%}, {best['method']})"
+
+
+def verify_written(out, loaded, entries: list[dict], check: dict, what: str):
+    """``--verify`` on the parts just written into ``out`` (manifest entries with ``file`` and ``inputs``),
+    run in order against the original; a mismatch raises (exit 1) before the folder is committed."""
+    from onnxpart.verify import verify_parts
+
+    runs = [(out.path(entry["file"]), entry["inputs"]) for entry in entries if entry["file"]]
+    with err_console.status(f"running the {what} in onnxruntime…"):
+        report = verify_parts(loaded, runs, seed=check["seed"], tolerance=check["tolerance"])
+    report.raise_if_failed()
+    return report

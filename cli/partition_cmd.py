@@ -15,7 +15,8 @@ from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, Costs
                                  ExternalDataOpt, ForceOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt, JsonOpt,
                                  MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt,
                                  certificate_line, check_folder, console, enforce_gap, err_console, gap_limit,
-                                 handle_errors, load_costed, print_json, progress_bar, result, verify_line)
+                                 handle_errors, load_costed, print_json, progress_bar, result, verify_line,
+                                 verify_written)
 from onnxpart.errors import UserError
 from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes
 
@@ -166,12 +167,7 @@ def _write(out, solution, graph, loaded, model_path: Path, model_sha, options, p
                     "stage_memory": solution.instance.stage_memory}
         cert = emit.certificate(solution, model_sha, recorded)
         if check["verify"]:
-            from onnxpart.verify import verify_parts
-
-            parts = [(out.path(s["file"]), s["inputs"]) for s in manifest["stages"] if s["file"]]
-            with err_console.status("running the stages in onnxruntime…"):
-                report = verify_parts(loaded, parts, seed=check["seed"], tolerance=check["tolerance"])
-            report.raise_if_failed()
+            report = verify_written(out, loaded, manifest["stages"], check, "stages")
             cert.details["verify"] = report.to_dict()
         write_json(out.path("manifest.json"), manifest)
         write_json(out.path("certificate.json"), cert.to_dict())

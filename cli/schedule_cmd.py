@@ -14,8 +14,9 @@ from rich.table import Table
 from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
                                  ExternalDataOpt, ForceOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt, JsonOpt,
                                  MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt,
-                                 certificate_line, check_folder, console, enforce_gap, err_console, gap_limit,
-                                 handle_errors, load_costed, print_json, progress_bar, result, verify_line)
+                                 certificate_line, check_folder, console, enforce_gap, gap_limit,
+                                 handle_errors, load_costed, print_json, progress_bar, result, verify_line,
+                                 verify_written)
 from onnxpart.errors import UserError
 from onnxpart.units import format_bytes, format_seconds
 
@@ -150,12 +151,7 @@ def _write(out, solution, sched, graph, loaded, source: tuple[str, Optional[str]
         manifest = emit.manifest(solution, sched, parts, graph, source[0], source[1], files)
         cert = emit.certificate(solution, sched, source[1], recorded)
         if check["verify"]:
-            from onnxpart.verify import verify_parts
-
-            runs = [(out.path(p["file"]), p["inputs"]) for p in manifest["pieces"] if p["file"]]
-            with err_console.status("running the pieces in onnxruntime…"):
-                report = verify_parts(loaded, runs, seed=check["seed"], tolerance=check["tolerance"])
-            report.raise_if_failed()
+            report = verify_written(out, loaded, manifest["pieces"], check, "pieces")
             cert.details["verify"] = report.to_dict()
         write_json(out.path("manifest.json"), manifest)
         write_json(out.path("certificate.json"), cert.to_dict())

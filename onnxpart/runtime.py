@@ -69,16 +69,14 @@ _NUMPY_TYPES = {
 }
 
 
-def random_inputs(session, seed: int = 0, dims: Mapping[str, int] | None = None,
-                  shapes: Mapping[str, Sequence[int]] | None = None) -> dict[str, np.ndarray]:
+def random_inputs(session, seed: int = 0, shapes: Mapping[str, Sequence[int]] | None = None) -> dict[str, np.ndarray]:
     """Seeded inputs for every graph input of ``session``: standard normal floats; integers and bools are
-    zeros (always valid as indices, lengths and masks). A symbolic dim takes its value from ``dims`` (by
-    name), an input named in ``shapes`` that shape; any other unknown dim is 1."""
+    zeros (always valid as indices, lengths and masks). An input named in ``shapes`` has that shape; any
+    other unknown dim is 1."""
     rng = np.random.default_rng(seed)
     feeds = {}
     for arg in session.get_inputs():
-        shape = list((shapes or {}).get(arg.name) or
-                     [d if isinstance(d, int) and d >= 0 else (dims or {}).get(d, 1) for d in arg.shape])
+        shape = list((shapes or {}).get(arg.name) or [d if isinstance(d, int) and d >= 0 else 1 for d in arg.shape])
         dtype = _NUMPY_TYPES.get(arg.type)
         if dtype is None:
             raise ValueError(f"input {arg.name!r} has type {arg.type}, which onnxpart cannot generate")
@@ -93,7 +91,11 @@ def run(model, feeds: Mapping[str, np.ndarray], folder: str | os.PathLike | None
         **options) -> dict[str, np.ndarray]:
     """Run ``model`` (a proto or a file) on ``feeds`` (only the inputs it declares are passed) and name
     its outputs."""
-    session = make_session(model, folder, **options)
+    return run_session(make_session(model, folder, **options), feeds)
+
+
+def run_session(session, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run an existing session on ``feeds`` (only the inputs it declares are passed); outputs by name."""
     wanted = {arg.name for arg in session.get_inputs()}
     names = [o.name for o in session.get_outputs()]
     values = session.run(names, {k: v for k, v in feeds.items() if k in wanted})

@@ -188,7 +188,11 @@ def ort_symbolic_infer(model: onnx.ModelProto) -> onnx.ModelProto | None:
 
     Its public ``infer_shapes`` saves ``sym_shape_infer_temp.onnx`` into the current folder and raises
     whenever a single shape stays unknown; the same steps are run here without that, so the partial
-    result is kept and nothing is written."""
+    result is kept and nothing is written. It needs sympy (a dependency onnxpart declares, which
+    onnxruntime does not): imported here first, so a missing one fails loudly instead of reading as
+    "this model is beyond symbolic inference"."""
+    import sympy  # noqa: F401 - onnxruntime.tools.symbolic_shape_infer imports it
+
     try:
         from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference, get_opset
 

@@ -89,30 +89,32 @@ def input_shapes(loaded, dims: Mapping[str, int]) -> dict[str, list[int]]:
 
 def verify_parts(loaded, parts: Sequence[tuple[Path, Sequence[str]]], seed: int = 0,
                  tolerance: float = DEFAULT_TOLERANCE) -> VerifyReport:
-    """Run ``parts`` (file, the tensors it reads) in order against the original at every :func:`check_dims`."""
+    """Run ``parts`` (file, the tensors it reads) in order against the original at every :func:`check_dims`
+    (each model is loaded into onnxruntime once, for all the sizes)."""
     report = VerifyReport(seed=seed, tolerance=tolerance)
+    original = runtime.make_session(loaded.model, loaded.folder)
+    sessions = [(path, runtime.make_session(path), reads) for path, reads in parts]
     for dims in check_dims(loaded):
-        feeds, reference = reference_run(loaded, dims, seed, report)
+        feeds, reference = reference_run(original, loaded, dims, seed, report)
         if reference is None:
             continue
         values = dict(feeds)
-        for path, reads in parts:
+        for path, session, reads in sessions:
             missing = [name for name in reads if name not in values]
             if missing:
                 raise RuntimeError(f"{path.name} needs {missing[:3]}, which no earlier part produced")
-            values.update(runtime.run(path, {name: values[name] for name in reads}))
+            values.update(runtime.run_session(session, {name: values[name] for name in reads}))
         add_size(report, dims, runtime.compare(reference, values, tolerance))
     return report
 
 
-def reference_run(loaded, dims: Mapping[str, int], seed: int, report: VerifyReport,
-                  **options) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None]:
-    """Seeded feeds at ``dims`` and the original's outputs on them (None, with a note, when the original
-    itself cannot run at doubled dims)."""
-    session = runtime.make_session(loaded.model, loaded.folder)
+def reference_run(session, loaded, dims: Mapping[str, int], seed: int,
+                  report: VerifyReport) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None]:
+    """Seeded feeds at ``dims`` and the original's outputs on them (``session``: the original in
+    onnxruntime); None, with a note, when the original itself cannot run at doubled dims."""
     feeds = runtime.random_inputs(session, seed, shapes=input_shapes(loaded, dims))
     try:
-        return feeds, runtime.run(loaded.model, feeds, loaded.folder, **options)
+        return feeds, runtime.run_session(session, feeds)
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
         if dims == dict(loaded.dims):
             raise

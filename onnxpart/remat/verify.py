@@ -49,8 +49,9 @@ def verify(reference, remat_path, predicted_peak: float, seed: int = 0,
     report = VerifyReport(seed=seed, tolerance=tolerance)
     memory: dict[str, Any] = {}
     count = 0
+    original = runtime.make_session(reference.model, reference.folder)
     for dims in check_dims(reference):
-        feeds, expected = reference_run(reference, dims, seed, report)
+        feeds, expected = reference_run(original, reference, dims, seed, report)
         if expected is None:
             continue
         outputs, peak = measured_run(remat_path, feeds)
