@@ -28,7 +28,7 @@ from onnxpart.board import Board
 from onnxpart.certificate import LowerBound, best_bound
 from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.solvers import solve_cpsat
-from onnxpart.tile.catalog import R, Layout, collective_time, reshard_time
+from onnxpart.tile.catalog import Layout, collective_time
 from onnxpart.tile.onnx_model import LayoutInstance, Plan
 
 METHODS = ("local", "greedy", "exact")
@@ -122,11 +122,9 @@ def _local_cost(inst: LayoutInstance, op, c: int, x: dict) -> float:
     choice = op.choices[c]
     total = op.work / choice.divisor
     for t, want in zip(op.inputs, choice.inputs):
-        src = x.get(t, _nearest(inst, t, want))
-        total += reshard_time(src, want, inst.tensor(t).bytes, inst.mesh)
+        total += inst.reshard_time(x.get(t, _nearest(inst, t, want)), want, t)
     for t, made in zip(op.outputs, choice.outputs):
-        dst = x.get(t, _nearest(inst, t, made))
-        total += reshard_time(made, dst, inst.tensor(t).bytes, inst.mesh)
+        total += inst.reshard_time(made, x.get(t, _nearest(inst, t, made)), t)
     return total
 
 
@@ -135,14 +133,13 @@ def _nearest(inst: LayoutInstance, t: str, want: Layout) -> Layout:
     var = inst.tensor(t)
     if want in var.domain:
         return want
-    return min(var.domain, key=lambda a: reshard_time(a, want, var.bytes, inst.mesh) +
-               reshard_time(want, a, var.bytes, inst.mesh))
+    return min(var.domain, key=lambda a: inst.reshard_time(a, want, t) + inst.reshard_time(want, a, t))
 
 
 def greedy(inst: LayoutInstance, max_rounds: int = 50, deadline: float | None = None) -> dict[str, Layout]:
     """Improve the local plan and the all-replicated one by op and tensor moves; the better of the two.
     ``deadline`` (``time.perf_counter()`` seconds) ends the rounds early, keeping what was improved."""
-    starts = [local(inst), fit_memory(inst, {t.name: (R if R in t.domain else t.domain[0]) for t in inst.tensors})]
+    starts = [local(inst), fit_memory(inst, {t.name: t.domain[0] for t in inst.tensors})]  # R first when allowed
     plans = [_improve(inst, x, max_rounds, deadline) for x in starts]
     return min(plans, key=inst.cost)
 
@@ -190,12 +187,12 @@ def fit_memory(inst: LayoutInstance, x: dict[str, Layout]) -> dict[str, Layout]:
     """Shrink tensors to their smallest layout, most bytes saved per second added first, until the plan
     fits ``--device-memory`` (unchanged when there is no bound or it fits already)."""
     touching = _touching(inst)
-    p = inst.mesh.devices
+    mesh = inst.mesh
     while not inst.fits(x):
         best, score = None, -math.inf
         for t in inst.tensors:
-            small = min(t.domain, key=lambda a: t.per_device(a, p))
-            saved = t.per_device(x[t.name], p) - t.per_device(small, p)
+            small = min(t.domain, key=lambda a: t.per_device(a, mesh))
+            saved = t.per_device(x[t.name], mesh) - t.per_device(small, mesh)
             if saved <= 0:
                 continue
             ops = touching[t.name]
@@ -249,8 +246,9 @@ def exact(inst: LayoutInstance, time_limit: float, hint: dict[str, Layout] | Non
 def _coefficients(inst: LayoutInstance) -> float:
     """The grid unit: the largest possible step time spread over 2^50 integer steps."""
     top = sum(op.work for op in inst.ops)
-    for op in inst.ops:  # all-reduce is the dearest collective
-        top += sum(collective_time("all-reduce", inst.tensor(t).bytes, inst.mesh) for t in op.inputs + op.outputs)
+    for op in inst.ops:  # all-reduce is the dearest collective, at most once per mesh axis on ≤ the full bytes
+        top += sum(collective_time("all-reduce", inst.tensor(t).bytes, axis)
+                   for t in op.inputs + op.outputs for axis in inst.mesh.axes)
     return max(top / 2 ** 50, 1e-18)
 
 
@@ -273,15 +271,14 @@ def _build(inst: LayoutInstance):
                 wants.setdefault(c.inputs[j] if reads else c.outputs[j], []).append(y[i][k])
             for a, b in itertools.product(x[t], wants):
                 src, dst = (a, b) if reads else (b, a)
-                cost = int(reshard_time(src, dst, inst.tensor(t).bytes, inst.mesh) / unit)
+                cost = int(inst.reshard_time(src, dst, t) / unit)
                 if cost > 0:
                     m = model.new_bool_var(f"m_{i}_{t}_{j}_{a}_{b}")
                     model.add(m >= x[t][a] + sum(wants[b]) - 1)
                     pairs[(i, t, j, reads, a, b)] = m
                     terms.append(cost * m)
     if inst.memory is not None:
-        p = inst.mesh.devices
-        model.add(sum(t.per_device(a, p) * var for t in inst.tensors for a, var in x[t.name].items())
+        model.add(sum(t.per_device(a, inst.mesh) * var for t in inst.tensors for a, var in x[t.name].items())
                   <= int(inst.memory))
     model.minimize(sum(terms) if terms else 0)
     return model, x, y, pairs, unit
