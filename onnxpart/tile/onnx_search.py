@@ -8,11 +8,13 @@
   with buckets of one edge (β = 1: lay out all tensors of one op by one of its algorithms) and of one
   vertex (one tensor, every layout in its domain), repeated while the step time drops. Every move keeps
   ``--device-memory``.
-* :func:`exact` — CP-SAT over one-hot layout choices x[t, a] and algorithm choices y[op, c]; a
-  resharding indicator m ≥ x[t, a] + Σ_{c reads b} y[op, c] − 1 per (slot, a, b) pays the collective
-  a -> b (the paper's Hamming term of Section 4, weighted per pair). Costs are floored onto an integer
-  grid, so CP-SAT's best objective bound times the grid unit is a proven lower bound on the real step
-  time; warm-started (AddHint) from the greedy plan. Its incumbent is re-costed in seconds.
+* :func:`exact` — CP-SAT over one-hot layout choices x[t, a] and algorithm choices y[op, c], after the
+  dominance reductions of :mod:`onnxpart.tile.reduce` (which keep an optimum); each slot pays the
+  collective a -> b between the stored layout a and the wanted b = Σ_{c reads b} y[op, c] (the paper's
+  Hamming term of Section 4, weighted per pair) through transportation variables z[a, b]
+  (:func:`_slot_terms`). Costs are floored onto an
+  integer grid, so CP-SAT's best objective bound times the grid unit is a proven lower bound on the real
+  step time; warm-started (AddHint) from the greedy plan. Its incumbent is re-costed in seconds.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.solvers import solve_cpsat
 from onnxpart.tile.catalog import Layout, collective_time
 from onnxpart.tile.onnx_model import LayoutInstance, Plan
+from onnxpart.tile.reduce import Reduced, reduce_instance
 
 METHODS = ("local", "greedy", "exact")
 
@@ -225,18 +228,20 @@ def brute_force(inst: LayoutInstance) -> tuple[float, dict[str, Layout]] | None:
 # ------------------------------------------------------------------------------------------- exact
 def exact(inst: LayoutInstance, time_limit: float, hint: dict[str, Layout] | None = None, workers: int = 2,
           seed: int = 0) -> tuple[dict[str, Layout] | None, LowerBound]:
-    """CP-SAT (module docstring): (best layouts or None, the proven lower bound in seconds)."""
+    """CP-SAT (module docstring) on the dominance-reduced instance (:mod:`onnxpart.tile.reduce`):
+    (best layouts or None, the proven lower bound in seconds)."""
     start = time.perf_counter()
-    model, x, y, pairs, unit = _build(inst)
+    reduced = reduce_instance(inst)
+    model, x, y, unit = _build(inst, reduced)
     if hint is not None and inst.fits(hint):
-        _hint(model, inst, hint, x, y, pairs)
+        _hint(model, inst, reduced, reduced.replace(hint), x, y)
     remaining = max(time_limit - (time.perf_counter() - start), 1e-3)
     result, solver = solve_cpsat(model, remaining, workers=workers, seed=seed)
     seconds = time.perf_counter() - start
     value = None if result.status == "infeasible" else max(float(result.bound), 0.0) * unit
     bound = LowerBound("tile-cpsat", value, result.status, "cp-sat", seconds,
-                       note=f"CP-SAT best objective bound of the one-hot layout model (costs floored to "
-                            f"{unit:.3g} s units)")
+                       note=f"CP-SAT best objective bound of the one-hot layout model after dominance reductions "
+                            f"(costs floored to {unit:.3g} s units)")
     if not result.has_solution:
         return (dict(hint) if hint is not None and inst.fits(hint) else None), bound
     layouts = {t.name: next(a for a, var in x[t.name].items() if solver.Value(var)) for t in inst.tensors}
@@ -252,49 +257,57 @@ def _coefficients(inst: LayoutInstance) -> float:
     return max(top / 2 ** 50, 1e-18)
 
 
-def _build(inst: LayoutInstance):
-    """-> (model, x[t][a], y[op][c], pairs [(var, cost)...] per (op, slot), unit)."""
+def _build(inst: LayoutInstance, reduced: Reduced):
+    """-> (model, x[t][a], y[op][c] over the kept choices, unit)."""
     unit = _coefficients(inst)
     model = cp_model.CpModel()
-    x = {t.name: {a: model.new_bool_var(f"x_{i}_{a}") for a in t.domain} for i, t in enumerate(inst.tensors)}
-    for t in inst.tensors:
+    x = {t.name: {a: model.new_bool_var(f"x_{i}_{a}") for a in reduced.domains[t.name]}
+         for i, t in enumerate(inst.tensors)}
+    for t in inst.tensors:  # one layout per tensor
         model.add_exactly_one(x[t.name].values())
-    y = [[model.new_bool_var(f"y_{i}_{c}") for c in range(len(op.choices))] for i, op in enumerate(inst.ops)]
-    terms, pairs = [], {}
+    y = [{k: model.new_bool_var(f"y_{i}_{k}") for k in kept} for i, kept in enumerate(reduced.choices)]
+    terms = []
     for i, op in enumerate(inst.ops):
-        model.add_exactly_one(y[i])
-        terms += [int(op.work / c.divisor / unit) * y[i][k] for k, c in enumerate(op.choices)]
+        model.add_exactly_one(y[i].values())  # one algorithm per op
+        terms += [int(op.work / op.choices[k].divisor / unit) * var for k, var in y[i].items()]
         slots = [(t, j, True) for j, t in enumerate(op.inputs)] + [(t, j, False) for j, t in enumerate(op.outputs)]
         for t, j, reads in slots:
             wants: dict[Layout, list] = {}
-            for k, c in enumerate(op.choices):
-                wants.setdefault(c.inputs[j] if reads else c.outputs[j], []).append(y[i][k])
-            for a, b in itertools.product(x[t], wants):
-                src, dst = (a, b) if reads else (b, a)
-                cost = int(inst.reshard_time(src, dst, t) / unit)
-                if cost > 0:
-                    m = model.new_bool_var(f"m_{i}_{t}_{j}_{a}_{b}")
-                    model.add(m >= x[t][a] + sum(wants[b]) - 1)
-                    pairs[(i, t, j, reads, a, b)] = m
-                    terms.append(cost * m)
-    if inst.memory is not None:
+            for k, var in y[i].items():
+                c = op.choices[k]
+                wants.setdefault(c.inputs[j] if reads else c.outputs[j], []).append(var)
+            cost = {(a, b): int(inst.reshard_time(*((a, b) if reads else (b, a)), t) / unit)
+                    for a in x[t] for b in wants}
+            terms += _slot_terms(model, x[t], wants, cost, f"{i}_{j}_{int(reads)}")
+    if inst.memory is not None:  # --device-memory
         model.add(sum(t.per_device(a, inst.mesh) * var for t in inst.tensors for a, var in x[t.name].items())
                   <= int(inst.memory))
     model.minimize(sum(terms) if terms else 0)
-    return model, x, y, pairs, unit
+    return model, x, y, unit
 
 
-def _hint(model, inst: LayoutInstance, layouts: dict, x: dict, y: list, pairs: dict) -> None:
-    """AddHint of a full plan: its layouts, each op's best algorithm on them, and the reshardings."""
-    plan = inst.plan(layouts)
+def _slot_terms(model, x: dict, wants: dict, cost: dict, tag: str) -> list:
+    """The resharding cost of one slot, cost[(stored a, wanted b)], in the transportation form of the
+    local marginal polytope (Wainwright & Jordan, "Graphical Models, Exponential Families, and Variational
+    Inference", 2008, Section 4.1.1): z[a, b] with Σ_b z[a, b] = x[t, a] and Σ_a z[a, b] = Σ_{c reads b}
+    y[op, c], paying cost[(a, b)]·z[a, b]. With one-hot x and y, z[a, b] = x[t, a]·[b wanted]; its LP
+    relaxation is far tighter than one indicator m ≥ x + y − 1 per pair (on a 2x4 mesh it proves in
+    seconds what the indicators leave at bound 0)."""
+    z = {(a, b): model.new_bool_var(f"z_{tag}_{a}_{b}") for a in x for b in wants}
+    for a in x:
+        model.add(sum(z[(a, b)] for b in wants) == x[a])
+    for b, chosen in wants.items():
+        model.add(sum(z[(a, b)] for a in x) == sum(chosen))
+    return [c * z[k] for k, c in cost.items() if c > 0]
+
+
+def _hint(model, inst: LayoutInstance, reduced: Reduced, layouts: dict, x: dict, y: list) -> None:
+    """AddHint of a full plan: its layouts and each op's best kept algorithm on them (CP-SAT completes the
+    indicators)."""
     for t in inst.tensors:
         for a, var in x[t.name].items():
             model.add_hint(var, layouts[t.name] == a)
     for i, op in enumerate(inst.ops):
-        chosen = plan.algorithms[op.name]
-        for k, var in enumerate(y[i]):
+        chosen = min(reduced.choices[i], key=lambda k: inst.choice_cost(op, k, layouts))
+        for k, var in y[i].items():
             model.add_hint(var, k == chosen)
-    for (i, t, j, reads, a, b), var in pairs.items():
-        choice = inst.ops[i].choices[plan.algorithms[inst.ops[i].name]]
-        slot = choice.inputs[j] if reads else choice.outputs[j]
-        model.add_hint(var, layouts[t] == a and slot == b)
