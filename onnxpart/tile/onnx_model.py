@@ -52,6 +52,8 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.tile import mesh as meshes
 from onnxpart.tile.catalog import (P, R, Algorithm, Layout, S, elementwise_algorithms, gemm_algorithms,
@@ -113,6 +115,7 @@ class LayoutInstance:
     ops: tuple[OpVar, ...]
     memory: float | None = None
     index: Mapping[str, int] = field(default_factory=dict, compare=False)
+    memo: dict = field(default_factory=dict, compare=False, repr=False)  # cost tables per op (best_choice)
 
     def tensor(self, name: str) -> TensorVar:
         return self.tensors[self.index[name]]
@@ -136,10 +139,29 @@ class LayoutInstance:
         return total
 
     def best_choice(self, op: OpVar, layouts: Mapping[str, Layout]) -> tuple[int, float]:
-        """The op's cheapest algorithm on ``layouts`` (ties: the catalog's first)."""
-        costs = [self.choice_cost(op, c, layouts) for c in range(len(op.choices))]
-        best = min(range(len(costs)), key=costs.__getitem__)
-        return best, costs[best]
+        """The op's cheapest algorithm on ``layouts`` (ties: the catalog's first), from its cost table:
+        :meth:`choice_cost` of every choice at once, summed in the same order (so the same floats)."""
+        base, slots = self._table(op)
+        total = base
+        for t, column, matrix in slots:
+            total = total + matrix[:, column[layouts[t]]]
+        best = int(np.argmin(total))
+        return best, float(total[best])
+
+    def _table(self, op: OpVar):
+        """(compute seconds per choice, [(tensor, layout -> column, seconds[choice, column])] per slot)."""
+        if op.name not in self.memo:
+            base = np.array([op.work / c.divisor for c in op.choices])
+            slots = []
+            for j, t in enumerate(op.inputs + op.outputs):
+                domain = self.tensor(t).domain
+                reads = j < len(op.inputs)
+                matrix = np.array([[self.reshard_time(a, c.inputs[j], t) if reads else
+                                    self.reshard_time(c.outputs[j - len(op.inputs)], a, t) for a in domain]
+                                   for c in op.choices])
+                slots.append((t, {a: i for i, a in enumerate(domain)}, matrix))
+            self.memo[op.name] = (base, slots)
+        return self.memo[op.name]
 
     def cost(self, layouts: Mapping[str, Layout]) -> float:
         """T(X) (module docstring); ValueError for a layout outside a tensor's domain."""
