@@ -35,6 +35,10 @@ from onnxpart.tile.onnx_model import LayoutInstance, Plan
 from onnxpart.tile.reduce import Reduced, reduce_instance
 
 METHODS = ("local", "greedy", "exact")
+#: The transportation form's strength is in its LP: linearize every constraint (level 2) and lead the
+#: portfolio with CP-SAT's ``max_lp`` worker. On the 12-layer GPT at 2x4 this proves in 6 s what the
+#: default portfolio (``default_lp``, level 1) leaves at a 40% gap after 60 s.
+CPSAT_PARAMETERS = {"linearization_level": 2, "subsolvers": ["max_lp", "core", "default_lp", "no_lp"]}
 
 
 @dataclass(frozen=True)
@@ -232,11 +236,11 @@ def exact(inst: LayoutInstance, time_limit: float, hint: dict[str, Layout] | Non
     (best layouts or None, the proven lower bound in seconds)."""
     start = time.perf_counter()
     reduced = reduce_instance(inst)
-    model, x, y, unit = _build(inst, reduced)
+    model, x, y, z, unit = _build(inst, reduced)
     if hint is not None and inst.fits(hint):
-        _hint(model, inst, reduced, reduced.replace(hint), x, y)
+        _hint(model, inst, reduced, reduced.replace(hint), x, y, z)
     remaining = max(time_limit - (time.perf_counter() - start), 1e-3)
-    result, solver = solve_cpsat(model, remaining, workers=workers, seed=seed)
+    result, solver = solve_cpsat(model, remaining, workers=workers, seed=seed, parameters=CPSAT_PARAMETERS)
     seconds = time.perf_counter() - start
     value = None if result.status == "infeasible" else max(float(result.bound), 0.0) * unit
     bound = LowerBound("tile-cpsat", value, result.status, "cp-sat", seconds,
@@ -258,7 +262,7 @@ def _coefficients(inst: LayoutInstance) -> float:
 
 
 def _build(inst: LayoutInstance, reduced: Reduced):
-    """-> (model, x[t][a], y[op][c] over the kept choices, unit)."""
+    """-> (model, x[t][a], y[op][c] over the kept choices, z[(op, slot, reads)][(a, b)], unit)."""
     unit = _coefficients(inst)
     model = cp_model.CpModel()
     x = {t.name: {a: model.new_bool_var(f"x_{i}_{a}") for a in reduced.domains[t.name]}
@@ -266,7 +270,7 @@ def _build(inst: LayoutInstance, reduced: Reduced):
     for t in inst.tensors:  # one layout per tensor
         model.add_exactly_one(x[t.name].values())
     y = [{k: model.new_bool_var(f"y_{i}_{k}") for k in kept} for i, kept in enumerate(reduced.choices)]
-    terms = []
+    terms, z = [], {}
     for i, op in enumerate(inst.ops):
         model.add_exactly_one(y[i].values())  # one algorithm per op
         terms += [int(op.work / op.choices[k].divisor / unit) * var for k, var in y[i].items()]
@@ -278,16 +282,17 @@ def _build(inst: LayoutInstance, reduced: Reduced):
                 wants.setdefault(c.inputs[j] if reads else c.outputs[j], []).append(var)
             cost = {(a, b): int(inst.reshard_time(*((a, b) if reads else (b, a)), t) / unit)
                     for a in x[t] for b in wants}
-            terms += _slot_terms(model, x[t], wants, cost, f"{i}_{j}_{int(reads)}")
+            z[(i, j, reads)] = _transport(model, x[t], wants, f"{i}_{j}_{int(reads)}")
+            terms += [c * z[(i, j, reads)][k] for k, c in cost.items() if c > 0]
     if inst.memory is not None:  # --device-memory
         model.add(sum(t.per_device(a, inst.mesh) * var for t in inst.tensors for a, var in x[t.name].items())
                   <= int(inst.memory))
     model.minimize(sum(terms) if terms else 0)
-    return model, x, y, unit
+    return model, x, y, z, unit
 
 
-def _slot_terms(model, x: dict, wants: dict, cost: dict, tag: str) -> list:
-    """The resharding cost of one slot, cost[(stored a, wanted b)], in the transportation form of the
+def _transport(model, x: dict, wants: dict, tag: str) -> dict:
+    """The pairs (stored a, wanted b) of one slot, whose resharding costs it pays, in the transportation form of the
     local marginal polytope (Wainwright & Jordan, "Graphical Models, Exponential Families, and Variational
     Inference", 2008, Section 4.1.1): z[a, b] with Σ_b z[a, b] = x[t, a] and Σ_a z[a, b] = Σ_{c reads b}
     y[op, c], paying cost[(a, b)]·z[a, b]. With one-hot x and y, z[a, b] = x[t, a]·[b wanted]; its LP
@@ -298,12 +303,11 @@ def _slot_terms(model, x: dict, wants: dict, cost: dict, tag: str) -> list:
         model.add(sum(z[(a, b)] for b in wants) == x[a])
     for b, chosen in wants.items():
         model.add(sum(z[(a, b)] for a in x) == sum(chosen))
-    return [c * z[k] for k, c in cost.items() if c > 0]
+    return z
 
 
-def _hint(model, inst: LayoutInstance, reduced: Reduced, layouts: dict, x: dict, y: list) -> None:
-    """AddHint of a full plan: its layouts and each op's best kept algorithm on them (CP-SAT completes the
-    indicators)."""
+def _hint(model, inst: LayoutInstance, reduced: Reduced, layouts: dict, x: dict, y: list, z: dict) -> None:
+    """AddHint of a full plan: its layouts, each op's best kept algorithm on them, and the pairs."""
     for t in inst.tensors:
         for a, var in x[t.name].items():
             model.add_hint(var, layouts[t.name] == a)
@@ -311,3 +315,10 @@ def _hint(model, inst: LayoutInstance, reduced: Reduced, layouts: dict, x: dict,
         chosen = min(reduced.choices[i], key=lambda k: inst.choice_cost(op, k, layouts))
         for k, var in y[i].items():
             model.add_hint(var, k == chosen)
+        choice = op.choices[chosen]
+        for j, t in enumerate(op.inputs + op.outputs):
+            reads = j < len(op.inputs)
+            slot = (i, j, True) if reads else (i, j - len(op.inputs), False)
+            want = choice.inputs[j] if reads else choice.outputs[j - len(op.inputs)]
+            for (a, b), var in z[slot].items():
+                model.add_hint(var, a == layouts[t] and b == want)
