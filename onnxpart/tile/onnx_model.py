@@ -238,7 +238,8 @@ def _cnn_and_movement_algorithms(op_type: str, attrs: Mapping, in_shapes: Sequen
         return pool_algorithms(op_type, p)
     if op_type == "BatchNormalization" and n == 5 and rank >= 2 and not attrs.get("training_mode", 0):
         return batchnorm_algorithms(p)
-    if op_type in RESHAPES and n >= 1 and not (op_type == "Squeeze" and n == 1 and "axes" not in attrs):
+    if op_type in RESHAPES and n >= 1 and not (op_type == "Squeeze" and n == 1 and "axes" not in attrs) \
+            and not (op_type == "Reshape" and n != 2):  # Reshape-1 has its shape as an attribute
         return reshape_algorithms(in_shapes[0], out_shape, n, p)
     if op_type == "Concat" and n >= 1:
         return untouched_algorithms(rank, {int(attrs["axis"]) % rank}, n, 0, p)
