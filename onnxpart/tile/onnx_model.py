@@ -45,6 +45,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.tile.catalog import (P, R, Algorithm, Layout, Mesh, S, elementwise_algorithms, gemm_algorithms,
                                    matmul_algorithms, normalization_algorithms, reshard, reshard_time,
@@ -254,7 +256,8 @@ def _cnn_and_movement_algorithms(op_type: str, attrs: Mapping, in_shapes: Sequen
         axes = attrs.get("axes") if n == 1 else consts[1]
         if n == 2 and axes is None:
             return None  # axes computed at run time: which dims are reduced is unknown
-        reduced = reduced_axes(rank, [int(a) for a in list(axes or [])], bool(attrs.get("noop_with_empty_axes", 0)))
+        axes = [] if axes is None else [int(a) for a in np.ravel(axes)]
+        reduced = reduced_axes(rank, axes, bool(attrs.get("noop_with_empty_axes", 0)))
         return reduce_algorithms(op_type, rank, reduced, bool(attrs.get("keepdims", 1)), n, p)
     return None
 
