@@ -1,6 +1,8 @@
 """The ONNX side's layout catalog: sharding layouts on a 1-D mesh of ``p`` devices, the algorithms each op
 type offers, and collective costs. Pure data and functions; :mod:`onnxpart.tile.onnx_model` applies them
-to an OpGraph.
+to an OpGraph. This module holds the layouts, the collectives and the matmul, elementwise and
+normalization families; :mod:`~onnxpart.tile.catalog_conv`, :mod:`~onnxpart.tile.catalog_shape` and
+:mod:`~onnxpart.tile.catalog_reduce` hold the others. :mod:`onnxpart.tile.verify` executes them.
 
 This is the ONNX analogue of the matrix programs' ``row``/``col``/``block`` labels and feasible tilings
 (:mod:`onnxpart.tile.program`): a tensor's label is a :class:`Layout`, an op's feasible labeling is an
