@@ -207,11 +207,10 @@ class _Devices:
         elif op.op_type == "Conv" and choice.name == "groups":
             node = _with_attribute(node, "group", helper.get_node_attr_value(node, "group") // p)
         elif op.op_type == "Gather" and choice.name == "rows":
-            axis = helper.get_node_attr_value(node, "axis") if any(a.name == "axis" for a in node.attribute) else 0
-            data, indices = feeds[node.input[0]], feeds[node.input[1]]
-            feeds[node.input[1]], mask = own_rows(indices, data.shape[axis % data.ndim], k, p)
-            a = axis % data.ndim
-            return [node], feeds, mask.reshape((1,) * a + mask.shape + (1,) * (data.ndim - a - 1))
+            data = feeds[node.input[0]]
+            axis = next((a.i for a in node.attribute if a.name == "axis"), 0) % data.ndim
+            feeds[node.input[1]], mine = own_rows(feeds[node.input[1]], data.shape[axis], k, p)
+            return [node], feeds, mine.reshape((1,) * axis + mine.shape + (1,) * (data.ndim - axis - 1))
         return [node], feeds, None
 
     def _model(self, nodes: list, feeds: Mapping[str, np.ndarray], outputs: Sequence[str]) -> onnx.ModelProto:

@@ -5,6 +5,7 @@ catalog entry are caught and named."""
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -93,6 +94,27 @@ def test_clip_where_and_comparisons(folder, data, op_type):
     else:
         inputs, out = [("x", shape), ("z", weight(shape[1:], 5))], TensorProto.BOOL
     assert {"shard0", "shard1"} <= verify_every_algorithm(one_node(folder, op_type, inputs, out_type=out), p)
+
+
+BOOLEAN_OPS = {"Not", "And", "Or", "Xor"}
+COMPARISONS = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "IsNaN", "IsInf"}
+
+
+@pytest.mark.parametrize("op_type", sorted(op for op in (onnx_model.UNARY | set(onnx_model.BINARY)) - {"Where", "Clip"}
+                                            if onnx.defs.has(op)))  # Silu is no ONNX op (only exporters' name)
+def test_every_elementwise_op_type(folder, op_type):
+    """Each unary and broadcasting ONNX op of the catalog, on [4, 6] (and a [6] second input) at D = 2."""
+    from onnx import TensorProto
+
+    arity = 1 if op_type in onnx_model.UNARY else 2
+    elem = TensorProto.BOOL if op_type in BOOLEAN_OPS else TensorProto.FLOAT
+    out = TensorProto.BOOL if op_type in BOOLEAN_OPS | COMPARISONS else TensorProto.FLOAT
+    second = np.random.default_rng(1).random([6]) > 0.5 if elem == TensorProto.BOOL else np.abs(weight([6])) + 0.5
+    attrs = {"to": TensorProto.DOUBLE} if op_type == "Cast" else {}
+    out = TensorProto.DOUBLE if op_type == "Cast" else out
+    inputs = [("x", [4, 6], elem)] + [("w", second)] * (arity - 1)
+    names = verify_every_algorithm(one_node(folder, op_type, inputs, attrs, out_type=out, opset=20), 2)
+    assert {"shard0", "shard1"} <= names
 
 
 @FEW

@@ -22,18 +22,19 @@ _counter = itertools.count()
 def one_node(folder: Path, op_type: str, inputs: list, attrs: dict | None = None, out_type=TensorProto.FLOAT,
              outputs: int = 1, opset: int = 17) -> Path:
     """A model of one ``op_type`` node. ``inputs``: (name, shape) for a float graph input (random in
-    verify), (name, array) for an initializer, or "" for an omitted optional input."""
+    verify), (name, shape, elem_type) for another graph input (zeros in verify), (name, array) for an
+    initializer, or "" for an omitted optional input."""
     graph_inputs, inits, names = [], [], []
     for spec in inputs:
         if spec == "":
             names.append("")
             continue
-        name, value = spec
+        name, value, elem_type = spec if len(spec) == 3 else (*spec, TensorProto.FLOAT)
         names.append(name)
         if isinstance(value, np.ndarray):
             inits.append(numpy_helper.from_array(value, name))
         else:
-            graph_inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, list(value)))
+            graph_inputs.append(helper.make_tensor_value_info(name, elem_type, list(value)))
     outs = [f"y{i}" for i in range(outputs)]
     node = helper.make_node(op_type, names, outs, name="op", **(attrs or {}))
     graph = helper.make_graph([node], op_type.lower(), graph_inputs,
