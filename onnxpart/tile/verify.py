@@ -179,11 +179,14 @@ class _Devices:
         """Per device, the outputs (``op.outputs`` order) of ``op`` run with ``choice`` on ``local`` (per
         input slot, per device); inputs outside the instance (folded weights) come from ``reference``."""
         nodes = self.nodes[op.name]
+        slots = list(op.inputs)
+        if len(nodes) == 1 and len(set(slots)) < len(slots):  # x·x read in two layouts: one name per slot
+            nodes, slots = _one_name_per_slot(nodes[0])
         names = external_inputs(nodes)
         made = []
         for k in range(self.inst.mesh.devices):
-            feeds = {name: reference[name] for name in names}
-            feeds.update({t: local[i][k] for i, t in enumerate(op.inputs)})
+            feeds = {name: reference[name] for name in names if name in reference}
+            feeds.update({t: local[i][k] for i, t in enumerate(slots)})
             program, feeds, mask = self._local_rule(op, choice, nodes, feeds, k)
             key = (op.name, choice.name, tuple((n, a.shape, a.dtype.str) for n, a in feeds.items()))
             if key not in self.sessions:
@@ -230,6 +233,21 @@ def own_rows(indices: np.ndarray, rows: int, k: int, p: int) -> tuple[np.ndarray
     positive = np.where(indices < 0, indices + whole, indices)
     mine = (positive >= k * rows) & (positive < (k + 1) * rows)
     return np.where(mine, positive - k * rows, 0).astype(indices.dtype), mine
+
+
+def _one_name_per_slot(node: onnx.NodeProto) -> tuple[list[onnx.NodeProto], list[str]]:
+    """``node`` reading each of its inputs under its own name (``x::slot1`` for a repeated ``x``), and
+    those names in slot order."""
+    copy = onnx.NodeProto()
+    copy.CopyFrom(node)
+    slots, seen = [], set()
+    for j, name in enumerate(node.input):
+        if name and name in seen:
+            copy.input[j] = f"{name}::slot{j}"
+        if name:
+            seen.add(name)
+            slots.append(copy.input[j])
+    return [copy], slots
 
 
 def _with_attribute(node: onnx.NodeProto, name: str, value) -> onnx.NodeProto:

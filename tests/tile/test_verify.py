@@ -327,3 +327,9 @@ def test_a_wrong_reshard_rule_is_caught(folder, monkeypatch):
                         lambda src, dst: "all-reduce" if src.kind == "S" and dst == R else real(src, dst))
     with pytest.raises(VerificationError, match="tensor 'y0'"):
         tile_verify.verify_plan(inst, plan, loaded.graph, loaded.model)
+
+
+def test_one_tensor_read_twice_in_two_layouts(folder):
+    """Mul(x, x) as partial-scale0 reads x as P in one slot and R in the other."""
+    names = verify_every_algorithm(one_node(folder, "Mul", [("x", [4, 6]), ("x", [4, 6])]), 2)
+    assert {"partial-scale0", "partial-scale1", "shard0", "shard1"} <= names

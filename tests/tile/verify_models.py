@@ -30,6 +30,9 @@ def one_node(folder: Path, op_type: str, inputs: list, attrs: dict | None = None
             names.append("")
             continue
         name, value, elem_type = spec if len(spec) == 3 else (*spec, TensorProto.FLOAT)
+        if name in names:  # the same input in two slots
+            names.append(name)
+            continue
         names.append(name)
         if isinstance(value, np.ndarray):
             inits.append(numpy_helper.from_array(value, name))
