@@ -268,7 +268,7 @@ def _slice_axes(attrs: Mapping, in_shapes: Sequence[Sequence[int]], consts: list
     if len(in_shapes) == 1:
         return list(attrs.get("axes") or range(len(attrs.get("starts", ()))))
     if len(in_shapes) >= 4:
-        return None if consts[3] is None else [int(a) for a in consts[3]]
+        return None if consts[3] is None else [int(a) for a in np.ravel(consts[3])]
     return list(range(int(in_shapes[1][0])))
 
 
