@@ -23,7 +23,7 @@ run: $(STAMP)
 	$(BIN)/onnxpart partition $(DEMO_MODEL) -k 4 --time-limit 10 --verify --force -o $(VENV)/demo_partition
 	$(BIN)/onnxpart remat $(DEMO_MODEL) --budget 95% --time-limit 10 --verify --force -o $(VENV)/demo_remat
 	$(BIN)/onnxpart schedule $(DEMO_MODEL) --system fixtures/systems/cpu_t4_a100.yaml --time-limit 10 --verify --force -o $(VENV)/demo_schedule
-	$(BIN)/onnxpart tile $(DEMO_MODEL) --devices 4 --time-limit 10 --force -o $(VENV)/demo_tile
+	$(BIN)/onnxpart tile $(DEMO_MODEL) --devices 4 --time-limit 10 --verify --force -o $(VENV)/demo_tile
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

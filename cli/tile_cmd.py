@@ -14,8 +14,9 @@ from rich.table import Table
 
 from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
                                  ExternalDataOpt, ForceOpt, FormatOpt, InputShapeOpt, JsonOpt, MaxGapOpt, OutputOpt,
-                                 SeedOpt, TimeLimitOpt, WorkersOpt, check_folder, console, enforce_gap, err_console,
-                                 gap_limit, handle_errors, load_costed, print_json, progress_bar, result)
+                                 SeedOpt, TimeLimitOpt, VerifyTolOpt, WorkersOpt, check_folder, console, enforce_gap,
+                                 err_console, gap_limit, handle_errors, load_costed, print_json, progress_bar, result,
+                                 verify_line)
 from onnxpart.errors import UserError
 from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes
 
@@ -60,6 +61,10 @@ def tile(
     coarsen: CoarsenOpt = False,
     graph_format: FormatOpt = "auto",
     external_data_threshold: ExternalDataOpt = None,
+    verify: bool = typer.Option(False, "--verify", help="Run the plan on D virtual devices (shards in "
+                                "onnxruntime, collectives in numpy) against the original on seeded inputs; a "
+                                "differing tensor exits 1 and writes nothing."),
+    verify_tol: VerifyTolOpt = 1e-4,
     force: ForceOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -72,6 +77,8 @@ def tile(
     if _is_program(model):
         from onnxpart.cli import tile_program
 
+        if verify:
+            raise UserError("--verify runs an ONNX model's plan; a matrix program has no model to run")
         summary = tile_program.run(model, output, method, labels, time_limit, seed, workers, force,
                                    check_certificate, as_json)
     else:
@@ -80,13 +87,16 @@ def tile(
         shape = _mesh_shape(devices, mesh)
         loaded = load_costed(model, fmt=graph_format, input_shape=input_shape, coarsen=coarsen, costs=costs,
                              cost=cost, device=device, dim=dim)
-        inst = _instance(loaded.graph, shape, mesh_axes, mesh_bandwidth, mesh_latency, device_memory, pin)
+        if verify and loaded.model is None:
+            raise UserError("--verify needs an ONNX model (graph-only input has nothing to run)")
+        inst = _instance(loaded, shape, mesh_axes, mesh_bandwidth, mesh_latency, device_memory, pin)
         sha = loaded.model.sha256 if loaded.model is not None else loaded.graph.model_sha256
         if check_certificate is not None:
             _check(inst, check_certificate, sha, as_json)
             return
+        check = {"verify": verify, "seed": seed, "tolerance": verify_tol}
         summary = _solve_and_write(inst, loaded, model, sha, output, force, method, time_limit, seed, workers,
-                                   external_data_threshold, as_json)
+                                   external_data_threshold, check, as_json)
     if summary is None:
         return
     if as_json:
@@ -134,8 +144,9 @@ def _per_axis(text: str, parse, option: str) -> list[float]:
         raise UserError(f"{option} {text!r}: {exc}") from None
 
 
-def _instance(graph, shape, mesh_axes, mesh_bandwidth, mesh_latency, device_memory, pin):
+def _instance(loaded, shape, mesh_axes, mesh_bandwidth, mesh_latency, device_memory, pin):
     from onnxpart.tile.mesh import parts
+    from onnxpart.tile.onnx_constants import small_constants
     from onnxpart.tile.onnx_model import build_layout_instance, parse_pins
 
     bandwidth = _per_axis(mesh_bandwidth, parse_bandwidth, "--mesh-bandwidth") if mesh_bandwidth else None
@@ -144,7 +155,9 @@ def _instance(graph, shape, mesh_axes, mesh_bandwidth, mesh_latency, device_memo
         raise UserError(f"--mesh-latency {mesh_latency}: seconds per ring step cannot be negative")
     memory = parse_bytes(device_memory) if device_memory is not None else None
     names = [n.strip() for n in mesh_axes.split(",")] if mesh_axes else None
-    inst = build_layout_instance(graph, shape, bandwidth, latency, memory, parse_pins(pin or [], len(shape)), names)
+    constants = small_constants(loaded.model.model) if loaded.model is not None else {}
+    inst = build_layout_instance(loaded.graph, shape, bandwidth, latency, memory, parse_pins(pin or [], len(shape)),
+                                 constants, names)
     devices = inst.mesh.devices
     only_r = [t.name for t in inst.tensors if len(t.domain) == 1 and all(a.kind == "R" for a in parts(t.domain[0]))]
     if devices > 1 and len(only_r) == len(inst.tensors):
@@ -167,7 +180,9 @@ def _methods(method: Optional[str], known: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _solve_and_write(inst, loaded, model_path, sha, output, force, method, time_limit, seed, workers, threshold,
-                     as_json: bool = False):
+                     check: dict, as_json: bool = False):
+    """Solve, then write plan.json, certificate.json and annotated.onnx; with ``check["verify"]`` the plan
+    is run on the virtual devices first, and a mismatch (exit 1) leaves nothing written."""
     from onnxpart.files import OutputDir, write_json
     from onnxpart.tile import emit
     from onnxpart.tile.onnx_search import METHODS, LayoutOptions, solve_layouts
@@ -183,14 +198,29 @@ def _solve_and_write(inst, loaded, model_path, sha, output, force, method, time_
                 "bandwidth": emit.axis_values(inst.mesh.bandwidths), "latency": emit.axis_values(inst.mesh.latencies),
                 "device_memory": inst.memory, "methods": list(options.methods), "time_limit": time_limit,
                 "seed": seed}
-    cert = emit.certificate(solution, sha, recorded).to_dict()
+    cert = emit.certificate(solution, sha, recorded)
+    report = None
     with out:
+        if check["verify"]:
+            report = _verify(solution, loaded, check)
+            cert.details["verify"] = report.to_dict()
         write_json(out.path("plan.json"), plan)
-        write_json(out.path("certificate.json"), cert)
+        write_json(out.path("certificate.json"), cert.to_dict())
         if loaded.model is not None:
             _write_annotated(out, emit.annotated_model(loaded.model.model, loaded.graph, solution), loaded, threshold)
-    return result(out.target, plan, cert, None, method=solution.method, step_time=solution.cost,
-                  results=cert["details"]["results"])
+    return result(out.target, plan, cert.to_dict(), report.to_dict() if report is not None else None,
+                  method=solution.method, step_time=solution.cost, results=cert.details["results"])
+
+
+def _verify(solution, loaded, check: dict):
+    from onnxpart.tile.verify import verify_plan
+
+    devices = solution.instance.mesh.devices
+    with err_console.status(f"running the plan on {devices} virtual devices in onnxruntime…"):
+        report = verify_plan(solution.instance, solution.plan, loaded.graph, loaded.model, seed=check["seed"],
+                             tolerance=check["tolerance"])
+    report.raise_if_failed()
+    return report
 
 
 def _write_annotated(out, annotated, loaded, threshold) -> None:
@@ -232,6 +262,9 @@ def _print(summary: dict, explain: bool, compare: bool) -> None:
     bound = "no lower bound proven" if lb is None else f"proven ≥ {_fmt(plan, lb)} (gap {cert['gap']:.1%})"
     console.print(f"{cert['objective'].split(' (')[0]}: {_fmt(plan, cert['upper_bound'])} ({plan['method']}), {bound}",
                   highlight=False)
+    if summary.get("verify") is not None:
+        console.print(verify_line(summary["verify"], f"the plan's {plan['mesh']['devices']} virtual devices"),
+                      highlight=False, soft_wrap=True)
     console.print(f"wrote {summary['output']}", highlight=False)
 
 
@@ -249,10 +282,18 @@ def _print_layouts(plan: dict, explain: bool) -> None:
                   f"{format_seconds(totals['resharding_s'])}, {format_bytes(totals['memory_per_device'])} per device",
                   highlight=False)
     if plan["replicated_only"]:
-        console.print(f"replicated only (not in the catalog): {', '.join(plan['replicated_only'])}",
+        console.print(f"replicated only (not in the catalog): {replicated_summary(plan)} (see plan.json)",
                       highlight=False, soft_wrap=True)
     if explain:
         for r in plan["reshardings"]:
             console.print(f"  {r['tensor']}: {r['from']} → {r['to']} {r['collective']} "
                           f"{format_bytes(r['bytes'])} {format_seconds(r['seconds'])} — "
                           + " vs ".join(r["forced_by"]), highlight=False, soft_wrap=True)
+
+
+def replicated_summary(plan: dict) -> str:
+    """plan.json's replicated-only ops by op type, most first: ``12 Reshape, 3 Concat``."""
+    from collections import Counter
+
+    counts = Counter(op["op_type"] for op in plan["ops"] if op["replicated_only"])
+    return ", ".join(f"{n} {op_type}" for op_type, n in sorted(counts.items(), key=lambda item: (-item[1], item[0])))

@@ -1,6 +1,8 @@
 """The ONNX side's layout catalog: sharding layouts on a 1-D mesh of ``p`` devices, the algorithms each op
 type offers, and collective costs. Pure data and functions; :mod:`onnxpart.tile.onnx_model` applies them
-to an OpGraph.
+to an OpGraph. This module holds the layouts, the collectives and the matmul, elementwise and
+normalization families; :mod:`~onnxpart.tile.catalog_conv`, :mod:`~onnxpart.tile.catalog_shape` and
+:mod:`~onnxpart.tile.catalog_reduce` hold the others. :mod:`onnxpart.tile.verify` executes them.
 
 This is the ONNX analogue of the matrix programs' ``row``/``col``/``block`` labels and feasible tilings
 (:mod:`onnxpart.tile.program`): a tensor's label is a :class:`Layout`, an op's feasible labeling is an
@@ -128,7 +130,8 @@ def gemm_algorithms(trans_a: bool, trans_b: bool, p: int, c_shape: Sequence[int]
                     out_shape: Sequence[int] | None = None) -> list[Algorithm]:
     """ONNX Gemm: Y = alpha·A'·B' + beta·C with A' = Aᵀ if transA (2-D). The bias C (``c_shape``,
     broadcast to ``out_shape``) is read like an elementwise input: sharded where Y is and C has that
-    dimension in full, else replicated; with a P output it is read replicated and added on one device."""
+    dimension in full, else replicated; with a P output it is read as P (device 0 adds it, the others add
+    zeros: R -> P is free), so the partial sums add up to one bias."""
     dim_m, dim_k_a = (1, 0) if trans_a else (0, 1)
     dim_k_b, dim_n = (1, 0) if trans_b else (0, 1)
     algs = [Algorithm("replicated", (R, R), R, 1),
@@ -141,7 +144,7 @@ def gemm_algorithms(trans_a: bool, trans_b: bool, p: int, c_shape: Sequence[int]
         raise ValueError("gemm_algorithms: out_shape is needed with c_shape")
     out = []
     for a in algs:
-        bias = _aligned(c_shape, out_shape, a.output.dim) if a.output.kind == "S" else R
+        bias = _aligned(c_shape, out_shape, a.output.dim) if a.output.kind == "S" else a.output
         out.append(Algorithm(a.name, a.inputs + (bias,), a.output, a.divisor))
     return out
 

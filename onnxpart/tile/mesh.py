@@ -161,23 +161,24 @@ def local_shape(shape: Sequence[int], components: Sequence[Layout], sizes: Seque
 
 
 def compose_algorithms(algorithms: Callable[[list, tuple, int], list[Algorithm] | None],
-                       in_shapes: Sequence[Sequence[int]], out_shape: Sequence[int],
+                       in_shapes: Sequence[Sequence[int]], out_shapes: Sequence[Sequence[int]],
                        sizes: Sequence[int]) -> list[tuple[str, tuple, object, int]] | None:
     """Every tuple of per-axis catalog algorithms valid on the mesh (module docstring), as
     (name, input layouts, output layout, divisor); ``algorithms(in_shapes, out_shape, p)`` is the 1-D
-    catalog of the op. None when the op is not in the catalog."""
-    chains = [((), tuple(map(tuple, in_shapes)), tuple(out_shape))]
+    catalog of the op (``out_shape``: its first output's). Each output takes the output layout, which
+    must divide every output's shape. None when the op is not in the catalog."""
+    chains = [((), tuple(map(tuple, in_shapes)), tuple(map(tuple, out_shapes)))]
     for p in sizes:
         grown = []
-        for chain, ins, out in chains:
-            algs = algorithms([list(s) for s in ins], out, p)
+        for chain, ins, outs in chains:
+            algs = algorithms([list(s) for s in ins], outs[0], p)
             if algs is None:
                 return None
             for a in algs:
                 new_ins = [local_shape(s, (lay,), (p,)) for s, lay in zip(ins, a.inputs)]
-                new_out = local_shape(out, (a.output,), (p,))
-                if new_out is not None and all(s is not None for s in new_ins):
-                    grown.append((chain + (a,), tuple(new_ins), new_out))
+                new_outs = [local_shape(s, (a.output,), (p,)) for s in outs]
+                if all(s is not None for s in new_ins + new_outs):
+                    grown.append((chain + (a,), tuple(new_ins), tuple(new_outs)))
         chains = grown
     out = []
     for chain, _, _ in chains:

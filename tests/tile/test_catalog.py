@@ -28,7 +28,7 @@ def test_gemm_transposes_and_bias():
     algs = by_name(gemm_algorithms(True, True, 2, c_shape=[8], out_shape=[4, 8]))
     assert algs["rows"].inputs == (S(1), R, R)  # Aᵀ: m is A's dim 1; the [n] bias broadcasts over rows
     assert algs["cols"].inputs == (R, S(0), S(0))  # Bᵀ: n is B's dim 0; the bias is sharded with Y's cols
-    assert algs["contraction"].inputs == (S(0), S(1), R) and algs["contraction"].output == P
+    assert algs["contraction"].inputs == (S(0), S(1), P) and algs["contraction"].output == P  # bias added once
 
 
 def test_elementwise_broadcasting_and_partials():

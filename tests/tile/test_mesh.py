@@ -7,6 +7,7 @@ import itertools
 import json
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 
@@ -61,13 +62,13 @@ def test_a_one_axis_mesh_is_the_catalog():
 
 def test_algorithms_compose_per_axis():
     composed = {name: (ins, out, div) for name, ins, out, div in
-                compose_algorithms(lambda ins, out, p: matmul_algorithms(2, 2, p), [[8, 4], [4, 8]], [8, 8], (2, 2))}
+                compose_algorithms(lambda ins, out, p: matmul_algorithms(2, 2, p), [[8, 4], [4, 8]], [[8, 8]], (2, 2))}
     assert composed["rows·cols"] == ((L(S(0), R), L(R, S(1))), L(S(0), S(1)), 4)
     assert composed["contraction·rows"] == ((L(S(1), S(0)), L(S(0), R)), L(P, S(0)), 4)
     assert composed["rows·rows"][1] == L(S(0), S(0))  # dim 0 split over both axes: 8 / 4
-    small = compose_algorithms(lambda ins, out, p: matmul_algorithms(2, 2, p), [[2, 4], [4, 8]], [2, 8], (2, 2))
+    small = compose_algorithms(lambda ins, out, p: matmul_algorithms(2, 2, p), [[2, 4], [4, 8]], [[2, 8]], (2, 2))
     assert all(name != "rows·rows" for name, *_ in small)  # 2 rows do not divide by 4
-    assert compose_algorithms(lambda ins, out, p: None, [[2]], [2], (2, 2)) is None
+    assert compose_algorithms(lambda ins, out, p: None, [[2]], [[2]], (2, 2)) is None
 
 
 def test_parse_mesh_and_layouts():
@@ -190,3 +191,30 @@ def test_bad_mesh_options_one_line_exit_2(tmp_path, args, match):
     model = mlp(tmp_path / "mlp.onnx")
     one_line_error(invoke(model, "-o", tmp_path / "out", *args), 2, match)
     assert not (tmp_path / "out").exists()
+
+
+def _verify_cases():
+    from tests.tile.verify_models import weight
+
+    return [
+        ("MatMul", [("x", [8, 4, 8]), ("w", weight([8, 8]))], {}, {"rows·cols", "contraction·batch0"}),
+        ("Gemm", [("a", [8, 8]), ("b", weight([8, 8])), ("c", weight([8], 2))], {"transB": 1}, {"cols·contraction"}),
+        ("Conv", [("x", [4, 8, 6, 6]), ("w", weight([8, 8, 3, 3])), ("b", weight([8], 2))], {"pads": [1, 1, 1, 1]},
+         {"batch·out-channels", "in-channels·batch"}),
+        ("Conv", [("x", [2, 8, 5, 5]), ("w", weight([8, 2, 3, 3]))], {"group": 4}, {"groups·groups"}),
+        ("Gather", [("t", [8, 4]), ("i", np.array([[0, -1, 7], [3, 4, 5], [6, 2, 1], [1, 1, 0]], np.int64))],
+         {"axis": 0}, {"rows·rows", "rows·indices0"}),
+        ("Reshape", [("x", [4, 8, 2]), ("s", np.array([32, 2], np.int64))], {}, {"replicated·replicated"}),
+        ("Softmax", [("x", [4, 8, 8])], {"axis": -1}, {"shard0·shard1"}),
+        ("ReduceSum", [("x", [4, 8, 4]), ("axes", np.array([1], np.int64))], {"keepdims": 0}, set()),
+    ]
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_verify_every_composed_algorithm_on_2x2(tmp_path, case):
+    """--verify runs 2-D plans: each composed algorithm of a one-node model, forced, reproduces the model."""
+    from tests.tile.verify_models import one_node, verify_every_algorithm
+
+    op_type, inputs, attrs, expected = _verify_cases()[case]
+    names = verify_every_algorithm(one_node(tmp_path, op_type, inputs, attrs), (2, 2))
+    assert expected <= names and any("·" in n for n in names)

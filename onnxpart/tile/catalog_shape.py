@@ -1,0 +1,77 @@
+"""The layout catalog's data-movement family (see :mod:`onnxpart.tile.catalog`): Reshape, Flatten,
+Squeeze, Unsqueeze, Concat, Split, Slice and Gather. Each is linear in its data input, so a partial
+input gives a partial output (P -> P); every other input (shapes, axes, starts, indices) is read
+replicated unless stated.
+
+Reshape family: in row-major order a tensor of shape ``[pre, n, post]`` (``pre`` the product of the dims
+before ``d``) sharded along ``d`` gives device k the flat positions ``f`` with
+``(f mod n·post) div (n·post/D) = k``. A reshape keeps the flat order, so the output is S(d') exactly
+when the product of the output dims before ``d'`` equals ``pre`` (then ``m·post' = n·post``) and both
+``n`` and ``m`` divide by D — the sharded dim leads its group of merged or split dims and the shards
+stay contiguous. Locally the node runs on the shard; only Reshape's shape input is rewritten to the
+local output shape (:mod:`onnxpart.tile.verify`).
+
+Concat, Split and Slice: sharded along a dim they do not touch -> sharded there (every output of a
+Split alike). Slice's touched axes come from its ``axes`` (attribute, constant input, or all of
+``starts``'s length when omitted).
+
+Gather (``axis`` a, data rank r, indices rank q; output = data[:a] + indices + data[a+1:]):
+
+* ``rows``: data S(a) (an embedding table split by rows), indices R -> P: device k looks up the
+  indices that fall in its rows at their offset and writes zeros for the others (a local rewrite);
+* ``data{j}``: data S(j), j ≠ a (e.g. the embedding's columns), indices R -> S(j) or S(j+q-1) after a;
+* ``indices{i}``: data R, indices S(i) -> S(a+i).
+
+Every sharded algorithm divides the op's compute by D.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from onnxpart.tile.catalog import P, R, Algorithm, S
+
+RESHAPES = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}
+
+
+def reshape_dim(in_shape: Sequence[int], out_shape: Sequence[int], d: int, p: int) -> int | None:
+    """The output dim that S(d) of the input becomes through a reshape (module docstring); None when the
+    shards would not stay contiguous or a size does not divide by ``p``."""
+    pre = math.prod(in_shape[:d])
+    if in_shape[d] % p:
+        return None
+    for e, size in enumerate(out_shape):
+        if math.prod(out_shape[:e]) == pre and size % p == 0 and size >= p:
+            return e
+    return None
+
+
+def reshape_algorithms(in_shape: Sequence[int], out_shape: Sequence[int], n_inputs: int, p: int) -> list[Algorithm]:
+    """Reshape/Flatten/Squeeze/Unsqueeze: data plus ``n_inputs - 1`` replicated shape or axes inputs."""
+    rest = (R,) * (n_inputs - 1)
+    algs = [Algorithm("replicated", (R,) + rest, R, 1), Algorithm("partial", (P,) + rest, P, 1)]
+    for d in range(len(in_shape)):
+        e = reshape_dim(in_shape, out_shape, d, p)
+        if e is not None:
+            algs.append(Algorithm(f"shard{d}", (S(d),) + rest, S(e), p))
+    return algs
+
+
+def untouched_algorithms(rank: int, touched: set[int], n_data: int, n_rest: int, p: int) -> list[Algorithm]:
+    """Concat (``n_data`` inputs), Split and Slice (one data input, ``n_rest`` constant inputs): every
+    data input sharded along a dim the op does not touch, the output(s) likewise."""
+    rest = (R,) * n_rest
+    algs = [Algorithm("replicated", (R,) * n_data + rest, R, 1), Algorithm("partial", (P,) * n_data + rest, P, 1)]
+    algs += [Algorithm(f"shard{d}", (S(d),) * n_data + rest, S(d), p) for d in range(rank) if d not in touched]
+    return algs
+
+
+def gather_algorithms(data_rank: int, indices_rank: int, axis: int, p: int) -> list[Algorithm]:
+    """Gather (module docstring)."""
+    a, q = axis % data_rank, indices_rank
+    algs = [Algorithm("replicated", (R, R), R, 1), Algorithm("partial", (P, R), P, 1),
+            Algorithm("rows", (S(a), R), P, p)]
+    algs += [Algorithm(f"data{j}", (S(j), R), S(j if j < a else j + q - 1), p) for j in range(data_rank) if j != a]
+    algs += [Algorithm(f"indices{i}", (R, S(i)), S(a + i), p) for i in range(q)]
+    return algs

@@ -1,0 +1,326 @@
+"""``onnxpart tile --verify``: a layout plan executed on D virtual devices, against the original model.
+On an n-D mesh (:mod:`onnxpart.tile.mesh`) every conversion runs per mesh axis inside each group of
+devices along it (:func:`convert_mesh`), and the local rules below apply over the axes that call for them.
+
+The original model runs once, whole, on seeded inputs at the costed dims (``--dim``, ``--input-shape``),
+with every value the plan touches added as an output: those are the reference. Then the plan runs:
+
+1. graph inputs and weights are laid out per the plan (R: a copy per device; S(d): device k holds the
+   k-th of D equal slices along d);
+2. per op in topological order with its chosen algorithm, each input is converted from its stored
+   layout X[t] into the layout the algorithm reads, by the collective :func:`onnxpart.tile.catalog.reshard`
+   names, in numpy: all-gather = concatenate the shards; all-to-all = concatenate along the old dim and
+   slice along the new one; all-reduce = sum the partials; reduce-scatter = sum, then slice. Conversions
+   that need no collective are local: R -> S(d) each device slices its own copy; R -> P device 0 keeps
+   the value and the others hold zeros; S(d) -> P each device holds a full-shape array of zeros with its
+   shard in place;
+3. each device runs the op's ONNX node on its local inputs in onnxruntime (a one-node model per op,
+   sessions cached by op, algorithm and local shapes); the outputs are read in the algorithm's output
+   layout and converted to the stored layout;
+4. each stored tensor, gathered whole (R: every device's copy; S: concatenated; P: summed), is compared
+   with the reference; the first that differs (topological order) fails the check.
+
+Ops outside the catalog (coarsened, opaque, not in it) run whole on every device on replicated inputs,
+with folded weights and weight generators' outputs taken from the reference run.
+
+Local rules, where an algorithm's device program is not "the same node on the shards":
+
+* Reshape: the shape input is replaced by the local output shape (the output's shape with its sharded
+  dim divided by D; the whole shape for R and P);
+* Conv ``groups``: the node runs with ``group`` = group/D (each device owns group/D whole groups);
+* Gather ``rows``: device k owns table rows [k·V/D, (k+1)·V/D); it looks up the indices in that range at
+  their offset (negative indices first made positive) and writes zeros where an index is not its own,
+  so the partial outputs add up to the lookup.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from onnxpart import runtime
+from onnxpart.tile.catalog import P, R, Layout, reshard
+from onnxpart.tile.mesh import compose, parts
+from onnxpart.tile.onnx_model import LayoutInstance, OpVar, Plan
+from onnxpart.verify import DEFAULT_TOLERANCE, VerificationError, VerifyReport, add_size, reference_run
+
+REFERENCE_SUFFIX = "::tile-reference"
+
+
+# ------------------------------------------------------------------------------------- collectives
+def all_gather(shards: Sequence[np.ndarray], dim: int) -> list[np.ndarray]:
+    """S(dim) -> R: every device gets the shards concatenated."""
+    whole = np.concatenate(shards, axis=dim)
+    return [whole] * len(shards)
+
+
+def all_reduce(shards: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """P -> R: every device gets the sum of the partials."""
+    total = functools.reduce(np.add, shards)
+    return [total] * len(shards)
+
+
+def reduce_scatter(shards: Sequence[np.ndarray], dim: int) -> list[np.ndarray]:
+    """P -> S(dim): device k gets the k-th slice of the sum."""
+    return np.split(functools.reduce(np.add, shards), len(shards), axis=dim)
+
+
+def all_to_all(shards: Sequence[np.ndarray], src: int, dst: int) -> list[np.ndarray]:
+    """S(src) -> S(dst): device k gets the k-th slice along ``dst`` of the whole."""
+    return np.split(np.concatenate(shards, axis=src), len(shards), axis=dst)
+
+
+def convert(shards: Sequence[np.ndarray], src: Layout, dst: Layout) -> list[np.ndarray]:
+    """Per-device arrays in layout ``src`` -> in layout ``dst`` (module docstring, step 2)."""
+    kind = reshard(src, dst)
+    if kind == "all-gather":
+        return all_gather(shards, src.dim)
+    if kind == "all-reduce":
+        return all_reduce(shards)
+    if kind == "reduce-scatter":
+        return reduce_scatter(shards, dst.dim)
+    if kind == "all-to-all":
+        return all_to_all(shards, src.dim, dst.dim)
+    if src == dst:
+        return list(shards)
+    p = len(shards)
+    if src == R and dst.kind == "S":
+        return [np.split(x, p, axis=dst.dim)[k] for k, x in enumerate(shards)]
+    if src == R and dst == P:
+        return [shards[0]] + [np.zeros_like(x) for x in shards[1:]]
+    if src.kind == "S" and dst == P:
+        return [_embed(x, src.dim, k, p) for k, x in enumerate(shards)]
+    raise ValueError(f"no conversion {src} -> {dst}")
+
+
+def _embed(shard: np.ndarray, dim: int, k: int, p: int) -> np.ndarray:
+    shape = list(shard.shape)
+    shape[dim] *= p
+    full = np.zeros(shape, dtype=shard.dtype)
+    index = [slice(None)] * len(shape)
+    index[dim] = slice(k * shard.shape[dim], (k + 1) * shard.shape[dim])
+    full[tuple(index)] = shard
+    return full
+
+
+def convert_mesh(shards: Sequence[np.ndarray], src, dst, shape: Sequence[int]) -> list[np.ndarray]:
+    """:func:`convert` on a mesh of ``shape`` (devices row-major), one mesh axis at a time inside each group
+    of devices along it: every component of ``src`` to R, last axis first (a dim split over several axes
+    is gathered minor pieces first), then R to every component of ``dst``, first axis first (split major
+    first). A 1-axis mesh is :func:`convert` itself."""
+    if len(shape) == 1:
+        return convert(shards, src, dst)
+    out = list(shards)
+    if src == dst:
+        return out
+    for j in reversed(range(len(shape))):
+        out = _along(out, shape, j, lambda group, j=j: convert(group, parts(src)[j], R))
+    for j in range(len(shape)):
+        out = _along(out, shape, j, lambda group, j=j: convert(group, R, parts(dst)[j]))
+    return out
+
+
+def _along(shards: list, shape: Sequence[int], axis: int, fn) -> list:
+    """``fn`` applied to the devices of every group along mesh ``axis`` (the others' coordinates fixed)."""
+    ids = np.moveaxis(np.arange(len(shards)).reshape(shape), axis, -1).reshape(-1, shape[axis])
+    out = list(shards)
+    for line in ids:
+        for i, value in zip(line, fn([shards[i] for i in line])):
+            out[i] = value
+    return out
+
+
+def gathered(shards: Sequence[np.ndarray], layout, shape: Sequence[int] = ()) -> list[np.ndarray]:
+    """The whole value(s) a stored tensor stands for: each device's copy for R, else the one whole (on an
+    n-D mesh, every device's after converting to all-R)."""
+    if len(shape) > 1:
+        return convert_mesh(shards, layout, compose((R,) * len(shape)), shape)
+    if layout == R:
+        return list(shards)
+    return [np.concatenate(shards, axis=layout.dim) if layout.kind == "S" else functools.reduce(np.add, shards)]
+
+
+# -------------------------------------------------------------------------------------------- runs
+def verify_plan(inst: LayoutInstance, plan: Plan, graph, loaded, seed: int = 0,
+                tolerance: float = DEFAULT_TOLERANCE) -> VerifyReport:
+    """Run ``plan`` on ``inst.mesh.devices`` virtual devices against ``loaded`` (the
+    :class:`onnxpart.onnx_io.LoadedModel` that ``graph``, the instance's OpGraph, came from);
+    VerificationError naming the first tensor that differs."""
+    report = VerifyReport(seed=seed, tolerance=tolerance)
+    devices = _Devices(inst, graph, loaded)
+    reference = devices.reference(seed, report)
+    store: dict[str, list[np.ndarray]] = {}
+    shape = inst.mesh.shape
+    for t in inst.tensors:
+        if t.kind in ("input", "weight"):
+            store[t.name] = convert_mesh([reference[t.name]] * inst.mesh.devices, compose((R,) * len(shape)),
+                                         plan.layouts[t.name], shape)
+    for op in inst.ops:
+        choice = op.choices[plan.algorithms[op.name]]
+        local = [convert_mesh(store[t], plan.layouts[t], want, shape) for t, want in zip(op.inputs, choice.inputs)]
+        made = devices.run(op, choice, local, reference)
+        for j, t in enumerate(op.outputs):
+            store[t] = convert_mesh([outs[j] for outs in made], choice.outputs[j], plan.layouts[t], shape)
+            _check(t, store[t], plan.layouts[t], reference[t], tolerance, f"{op.name} ({op.op_type} {choice.name})",
+                   shape)
+    outputs = [t.name for t in inst.tensors if t.kind == "output"]
+    whole = {t: gathered(store[t], plan.layouts[t], shape)[0] for t in outputs}
+    mismatch = runtime.compare({t: reference[t] for t in outputs}, whole, tolerance)
+    add_size(report, loaded.dims, mismatch)
+    report.sizes[-1]["outputs"] = {t: runtime.compare({t: reference[t]}, {t: whole[t]}, tolerance).to_dict()
+                                   for t in outputs}
+    report.notes.append("every tensor the plan stores was checked, not only the outputs")
+    return report
+
+
+def _check(name: str, shards: Sequence[np.ndarray], layout: Layout, want: np.ndarray, tolerance: float,
+           producer: str, shape: Sequence[int] = ()) -> None:
+    for got in gathered(shards, layout, shape):
+        mismatch = runtime.compare({name: want}, {name: got}, tolerance)
+        if not mismatch.ok:
+            raise VerificationError(
+                f"--verify failed: tensor {name!r} (written by {producer}, stored {layout}) differs from the "
+                f"original's (max abs error {mismatch.max_abs_error:.3g}, relative {mismatch.max_rel_error:.3g}, "
+                f"over --verify-tol {tolerance:g}); it is the first that differs; nothing was written")
+
+
+class _Devices:
+    """The original model's nodes run one op at a time on each device's local inputs (sessions cached)."""
+
+    def __init__(self, inst: LayoutInstance, graph, loaded):
+        self.inst, self.loaded, self.model = inst, loaded, loaded.model
+        producers = {out: node for node in self.model.graph.node for out in node.output if out}
+        self.nodes = {op.name: [producers[next(o for o in node.outputs if o)] for node in op.nodes]
+                      for op in graph.ops}
+        self.sessions: dict = {}
+
+    def reference(self, seed: int, report: VerifyReport) -> dict[str, np.ndarray]:
+        """The original run whole, keeping every value the plan or an op run whole reads."""
+        wanted = list(dict.fromkeys([t.name for t in self.inst.tensors] + [
+            name for op in self.inst.ops for name in external_inputs(self.nodes[op.name])]))
+        model = onnx.ModelProto()
+        model.CopyFrom(self.model)
+        for name in wanted:
+            model.graph.node.append(helper.make_node("Identity", [name], [name + REFERENCE_SUFFIX]))
+            model.graph.output.append(helper.make_empty_tensor_value_info(name + REFERENCE_SUFFIX))
+        session = runtime.make_session(model, self.loaded.folder)
+        _, values = reference_run(session, self.loaded, dict(self.loaded.dims), seed, report)
+        return {name: values[name + REFERENCE_SUFFIX] for name in wanted}
+
+    def run(self, op: OpVar, choice, local: list[list[np.ndarray]], reference: Mapping) -> list[list[np.ndarray]]:
+        """Per device, the outputs (``op.outputs`` order) of ``op`` run with ``choice`` on ``local`` (per
+        input slot, per device); inputs outside the instance (folded weights) come from ``reference``."""
+        nodes = self.nodes[op.name]
+        slots = list(op.inputs)
+        if len(nodes) == 1 and len(set(slots)) < len(slots):  # x·x read in two layouts: one name per slot
+            nodes, slots = _one_name_per_slot(nodes[0])
+        names = external_inputs(nodes)
+        made = []
+        for k in range(self.inst.mesh.devices):
+            feeds = {name: reference[name] for name in names if name in reference}
+            feeds.update({t: local[i][k] for i, t in enumerate(slots)})
+            program, feeds, mask = self._local_rule(op, choice, nodes, feeds, k)
+            key = (op.name, choice.name, tuple((n, a.shape, a.dtype.str) for n, a in feeds.items()))
+            if key not in self.sessions:
+                self.sessions[key] = runtime.make_session(self._model(program, feeds, op.outputs))
+            values = runtime.run_session(self.sessions[key], feeds)
+            outs = [values[t] for t in op.outputs]
+            made.append([np.where(mask, x, np.zeros_like(x)) for x in outs] if mask is not None else outs)
+        return made
+
+    def _local_rule(self, op: OpVar, choice, nodes: list, feeds: dict, k: int):
+        """(nodes, feeds, output mask or None) of device ``k`` (module docstring's local rules). On an n-D
+        mesh a rule applies over the mesh axes whose algorithm (``choice.name``'s ``·``-separated parts)
+        calls for it: p is the product of their sizes, k the device's index along them, first axis major."""
+        if len(nodes) != 1:
+            return nodes, feeds, None
+        node = nodes[0]
+        if op.op_type == "Reshape" and len(node.input) == 2:
+            shape = list(self.inst.tensor(op.outputs[0]).shape)
+            for a, size in zip(parts(choice.outputs[0]), self.inst.mesh.shape):
+                if a.kind == "S":
+                    shape[a.dim] //= size
+            feeds[node.input[1]] = np.array(shape, dtype=np.int64)
+        elif op.op_type == "Conv" and "groups" in choice.name.split("·"):
+            p, _ = self._over(choice, "groups", k)
+            node = _with_attribute(node, "group", helper.get_node_attr_value(node, "group") // p)
+        elif op.op_type == "Gather" and "rows" in choice.name.split("·"):
+            p, k = self._over(choice, "rows", k)
+            data = feeds[node.input[0]]
+            axis = next((a.i for a in node.attribute if a.name == "axis"), 0) % data.ndim
+            feeds[node.input[1]], mine = own_rows(feeds[node.input[1]], data.shape[axis], k, p)
+            return [node], feeds, mine.reshape((1,) * axis + mine.shape + (1,) * (data.ndim - axis - 1))
+        return [node], feeds, None
+
+    def _over(self, choice, name: str, k: int) -> tuple[int, int]:
+        """(product of the sizes of the mesh axes running algorithm ``name``, device k's index along them)."""
+        coords = np.unravel_index(k, self.inst.mesh.shape)
+        p, index = 1, 0
+        for part, size, c in zip(choice.name.split("·"), self.inst.mesh.shape, coords):
+            if part == name:
+                p, index = p * size, index * size + int(c)
+        return p, index
+
+    def _model(self, nodes: list, feeds: Mapping[str, np.ndarray], outputs: Sequence[str]) -> onnx.ModelProto:
+        inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+                  for n, a in feeds.items()]
+        graph = helper.make_graph(nodes, "tile-verify-op", inputs,
+                                  [helper.make_empty_tensor_value_info(t) for t in outputs])
+        extra = {"functions": self.model.functions} if self.model.functions else {}
+        return helper.make_model(graph, opset_imports=self.model.opset_import, ir_version=self.model.ir_version,
+                                 **extra)
+
+
+def own_rows(indices: np.ndarray, rows: int, k: int, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gather ``rows`` on device k of p, its table holding ``rows`` rows: (indices at their offset in the
+    shard, 0 where not its own; the mask of its own)."""
+    whole = rows * p
+    positive = np.where(indices < 0, indices + whole, indices)
+    mine = (positive >= k * rows) & (positive < (k + 1) * rows)
+    return np.where(mine, positive - k * rows, 0).astype(indices.dtype), mine
+
+
+def _one_name_per_slot(node: onnx.NodeProto) -> tuple[list[onnx.NodeProto], list[str]]:
+    """``node`` reading each of its inputs under its own name (``x::slot1`` for a repeated ``x``), and
+    those names in slot order."""
+    copy = onnx.NodeProto()
+    copy.CopyFrom(node)
+    slots, seen = [], set()
+    for j, name in enumerate(node.input):
+        if name and name in seen:
+            copy.input[j] = f"{name}::slot{j}"
+        if name:
+            seen.add(name)
+            slots.append(copy.input[j])
+    return [copy], slots
+
+
+def _with_attribute(node: onnx.NodeProto, name: str, value) -> onnx.NodeProto:
+    copy = onnx.NodeProto()
+    copy.CopyFrom(node)
+    for attr in copy.attribute:
+        if attr.name == name:
+            attr.CopyFrom(helper.make_attribute(name, value))
+    return copy
+
+
+def external_inputs(nodes: Sequence[onnx.NodeProto]) -> list[str]:
+    """The values ``nodes`` read from outside themselves, subgraphs' outer-scope names included."""
+    produced = {o for node in nodes for o in node.output if o}
+    names = [n for node in nodes for n in list(node.input) + _outer_names(node) if n and n not in produced]
+    return list(dict.fromkeys(names))
+
+
+def _outer_names(node: onnx.NodeProto) -> list[str]:
+    """Names a node's subgraphs (If, Loop, Scan bodies) read from the enclosing graph."""
+    out = []
+    for attr in node.attribute:
+        for sub in list(attr.graphs) + ([attr.g] if attr.HasField("g") else []):
+            local = {v.name for v in sub.input} | {i.name for i in sub.initializer}
+            local |= {o for n in sub.node for o in n.output}
+            out += [n for inner in sub.node for n in list(inner.input) + _outer_names(inner) if n and n not in local]
+    return out

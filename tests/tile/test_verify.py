@@ -1,0 +1,335 @@
+"""tile --verify: every catalog algorithm of every op type, forced on a one-node model with random shapes
+that divide by D, runs on D virtual devices and reproduces the model; broken collectives and a wrong
+catalog entry are caught and named."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from onnxpart.tile import catalog_conv, onnx_model
+from onnxpart.tile import verify as tile_verify
+from onnxpart.tile.catalog import P, R, S, Algorithm
+from onnxpart.verify import VerificationError
+
+from tests.tile.verify_models import forced_plan, load, one_node, verify_every_algorithm, weight
+
+FEW = settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+DEVICES = st.sampled_from([2, 4])
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("verify")
+
+
+def multiple(draw, p: int, most: int = 3) -> int:
+    return p * draw(st.integers(1, most))
+
+
+@FEW
+@given(st.data())
+def test_matmul_batched_and_2d(folder, data):
+    p = data.draw(DEVICES)
+    b, m, k, n = (multiple(data.draw, p) for _ in range(4))
+    batched = data.draw(st.booleans())
+    a_shape = [b, m, k] if batched else [m, k]
+    names = verify_every_algorithm(one_node(folder, "MatMul", [("a", a_shape), ("b", weight([k, n]))]), p)
+    assert {"replicated", "rows", "cols", "contraction"} | ({"batch0"} if batched else set()) <= names
+
+
+@FEW
+@given(st.data())
+def test_gemm_transposes_and_bias(folder, data):
+    p = data.draw(DEVICES)
+    m, k, n = (multiple(data.draw, p) for _ in range(3))
+    trans_a, trans_b = data.draw(st.booleans()), data.draw(st.booleans())
+    bias = data.draw(st.sampled_from([None, [n], [m, n]]))
+    inputs = [("a", [k, m] if trans_a else [m, k]), ("b", weight([n, k] if trans_b else [k, n]))]
+    inputs += [("c", weight(bias, 2))] if bias else []
+    names = verify_every_algorithm(one_node(folder, "Gemm", inputs, {"transA": int(trans_a), "transB": int(trans_b),
+                                                                     "alpha": 0.5, "beta": 2.0}), p)
+    assert {"rows", "cols", "contraction"} <= names
+
+
+ELEMENTWISE = [("Add", 2), ("Sub", 2), ("Mul", 2), ("Div", 2), ("Max", 2), ("Pow", 2), ("Sum", 3), ("Mean", 3),
+               ("Relu", 1), ("Tanh", 1), ("Sigmoid", 1), ("Erf", 1), ("Neg", 1)]
+
+
+@FEW
+@given(st.data(), st.sampled_from(ELEMENTWISE))
+def test_elementwise_with_broadcasting(folder, data, case):
+    op_type, arity = case
+    p = data.draw(DEVICES)
+    shape = [multiple(data.draw, p) for _ in range(data.draw(st.integers(2, 3)))]
+    inputs = [("x", shape)]
+    for i in range(1, arity):  # the others broadcast: a suffix of the shape, or a size-1 dim
+        suffix = shape[data.draw(st.integers(0, len(shape) - 1)):]
+        suffix = [1 if data.draw(st.booleans()) else s for s in suffix]
+        value = np.abs(weight(suffix, i)) + 0.5 if op_type in ("Div", "Pow") else weight(suffix, i)
+        inputs.append((f"w{i}", value))
+    if op_type == "Pow":
+        inputs = [("x", shape), ("e", np.full([1], 2.0, np.float32))]
+    names = verify_every_algorithm(one_node(folder, op_type, inputs), p)
+    assert {f"shard{d}" for d in range(len(shape))} <= names
+    if op_type in ("Add", "Sub", "Sum"):
+        assert "partial-sum" in names
+
+
+@FEW
+@given(st.data(), st.sampled_from(["Clip", "Where", "Equal", "Less", "Greater"]))
+def test_clip_where_and_comparisons(folder, data, op_type):
+    from onnx import TensorProto
+
+    p = data.draw(DEVICES)
+    shape = [multiple(data.draw, p), multiple(data.draw, p)]
+    out = TensorProto.FLOAT
+    if op_type == "Clip":
+        inputs = [("x", shape), ("lo", np.array(-0.5, np.float32)), ("hi", np.array(0.7, np.float32))]
+    elif op_type == "Where":
+        inputs = [("c", np.random.default_rng(3).random(shape) > 0.5), ("x", shape), ("y", weight(shape[1:], 4))]
+    else:
+        inputs, out = [("x", shape), ("z", weight(shape[1:], 5))], TensorProto.BOOL
+    assert {"shard0", "shard1"} <= verify_every_algorithm(one_node(folder, op_type, inputs, out_type=out), p)
+
+
+BOOLEAN_OPS = {"Not", "And", "Or", "Xor"}
+COMPARISONS = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "IsNaN", "IsInf"}
+
+
+@pytest.mark.parametrize("op_type", sorted(op for op in (onnx_model.UNARY | set(onnx_model.BINARY)) - {"Where", "Clip"}
+                                            if onnx.defs.has(op)))  # Silu is no ONNX op (only exporters' name)
+def test_every_elementwise_op_type(folder, op_type):
+    """Each unary and broadcasting ONNX op of the catalog, on [4, 6] (and a [6] second input) at D = 2."""
+    from onnx import TensorProto
+
+    arity = 1 if op_type in onnx_model.UNARY else 2
+    elem = TensorProto.BOOL if op_type in BOOLEAN_OPS else TensorProto.FLOAT
+    out = TensorProto.BOOL if op_type in BOOLEAN_OPS | COMPARISONS else TensorProto.FLOAT
+    second = np.random.default_rng(1).random([6]) > 0.5 if elem == TensorProto.BOOL else np.abs(weight([6])) + 0.5
+    attrs = {"to": TensorProto.DOUBLE} if op_type == "Cast" else {}
+    out = TensorProto.DOUBLE if op_type == "Cast" else out
+    inputs = [("x", [4, 6], elem)] + [("w", second)] * (arity - 1)
+    names = verify_every_algorithm(one_node(folder, op_type, inputs, attrs, out_type=out, opset=20), 2)
+    assert {"shard0", "shard1"} <= names
+
+
+@FEW
+@given(st.data())
+def test_transpose_softmax_layernorm(folder, data):
+    p = data.draw(DEVICES)
+    shape = [multiple(data.draw, p) for _ in range(3)]
+    perm = data.draw(st.permutations(range(3)))
+    assert {"shard0", "shard1", "shard2", "partial"} <= verify_every_algorithm(
+        one_node(folder, "Transpose", [("x", shape)], {"perm": list(perm)}), p)
+    axis = data.draw(st.integers(-3, 2))
+    soft = verify_every_algorithm(one_node(folder, "Softmax", [("x", shape)], {"axis": axis}), p)
+    assert f"shard{axis % 3}" not in soft and len(soft) == 3
+    ln = one_node(folder, "LayerNormalization", [("x", shape), ("g", weight(shape[2:])), ("b", weight(shape[2:], 2))],
+                  {"axis": -1})
+    assert {"shard0", "shard1"} <= verify_every_algorithm(ln, p)
+
+
+@FEW
+@given(st.data())
+def test_conv_batch_and_channels(folder, data):
+    p = data.draw(DEVICES)
+    n, c, m = (multiple(data.draw, p, 2) for _ in range(3))
+    kernel, stride = data.draw(st.sampled_from([1, 3])), data.draw(st.sampled_from([1, 2]))
+    inputs = [("x", [n, c, 6, 5]), ("w", weight([m, c, kernel, kernel]))]
+    inputs += [("b", weight([m], 2))] if data.draw(st.booleans()) else []
+    names = verify_every_algorithm(one_node(folder, "Conv", inputs, {"strides": [stride, stride],
+                                                                     "pads": [1, 1, 1, 1]}), p)
+    assert {"batch", "out-channels", "in-channels"} <= names
+
+
+@FEW
+@given(st.data())
+def test_grouped_and_depthwise_conv(folder, data):
+    p = data.draw(DEVICES)
+    groups = multiple(data.draw, p, 2)
+    per_group_in, per_group_out = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2))
+    inputs = [("x", [2, groups * per_group_in, 5, 5]), ("w", weight([groups * per_group_out, per_group_in, 3, 3])),
+              ("b", weight([groups * per_group_out], 2))]
+    names = verify_every_algorithm(one_node(folder, "Conv", inputs, {"group": groups}), p)
+    assert "groups" in names and "in-channels" not in names and "out-channels" not in names
+
+
+@FEW
+@given(st.data(), st.sampled_from(["MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool"]))
+def test_pooling(folder, data, op_type):
+    p = data.draw(DEVICES)
+    shape = [multiple(data.draw, p, 2), multiple(data.draw, p, 2), 6, 6]
+    attrs = {} if op_type.startswith("Global") else {"kernel_shape": [2, 2], "strides": [2, 2]}
+    names = verify_every_algorithm(one_node(folder, op_type, [("x", shape)], attrs), p)
+    assert {"batch", "channels"} <= names and ("partial" in names) == (op_type in catalog_conv.LINEAR_POOLS)
+
+
+@FEW
+@given(st.data())
+def test_batchnorm_inference(folder, data):
+    p = data.draw(DEVICES)
+    c = multiple(data.draw, p)
+    params = [("s", weight([c], 1)), ("b", weight([c], 2)), ("m", weight([c], 3)),
+              ("v", np.abs(weight([c], 4)) + 0.1)]
+    names = verify_every_algorithm(one_node(folder, "BatchNormalization", [("x", [p, c, 3, 3])] + params), p)
+    assert {"batch", "channels"} <= names
+
+
+RESHAPES = [([4, 6, 2], [24, 2]), ([24, 2], [4, 6, 2]), ([2, 3, 8], [6, 8]), ([8, 3], [2, 4, 3]),
+            ([1, 8, 4], [8, 2, 2]), ([6, 8], [48])]
+
+
+@FEW
+@given(st.data(), st.sampled_from(RESHAPES))
+def test_reshape(folder, data, shapes):
+    p = data.draw(DEVICES)
+    before, after = shapes
+    target = list(after)
+    target[data.draw(st.integers(0, len(target) - 1))] = -1  # the runtime resolves it; the local rule too
+    names = verify_every_algorithm(one_node(folder, "Reshape", [("x", before), ("s", np.array(target, np.int64))]),
+                                   p)
+    assert {"replicated", "partial"} <= names
+
+
+def test_reshape_keeps_only_contiguous_shards(folder):
+    inst, _ = load(one_node(folder, "Reshape", [("x", [2, 4, 3]), ("s", np.array([8, 3], np.int64))]), 2)
+    by_name = {c.name: c for c in inst.ops[0].choices}
+    assert by_name["shard0"].outputs == (S(0),)  # the leading factor of the merged dims
+    assert "shard1" not in by_name  # dim 1 inside the merged group: shards would interleave
+
+
+@FEW
+@given(st.data(), st.sampled_from(["Flatten", "Squeeze", "Unsqueeze"]))
+def test_flatten_squeeze_unsqueeze(folder, data, op_type):
+    p = data.draw(DEVICES)
+    a, b = multiple(data.draw, p), multiple(data.draw, p)
+    if op_type == "Flatten":
+        path = one_node(folder, "Flatten", [("x", [a, b, 3])], {"axis": data.draw(st.integers(1, 2))})
+    elif op_type == "Squeeze":
+        path = one_node(folder, "Squeeze", [("x", [a, 1, b]), ("ax", np.array([1], np.int64))])
+    else:
+        path = one_node(folder, "Unsqueeze", [("x", [a, b]), ("ax", np.array([0, 2], np.int64))])
+    assert "shard0" in verify_every_algorithm(path, p)
+
+
+@FEW
+@given(st.data())
+def test_concat_split_slice(folder, data):
+    p = data.draw(DEVICES)
+    shape = [multiple(data.draw, p), multiple(data.draw, p), 3]
+    axis = data.draw(st.integers(0, 2))
+    concat = one_node(folder, "Concat", [("x", shape), ("w", weight(shape))], {"axis": axis})
+    assert f"shard{axis}" not in verify_every_algorithm(concat, p)
+    size = shape[axis]
+    split = one_node(folder, "Split", [("x", shape), ("s", np.array([1, size - 1], np.int64))], {"axis": axis},
+                     outputs=2)
+    assert f"shard{axis}" not in verify_every_algorithm(split, p)
+    step = data.draw(st.sampled_from([1, -1, 2]))
+    starts, ends = ([0], [size]) if step > 0 else ([size - 1], [-size - 1])
+    slice_ = one_node(folder, "Slice", [("x", shape), ("b", np.array(starts, np.int64)),
+                                        ("e", np.array(ends, np.int64)), ("a", np.array([axis], np.int64)),
+                                        ("t", np.array([step], np.int64))])
+    names = verify_every_algorithm(slice_, p)
+    assert f"shard{axis}" not in names and len(names) >= 3
+
+
+@FEW
+@given(st.data())
+def test_gather_embedding_and_indices(folder, data):
+    p = data.draw(DEVICES)
+    vocab, width = multiple(data.draw, p), multiple(data.draw, p)
+    rows = multiple(data.draw, p)
+    indices = np.random.default_rng(data.draw(st.integers(0, 99))).integers(-vocab, vocab, size=(rows, 3))
+    axis = data.draw(st.sampled_from([0, 1]))
+    table = [vocab, width] if axis == 0 else [width, vocab]
+    names = verify_every_algorithm(one_node(folder, "Gather", [("t", table), ("i", indices.astype(np.int64))],
+                                            {"axis": axis}), p)
+    assert {"rows", f"data{1 - axis}", "indices0", "partial"} <= names
+
+
+REDUCTIONS = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL2", "ReduceSumSquare", "ReduceL1"]
+
+
+@FEW
+@given(st.data(), st.sampled_from(REDUCTIONS))
+def test_reductions(folder, data, op_type):
+    p = data.draw(DEVICES)
+    shape = [multiple(data.draw, p) for _ in range(3)]
+    axes = sorted(data.draw(st.sets(st.integers(-3, 2), min_size=1, max_size=2)), key=lambda a: a % 3)
+    if len({a % 3 for a in axes}) < len(axes):
+        axes = axes[:1]
+    keepdims = int(data.draw(st.booleans()))
+    as_input = op_type == "ReduceSum" or data.draw(st.booleans())
+    inputs = [("x", shape)] + ([("axes", np.array(axes, np.int64))] if as_input else [])
+    attrs = {"keepdims": keepdims} | ({} if as_input else {"axes": axes})
+    names = verify_every_algorithm(one_node(folder, op_type, inputs, attrs, opset=18 if as_input else 13), p)
+    kept = {d for d in range(3) if d not in {a % 3 for a in axes}}
+    assert {f"shard{d}" for d in kept} <= names
+    assert bool({n for n in names if n.startswith("reduce")}) == (op_type in ("ReduceSum", "ReduceSumSquare",
+                                                                              "ReduceL1"))
+
+
+# ---------------------------------------------------------------------------------- conversions
+LAYOUTS_2D = [R, P, S(0), S(1)]
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from([2, 4]), st.sampled_from(LAYOUTS_2D), st.sampled_from(LAYOUTS_2D), st.integers(0, 99))
+def test_every_conversion_keeps_the_value(p, src, dst, seed):
+    whole = np.random.default_rng(seed).standard_normal((2 * p, 3 * p))
+    shards = tile_verify.convert([whole] * p, R, src)
+    out = tile_verify.convert(shards, src, dst)
+    assert all(np.allclose(got, whole) for got in tile_verify.gathered(out, dst))
+    if dst.kind == "S":
+        assert all(x.shape[dst.dim] == whole.shape[dst.dim] // p for x in out)
+
+
+# ------------------------------------------------------------------------------ catching bugs
+def test_a_broken_all_reduce_is_caught_and_named(folder, monkeypatch):
+    path = one_node(folder, "MatMul", [("a", [4, 8]), ("b", weight([8, 4]))])
+    inst, loaded = load(path, 2)
+    op = inst.ops[0]
+    contraction = [c.name for c in op.choices].index("contraction")
+    plan = forced_plan(inst, op, contraction)
+    assert tile_verify.verify_plan(inst, plan, loaded.graph, loaded.model).ok
+    monkeypatch.setattr(tile_verify, "all_reduce", lambda shards: [shards[0]] * len(shards))  # forgets the others
+    with pytest.raises(VerificationError, match="tensor 'y0'.*contraction"):
+        tile_verify.verify_plan(inst, plan, loaded.graph, loaded.model)
+
+
+def test_a_wrong_catalog_entry_is_caught(folder, monkeypatch):
+    """A Conv sharded by input channels does not give sharded output channels: claiming so must fail."""
+    def wrong(n_inputs, group, p):
+        return [Algorithm("in-channels", (S(1), S(1)) + (R,) * (n_inputs - 2), S(1), p)]
+
+    monkeypatch.setattr(onnx_model, "conv_algorithms", wrong)
+    path = one_node(folder, "Conv", [("x", [2, 4, 5, 5]), ("w", weight([4, 4, 3, 3]))])
+    with pytest.raises(VerificationError, match="tensor 'y0'"):
+        verify_every_algorithm(path, 2)
+
+
+def test_a_wrong_reshard_rule_is_caught(folder, monkeypatch):
+    """catalog.reshard naming all-reduce for S(d) -> R (shards summed, not concatenated) makes verify fail."""
+    from onnxpart.tile import catalog
+    from onnxpart.tile.onnx_model import Plan
+
+    path = one_node(folder, "MatMul", [("a", [4, 8]), ("b", weight([8, 4]))])
+    inst, loaded = load(path, 2)
+    op = inst.ops[0]
+    plan = Plan({"a": S(0), "b": R, "y0": R}, {op.name: [c.name for c in op.choices].index("replicated")})
+    assert tile_verify.verify_plan(inst, plan, loaded.graph, loaded.model).ok  # a is all-gathered for the op
+    real = catalog.reshard
+    monkeypatch.setattr(tile_verify, "reshard",
+                        lambda src, dst: "all-reduce" if src.kind == "S" and dst == R else real(src, dst))
+    with pytest.raises(VerificationError, match="tensor 'y0'"):
+        tile_verify.verify_plan(inst, plan, loaded.graph, loaded.model)
+
+
+def test_one_tensor_read_twice_in_two_layouts(folder):
+    """Mul(x, x) as partial-scale0 reads x as P in one slot and R in the other."""
+    names = verify_every_algorithm(one_node(folder, "Mul", [("x", [4, 6]), ("x", [4, 6])]), 2)
+    assert {"partial-scale0", "partial-scale1", "shard0", "shard1"} <= names
