@@ -144,15 +144,34 @@ def _nearest(inst: LayoutInstance, t: str, want: Layout) -> Layout:
 
 
 def greedy(inst: LayoutInstance, max_rounds: int = 50, deadline: float | None = None) -> dict[str, Layout]:
-    """Improve the local plan and the all-replicated one by op and tensor moves; the better of the two.
-    ``deadline`` (``time.perf_counter()`` seconds) ends the rounds early, keeping what was improved."""
+    """Improve the local plan and the all-replicated one by op and tensor moves; the best of them.
+    With ``--device-memory`` also Lagrangian runs (Fisher, "The Lagrangian Relaxation Method for Solving
+    Integer Programming Problems", Management Science 1981): moves priced at seconds + λ·bytes per
+    device, free of the bound, for λ in ``LAGRANGE`` times (step time / memory); each result is then
+    made to fit (:func:`fit_memory`) and improved under the bound. ``deadline`` (``time.perf_counter()``
+    seconds) ends the rounds early, keeping what was improved."""
     starts = [local(inst), fit_memory(inst, {t.name: t.domain[0] for t in inst.tensors})]  # R first when allowed
     plans = [_improve(inst, x, max_rounds, deadline) for x in starts]
-    return min(plans, key=inst.cost)
+    if inst.memory is not None:
+        scale = inst.cost(plans[0]) / max(inst.memory, 1.0)
+        for factor in LAGRANGE:
+            if deadline is not None and time.perf_counter() > deadline:
+                break
+            priced = _improve(inst, dict(plans[0]), max_rounds, deadline, factor * scale)
+            plans.append(_improve(inst, fit_memory(inst, priced), max_rounds, deadline))
+    return min([x for x in plans if inst.fits(x)] or plans, key=inst.cost)
 
 
-def _improve(inst: LayoutInstance, x: dict[str, Layout], max_rounds: int, deadline: float | None) -> dict[str, Layout]:
+#: λ per (step time / --device-memory) of greedy's Lagrangian runs.
+LAGRANGE = (0.3, 1.0, 3.0)
+
+
+def _improve(inst: LayoutInstance, x: dict[str, Layout], max_rounds: int, deadline: float | None,
+             price: float | None = None) -> dict[str, Layout]:
+    """Rounds of op and tensor moves on ``x`` (in place) while one lowers the step time and keeps the
+    memory bound — or, with a ``price`` per byte, while one lowers step time + price·memory per device."""
     touching = _touching(inst)
+    memory = [inst.memory_per_device(x)]  # kept up to date by _try
     for _ in range(max_rounds):
         if deadline is not None and time.perf_counter() > deadline:
             break
@@ -162,21 +181,25 @@ def _improve(inst: LayoutInstance, x: dict[str, Layout], max_rounds: int, deadli
         moves += [{t.name: a} for t in inst.tensors for a in t.domain]
         for move in moves:
             move = {t: a for t, a in move.items() if a in inst.tensor(t).domain and x[t] != a}
-            if move and _try(inst, x, move, touching):
+            if move and _try(inst, x, move, touching, memory, price):
                 improved = True
         if not improved:
             break
     return x
 
 
-def _try(inst: LayoutInstance, x: dict, move: dict, touching: dict) -> bool:
-    """Apply ``move`` to ``x`` when it lowers the step time and keeps the memory bound."""
+def _try(inst: LayoutInstance, x: dict, move: dict, touching: dict, memory: list, price: float | None) -> bool:
+    """Apply ``move`` to ``x`` when it pays (:func:`_improve`); ``memory[0]`` is x's memory per device."""
     ops = {i for t in move for i in touching[t]}
     before = sum(inst.best_choice(inst.ops[i], x)[1] for i in ops)
+    grown = sum(inst.tensor(t).per_device(a, inst.mesh) - inst.tensor(t).per_device(x[t], inst.mesh)
+                for t, a in move.items())
     old = {t: x[t] for t in move}
     x.update(move)
-    after = sum(inst.best_choice(inst.ops[i], x)[1] for i in ops)
-    if after < before - 1e-15 * max(1.0, abs(before)) and inst.fits(x):
+    after = sum(inst.best_choice(inst.ops[i], x)[1] for i in ops) + (price or 0.0) * grown
+    fits = price is not None or inst.memory is None or memory[0] + grown <= inst.memory * (1 + 1e-12)
+    if after < before - 1e-15 * max(1.0, abs(before)) and fits:
+        memory[0] += grown
         return True
     x.update(old)
     return False
