@@ -299,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--onnx-only", action="store_true", help="only the ONNX models on meshes")
     parser.add_argument("--onnx-time-limit", type=float, default=120.0, help="seconds per ONNX row, all methods")
     parser.add_argument("--workers", type=int, default=2, help="CP-SAT workers for the ONNX rows")
+    parser.add_argument("--onnx-verify", action="store_true", help="run every ONNX row's best plan under --verify")
     args = parser.parse_args(argv)
     if args.quick:
         args.time_limit = min(args.time_limit, 2.0)
@@ -332,7 +333,7 @@ def onnx_section(args, command: str) -> None:
     import bench_tile_onnx
 
     start = time.perf_counter()
-    rows = bench_tile_onnx.run(args.quick, args.onnx_time_limit, args.workers)
+    rows = bench_tile_onnx.run(args.quick, args.onnx_time_limit, args.workers, args.onnx_verify)
     text = bench_tile_onnx.markdown(rows, command, time.perf_counter() - start, machine_line(),
                                     args.onnx_time_limit, args.quick)
     print(text)

@@ -13,7 +13,8 @@ On meshes 2, 4, 8 and 2x4, without and with a ``--device-memory`` that binds: ha
 memory any layout needs and what the unbounded best plan uses (when those are equal nothing can bind,
 and the row says so). Per row: local / greedy / exhaustive / exact step time and seconds, exact's
 status and proven gap; exhaustive enumerates only up to ``EXHAUSTIVE_LIMIT`` layouts (else ``refused``
-with the size). Then the issue's targets, each judged MET / NOT MET with the numbers.
+with the size); with ``--onnx-verify`` the best plan runs under ``--verify``. Then the issue's targets,
+each judged MET / NOT MET with the numbers.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_big_model  # noqa: E402
 import make_fixtures  # noqa: E402
 
+from onnxpart.verify import VerificationError  # noqa: E402
 from onnxpart.loading import load_costed  # noqa: E402
+from onnxpart.tile.onnx_constants import small_constants  # noqa: E402
 from onnxpart.tile.onnx_model import LayoutInstance, build_layout_instance  # noqa: E402
 from onnxpart.tile.onnx_search import LayoutOptions, brute_force, solve_layouts  # noqa: E402
 
@@ -58,8 +61,9 @@ def space(inst: LayoutInstance) -> int:
     return math.prod(len(t.domain) for t in inst.tensors)
 
 
-def solve_row(inst: LayoutInstance, time_limit: float, workers: int) -> dict:
-    """One instance with local, greedy, exact (and exhaustive where it is small enough)."""
+def solve_row(inst: LayoutInstance, time_limit: float, workers: int, loaded=None) -> dict:
+    """One instance with local, greedy, exact (and exhaustive where it is small enough); with ``loaded``
+    (the model) the best plan also runs under ``--verify`` (:func:`onnxpart.tile.verify.verify_plan`)."""
     sol = solve_layouts(inst, LayoutOptions(("local", "greedy", "exact"), time_limit, workers))
     methods = {r.method: {"cost": r.cost, "seconds": r.seconds, "status": r.status} for r in sol.results}
     size = space(inst)
@@ -74,15 +78,29 @@ def solve_row(inst: LayoutInstance, time_limit: float, workers: int) -> dict:
     exact = methods["exact"]["cost"]
     gap = None if bound is None or exact is None else max(exact - bound, 0.0) / exact if exact else 0.0
     return {"tensors": len(inst.tensors), "ops": len(inst.ops), "methods": methods, "bound": bound, "gap": gap,
-            "memory_used": inst.memory_per_device(sol.plan.layouts), "min_memory": inst.min_memory()}
+            "memory_used": inst.memory_per_device(sol.plan.layouts), "min_memory": inst.min_memory(),
+            "verify": None if loaded is None else verify_row(inst, sol.plan, loaded)}
 
 
-def model_rows(name: str, path: Path, meshes, time_limit: float, workers: int) -> list[dict]:
-    graph = load_costed(path, cost="analytic", device="a100").graph
+def verify_row(inst: LayoutInstance, plan, loaded) -> dict:
+    from onnxpart.tile.verify import verify_plan
+
+    start = time.perf_counter()
+    try:
+        report = verify_plan(inst, plan, loaded.graph, loaded.model)
+        return {"ok": report.ok, "seconds": time.perf_counter() - start, "note": ""}
+    except VerificationError as exc:
+        return {"ok": False, "seconds": time.perf_counter() - start, "note": str(exc)}
+
+
+def model_rows(name: str, path: Path, meshes, time_limit: float, workers: int, verify: bool = False) -> list[dict]:
+    loaded = load_costed(path, cost="analytic", device="a100")
+    graph, constants = loaded.graph, small_constants(loaded.model.model)
+    check = loaded if verify else None
     rows = []
     for shape in meshes:
-        free = build_layout_instance(graph, shape)
-        row = solve_row(free, time_limit, workers)
+        free = build_layout_instance(graph, shape, constants=constants)
+        row = solve_row(free, time_limit, workers, check)
         row.update(model=name, mesh="x".join(map(str, shape)), memory=None)
         rows.append(row)
         print(progress(row), flush=True)
@@ -91,7 +109,8 @@ def model_rows(name: str, path: Path, meshes, time_limit: float, workers: int) -
                              ops=row["ops"], methods=None))
             continue
         memory = (row["min_memory"] + row["memory_used"]) / 2
-        bound = solve_row(build_layout_instance(graph, shape, memory=memory), time_limit, workers)
+        bound = solve_row(build_layout_instance(graph, shape, memory=memory, constants=constants), time_limit,
+                          workers, check)
         bound.update(model=name, mesh=row["mesh"], memory=memory)
         rows.append(bound)
         print(progress(bound), flush=True)
@@ -104,12 +123,12 @@ def progress(row: dict) -> str:
     return f"{row['model']} mesh {row['mesh']} memory {row['memory']}: " + ", ".join(parts)
 
 
-def run(quick: bool, time_limit: float, workers: int) -> list[dict]:
+def run(quick: bool, time_limit: float, workers: int, verify: bool = False) -> list[dict]:
     meshes = ((4,), (2, 4)) if quick else MESHES
     with tempfile.TemporaryDirectory(prefix="bench_tile_onnx_") as tmp:
         rows = []
         for name, path in build_models(Path(tmp), quick).items():
-            rows += model_rows(name, path, meshes, time_limit, workers)
+            rows += model_rows(name, path, meshes, time_limit, workers, verify)
     return rows
 
 
@@ -168,7 +187,15 @@ def verdicts(rows: list[dict]) -> list[tuple[str, bool, str]]:
                and r["methods"][better]["cost"] > r["methods"][worse]["cost"] * (1 + 1e-9)]
         out.append((f"{better} never worse than {worse}", not off,
                     f"{len(solved) - len(off)}/{len(solved)} rows" + (f"; worse: {', '.join(off)}" if off else "")))
-    out.append(("every plan passes --verify", False, "not evaluated here: onnxpart.tile.verify is not on this branch"))
+    checked = [r for r in solved if r.get("verify") is not None]
+    failed = [f"{r['model']}@{r['mesh']}: {r['verify']['note'][:120]}" for r in checked if not r["verify"]["ok"]]
+    if not checked:
+        out.append(("every plan passes --verify", False, "not evaluated: run with --onnx-verify"))
+    else:
+        slowest = max(r["verify"]["seconds"] for r in checked)
+        out.append(("every plan passes --verify", len(checked) == len(solved) and not failed,
+                    f"{len(checked) - len(failed)}/{len(solved)} rows' best plans verified (slowest {slowest:.0f} s)"
+                    + (f"; failed: {'; '.join(failed)}" if failed else "")))
     return out
 
 
