@@ -218,3 +218,19 @@ def test_verify_every_composed_algorithm_on_2x2(tmp_path, case):
     op_type, inputs, attrs, expected = _verify_cases()[case]
     names = verify_every_algorithm(one_node(tmp_path, op_type, inputs, attrs), (2, 2))
     assert expected <= names and any("·" in n for n in names)
+
+
+def test_dominance_reductions_keep_an_optimum(graphs):
+    from onnxpart.tile.reduce import reduce_instance
+
+    inst = build_layout_instance(graphs["mlp"], (2, 4))
+    reduced = reduce_instance(inst)
+    # without a memory bound a graph input or weight is read for free from R: only R is kept
+    for name in ("x", "W1", "W2"):
+        assert reduced.domains[name] == (inst.tensor(name).domain[0],) == (L(R, R),)
+    assert sum(map(len, reduced.domains.values())) < sum(len(t.domain) for t in inst.tensors)
+    # a plan's layouts swapped for their dominators cost no more
+    plan = local(inst)
+    assert inst.cost(reduced.replace(plan)) <= inst.cost(plan) * (1 + 1e-12)
+    bounded = build_layout_instance(graphs["mlp"], (2, 4), memory=inst.min_memory() * 1.5)
+    assert len(reduce_instance(bounded).domains["W1"]) > 1  # sharding a weight now saves memory
