@@ -43,7 +43,7 @@ class Options:
     time_limit: float = 10.0  # total seconds: the searches (SA/EA) and the exact methods share them
     seed: int = 0
     iterations: int = 2000  # SA / EA fitness evaluations
-    workers: int = 1  # CP-SAT workers
+    workers: int = 1  # CP-SAT threads of a whole-graph solve; SPLIT's processes (one module solve each)
     lp_bound: bool = True  # the load LP among the simple bounds
     batch: int = 1  # throughput: inputs per batch (L), split into slices over the devices
 
@@ -136,7 +136,7 @@ def solve(instance: Instance, options: Options = Options(), board: Board | None 
         share = max(0.05, (deadline - time.perf_counter()) / (len(exact_methods) - n))
         hint = min(found, key=lambda f: f[0])[2] if found else None
         if method == "split":
-            res = split.milp_split(instance, share, seed=options.seed)
+            res = split.milp_split(instance, share, seed=options.seed, workers=options.workers, board=board)
             keep(method, res.schedule, res.status, res.seconds, res.bound, res.reason)
             lbs.append(LowerBound("split-dp", res.bound, res.status, "cp-sat", res.seconds,
                                   res.reason or f"{len(res.modules)} modules, {res.solves} module solves"))

@@ -1,0 +1,133 @@
+"""MILP-SPLIT's module solves on the shared :class:`~onnxpart.parallel.Runner`: "each module solved for
+every (entry device, exit device) pair" (Section 3.3.1 of the thesis,
+../shared/papers/heterogeneous-scheduling-milp-split.txt) — the pairs are independent, so they run as
+jobs in forked workers, at most ``workers`` at a time, and come back as events.
+
+* **Live bound.** A job posts its CP-SAT proven bound on ``OPT(S, u, v)`` as it rises. Until a pair has
+  reported, its table entry is 0 (every segment cost is ≥ 0), so the DP recursion over the current
+  table (:func:`onnxpart.schedule.split._dp`) is a proven lower bound of the whole makespan at every
+  moment; the lane posts it to the board as ``split-dp`` whenever it rises, which moves the progress bar.
+* **Time.** ``J`` jobs, ``W`` workers, ``T`` seconds: job ``i`` runs in round ``r = ⌊i/W⌋`` of
+  ``R = ⌈J/W⌉`` and must stop by ``start + T·(r+1)/R`` on the wall clock, so the whole SPLIT ends
+  within ``T`` and time a round leaves unused goes to the next.
+* **Determinism.** Each job is a one-worker CP-SAT solve that also stops after ``T/J`` of CP-SAT's
+  *deterministic* time — a budget that does not depend on ``W`` or on the machine's load. Results are
+  keyed by (segment, entry, exit), never by arrival order. So the same seed gives the same schedule
+  with any number of workers — more workers buy wall-clock time, not a different answer — unless a
+  job's wall-clock deadline stops it first (counted in ``wall_stops``; then the answer may vary).
+* **Stopping.** Once the board's incumbent meets a proven bound the remaining jobs cannot help: they are
+  terminated. The runner is a context manager, so an error or Ctrl-C leaves no worker behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+
+from onnxpart.board import Board
+from onnxpart.parallel import BoundPoster, Event, Runner
+from onnxpart.schedule import exact, heuristics
+from onnxpart.schedule.model import Instance
+from onnxpart.schedule.simulator import Schedule
+
+log = logging.getLogger(__name__)
+
+Key = tuple[int, int | None, int | None]  # (segment, entry device | None, exit device | None)
+
+
+@dataclass(frozen=True)
+class ModuleJob:
+    """One pair's solve: the pinned sub-instance, CP-SAT's deterministic budget and the wall deadline."""
+
+    key: Key
+    sub: Instance
+    budget: float  # seconds of CP-SAT deterministic time
+    deadline: float  # time.time() by which the job stops
+    seed: int
+
+
+@dataclass
+class ModuleResult:
+    key: Key
+    schedule: Schedule | None  # the sub-instance's schedule (local op indices)
+    bound: float | None  # proven lower bound on OPT(S, u, v)
+    status: str
+    wall_stop: bool = False  # the wall-clock deadline, not the deterministic budget, stopped it
+
+
+def run_module_job(job: ModuleJob) -> ModuleResult:
+    """Solve one (segment, entry, exit) sub-instance: HEFT warm start, then one-worker CP-SAT posting its
+    proven bound (:class:`~onnxpart.parallel.BoundPoster`)."""
+    limit = job.deadline - time.time()
+    if limit <= 0.01:
+        return ModuleResult(job.key, None, None, "time_limit", wall_stop=True)
+    warm = heuristics.heft(job.sub)
+    t0 = time.perf_counter()
+    res = exact.cpsat(job.sub, limit, warm.schedule if warm else None, seed=job.seed, workers=1,
+                      on_bound=BoundPoster("module"), deterministic_time=job.budget)
+    wall = res.status == "time_limit" and time.perf_counter() - t0 >= 0.95 * limit
+    return ModuleResult(job.key, res.schedule, res.bound, res.status, wall_stop=wall)
+
+
+@dataclass
+class ModuleTables:
+    """What the lane knows: upper and lower cost tables per segment, and the module schedules found."""
+
+    ub: list[dict]
+    lb: list[dict]
+    found: dict[Key, Schedule] = field(default_factory=dict)
+    status: dict[str, int] = field(default_factory=dict)
+    wall_stops: int = 0
+    interrupted: bool = False
+
+    def take(self, result: ModuleResult) -> None:
+        s, u, v = result.key
+        self.status[result.status] = self.status.get(result.status, 0) + 1
+        self.wall_stops += result.wall_stop
+        self.ub[s][(u, v)] = result.schedule.makespan if result.schedule is not None else math.inf
+        self.lb[s][(u, v)] = max(self.lb[s][(u, v)], result.bound if result.bound is not None else 0.0)
+        if result.schedule is not None:
+            self.found[result.key] = result.schedule
+
+
+def deadlines(count: int, workers: int, start: float, time_limit: float) -> list[float]:
+    """Job ``i``'s wall deadline: the end of its round (module docstring)."""
+    rounds = max(1, math.ceil(count / workers))
+    return [start + time_limit * (i // workers + 1) / rounds for i in range(count)]
+
+
+def solve_modules(jobs: list[ModuleJob], tables: ModuleTables, workers: int, board: Board | None,
+                  dp) -> None:
+    """Run ``jobs`` on a runner of ``workers`` processes, filling ``tables``; post the DP over the lower
+    table (``dp(tables.lb)``) to ``board`` as it rises; stop early once the board is closed."""
+    keys: dict[int, Key] = {}
+    best = -math.inf
+
+    def take(events: list[Event]) -> bool:
+        nonlocal best
+        for event in events:
+            s, u, v = keys[event.job]
+            if event.kind == "bound":
+                tables.lb[s][(u, v)] = max(tables.lb[s][(u, v)], event.value)
+            elif event.kind == "done":
+                tables.take(event.value)
+            else:  # a failed worker found nothing; the bounds it posted stand
+                log.warning("a SPLIT module solve failed: %s", event.value)
+                tables.take(ModuleResult((s, u, v), None, None, "error"))
+        if board is not None and events:
+            value = dp(tables.lb)
+            if value > best:
+                best = value
+                if board.post("split-dp", value):
+                    board.report("split")
+        return board is not None and board.closed()
+
+    with Runner(workers) as runner:
+        for job in jobs:
+            keys[runner.submit(run_module_job, job)] = job.key
+        runner.wait(take)
+        if runner.busy:  # closed: the rest cannot improve the answer
+            tables.interrupted = True
+            runner.shutdown(wait=False)
