@@ -182,10 +182,12 @@ def _module_jobs(inst: Instance, segs, time_limit: float, seed: int, workers: in
                 if sub is not None:
                     built.append(((s, u, v), sub[0]))
                     index[(s, u, v)] = sub[1]
+    built.sort(key=lambda job: (-job[1].n, job[0]))  # largest first (split_lane: time)
+    weights = [float(sub.n) for _, sub in built]
     limit = max(0.05, time_limit)
-    ends = lane.deadlines(len(built), max(1, workers), time.time(), limit)
-    budget = limit / max(1, len(built))
-    jobs = [lane.ModuleJob(key, sub, budget, end, seed) for (key, sub), end in zip(built, ends)]
+    ends = lane.deadlines(weights, max(1, workers), time.time(), limit)
+    per = lane.DET_PER_SECOND * limit / max(1.0, sum(weights))
+    jobs = [lane.ModuleJob(key, sub, per * w, end, seed) for (key, sub), w, end in zip(built, weights, ends)]
     return lane.ModuleTables(ub, lb), jobs, index
 
 

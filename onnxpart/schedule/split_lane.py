@@ -7,14 +7,16 @@ jobs in forked workers, at most ``workers`` at a time, and come back as events.
   reported, its table entry is 0 (every segment cost is ≥ 0), so the DP recursion over the current
   table (:func:`onnxpart.schedule.split._dp`) is a proven lower bound of the whole makespan at every
   moment; the lane posts it to the board as ``split-dp`` whenever it rises, which moves the progress bar.
-* **Time.** ``J`` jobs, ``W`` workers, ``T`` seconds: job ``i`` runs in round ``r = ⌊i/W⌋`` of
-  ``R = ⌈J/W⌉`` and must stop by ``start + T·(r+1)/R`` on the wall clock, so the whole SPLIT ends
-  within ``T`` and time a round leaves unused goes to the next.
-* **Determinism.** Each job is a one-worker CP-SAT solve that also stops after ``T/J`` of CP-SAT's
-  *deterministic* time — a budget that does not depend on ``W`` or on the machine's load. Results are
-  keyed by (segment, entry, exit), never by arrival order. So the same seed gives the same schedule
-  with any number of workers — more workers buy wall-clock time, not a different answer — unless a
-  job's wall-clock deadline stops it first (counted in ``wall_stops``; then the answer may vary).
+* **Time.** A job weighs its sub-instance's op count ``w_i``; jobs go largest first, ``W`` at a time, a
+  round weighing its largest job. With ``T`` seconds a round must end by ``start + T·(its rounds'
+  weights so far)/(all rounds' weights)`` on the wall clock, so the whole SPLIT ends within ``T``, time
+  a round leaves unused goes to the next, and a one-op module does not get a large module's share.
+* **Determinism.** Each job is a one-worker CP-SAT solve that also stops after ``DET_PER_SECOND·T·w_i/Σw``
+  of CP-SAT's *deterministic* time — a budget that depends neither on ``W`` nor on the machine's load.
+  Results are keyed by (segment, entry, exit), never by arrival order. So the same seed gives the same
+  schedule with any number of workers — more workers buy wall-clock time, not a different answer —
+  unless a job's wall-clock deadline stops it first (counted in ``wall_stops`` and said in the result's
+  note; then another run may differ).
 * **Stopping.** Once the board's incumbent meets a proven bound the remaining jobs cannot help: they are
   terminated. The runner is a context manager, so an error or Ctrl-C leaves no worker behind.
 """
@@ -33,6 +35,10 @@ from onnxpart.schedule.model import Instance
 from onnxpart.schedule.simulator import Schedule
 
 log = logging.getLogger(__name__)
+
+#: CP-SAT deterministic seconds per wall-clock second on module models, a low estimate (0.08–0.25 measured
+#: on a loaded 2-core machine): the deterministic budget then usually ends a job before its deadline does.
+DET_PER_SECOND = 0.1
 
 Key = tuple[int, int | None, int | None]  # (segment, entry device | None, exit device | None)
 
@@ -92,10 +98,13 @@ class ModuleTables:
             self.found[result.key] = result.schedule
 
 
-def deadlines(count: int, workers: int, start: float, time_limit: float) -> list[float]:
-    """Job ``i``'s wall deadline: the end of its round (module docstring)."""
-    rounds = max(1, math.ceil(count / workers))
-    return [start + time_limit * (i // workers + 1) / rounds for i in range(count)]
+def deadlines(weights: list[float], workers: int, start: float, time_limit: float) -> list[float]:
+    """Each job's wall deadline: the end of its round of ``workers`` consecutive jobs, a round lasting in
+    proportion to its largest weight (module docstring)."""
+    rounds = [max(weights[i:i + workers]) for i in range(0, len(weights), workers)]
+    total = sum(rounds) or 1.0
+    ends = [start + time_limit * sum(rounds[:r + 1]) / total for r in range(len(rounds))]
+    return [ends[i // workers] for i in range(len(weights))]
 
 
 def solve_modules(jobs: list[ModuleJob], tables: ModuleTables, workers: int, board: Board | None,
@@ -124,6 +133,9 @@ def solve_modules(jobs: list[ModuleJob], tables: ModuleTables, workers: int, boa
                     board.report("split")
         return board is not None and board.closed()
 
+    if board is not None and board.closed():  # nothing left to find or prove: start no job
+        tables.interrupted = True
+        return
     with Runner(workers) as runner:
         for job in jobs:
             keys[runner.submit(run_module_job, job)] = job.key
