@@ -191,6 +191,9 @@ def _print(summary: dict, compare: bool) -> None:
         table.add_row(d["name"], str(d["ops"]), format_seconds(d["busy"]), format_bytes(d["memory"]),
                       format_bytes(d["capacity"]) if d["capacity"] is not None else "-")
     console.print(table)
+    for r in cert["details"]["methods"]:
+        if r["method"] == "split" and r["note"]:  # a fallback, an early stop or wall-clock stops: say so
+            console.print(f"split: {r['note']}", highlight=False)
     console.print(_certificate_line(cert), highlight=False)
     if summary["verify"] is not None:
         console.print(verify_line(summary["verify"], "pieces"), highlight=False, soft_wrap=True)

@@ -31,9 +31,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import networkx as nx
 import numpy as np
 
 from onnxpart.errors import InfeasibleError, UserError
+
+
+class SystemMismatch(InfeasibleError):
+    """The system cannot run this graph at all — an op runs on or fits no device, a transfer the graph
+    needs has no route: bad input (exit 2, like a malformed system file), not a budget that cannot be
+    met. Still an :class:`InfeasibleError`, so a pinned sub-instance (MILP-SPLIT) that raises it is an
+    infeasible pair."""
+
+    exit_code = 2
 
 
 @dataclass(frozen=True)
@@ -294,15 +304,16 @@ class Instance:
 
     # --------------------------------------------------------------------------------- feasibility
     def check_feasible(self) -> None:
-        """Raise a one-line error for the obvious infeasibilities: an op that runs nowhere or fits no
-        device's memory, and an edge whose every allowed device pair lacks a transfer route."""
+        """Raise a one-line :class:`SystemMismatch` for the obvious infeasibilities: an op that runs
+        nowhere or fits no device's memory, an edge whose every allowed device pair lacks a transfer
+        route, and a graph too big for every group of linked devices (:meth:`_check_linked_memory`)."""
         for i in range(self.n):
             if not self.allowed(i):
                 runs = [u for u in range(self.k) if math.isfinite(self.time[i, u])]
                 if not runs:
-                    raise InfeasibleError(f"op {self.op_names[i]} has no device it can run on")
+                    raise SystemMismatch(f"op {self.op_names[i]} has no device it can run on")
                 big = max(runs, key=lambda u: self.capacity[u])
-                raise InfeasibleError(
+                raise SystemMismatch(
                     f"op {self.op_names[i]} needs {self.mem[i]:.0f} bytes (weights + inputs + outputs) but "
                     f"the largest device it can run on, {self.device_names[big]}, has "
                     f"{self.capacity[big]:.0f} bytes")
@@ -312,8 +323,33 @@ class Instance:
                 pair = next(((u, v) for u in self.allowed(i) for v in self.allowed(j)), None)
                 where = (f" (no link or 1-hop route {self.device_names[pair[0]]} → {self.device_names[pair[1]]})"
                          if pair else "")
-                raise InfeasibleError(f"tensor {self.op_names[i]} → {self.op_names[j]} ({b:.0f} bytes) cannot be "
-                                      f"transferred between any devices the two ops can run on{where}")
+                raise SystemMismatch(f"tensor {self.op_names[i]} → {self.op_names[j]} ({b:.0f} bytes) cannot be "
+                                     f"transferred between any devices the two ops can run on{where}")
+        self._check_linked_memory()
+
+    def _check_linked_memory(self) -> None:
+        """The ops of one connected piece of the graph run on devices connected by routes (each edge
+        between two used devices needs one), so together they need a group of devices linked to one
+        another (a connected component of the route graph, directions ignored) whose capacities sum to
+        their memory (3.7). A necessary condition, so the check never refuses a feasible instance."""
+        linked = nx.Graph()
+        linked.add_nodes_from(range(self.k))
+        if self.edges:
+            finite = np.isfinite(self.delays).any(axis=0)
+            linked.add_edges_from((u, v) for u in range(self.k) for v in range(self.k) if u != v and finite[u, v])
+        groups = [sorted(c) for c in nx.connected_components(linked)]
+        ops = nx.Graph()
+        ops.add_nodes_from(range(self.n))
+        ops.add_edges_from((i, j) for i, j, _ in self.edges)
+        best = max(groups, key=lambda c: float(self.capacity[c].sum()))
+        room = float(self.capacity[best].sum())
+        for part in nx.connected_components(ops):
+            need = float(self.mem[sorted(part)].sum())
+            if need > room * (1 + 1e-12):
+                raise SystemMismatch(
+                    f"the graph needs {need:.0f} bytes (constraint 3.7) but the largest group of devices linked "
+                    f"to one another ({', '.join(self.device_names[u] for u in best)}) holds {room:.0f}: a transfer "
+                    "it needs is impossible; add links between the devices")
 
     def mapping_violations(self, mapping: Sequence[int]) -> list[str]:
         """Why a mapping is infeasible (cannot-run, impossible transfer, memory 3.7); [] if it is not."""

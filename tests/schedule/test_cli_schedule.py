@@ -153,26 +153,58 @@ links:
 MALFORMED = """devices:
   - {name: cpu, spec: cpu, count: two}
 """
+UNLINKED = """devices:  # diamond.onnx needs 240448 bytes: no device alone holds it, and no link joins them
+  - {name: a, spec: cpu, memory: 150000}
+  - {name: b, spec: t4, memory: 150000}
+"""
+BAD_JSON_KEY = """{"devices": [
+  {"name": "cpu", "spec": "cpu",
+   "memory": "lots"}]}
+"""
+BAD_JSON = """{"devices": [
+  {"name": "cpu", "spec": "cpu"},
+]}
+"""
 
 
-@pytest.mark.parametrize("text, code, pattern", [
-    (BAD_LINK, 2, r"links.pairs\[0\].to \(line 5\): unknown device 'tpu'"),
-    (TINY, 4, r"op \S+ needs \d+ bytes .* the largest device it can run on, b, has 2048 bytes"),
-    (MALFORMED, 2, r"system.yaml: devices\[0\].count \(line 2\): count must be a positive integer"),
+@pytest.mark.parametrize("name, text, pattern", [
+    ("system.yaml", BAD_LINK, r"system.yaml: links.pairs\[0\].to \(line 5\): unknown device 'tpu'"),
+    ("system.yaml", TINY, r"op \S+ needs \d+ bytes .* the largest device it can run on, b, has 2048 bytes"),
+    ("system.yaml", UNLINKED, r"needs 240448 bytes .* linked to one another \(a\) holds 150000: a transfer it "
+                              r"needs is impossible"),
+    ("system.yaml", MALFORMED, r"system.yaml: devices\[0\].count \(line 2\): count must be a positive integer"),
+    ("system.json", BAD_JSON_KEY, r"system.json: devices\[0\].memory \(line 3\): cannot read 'lots' as bytes"),
+    ("system.json", BAD_JSON, r"system.json: line 3: not valid JSON"),
 ])
-def test_bad_input(tmp_path, text, code, pattern):
+def test_bad_input(tmp_path, name, text, pattern):
+    """Issue 12's bad input: one line, exit 2, nothing written."""
     import re
 
-    system = tmp_path / "system.yaml"
+    system = tmp_path / name
     system.write_text(text)
     out = tmp_path / "out"
     result = invoke(DIAMOND, "--system", system, "-o", out)
-    assert result.exit_code == code, result.output
+    assert result.exit_code == 2, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and re.search(pattern, " ".join(result.output.split())), result.output
-    assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["system.yaml"]
+    assert not out.exists() and [p.name for p in tmp_path.iterdir()] == [name]
 
 
 def test_unknown_method(tmp_path):
     result = invoke(DIAMOND, "--system", SYSTEM, "-o", tmp_path / "out", "--method", "heft,magic")
     assert result.exit_code == 2 and "unknown --method magic" in result.output
+
+
+def test_split_without_modules_falls_back_and_says_so(tmp_path):
+    """Two Relu/Sigmoid sources both feeding an Add and a Mul: no articulation point, so no modules."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="a"), helper.make_node("Sigmoid", ["x"], ["b"], name="b"),
+             helper.make_node("Add", ["a", "b"], ["c"], name="c"), helper.make_node("Mul", ["a", "b"], ["d"], name="d")]
+    info = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, [8, 8])  # noqa: E731
+    model = tmp_path / "k22.onnx"
+    onnx.save(helper.make_model(helper.make_graph(nodes, "k22", [info("x")], [info("c"), info("d")]),
+                                opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    result = invoke(model, "--system", SYSTEM, "-o", tmp_path / "out", "--method", "split", "--time-limit", "2")
+    assert result.exit_code == 0, result.output
+    assert "split: no articulation point separates the graph into modules: solved it whole" in result.output
