@@ -153,9 +153,10 @@ def milp_split(inst: Instance, time_limit: float = 10.0, seed: int = 0, workers:
     modules = [ops for ops, _, _ in segs]
     base = dict(cuts=cuts, modules=modules, solves=len(jobs), module_status=tables.status)
     if not math.isfinite(upper):
-        return SplitResult(None, lower, "infeasible" if not tables.interrupted else "interrupted",
-                           seconds=time.perf_counter() - t0, reason="no module pairing is feasible"
-                           if not tables.interrupted else "stopped once the incumbent met a proven bound", **base)
+        status, reason = (("interrupted", "stopped once the incumbent met a proven bound") if tables.interrupted
+                          else ("time_limit", f"{tables.unsolved} module pairs found no schedule in time")
+                          if tables.unsolved else ("infeasible", "no module pairing is feasible"))
+        return SplitResult(None, lower, status, seconds=time.perf_counter() - t0, reason=reason, **base)
     schedule = _join(inst, segs, choice, {key: (tables.found[key], index[key]) for key in tables.found})
     if schedule is None:
         return SplitResult(None, lower, "memory", seconds=time.perf_counter() - t0,

@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 #: CP-SAT deterministic seconds per wall-clock second on module models, a low estimate (0.08–0.25 measured
 #: on a loaded 2-core machine): the deterministic budget then usually ends a job before its deadline does.
 DET_PER_SECOND = 0.1
+INLINE_OPS = 2  # see solve_modules
 
 Key = tuple[int, int | None, int | None]  # (segment, entry device | None, exit device | None)
 
@@ -66,10 +67,10 @@ class ModuleResult:
 def run_module_job(job: ModuleJob) -> ModuleResult:
     """Solve one (segment, entry, exit) sub-instance: HEFT warm start, then one-worker CP-SAT posting its
     proven bound (:class:`~onnxpart.parallel.BoundPoster`)."""
-    limit = job.deadline - time.time()
-    if limit <= 0.01:
-        return ModuleResult(job.key, None, None, "time_limit", wall_stop=True)
     warm = heuristics.heft(job.sub)
+    limit = job.deadline - time.time()
+    if limit <= 0.01:  # started past its deadline: HEFT's schedule (milliseconds) is its answer
+        return ModuleResult(job.key, warm.schedule if warm else None, None, "time_limit", wall_stop=True)
     t0 = time.perf_counter()
     res = exact.cpsat(job.sub, limit, warm.schedule if warm else None, seed=job.seed, workers=1,
                       on_bound=BoundPoster("module"), deterministic_time=job.budget)
@@ -86,12 +87,14 @@ class ModuleTables:
     found: dict[Key, Schedule] = field(default_factory=dict)
     status: dict[str, int] = field(default_factory=dict)
     wall_stops: int = 0
+    unsolved: int = 0  # pairs with no schedule that were not proven infeasible
     interrupted: bool = False
 
     def take(self, result: ModuleResult) -> None:
         s, u, v = result.key
         self.status[result.status] = self.status.get(result.status, 0) + 1
         self.wall_stops += result.wall_stop
+        self.unsolved += result.schedule is None and result.status != "infeasible"
         self.ub[s][(u, v)] = result.schedule.makespan if result.schedule is not None else math.inf
         self.lb[s][(u, v)] = max(self.lb[s][(u, v)], result.bound if result.bound is not None else 0.0)
         if result.schedule is not None:
@@ -110,7 +113,9 @@ def deadlines(weights: list[float], workers: int, start: float, time_limit: floa
 def solve_modules(jobs: list[ModuleJob], tables: ModuleTables, workers: int, board: Board | None,
                   dp) -> None:
     """Run ``jobs`` on a runner of ``workers`` processes, filling ``tables``; post the DP over the lower
-    table (``dp(tables.lb)``) to ``board`` as it rises; stop early once the board is closed."""
+    table (``dp(tables.lb)``) to ``board`` as it rises; stop early once the board is closed. Jobs of at
+    most ``INLINE_OPS`` ops (a one-op module and its exit stand-in) solve in milliseconds: they run here,
+    while the workers run the others, instead of paying for a process each."""
     keys: dict[int, Key] = {}
     best = -math.inf
 
@@ -138,8 +143,14 @@ def solve_modules(jobs: list[ModuleJob], tables: ModuleTables, workers: int, boa
         return
     with Runner(workers) as runner:
         for job in jobs:
-            keys[runner.submit(run_module_job, job)] = job.key
-        runner.wait(take)
-        if runner.busy:  # closed: the rest cannot improve the answer
+            if job.sub.n > INLINE_OPS:
+                keys[runner.submit(run_module_job, job)] = job.key
+        for n, job in enumerate(j for j in jobs if j.sub.n <= INLINE_OPS):
+            keys[-1 - n] = job.key
+            if take([Event("done", -1 - n, run_module_job(job))] + runner.poll()):
+                break
+        else:
+            runner.wait(take)
+        if runner.busy or len(keys) < len(jobs):  # closed: the rest cannot improve the answer
             tables.interrupted = True
             runner.shutdown(wait=False)
