@@ -183,12 +183,15 @@ def _print(summary: dict, compare: bool) -> None:
     manifest, cert = summary["manifest"], summary["certificate"]
     if compare:
         console.print(_methods_table(cert["details"]["methods"]))
-    table = Table(title=f"{manifest['graph']}: {len(manifest['pieces'])} pieces ({manifest['method']})",
+    count = len(manifest["pieces"])
+    table = Table(title=f"{manifest['graph']}: {count} piece{'s' if count != 1 else ''} ({manifest['method']})",
                   title_justify="left")
-    for column in ("device", "ops", "busy", "memory", "capacity"):
+    for column in ("device", "ops", "busy", "busy %", "memory peak", "capacity"):
         table.add_column(column, justify="left" if column == "device" else "right")
-    for d in manifest["devices"]:
-        table.add_row(d["name"], str(d["ops"]), format_seconds(d["busy"]), format_bytes(d["memory"]),
+    span = manifest["makespan"]
+    for d in manifest["devices"]:  # memory peak: the static model's resident bytes (3.7), its peak
+        table.add_row(d["name"], str(d["ops"]), format_seconds(d["busy"]),
+                      f"{d['busy'] / span:.0%}" if span > 0 else "-", format_bytes(d["memory"]),
                       format_bytes(d["capacity"]) if d["capacity"] is not None else "-")
     console.print(table)
     for r in cert["details"]["methods"]:

@@ -144,7 +144,8 @@ def solve(instance: Instance, options: Options = Options(), board: Board | None 
                 lbs.extend(_multichannel(instance, share, options.seed))
         else:
             res = (exact.milp(instance, share, hint, seed=options.seed) if method == "milp" else
-                   exact.cpsat(instance, share, hint, seed=options.seed, workers=options.workers))
+                   exact.cpsat(instance, share, hint, seed=options.seed, workers=options.workers,
+                               on_bound=_live(board, method)))
             keep(method, res.schedule, res.status, res.seconds, res.bound, res.note)
             lbs.append(LowerBound(method, res.bound, res.status, res.solver, res.seconds, res.note))
         for bound in lbs:
@@ -156,6 +157,15 @@ def solve(instance: Instance, options: Options = Options(), board: Board | None 
                               "no method found a feasible mapping: add exact methods or a longer time limit")
     best = min(found, key=lambda f: (f[0], METHODS.index(f[1])))
     return Solution(instance, best[2], best[1], results, lbs)
+
+
+def _live(board: Board, method: str):
+    """A solver's ``on_bound``: its proven bound onto the board as it rises (the bar moves)."""
+    def post(value: float) -> None:
+        if board.post(method, value):
+            board.report(method)
+
+    return post
 
 
 def _run_heuristics(instance: Instance, options: Options, keep, deadline: float, exact_count: int) -> None:

@@ -208,3 +208,17 @@ def test_split_without_modules_falls_back_and_says_so(tmp_path):
     result = invoke(model, "--system", SYSTEM, "-o", tmp_path / "out", "--method", "split", "--time-limit", "2")
     assert result.exit_code == 0, result.output
     assert "split: no articulation point separates the graph into modules: solved it whole" in result.output
+
+
+def test_terminal_shows_the_device_table_and_the_certified_makespan(tmp_path):
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["schedule", str(DIAMOND), "--system", str(SYSTEM), "-o", str(out),
+                                 "--time-limit", "2"], terminal_width=120)
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    header = next(line for line in result.output.splitlines() if "device" in line and "busy" in line)
+    assert all(column in header for column in ("ops", "busy %", "memory peak", "capacity"))
+    for d in manifest["devices"]:
+        row = next(line for line in result.output.splitlines() if line.strip("│┃ ").startswith(d["name"] + " "))
+        assert f" {d['ops']} " in row
+    assert "makespan" in result.output and "proven ≥" in result.output
