@@ -415,7 +415,9 @@ def from_graph(graph: Any, system: System, cost_fn: Callable[[int, int], float] 
     parameter bytes + input and output tensor bytes + internal bytes (constraint 3.7's wm + im + om).
     """
     if cost_fn is None:
-        cost_fn = _analytic_cost_fn(graph, system)
+        from onnxpart.schedule.measured import with_measured
+
+        cost_fn = with_measured(graph, system, None) or analytic_cost_fn(graph, system)
     time = np.array([[float(cost_fn(i, u)) for u in range(system.k)] for i in range(len(graph.ops))])
     edges = [(u, v, float(graph.tensors[name].bytes)) for u, v, name in graph.edges()]
     mem = []
@@ -439,16 +441,19 @@ def _fixed_part(spec: Any, op: Any) -> float:
     return float(spec.op_overhead * max(1, len(getattr(op, "nodes", ()) or ())) + op.param_bytes / spec.memory_bandwidth)
 
 
-def _analytic_cost_fn(graph: Any, system: System) -> Callable[[int, int], float]:
+def analytic_cost_fn(graph: Any, system: System) -> Callable[[int, int], float]:
     """Seconds of op i on device u from the graph's per-device cost table
-    (:func:`onnxpart.cost_models.device_costs`: one roofline pass per distinct spec)."""
+    (:func:`onnxpart.cost_models.device_costs`: one roofline pass per distinct spec). Devices with a
+    measured costs file are costed by :mod:`.measured` instead, and are not columns here."""
     from onnxpart.cost_models.analytic import device_costs
 
-    for d in system.devices:
+    specced = [d for d in system.devices if d.costs is None]
+    for d in specced:
         if d.spec is None:
-            raise UserError(f"device {d.name} has no device spec: give one in the system file or pass cost_fn")
-    table = device_costs(graph, {d.name: d.spec for d in system.devices}).costs
-    return lambda i, u: float(table.work[i, u])
+            raise UserError(f"device {d.name} has no device spec: give one (or a costs file) in the system file")
+    table = device_costs(graph, {d.name: d.spec for d in specced}).costs
+    column = {d.name: table.devices.index(d.name) for d in specced}
+    return lambda i, u: float(table.work[i, column[system.devices[u].name]])
 
 
 def table_cost_fn(graph: Any, system: System) -> Callable[[int, int], float] | None:
@@ -471,8 +476,8 @@ def recorded_cost_fn(graph: Any, system: System) -> Callable[[int, int], float]:
     """Seconds from each op's recorded FLOPs and bytes moved (a graph file has no ONNX nodes to cost
     again): the roofline ``max(flops / peak, bytes / memory bandwidth) + overhead`` on each device's spec."""
     for d in system.devices:
-        if d.spec is None:
-            raise UserError(f"device {d.name} has no device spec: give one in the system file")
+        if d.spec is None and d.costs is None:
+            raise UserError(f"device {d.name} has no device spec: give one (or a costs file) in the system file")
 
     def cost(i: int, u: int) -> float:
         op, spec = graph.ops[i], system.devices[u].spec

@@ -222,3 +222,27 @@ def test_terminal_shows_the_device_table_and_the_certified_makespan(tmp_path):
         row = next(line for line in result.output.splitlines() if line.strip("│┃ ").startswith(d["name"] + " "))
         assert f" {d['ops']} " in row
     assert "makespan" in result.output and "proven ≥" in result.output
+
+
+def test_a_device_with_a_measured_costs_file(tmp_path):
+    """A system file's ``costs:`` times that device from the file (by op name), not from a spec."""
+    costs = tmp_path / "fast.json"
+    assert runner.invoke(app, ["annotate", str(DIAMOND), "-o", str(costs)]).exit_code == 0
+    data = json.loads(costs.read_text())
+    for op in data["ops"]:
+        op["work"] = 1e-9  # far faster than the CPU's roofline: every op belongs there
+    costs.write_text(json.dumps(data))
+    system = tmp_path / "system.yaml"
+    system.write_text("devices:\n  - {name: cpu, spec: cpu}\n  - {name: fast, costs: fast.json}\n"
+                      "links:\n  default: {bandwidth: 1GB/s}\n")
+    out = tmp_path / "out"
+    result = invoke(DIAMOND, "--system", system, "-o", out, "--time-limit", "2", "--verify")
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert {op["device"] for op in manifest["ops"]} == {"fast"}
+    assert manifest["makespan"] == pytest.approx(7e-9)
+    data["ops"] = data["ops"][1:]
+    costs.write_text(json.dumps(data))
+    result = invoke(DIAMOND, "--system", system, "-o", tmp_path / "out2")
+    assert result.exit_code == 2 and "no measured time for op conv_1" in " ".join(result.output.split())
+    assert not (tmp_path / "out2").exists()
