@@ -109,10 +109,10 @@ def solve(instance: Instance, options: Options = Options(), board: Board | None 
     method's result and every proven lower bound (of the batch makespan ``C`` for throughput, whose
     certified throughput is ``L / bound``). ``options.time_limit`` is the whole run's wall clock;
     ``board`` (:class:`onnxpart.board.Board`) hears every improved schedule (``offer``) and every
-    finished bound (``add``), which is what the command's progress bar shows (latency only so far)."""
-    if options.objective == "throughput":
-        return _solve_throughput(instance, options)
+    finished bound (``add``), which is what the command's progress bar shows (for throughput, of ``C``)."""
     board = board if board is not None else Board()
+    if options.objective == "throughput":
+        return _solve_throughput(instance, options, board)
     deadline = time.perf_counter() + options.time_limit
     results: list[MethodResult] = []
     found: list[tuple[float, str, Schedule]] = []
@@ -203,7 +203,7 @@ def _multichannel(instance: Instance, time_limit: float, seed: int) -> list[Lowe
     return []
 
 
-def _solve_throughput(instance: Instance, options: Options) -> Solution:
+def _solve_throughput(instance: Instance, options: Options, board: Board) -> Solution:
     """The throughput objective (:mod:`.batch`): batched baselines, CP-SAT with the batch variables,
     and SPLIT (each module solved whole-batch by CP-SAT, joined and re-simulated; no bound — modules
     overlap in time under data parallelism)."""
@@ -214,6 +214,8 @@ def _solve_throughput(instance: Instance, options: Options) -> Solution:
     results: list[MethodResult] = []
     found: list[tuple[float, str, B.BatchSchedule]] = []
     lbs = B.simple_bounds(instance, L, lp=options.lp_bound)
+    for bound in lbs:
+        board.add(bound)
 
     def keep(method, sched, status, seconds, bound=None, note=""):
         if sched is not None:
@@ -221,6 +223,7 @@ def _solve_throughput(instance: Instance, options: Options) -> Solution:
             if problems:
                 raise AssertionError(f"{method} produced an invalid batched schedule: {problems[0]}")
             found.append((sched.makespan, method, sched))
+            board.offer(sched.makespan, method)
         results.append(MethodResult(method, sched.makespan if sched is not None else None, status, seconds,
                                     bound, note))
 
@@ -251,6 +254,8 @@ def _solve_throughput(instance: Instance, options: Options) -> Solution:
         res = B.cpsat(instance, L, share, hint, seed=options.seed, workers=options.workers)
         keep(method, res.schedule, res.status, res.seconds, res.bound, res.note)
         lbs.append(LowerBound(method, res.bound, res.status, "cp-sat", res.seconds, res.note))
+        board.add(lbs[-1])
+        board.report(method)
     if not found:
         raise InfeasibleError("no method found a feasible batched schedule")
     best = min(found, key=lambda f: (f[0], METHODS.index(f[1])))

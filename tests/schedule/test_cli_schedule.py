@@ -246,3 +246,46 @@ def test_a_device_with_a_measured_costs_file(tmp_path):
     result = invoke(DIAMOND, "--system", system, "-o", tmp_path / "out2")
     assert result.exit_code == 2 and "no measured time for op conv_1" in " ".join(result.output.split())
     assert not (tmp_path / "out2").exists()
+
+
+def test_throughput_objective(tmp_path):
+    out = tmp_path / "out"
+    result = invoke(DIAMOND, "--system", SYSTEM, "-o", out, "--objective", "throughput", "--batch", "8",
+                    "--time-limit", "3", "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    manifest = json.loads((out / "manifest.json").read_text())
+    cert = json.loads((out / "certificate.json").read_text())
+    assert sorted(p.name for p in out.iterdir()) == ["certificate.json", "manifest.json"]
+    assert manifest["objective"] == "throughput" and manifest["batch"] == 8
+    for op in {s["op"] for s in manifest["slices"]}:  # every op processes each of the 8 inputs once
+        covered = sorted(i for s in manifest["slices"] if s["op"] == op for i in range(*s["inputs"]))
+        assert covered == list(range(8))
+    assert manifest["makespan"] == pytest.approx(max(s["end"] for s in manifest["slices"]))
+    assert cert["upper_bound"] == pytest.approx(manifest["makespan"]) and cert["best_lower_bound"] is not None
+    assert summary["throughput"] == pytest.approx(8 / manifest["makespan"])
+    assert cert["details"]["throughput_ceiling"] >= summary["throughput"] * (1 - 1e-9)
+    shown = runner.invoke(app, ["schedule", str(DIAMOND), "--system", str(SYSTEM), "-o", str(tmp_path / "o2"),
+                                "--objective", "throughput", "--batch", "8", "--time-limit", "2"], terminal_width=140)
+    assert shown.exit_code == 0, shown.output
+    assert "batch of 8" in shown.output and "inputs/s, proven ≤" in shown.output and "busy %" in shown.output
+
+
+@pytest.mark.parametrize("args, pattern", [
+    (["--objective", "throughput", "--batch", "3"], r"batch 3 cannot be made of the devices' batch sizes"),
+    (["--objective", "throughput", "--batch", "4", "--verify"], r"--verify not available with --objective throughput"),
+    (["--batch", "4"], r"--batch is for --objective throughput"),
+    (["--objective", "energy"], r"unknown --objective 'energy'"),
+])
+def test_bad_throughput_options(tmp_path, args, pattern):
+    import re
+
+    system = tmp_path / "system.yaml"
+    system.write_text("devices:\n  - {name: a, spec: cpu, batch_sizes: [4]}\n  - {name: b, spec: t4, batch_sizes: [2, 4]}\n"
+                      "links:\n  default: {bandwidth: 1GB/s}\n")
+    out = tmp_path / "out"
+    result = invoke(DIAMOND, "--system", system, "-o", out, *args)
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and re.search(pattern, " ".join(result.output.split())), result.output
+    assert not out.exists()
