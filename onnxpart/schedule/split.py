@@ -22,6 +22,9 @@ Memory (3.7) is a sum over the whole graph: the modules are solved with each dev
 schedule and says so. A graph without cut ops falls back to one whole-graph solve (``fallback`` and
 ``reason`` in the result). Multi-channel modules (k-edge-connected components, Section 3.3.2) are not
 implemented.
+
+The module solves run as jobs on the shared runner, in parallel (:mod:`.split_lane`: each job's time and
+deterministic budget, the live DP bound on the board, early stop); :func:`_dp` and the join stay here.
 """
 
 from __future__ import annotations
