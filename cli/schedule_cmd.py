@@ -87,8 +87,9 @@ def schedule(
     check = dict(verify=verify, seed=seed, tolerance=verify_tol, freeze=freeze_dims)
     recorded = {"methods": list(methods), "time_limit": time_limit, "seed": seed, "iterations": iterations,
                 "max_pieces": max_pieces, "system": str(system), "objective": objective, "batch": batch}
-    summary = (_write(out, solution, sched, graph, loaded, (str(model), model_sha), recorded, policy, check)
-               if objective == "latency" else _write_throughput(out, solution, graph, (str(model), model_sha), recorded))
+    source = (str(model), model_sha)
+    summary = (_write(out, solution, sched, graph, loaded, source, recorded, policy, check)
+               if objective == "latency" else _write_throughput(out, solution, graph, source, recorded))
     if as_json:
         print_json(summary)
     else:

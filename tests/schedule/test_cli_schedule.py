@@ -281,8 +281,8 @@ def test_bad_throughput_options(tmp_path, args, pattern):
     import re
 
     system = tmp_path / "system.yaml"
-    system.write_text("devices:\n  - {name: a, spec: cpu, batch_sizes: [4]}\n  - {name: b, spec: t4, batch_sizes: [2, 4]}\n"
-                      "links:\n  default: {bandwidth: 1GB/s}\n")
+    system.write_text("devices:\n  - {name: a, spec: cpu, batch_sizes: [4]}\n"
+                      "  - {name: b, spec: t4, batch_sizes: [2, 4]}\nlinks:\n  default: {bandwidth: 1GB/s}\n")
     out = tmp_path / "out"
     result = invoke(DIAMOND, "--system", system, "-o", out, *args)
     assert result.exit_code == 2, result.output

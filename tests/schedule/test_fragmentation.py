@@ -22,7 +22,8 @@ N = 6  # a chain; op i runs in 1 s on device i % 2 and in 3 s on the other
 
 def chain(tmp_path, latency: float) -> Instance:
     path = tmp_path / f"lat{latency}.yaml"
-    path.write_text(f"devices: [{{name: a}}, {{name: b}}]\nlinks:\n  default: {{bandwidth: 1TB/s, latency: {latency}}}\n")
+    path.write_text("devices: [{name: a}, {name: b}]\nlinks:\n"
+                    f"  default: {{bandwidth: 1TB/s, latency: {latency}}}\n")
     time = [[1.0, 3.0] if i % 2 == 0 else [3.0, 1.0] for i in range(N)]
     return Instance(time, [(i, i + 1, 1.0) for i in range(N - 1)], system=load_system(str(path)))
 
