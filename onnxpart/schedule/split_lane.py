@@ -18,7 +18,9 @@ jobs in forked workers, at most ``workers`` at a time, and come back as events.
   unless a job's wall-clock deadline stops it first (counted in ``wall_stops`` and said in the result's
   note; then another run may differ).
 * **Stopping.** Once the board's incumbent meets a proven bound the remaining jobs cannot help: they are
-  terminated. The runner is a context manager, so an error or Ctrl-C leaves no worker behind.
+  terminated. On Ctrl-C likewise, and SPLIT joins what finished (status ``interrupted``), as every
+  solver here returns its best on Ctrl-C. The runner is a context manager, so an error leaves no worker
+  behind either.
 """
 
 from __future__ import annotations
@@ -145,12 +147,16 @@ def solve_modules(jobs: list[ModuleJob], tables: ModuleTables, workers: int, boa
         for job in jobs:
             if job.sub.n > INLINE_OPS:
                 keys[runner.submit(run_module_job, job)] = job.key
-        for n, job in enumerate(j for j in jobs if j.sub.n <= INLINE_OPS):
-            keys[-1 - n] = job.key
-            if take([Event("done", -1 - n, run_module_job(job))] + runner.poll()):
-                break
-        else:
-            runner.wait(take)
-        if runner.busy or len(keys) < len(jobs):  # closed: the rest cannot improve the answer
+        try:
+            for n, job in enumerate(j for j in jobs if j.sub.n <= INLINE_OPS):
+                keys[-1 - n] = job.key
+                if take([Event("done", -1 - n, run_module_job(job))] + runner.poll()):
+                    break
+            else:
+                runner.wait(take)
+        except KeyboardInterrupt:  # like every solver here: keep what was found and proven so far
+            log.warning("SPLIT interrupted: joining the module solves finished so far")
+            tables.interrupted = True
+        if runner.busy or len(keys) < len(jobs):  # closed (or Ctrl-C): the rest cannot be waited for
             tables.interrupted = True
             runner.shutdown(wait=False)
