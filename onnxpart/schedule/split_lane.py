@@ -29,6 +29,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from onnxpart.board import Board
 from onnxpart.parallel import BoundPoster, Event, Runner
@@ -160,3 +161,62 @@ def solve_modules(jobs: list[ModuleJob], tables: ModuleTables, workers: int, boa
         if runner.busy or len(keys) < len(jobs):  # closed (or Ctrl-C): the rest cannot be waited for
             tables.interrupted = True
             runner.shutdown(wait=False)
+
+
+# ------------------------------------------------------------------------------------- throughput
+@dataclass(frozen=True)
+class BatchModuleJob:
+    """One module of the throughput SPLIT, solved whole-batch (``batch`` inputs) on its own."""
+
+    segment: int
+    sub: Instance
+    batch: int
+    budget: float  # seconds of CP-SAT deterministic time
+    deadline: float  # time.time() by which the job stops
+    seed: int
+
+
+def run_batch_module_job(job: BatchModuleJob) -> tuple[int, Any, str, bool]:
+    """-> (segment, its batched schedule or None, status, stopped by the wall clock): the best of bMET,
+    bHEFT and plain data parallelism warm-starts one-worker batch CP-SAT (:func:`.batch.cpsat`)."""
+    from onnxpart.schedule import batch as B
+
+    warm = [r.schedule for r in (B.bmet(job.sub, job.batch), B.bheft(job.sub, job.batch),
+                                 B.uniform(job.sub, job.batch)) if r.schedule is not None]
+    hint = min(warm, key=lambda s: s.makespan) if warm else None
+    limit = job.deadline - time.time()
+    if limit <= 0.01:
+        return job.segment, hint, "time_limit", True
+    t0 = time.perf_counter()
+    res = B.cpsat(job.sub, job.batch, limit, hint, seed=job.seed, workers=1, deterministic_time=job.budget)
+    wall = res.status == "time_limit" and time.perf_counter() - t0 >= 0.95 * limit
+    return job.segment, res.schedule, res.status, wall
+
+
+def solve_batch_modules(subs: list[Instance], batch: int, time_limit: float, seed: int,
+                        workers: int) -> list[tuple[int, Any, str, bool] | None]:
+    """Every module's :func:`run_batch_module_job` on a runner of ``workers`` processes, with the latency
+    lane's time rules (largest first, round deadlines, deterministic budgets); one result per module,
+    None where a job failed or Ctrl-C ended it first."""
+    order = sorted(range(len(subs)), key=lambda s: (-subs[s].n, s))
+    weights = [float(subs[s].n) for s in order]
+    ends = deadlines(weights, max(1, workers), time.time(), time_limit)
+    per = DET_PER_SECOND * time_limit / max(1.0, sum(weights))
+    results: list[tuple[int, Any, str, bool] | None] = [None] * len(subs)
+
+    def take(events: list[Event]) -> bool:
+        for event in events:
+            if event.kind == "done":
+                results[event.value[0]] = event.value
+            elif event.kind == "error":
+                log.warning("a throughput SPLIT module solve failed: %s", event.value)
+        return False
+
+    with Runner(workers) as runner:
+        for s, w, end in zip(order, weights, ends):
+            runner.submit(run_batch_module_job, BatchModuleJob(s, subs[s], batch, per * w, end, seed))
+        try:
+            runner.wait(take)
+        except KeyboardInterrupt:
+            log.warning("throughput SPLIT interrupted: the modules not finished have no schedule")
+    return results

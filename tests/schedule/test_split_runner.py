@@ -105,3 +105,20 @@ def test_a_job_past_its_deadline_answers_with_heft_not_infeasible():
     assert late.schedule is not None and late.status == "time_limit" and late.wall_stop and late.bound is None
     res = split.milp_split(inst, time_limit=0.01, workers=1)  # far too little time for every pair
     assert res.schedule is not None and res.status in ("optimal", "time_limit")
+
+
+def test_throughput_split_runs_its_modules_on_the_runner_with_any_worker_count():
+    from onnxpart.schedule import Instance, Options, solve
+    from onnxpart.schedule.batch import validate_batch
+
+    chain = chain_of_modules(np.random.default_rng(6), modules=3, size=2, k=2)
+    inst = Instance(chain.time, chain.edges, latency=0.5, bandwidth=2.0, batch_sizes=[(1, 2, 4)] * 2)
+    found = []
+    for workers in (1, 2):
+        sol = solve(inst, Options(methods=("split",), objective="throughput", batch=4, time_limit=20.0,
+                                  workers=workers))
+        result = sol.results[0]
+        assert result.method == "split" and result.note.startswith("4 modules"), result
+        assert validate_batch(inst, sol.schedule) == []
+        found.append((sol.schedule.splits, sol.schedule.makespan))
+    assert found[0] == found[1]
