@@ -48,7 +48,7 @@ from onnxpart.schedule.simulator import Schedule, simulate
 class SplitResult:
     schedule: Schedule | None
     bound: float | None  # proven lower bound (DP over the modules' proven bounds)
-    status: str  # "optimal" (every module proven), "time_limit", "interrupted", "memory", "infeasible"
+    status: str  # "optimal" (every module proven), "time_limit", "interrupted", "memory", "infeasible", "error"
     cuts: list[int]
     modules: list[list[int]]
     seconds: float
@@ -156,8 +156,11 @@ def milp_split(inst: Instance, time_limit: float = 10.0, seed: int = 0, workers:
     modules = [ops for ops, _, _ in segs]
     base = dict(cuts=cuts, modules=modules, solves=len(jobs), module_status=tables.status)
     if not math.isfinite(upper):
-        status, reason = (("interrupted", "stopped once the incumbent met a proven bound") if tables.interrupted
-                          else ("time_limit", f"{tables.unsolved} module pairs found no schedule in time")
+        failed = tables.status.get("error", 0)
+        status, reason = (("interrupted", "stopped early (the incumbent met a proven bound, or Ctrl-C)")
+                          if tables.interrupted else
+                          ("error", f"{failed} module solves failed (see the log)") if failed else
+                          ("time_limit", f"{tables.unsolved} module pairs found no schedule in time")
                           if tables.unsolved else ("infeasible", "no module pairing is feasible"))
         return SplitResult(None, lower, status, seconds=time.perf_counter() - t0, reason=reason, **base)
     schedule = _join(inst, segs, choice, {key: (tables.found[key], index[key]) for key in tables.found})

@@ -122,3 +122,18 @@ def test_throughput_split_runs_its_modules_on_the_runner_with_any_worker_count()
         assert validate_batch(inst, sol.schedule) == []
         found.append((sol.schedule.splits, sol.schedule.makespan))
     assert found[0] == found[1]
+
+
+def _fails(job):
+    raise ValueError("a module solve broke")
+
+
+def test_a_failing_module_solve_is_reported_not_fatal(monkeypatch):
+    inst = chain_of_modules(np.random.default_rng(2), modules=2, size=2, k=2)
+    monkeypatch.setattr(split_lane, "run_module_job", _fails)
+    monkeypatch.setattr(split_lane, "INLINE_OPS", 0)  # every job in a worker
+    before = set(mp.active_children())
+    res = split.milp_split(inst, time_limit=5.0, workers=2)
+    assert res.schedule is None and res.module_status == {"error": res.solves} and res.status == "error"
+    assert res.reason == f"{res.solves} module solves failed (see the log)"
+    assert set(mp.active_children()) <= before
