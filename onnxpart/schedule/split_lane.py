@@ -92,6 +92,7 @@ class ModuleTables:
     wall_stops: int = 0
     unsolved: int = 0  # pairs with no schedule that were not proven infeasible
     interrupted: bool = False
+    started: bool = False  # any job ran (else the tables prove nothing beyond infeasible pairs)
 
     def take(self, result: ModuleResult) -> None:
         s, u, v = result.key
@@ -144,6 +145,7 @@ def solve_modules(jobs: list[ModuleJob], tables: ModuleTables, workers: int, boa
     if board is not None and board.closed():  # nothing left to find or prove: start no job
         tables.interrupted = True
         return
+    tables.started = True
     with Runner(workers) as runner:
         for job in jobs:
             if job.sub.n > INLINE_OPS:

@@ -137,3 +137,13 @@ def test_a_failing_module_solve_is_reported_not_fatal(monkeypatch):
     assert res.schedule is None and res.module_status == {"error": res.solves} and res.status == "error"
     assert res.reason == f"{res.solves} module solves failed (see the log)"
     assert set(mp.active_children()) <= before
+
+
+def test_no_job_runs_once_the_incumbent_meets_a_proven_bound(monkeypatch):
+    inst = chain_of_modules(np.random.default_rng(3), modules=2, size=2, k=2)
+    board = Board()
+    board.offer(0.0, "given")  # meets the floor 0: nothing left to find or prove
+    monkeypatch.setattr(split_lane, "run_module_job", _fails)
+    res = split.milp_split(inst, time_limit=5.0, workers=2, board=board)
+    assert res.status == "interrupted" and res.bound is None and res.schedule is None and res.module_status == {}
+    assert "not run" in res.reason
