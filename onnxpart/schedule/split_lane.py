@@ -21,6 +21,8 @@ jobs in forked workers, at most ``workers`` at a time, and come back as events.
   terminated. On Ctrl-C likewise, and SPLIT joins what finished (status ``interrupted``), as every
   solver here returns its best on Ctrl-C. The runner is a context manager, so an error leaves no worker
   behind either.
+* **Throughput.** :func:`solve_batch_modules` runs the throughput SPLIT's modules (each whole-batch, no
+  entry/exit pairs, no bound: batched modules overlap in time) by the same time and budget rules.
 """
 
 from __future__ import annotations
