@@ -143,7 +143,8 @@ def solve(instance: Instance, options: Options = Options(), board: Board | None 
             if res.fallback:
                 lbs.extend(_multichannel(instance, share, options.seed))
         else:
-            res = (exact.milp(instance, share, hint, seed=options.seed) if method == "milp" else
+            res = (exact.milp(instance, share, hint, seed=options.seed, on_bound=_live(board, method))
+                   if method == "milp" else
                    exact.cpsat(instance, share, hint, seed=options.seed, workers=options.workers,
                                on_bound=_live(board, method)))
             keep(method, res.schedule, res.status, res.seconds, res.bound, res.note)

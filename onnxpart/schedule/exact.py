@@ -157,9 +157,10 @@ def cpsat(inst: Instance, time_limit: float, hint: Schedule | None = None, *, se
 
 # ----------------------------------------------------------------------------------------- MILP
 def milp(inst: Instance, time_limit: float, hint: Schedule | None = None, *, seed: int = 0,
-         symmetry: bool = True) -> ExactResult:
+         symmetry: bool = True, on_bound: Callable[[float], None] | None = None) -> ExactResult:
     """Solve the thesis MILP (3.1)–(3.8) for latency on HiGHS; see the module docstring. Times are
-    divided by the horizon ``H`` inside the model (so the big-M is 1) and multiplied back."""
+    divided by the horizon ``H`` inside the model (so the big-M is 1) and multiplied back.
+    ``on_bound(seconds)`` hears HiGHS' proven dual bound while it runs."""
     t0 = time.perf_counter()
     if hint is not None and symmetry:
         hint = canonical_hint(inst, hint)
@@ -217,7 +218,8 @@ def milp(inst: Instance, time_limit: float, hint: Schedule | None = None, *, see
     h = mip.highs()
     if hint is not None:
         _warm_start(h, mip.num_cols, x, s, c_max, order_vars, hint, unit)
-    res = solve_highs(h, max(time_limit - (time.perf_counter() - t0), 0.01), seed=seed)
+    res = solve_highs(h, max(time_limit - (time.perf_counter() - t0), 0.01), seed=seed,
+                      on_bound=(lambda b: on_bound(b * unit)) if on_bound else None)
     found = None
     if res.has_solution:
         val = res.values

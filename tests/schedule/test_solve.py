@@ -167,3 +167,14 @@ def test_multichannel_bound_below_optimum(seed):
     assert value >= module_lb - TOL
     sol = solve(inst, Options(methods=("heft", "split"), time_limit=3.0))
     assert any(b.method == "multichannel-2" for b in sol.lower_bounds)
+
+
+def test_exact_solvers_post_proven_bounds_while_they_run():
+    """What the progress bar shows for milp and cpsat: bounds posted during the solve, each at most the
+    optimum (they are proven, never incumbents)."""
+    inst = chain_of_modules(np.random.default_rng(0), modules=3, size=2, k=3)
+    for solver in (exact.milp, exact.cpsat):
+        posted: list[float] = []
+        res = solver(inst, 10.0, heuristics.heft(inst).schedule, on_bound=posted.append)
+        assert res.status == "optimal" and posted
+        assert max(posted) <= res.makespan + TOL
