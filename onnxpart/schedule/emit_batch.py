@@ -24,6 +24,11 @@ from onnxpart.schedule.model import Instance
 OBJECTIVE = "throughput: batch makespan C (s), throughput = batch / C"
 
 
+def certificate_hash(inst: Instance, model_sha256: str | None, batch: int) -> str:
+    """Instance sha256: model file + the instance's costs and system + the objective and batch."""
+    return instance_hash(model_sha256, instance_digest(inst), "throughput", batch)
+
+
 def device_summary(inst: Instance, sched: BatchSchedule) -> list[dict[str, Any]]:
     """Per device: busy seconds, ops with a slice there, and (3.7)'s resident bytes with batching (an
     op's weights once, its activations per input: ``mem_i + act_mem_i·(x − 1)`` for ``x`` inputs)."""
@@ -55,8 +60,7 @@ def manifest(solution, graph, model_path: str | None, model_sha256: str | None) 
 def certificate(solution, model_sha256: str | None, options: dict[str, Any]) -> Certificate:
     """``problem: "schedule"``, the batch makespan ``C`` as the upper bound, every proven bound of ``C``."""
     inst, sched = solution.instance, solution.schedule
-    cert = Certificate(problem="schedule",
-                       instance_sha256=instance_hash(model_sha256, instance_digest(inst), "throughput", sched.batch),
+    cert = Certificate(problem="schedule", instance_sha256=certificate_hash(inst, model_sha256, sched.batch),
                        objective=OBJECTIVE, upper_bound=float(sched.makespan),
                        lower_bounds=list(solution.lower_bounds),
                        details={"method": solution.method, "batch": sched.batch, "throughput": sched.throughput,

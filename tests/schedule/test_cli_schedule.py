@@ -265,6 +265,15 @@ def test_throughput_objective(tmp_path):
     assert cert["upper_bound"] == pytest.approx(manifest["makespan"]) and cert["best_lower_bound"] is not None
     assert summary["throughput"] == pytest.approx(8 / manifest["makespan"])
     assert cert["details"]["throughput_ceiling"] >= summary["throughput"] * (1 - 1e-9)
+    checked = invoke(DIAMOND, "--system", SYSTEM, "--check-certificate", out)
+    assert checked.exit_code == 0 and "batch makespan" in checked.output, checked.output
+    manifest["slices"][0]["end"] += 1e-3  # a slice that lasts longer than its op takes
+    tampered = tmp_path / "tampered"
+    tampered.mkdir()
+    (tampered / "manifest.json").write_text(json.dumps(manifest))
+    (tampered / "certificate.json").write_text((out / "certificate.json").read_text())
+    refused = invoke(DIAMOND, "--system", SYSTEM, "--check-certificate", tampered)
+    assert refused.exit_code == 2 and "mistimed" in refused.output, refused.output
     shown = runner.invoke(app, ["schedule", str(DIAMOND), "--system", str(SYSTEM), "-o", str(tmp_path / "o2"),
                                 "--objective", "throughput", "--batch", "8", "--time-limit", "2"], terminal_width=140)
     assert shown.exit_code == 0, shown.output
