@@ -149,12 +149,13 @@ def milp_split(inst: Instance, time_limit: float = 10.0, seed: int = 0, workers:
         return SplitResult(whole.schedule, whole.bound, whole.status, cuts, [list(range(inst.n))],
                            time.perf_counter() - t0, fallback=True, solves=1,
                            reason="no articulation point separates the graph into modules: solved it whole")
-    tables, jobs, index = _module_jobs(inst, segs, time_limit - (time.perf_counter() - t0), seed, workers)
-    lane.solve_modules(jobs, tables, workers, board, lambda lb: _dp(lb)[0])
+    end = time.time() + time_limit - (time.perf_counter() - t0)
+    tables, jobs, index = _module_jobs(inst, segs, end, seed, workers)
+    lane.solve_modules(jobs, tables, workers, board, lambda lb: _dp(lb)[0], end)
     lower = _dp(tables.lb)[0] if tables.started else None  # no job ran: no bound to report
     upper, choice = _dp(tables.ub)
     modules = [ops for ops, _, _ in segs]
-    base = dict(cuts=cuts, modules=modules, solves=len(jobs), module_status=tables.status)
+    base = dict(cuts=cuts, modules=modules, solves=len(index), module_status=tables.status)
     if not math.isfinite(upper):
         failed = tables.status.get("error", 0)
         status, reason = (("interrupted", "not run: the incumbent already met a proven bound")
@@ -176,27 +177,32 @@ def milp_split(inst: Instance, time_limit: float = 10.0, seed: int = 0, workers:
     return SplitResult(schedule, lower, status, seconds=time.perf_counter() - t0, reason=reason, **base)
 
 
-def _module_jobs(inst: Instance, segs, time_limit: float, seed: int, workers: int):
+def _module_jobs(inst: Instance, segs, end: float, seed: int, workers: int):
     """-> (tables: no schedule yet (upper inf), lower 0 — or inf where the pinned sub-instance is
-    infeasible, which gets no job —, one job per other (segment, entry, exit), op index per key)."""
+    infeasible, which gets no job —, one job per (segment, entry device) holding its feasible exits,
+    op index per key). Deadlines and budgets count from when the sub-instances are built, to ``end``."""
     ub, lb = [dict() for _ in segs], [dict() for _ in segs]
-    built: list[tuple[lane.Key, Instance]] = []
+    groups: list[list[tuple[lane.Key, Instance]]] = []
     index: dict[lane.Key, list[int]] = {}
     for s, (ops, entry, exit_) in enumerate(segs):
         for u in ([None] if entry is None else inst.allowed(entry)):
+            group = []
             for v in ([None] if exit_ is None else inst.allowed(exit_)):
                 sub = _segment_instance(inst, ops, (entry, u) if entry is not None else None,
                                         (exit_, v) if exit_ is not None else None)
                 ub[s][(u, v)], lb[s][(u, v)] = math.inf, math.inf if sub is None else 0.0
                 if sub is not None:
-                    built.append(((s, u, v), sub[0]))
+                    group.append(((s, u, v), sub[0]))
                     index[(s, u, v)] = sub[1]
-    built.sort(key=lambda job: (-job[1].n, job[0]))  # largest first (split_lane: time)
-    weights = [float(sub.n) for _, sub in built]
-    limit = max(0.05, time_limit)
-    ends = lane.deadlines(weights, max(1, workers), time.time(), limit)
-    per = lane.DET_PER_SECOND * limit / max(1.0, sum(weights))
-    jobs = [lane.ModuleJob(key, sub, per * w, end, seed) for (key, sub), w, end in zip(built, weights, ends)]
+            groups += [group] if group else []
+    weights = [float(sum(sub.n for _, sub in g)) for g in groups]
+    order = sorted(range(len(groups)), key=lambda g: (-weights[g], groups[g][0][0]))  # largest first
+    now = time.time()
+    limit = max(0.05, end - now)
+    ends = lane.deadlines([weights[g] for g in order], max(1, workers), now, limit)
+    per = lane.DET_PER_SECOND * limit / max(1.0, sum(weights))  # deterministic seconds per op
+    jobs = [lane.ModuleJob(tuple((key, sub, per * sub.n) for key, sub in groups[g]), deadline, seed)
+            for g, deadline in zip(order, ends)]
     return lane.ModuleTables(ub, lb), jobs, index
 
 

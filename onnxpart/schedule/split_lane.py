@@ -1,16 +1,20 @@
 """MILP-SPLIT's module solves on the shared :class:`~onnxpart.parallel.Runner`: "each module solved for
 every (entry device, exit device) pair" (Section 3.3.1 of the thesis,
 ../shared/papers/heterogeneous-scheduling-milp-split.txt) — the pairs are independent, so they run as
-jobs in forked workers, at most ``workers`` at a time, and come back as events.
+jobs in forked workers, at most ``workers`` at a time, and come back as events. A job is one (segment,
+entry device) and solves its exit devices in turn: a process per pair would cost more in forks than the
+small modules' solves (K² pairs per module: 576 on a 24-device system).
 
 * **Live bound.** A job posts its CP-SAT proven bound on ``OPT(S, u, v)`` as it rises. Until a pair has
   reported, its table entry is 0 (every segment cost is ≥ 0), so the DP recursion over the current
   table (:func:`onnxpart.schedule.split._dp`) is a proven lower bound of the whole makespan at every
   moment; the lane posts it to the board as ``split-dp`` whenever it rises, which moves the progress bar.
-* **Time.** A job weighs its sub-instance's op count ``w_i``; jobs go largest first, ``W`` at a time, a
+* **Time.** A job weighs its sub-instances' op counts ``w_i``; jobs go largest first, ``W`` at a time, a
   round weighing its largest job. With ``T`` seconds a round must end by ``start + T·(its rounds'
-  weights so far)/(all rounds' weights)`` on the wall clock, so the whole SPLIT ends within ``T``, time
-  a round leaves unused goes to the next, and a one-op module does not get a large module's share.
+  weights so far)/(all rounds' weights)`` on the wall clock, and inside a job each pair by its share of
+  the job's time; so the whole SPLIT ends within ``T``, unused time goes to the next pair or round, and
+  a one-op module does not get a large module's share. Whatever still runs at ``T`` (plus ``GRACE`` for
+  results in flight) is terminated and counts as stopped by the wall clock.
 * **Determinism.** Each job is a one-worker CP-SAT solve that also stops after ``DET_PER_SECOND·T·w_i/Σw``
   of CP-SAT's *deterministic* time — a budget that depends neither on ``W`` nor on the machine's load.
   Results are keyed by (segment, entry, exit), never by arrival order. So the same seed gives the same
@@ -45,19 +49,24 @@ log = logging.getLogger(__name__)
 #: on a loaded 2-core machine): the deterministic budget then usually ends a job before its deadline does.
 DET_PER_SECOND = 0.1
 INLINE_OPS = 2  # see solve_modules
+GRACE = 1.0  # seconds past the end for the last results to arrive before the jobs are terminated
 
 Key = tuple[int, int | None, int | None]  # (segment, entry device | None, exit device | None)
 
 
 @dataclass(frozen=True)
 class ModuleJob:
-    """One pair's solve: the pinned sub-instance, CP-SAT's deterministic budget and the wall deadline."""
+    """The pairs of one (segment, entry device), solved one after another in one worker (a process per
+    entry, not per pair: forking costs more than a small module's solve): each pair's key, pinned
+    sub-instance and CP-SAT deterministic budget, and the job's wall deadline."""
 
-    key: Key
-    sub: Instance
-    budget: float  # seconds of CP-SAT deterministic time
+    pairs: tuple[tuple[Key, Instance, float], ...]
     deadline: float  # time.time() by which the job stops
     seed: int
+
+    @property
+    def weight(self) -> float:
+        return float(sum(sub.n for _, sub, _ in self.pairs))
 
 
 @dataclass
@@ -69,18 +78,31 @@ class ModuleResult:
     wall_stop: bool = False  # the wall-clock deadline, not the deterministic budget, stopped it
 
 
-def run_module_job(job: ModuleJob) -> ModuleResult:
-    """Solve one (segment, entry, exit) sub-instance: HEFT warm start, then one-worker CP-SAT posting its
-    proven bound (:class:`~onnxpart.parallel.BoundPoster`)."""
-    warm = heuristics.heft(job.sub)
-    limit = job.deadline - time.time()
-    if limit <= 0.01:  # started past its deadline: HEFT's schedule (milliseconds) is its answer
-        return ModuleResult(job.key, warm.schedule if warm else None, None, "time_limit", wall_stop=True)
+def run_module_job(job: ModuleJob) -> list[ModuleResult]:
+    """Solve a job's pairs in order; pair ``p`` must stop by its share of the time left, counted from
+    the job's start (``start + (deadline − start)·(weights up to p)/(all)``), so a pair that ends early
+    leaves its time to the next. Each posts its proven bound as method ``str(p)``."""
+    start, total, done = time.time(), job.weight, 0.0
+    out = []
+    for p, (key, sub, budget) in enumerate(job.pairs):
+        done += sub.n
+        until = start + (job.deadline - start) * done / total
+        out.append(solve_pair(key, sub, budget, until, job.seed, BoundPoster(str(p))))
+    return out
+
+
+def solve_pair(key: Key, sub: Instance, budget: float, deadline: float, seed: int, on_bound) -> ModuleResult:
+    """One (segment, entry, exit) sub-instance: HEFT warm start, then one-worker CP-SAT posting its
+    proven bound; past its deadline, HEFT's schedule (milliseconds) is the answer."""
+    warm = heuristics.heft(sub)
+    limit = deadline - time.time()
+    if limit <= 0.01:
+        return ModuleResult(key, warm.schedule if warm else None, None, "time_limit", wall_stop=True)
     t0 = time.perf_counter()
-    res = exact.cpsat(job.sub, limit, warm.schedule if warm else None, seed=job.seed, workers=1,
-                      on_bound=BoundPoster("module"), deterministic_time=job.budget)
+    res = exact.cpsat(sub, limit, warm.schedule if warm else None, seed=seed, workers=1, on_bound=on_bound,
+                      deterministic_time=budget)
     wall = res.status == "time_limit" and time.perf_counter() - t0 >= 0.95 * limit
-    return ModuleResult(job.key, res.schedule, res.bound, res.status, wall_stop=wall)
+    return ModuleResult(key, res.schedule, res.bound, res.status, wall_stop=wall)
 
 
 @dataclass
@@ -90,6 +112,7 @@ class ModuleTables:
     ub: list[dict]
     lb: list[dict]
     found: dict[Key, Schedule] = field(default_factory=dict)
+    reported: set[Key] = field(default_factory=set)
     status: dict[str, int] = field(default_factory=dict)
     wall_stops: int = 0
     unsolved: int = 0  # pairs with no schedule that were not proven infeasible
@@ -98,6 +121,7 @@ class ModuleTables:
 
     def take(self, result: ModuleResult) -> None:
         s, u, v = result.key
+        self.reported.add(result.key)
         self.status[result.status] = self.status.get(result.status, 0) + 1
         self.wall_stops += result.wall_stop
         self.unsolved += result.schedule is None and result.status != "infeasible"
@@ -116,45 +140,49 @@ def deadlines(weights: list[float], workers: int, start: float, time_limit: floa
     return [ends[i // workers] for i in range(len(weights))]
 
 
-def solve_modules(jobs: list[ModuleJob], tables: ModuleTables, workers: int, board: Board | None,
-                  dp) -> None:
+def solve_modules(jobs: list[ModuleJob], tables: ModuleTables, workers: int, board: Board | None, dp,
+                  end: float) -> None:
     """Run ``jobs`` on a runner of ``workers`` processes, filling ``tables``; post the DP over the lower
-    table (``dp(tables.lb)``) to ``board`` as it rises; stop early once the board is closed. Jobs of at
-    most ``INLINE_OPS`` ops (a one-op module and its exit stand-in) solve in milliseconds: they run here,
-    while the workers run the others, instead of paying for a process each."""
-    keys: dict[int, Key] = {}
+    table (``dp(tables.lb)``) to ``board`` as it rises; stop early once the board is closed, and at
+    ``end`` (``time.time()``, plus a moment for the last results to arrive) whatever still runs. Jobs of
+    at most ``INLINE_OPS`` ops per pair (one-op modules) solve in milliseconds: they run here, while the
+    workers run the others."""
+    keys: dict[int, list[Key]] = {}
     best = -math.inf
 
     def take(events: list[Event]) -> bool:
         nonlocal best
         for event in events:
-            s, u, v = keys[event.job]
             if event.kind == "bound":
+                s, u, v = keys[event.job][int(event.method)]
                 tables.lb[s][(u, v)] = max(tables.lb[s][(u, v)], event.value)
             elif event.kind == "done":
-                tables.take(event.value)
+                for result in event.value:
+                    tables.take(result)
             else:  # a failed worker found nothing; the bounds it posted stand
                 log.warning("a SPLIT module solve failed: %s", event.value)
-                tables.take(ModuleResult((s, u, v), None, None, "error"))
+                for key in keys[event.job]:
+                    tables.take(ModuleResult(key, None, None, "error"))
         if board is not None and events:
             value = dp(tables.lb)
             if value > best:
                 best = value
                 if board.post("split-dp", value):
                     board.report("split")
-        return board is not None and board.closed()
+        return (board is not None and board.closed()) or time.time() > end + GRACE
 
     if board is not None and board.closed():  # nothing left to find or prove: start no job
         tables.interrupted = True
         return
     tables.started = True
+    small = [job for job in jobs if all(sub.n <= INLINE_OPS for _, sub, _ in job.pairs)]
     with Runner(workers) as runner:
         for job in jobs:
-            if job.sub.n > INLINE_OPS:
-                keys[runner.submit(run_module_job, job)] = job.key
+            if job not in small:
+                keys[runner.submit(run_module_job, job)] = [key for key, _, _ in job.pairs]
         try:
-            for n, job in enumerate(j for j in jobs if j.sub.n <= INLINE_OPS):
-                keys[-1 - n] = job.key
+            for n, job in enumerate(small):
+                keys[-1 - n] = [key for key, _, _ in job.pairs]
                 if take([Event("done", -1 - n, run_module_job(job))] + runner.poll()):
                     break
             else:
@@ -162,9 +190,19 @@ def solve_modules(jobs: list[ModuleJob], tables: ModuleTables, workers: int, boa
         except KeyboardInterrupt:  # like every solver here: keep what was found and proven so far
             log.warning("SPLIT interrupted: joining the module solves finished so far")
             tables.interrupted = True
-        if runner.busy or len(keys) < len(jobs):  # closed (or Ctrl-C): the rest cannot be waited for
-            tables.interrupted = True
+        if runner.busy or len(keys) < len(jobs):  # closed, Ctrl-C or out of time: stop the rest
+            tables.interrupted = tables.interrupted or (board is not None and board.closed())
             runner.shutdown(wait=False)
+            if not tables.interrupted:
+                _unfinished(jobs, tables)
+
+
+def _unfinished(jobs: list[ModuleJob], tables: ModuleTables) -> None:
+    """Pairs still running at the end count as stopped by the wall clock, without a schedule."""
+    for job in jobs:
+        for key, _, _ in job.pairs:
+            if key not in tables.reported:
+                tables.take(ModuleResult(key, None, None, "time_limit", wall_stop=True))
 
 
 # ------------------------------------------------------------------------------------- throughput

@@ -100,8 +100,8 @@ def test_ctrl_c_leaves_no_worker_behind(monkeypatch):
 
 def test_a_job_past_its_deadline_answers_with_heft_not_infeasible():
     inst = chain_of_modules(np.random.default_rng(4), modules=3, size=3, k=3)
-    job = split_lane.ModuleJob((0, None, None), inst, budget=1.0, deadline=0.0, seed=0)
-    late = split_lane.run_module_job(job)
+    job = split_lane.ModuleJob((((0, None, None), inst, 1.0),), deadline=0.0, seed=0)
+    [late] = split_lane.run_module_job(job)
     assert late.schedule is not None and late.status == "time_limit" and late.wall_stop and late.bound is None
     res = split.milp_split(inst, time_limit=0.01, workers=1)  # far too little time for every pair
     assert res.schedule is not None and res.status in ("optimal", "time_limit")
