@@ -238,11 +238,12 @@ def run_batch_module_job(job: BatchModuleJob) -> tuple[int, Any, str, bool]:
 def solve_batch_modules(subs: list[Instance], batch: int, time_limit: float, seed: int,
                         workers: int) -> list[tuple[int, Any, str, bool] | None]:
     """Every module's :func:`run_batch_module_job` on a runner of ``workers`` processes, with the latency
-    lane's time rules (largest first, round deadlines, deterministic budgets); one result per module,
-    None where a job failed or Ctrl-C ended it first."""
+    lane's time rules (largest first, round deadlines, deterministic budgets, the rest ended at the time
+    limit); one result per module, None where a job failed, or the time limit or Ctrl-C ended it first."""
     order = sorted(range(len(subs)), key=lambda s: (-subs[s].n, s))
     weights = [float(subs[s].n) for s in order]
-    ends = deadlines(weights, max(1, workers), time.time(), time_limit)
+    start = time.time()
+    ends = deadlines(weights, max(1, workers), start, time_limit)
     per = DET_PER_SECOND * time_limit / max(1.0, sum(weights))
     results: list[tuple[int, Any, str, bool] | None] = [None] * len(subs)
 
@@ -252,7 +253,7 @@ def solve_batch_modules(subs: list[Instance], batch: int, time_limit: float, see
                 results[event.value[0]] = event.value
             elif event.kind == "error":
                 log.warning("a throughput SPLIT module solve failed: %s", event.value)
-        return False
+        return time.time() > start + time_limit + GRACE
 
     with Runner(workers) as runner:
         for s, w, end in zip(order, weights, ends):

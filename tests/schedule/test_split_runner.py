@@ -147,3 +147,14 @@ def test_no_job_runs_once_the_incumbent_meets_a_proven_bound(monkeypatch):
     res = split.milp_split(inst, time_limit=5.0, workers=2, board=board)
     assert res.status == "interrupted" and res.bound is None and res.schedule is None and res.module_status == {}
     assert "not run" in res.reason
+
+
+def test_jobs_still_running_at_the_time_limit_are_ended(monkeypatch):
+    inst = chain_of_modules(np.random.default_rng(5), modules=2, size=2, k=2)
+    monkeypatch.setattr(split_lane, "run_module_job", _sleeps)  # never returns by itself
+    monkeypatch.setattr(split_lane, "INLINE_OPS", 0)
+    monkeypatch.setattr(split_lane, "GRACE", 0.0)
+    before = set(mp.active_children())
+    res = split.milp_split(inst, time_limit=0.5, workers=2, board=Board())
+    assert res.status == "time_limit" and res.schedule is None and set(mp.active_children()) <= before
+    assert res.module_status == {"time_limit": res.solves} and str(res.solves) in res.reason
