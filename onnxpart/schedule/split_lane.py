@@ -175,15 +175,15 @@ def solve_modules(jobs: list[ModuleJob], tables: ModuleTables, workers: int, boa
         tables.interrupted = True
         return
     tables.started = True
-    small = [job for job in jobs if all(sub.n <= INLINE_OPS for _, sub, _ in job.pairs)]
+    small = [all(sub.n <= INLINE_OPS for _, sub, _ in job.pairs) for job in jobs]
     with Runner(workers) as runner:
-        for job in jobs:
-            if job not in small:
-                keys[runner.submit(run_module_job, job)] = [key for key, _, _ in job.pairs]
-        try:
-            for n, job in enumerate(small):
+        for job in (job for job, inline in zip(jobs, small) if not inline):
+            keys[runner.submit(run_module_job, job)] = [key for key, _, _ in job.pairs]
+        try:  # here: past its deadline a pair costs one HEFT on two ops, so even late ones get answered
+            for n, job in enumerate(job for job, inline in zip(jobs, small) if inline):
                 keys[-1 - n] = [key for key, _, _ in job.pairs]
-                if take([Event("done", -1 - n, run_module_job(job))] + runner.poll()):
+                stop = take([Event("done", -1 - n, run_module_job(job))] + runner.poll())
+                if stop and board is not None and board.closed():
                     break
             else:
                 runner.wait(take)

@@ -158,3 +158,10 @@ def test_jobs_still_running_at_the_time_limit_are_ended(monkeypatch):
     res = split.milp_split(inst, time_limit=0.5, workers=2, board=Board())
     assert res.status == "time_limit" and res.schedule is None and set(mp.active_children()) <= before
     assert res.module_status == {"time_limit": res.solves} and str(res.solves) in res.reason
+
+
+def test_one_op_modules_are_answered_even_past_the_time_limit():
+    """They run in the main process (no fork), where a late pair costs one HEFT: the join still exists."""
+    inst = chain_of_modules(np.random.default_rng(7), modules=3, size=2, k=3)
+    res = split.milp_split(inst, time_limit=0.01, workers=1)  # no board: the end alone stops the lane
+    assert res.schedule is not None and res.status == "time_limit"
