@@ -303,29 +303,33 @@ class Instance:
         return bool(np.array_equal(self.delays, self.delays[:, perm][:, :, perm]))
 
     # --------------------------------------------------------------------------------- feasibility
-    def check_feasible(self) -> None:
+    def check_feasible(self, linked: bool = True) -> None:
         """Raise a one-line :class:`SystemMismatch` for the obvious infeasibilities: an op that runs
         nowhere or fits no device's memory, an edge whose every allowed device pair lacks a transfer
-        route, and a graph too big for every group of linked devices (:meth:`_check_linked_memory`)."""
-        for i in range(self.n):
-            if not self.allowed(i):
-                runs = [u for u in range(self.k) if math.isfinite(self.time[i, u])]
-                if not runs:
-                    raise SystemMismatch(f"op {self.op_names[i]} has no device it can run on")
-                big = max(runs, key=lambda u: self.capacity[u])
-                raise SystemMismatch(
-                    f"op {self.op_names[i]} needs {self.mem[i]:.0f} bytes (weights + inputs + outputs) but "
-                    f"the largest device it can run on, {self.device_names[big]}, has "
-                    f"{self.capacity[big]:.0f} bytes")
-        for e, (i, j, b) in enumerate(self.edges):
-            ok = [(u, v) for u in self.allowed(i) for v in self.allowed(j) if math.isfinite(self.delays[e, u, v])]
-            if not ok:
+        route, and (``linked``) a graph too big for every group of linked devices
+        (:meth:`_check_linked_memory`). Vectorized: SPLIT builds K² pinned sub-instances per module."""
+        allowed = np.isfinite(self.time) & (self.mem[:, None] <= self.capacity[None, :])
+        for i in np.flatnonzero(~allowed.any(axis=1))[:1]:
+            runs = [u for u in range(self.k) if math.isfinite(self.time[i, u])]
+            if not runs:
+                raise SystemMismatch(f"op {self.op_names[i]} has no device it can run on")
+            big = max(runs, key=lambda u: self.capacity[u])
+            raise SystemMismatch(
+                f"op {self.op_names[i]} needs {self.mem[i]:.0f} bytes (weights + inputs + outputs) but "
+                f"the largest device it can run on, {self.device_names[big]}, has {self.capacity[big]:.0f} bytes")
+        if self.edges:
+            src = np.array([i for i, _, _ in self.edges])
+            dst = np.array([j for _, j, _ in self.edges])
+            ok = (np.isfinite(self.delays) & allowed[src][:, :, None] & allowed[dst][:, None, :]).any(axis=(1, 2))
+            for e in np.flatnonzero(~ok)[:1]:
+                i, j, b = self.edges[e]
                 pair = next(((u, v) for u in self.allowed(i) for v in self.allowed(j)), None)
                 where = (f" (no link or 1-hop route {self.device_names[pair[0]]} → {self.device_names[pair[1]]})"
                          if pair else "")
                 raise SystemMismatch(f"tensor {self.op_names[i]} → {self.op_names[j]} ({b:.0f} bytes) cannot be "
                                      f"transferred between any devices the two ops can run on{where}")
-        self._check_linked_memory()
+        if linked:
+            self._check_linked_memory()
 
     def _check_linked_memory(self) -> None:
         """The ops of one connected piece of the graph run on devices connected by routes (each edge
@@ -403,7 +407,7 @@ class Instance:
         ops = list(range(len(names))) if ops is None else list(ops)
         self.fixed = np.minimum(parent.fixed[ops], np.where(np.isfinite(time), time, np.inf))
         self.act_mem = parent.act_mem[ops]
-        self.check_feasible()
+        self.check_feasible(linked=False)  # the parent passed it; a sub-instance's pins are checked above
 
 
 def from_graph(graph: Any, system: System, cost_fn: Callable[[int, int], float] | None = None) -> Instance:

@@ -149,18 +149,19 @@ def milp_split(inst: Instance, time_limit: float = 10.0, seed: int = 0, workers:
         return SplitResult(whole.schedule, whole.bound, whole.status, cuts, [list(range(inst.n))],
                            time.perf_counter() - t0, fallback=True, solves=1,
                            reason="no articulation point separates the graph into modules: solved it whole")
+    modules = [ops for ops, _, _ in segs]
+    if board is not None and board.closed():  # nothing left to find or prove: build and run nothing
+        return SplitResult(None, None, "interrupted", cuts, modules, time.perf_counter() - t0,
+                           reason="not run: the incumbent already met a proven bound")
     end = time.time() + time_limit - (time.perf_counter() - t0)
     tables, jobs, index = _module_jobs(inst, segs, end, seed, workers)
     lane.solve_modules(jobs, tables, workers, board, lambda lb: _dp(lb)[0], end)
-    lower = _dp(tables.lb)[0] if tables.started else None  # no job ran: no bound to report
+    lower, _ = _dp(tables.lb)
     upper, choice = _dp(tables.ub)
-    modules = [ops for ops, _, _ in segs]
     base = dict(cuts=cuts, modules=modules, solves=len(index), module_status=tables.status)
     if not math.isfinite(upper):
         failed = tables.status.get("error", 0)
-        status, reason = (("interrupted", "not run: the incumbent already met a proven bound")
-                          if not tables.started else
-                          ("interrupted", "stopped early (the incumbent met a proven bound, or Ctrl-C)")
+        status, reason = (("interrupted", "stopped early (the incumbent met a proven bound, or Ctrl-C)")
                           if tables.interrupted else
                           ("error", f"{failed} module solves failed (see the log)") if failed else
                           ("time_limit", f"{tables.unsolved} module pairs found no schedule in time")

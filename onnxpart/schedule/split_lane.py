@@ -41,7 +41,7 @@ from onnxpart.board import Board
 from onnxpart.parallel import BoundPoster, Event, Runner
 from onnxpart.schedule import exact, heuristics
 from onnxpart.schedule.model import Instance
-from onnxpart.schedule.simulator import Schedule
+from onnxpart.schedule.simulator import Schedule, simulate
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 #: on a loaded 2-core machine): the deterministic budget then usually ends a job before its deadline does.
 DET_PER_SECOND = 0.1
 INLINE_OPS = 2  # see solve_modules
-GRACE = 1.0  # seconds past the end for the last results to arrive before the jobs are terminated
+GRACE = 0.25  # seconds past the end for the last results to arrive before the jobs are terminated
 
 Key = tuple[int, int | None, int | None]  # (segment, entry device | None, exit device | None)
 
@@ -93,7 +93,11 @@ def run_module_job(job: ModuleJob) -> list[ModuleResult]:
 
 def solve_pair(key: Key, sub: Instance, budget: float, deadline: float, seed: int, on_bound) -> ModuleResult:
     """One (segment, entry, exit) sub-instance: HEFT warm start, then one-worker CP-SAT posting its
-    proven bound; past its deadline, HEFT's schedule (milliseconds) is the answer."""
+    proven bound; past its deadline, HEFT's schedule (milliseconds) is the answer. A one-op module
+    with its exit stand-in, both pinned, has one schedule: simulated, it is optimal (its own bound)."""
+    if sub.n <= 2 and (sub.n == 1 or sub.edges) and all(len(sub.allowed(i)) == 1 for i in range(sub.n)):
+        only = simulate(sub, [sub.allowed(i)[0] for i in range(sub.n)], sub.topo)
+        return ModuleResult(key, only, only.makespan, "optimal")
     warm = heuristics.heft(sub)
     limit = deadline - time.time()
     if limit <= 0.01:
@@ -117,7 +121,6 @@ class ModuleTables:
     wall_stops: int = 0
     unsolved: int = 0  # pairs with no schedule that were not proven infeasible
     interrupted: bool = False
-    started: bool = False  # any job ran (else the tables prove nothing beyond infeasible pairs)
 
     def take(self, result: ModuleResult) -> None:
         s, u, v = result.key
@@ -171,10 +174,6 @@ def solve_modules(jobs: list[ModuleJob], tables: ModuleTables, workers: int, boa
                     board.report("split")
         return (board is not None and board.closed()) or time.time() > end + GRACE
 
-    if board is not None and board.closed():  # nothing left to find or prove: start no job
-        tables.interrupted = True
-        return
-    tables.started = True
     small = [all(sub.n <= INLINE_OPS for _, sub, _ in job.pairs) for job in jobs]
     with Runner(workers) as runner:
         for job in (job for job, inline in zip(jobs, small) if not inline):
