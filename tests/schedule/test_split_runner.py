@@ -98,11 +98,12 @@ def test_ctrl_c_leaves_no_worker_behind(monkeypatch):
     assert res.status == "interrupted" and res.schedule is None and res.bound is not None
 
 
-def test_a_job_past_its_deadline_answers_with_heft_not_infeasible():
+def test_a_job_past_its_deadline_answers_with_heft_not_infeasible(monkeypatch):
     inst = chain_of_modules(np.random.default_rng(4), modules=3, size=3, k=3)
     job = split_lane.ModuleJob((((0, None, None), inst, 1.0),), deadline=0.0, seed=0)
     [late] = split_lane.run_module_job(job)
     assert late.schedule is not None and late.status == "time_limit" and late.wall_stop and late.bound is None
+    monkeypatch.setattr(split_lane, "GRACE", 60.0)  # late workers are waited for, however busy the machine
     res = split.milp_split(inst, time_limit=0.01, workers=1)  # far too little time for every pair
     assert res.schedule is not None and res.status in ("optimal", "time_limit")
 
@@ -158,13 +159,6 @@ def test_jobs_still_running_at_the_time_limit_are_ended(monkeypatch):
     res = split.milp_split(inst, time_limit=0.5, workers=2, board=Board())
     assert res.status == "time_limit" and res.schedule is None and set(mp.active_children()) <= before
     assert res.module_status == {"time_limit": res.solves} and str(res.solves) in res.reason
-
-
-def test_one_op_modules_are_answered_even_past_the_time_limit():
-    """They run in the main process (no fork), where a late pair costs one HEFT: the join still exists."""
-    inst = chain_of_modules(np.random.default_rng(7), modules=3, size=2, k=3)
-    res = split.milp_split(inst, time_limit=0.01, workers=1)  # no board: the end alone stops the lane
-    assert res.schedule is not None and res.status == "time_limit"
 
 
 def test_a_pinned_one_op_module_is_simulated_not_solved():
