@@ -31,6 +31,8 @@ def schedule(
     output: OutputOpt = None,
     method: str = typer.Option("met,greedy,heft,sa,ea,cpsat", "--method", help=METHOD_HELP),
     compare: bool = typer.Option(False, "--compare", help="Run every method on this instance and print one table."),
+    objective: str = typer.Option("latency", "--objective", help="latency (one input's makespan) or throughput (inputs per second for a batch split over the devices' batch sizes; manifest and certificate only)."),
+    batch: int = typer.Option(1, "--batch", min=1, help="Throughput: inputs per batch (L), split into slices over the devices."),
     max_pieces: Optional[int] = typer.Option(None, "--max-pieces", min=1, help="At most N device-contiguous pieces: merge the cheapest boundaries (exit 4 if no merge is feasible)."),
     iterations: int = typer.Option(2000, "--iterations", min=1, help="SA / EA fitness evaluations."),
     time_limit: TimeLimitOpt = 10.0,
@@ -53,7 +55,7 @@ def schedule(
     as_json: JsonOpt = False,
 ) -> None:
     """Map and order ops on heterogeneous devices minimizing latency (thesis MILP, CP-SAT, MILP-SPLIT,
-    five baselines), with proven lower bounds and runnable per-device pieces."""
+    five baselines), with proven lower bounds and runnable per-device pieces; or maximize throughput."""
     from onnxpart.readers import check_format
     from onnxpart.schedule import METHODS, Options
 
@@ -62,6 +64,7 @@ def schedule(
     check_format(graph_format)
     if output is None and check_certificate is None:
         raise UserError("pass --output/-o DIR (or --check-certificate DIR)")
+    _check_objective(objective, batch, max_pieces=max_pieces, verify=verify)
     inst, graph, loaded = _load(model, system, graph_format, costs=costs, cost=cost, device=device,
                                 input_shape=input_shape, coarsen=coarsen, dim=dim)
     model_sha = loaded.sha256 if loaded is not None else graph.model_sha256
@@ -74,8 +77,8 @@ def schedule(
     from onnxpart.files import OutputDir
 
     out = OutputDir(output, force=force)
-    options = Options(methods=methods, time_limit=time_limit, seed=seed, iterations=iterations,
-                      workers=workers or os.cpu_count() or 1)
+    options = Options(methods=methods, objective=objective, batch=batch, time_limit=time_limit, seed=seed,
+                      iterations=iterations, workers=workers or os.cpu_count() or 1)
     solution, sched = _solve(inst, options, max_pieces, as_json)
 
     from onnxpart.loading import weight_policy
@@ -83,13 +86,28 @@ def schedule(
     policy = weight_policy(loaded, external_data_threshold) if loaded is not None else None
     check = dict(verify=verify, seed=seed, tolerance=verify_tol, freeze=freeze_dims)
     recorded = {"methods": list(methods), "time_limit": time_limit, "seed": seed, "iterations": iterations,
-                "max_pieces": max_pieces, "system": str(system)}
-    summary = _write(out, solution, sched, graph, loaded, (str(model), model_sha), recorded, policy, check)
+                "max_pieces": max_pieces, "system": str(system), "objective": objective, "batch": batch}
+    source = (str(model), model_sha)
+    summary = (_write(out, solution, sched, graph, loaded, source, recorded, policy, check)
+               if objective == "latency" else _write_throughput(out, solution, graph, source, recorded))
     if as_json:
         print_json(summary)
     else:
         _print(summary, compare)
     enforce_gap(summary["certificate"], limit, output)
+
+
+def _check_objective(objective: str, batch: int, *, max_pieces, verify: bool) -> None:
+    """What the throughput objective does not do yet (docs/schedule.md, limits), refused before any work."""
+    if objective not in ("latency", "throughput"):
+        raise UserError(f"unknown --objective {objective!r}: use latency or throughput")
+    if objective == "latency" and batch != 1:
+        raise UserError("--batch is for --objective throughput")
+    if objective == "throughput":
+        given = [name for name, on in (("--max-pieces", max_pieces is not None), ("--verify", verify)) if on]
+        if given:
+            raise UserError(f"{', '.join(given)} not available with --objective throughput: a batched schedule "
+                            "splits ops over devices, so no per-device pieces are written")
 
 
 def _methods(text: str) -> tuple[str, ...]:
@@ -105,6 +123,7 @@ def _methods(text: str) -> tuple[str, ...]:
 def _load(model: Path, system_path: Path, graph_format: str, *, costs, cost, device, input_shape, coarsen, dim):
     """-> (Instance, OpGraph, LoadedModel or None for graph-only input). The system file is read first,
     so a bad one is reported before any costing."""
+    from onnxpart.schedule.measured import with_measured
     from onnxpart.schedule.model import from_graph, load_system, recorded_cost_fn, table_cost_fn
 
     system = load_system(str(system_path))
@@ -112,7 +131,7 @@ def _load(model: Path, system_path: Path, graph_format: str, *, costs, cost, dev
                          device=device, dim=dim)
     graph = loaded.graph
     cost_fn = table_cost_fn(graph, system) or (recorded_cost_fn(graph, system) if loaded.model is None else None)
-    return from_graph(graph, system, cost_fn), graph, loaded.model
+    return from_graph(graph, system, with_measured(graph, system, cost_fn)), graph, loaded.model
 
 
 def _solve(inst, options, max_pieces: Optional[int], quiet: bool):
@@ -123,6 +142,8 @@ def _solve(inst, options, max_pieces: Optional[int], quiet: bool):
 
     with progress_bar(options.time_limit, lambda value, _: format_seconds(value), disable=quiet) as on_progress:
         solution = solve(inst, options, Board(on_progress))
+    if options.objective == "throughput":
+        return solution, solution.schedule
     sched = canonical(inst, solution.schedule)
     if max_pieces is not None:
         sched = merge(inst, sched, max_pieces)
@@ -159,6 +180,20 @@ def _write(out, solution, sched, graph, loaded, source: tuple[str, Optional[str]
                   makespan=sched.makespan, method=solution.method, pieces=len(parts))
 
 
+def _write_throughput(out, solution, graph, source: tuple[str, Optional[str]], recorded: dict) -> dict:
+    """``manifest.json`` and ``certificate.json`` of a batched schedule (:mod:`onnxpart.schedule.emit_batch`)."""
+    from onnxpart.files import write_json
+    from onnxpart.schedule import emit_batch
+
+    with out:
+        manifest = emit_batch.manifest(solution, graph, source[0], source[1])
+        cert = emit_batch.certificate(solution, source[1], recorded)
+        write_json(out.path("manifest.json"), manifest)
+        write_json(out.path("certificate.json"), cert.to_dict())
+    return result(out.target, manifest, cert.to_dict(), None, makespan=solution.schedule.makespan,
+                  throughput=solution.schedule.throughput, batch=solution.schedule.batch, method=solution.method)
+
+
 def _write_models(out, inst, sched, parts, graph, loaded, policy, freeze: bool) -> dict[int, str]:
     """``piece_<i>_<device>.onnx`` (+ ``.data``) per piece and ``annotated.onnx``; -> {piece: file}."""
     import functools
@@ -183,18 +218,32 @@ def _print(summary: dict, compare: bool) -> None:
     manifest, cert = summary["manifest"], summary["certificate"]
     if compare:
         console.print(_methods_table(cert["details"]["methods"]))
-    table = Table(title=f"{manifest['graph']}: {len(manifest['pieces'])} pieces ({manifest['method']})",
-                  title_justify="left")
-    for column in ("device", "ops", "busy", "memory", "capacity"):
-        table.add_column(column, justify="left" if column == "device" else "right")
-    for d in manifest["devices"]:
-        table.add_row(d["name"], str(d["ops"]), format_seconds(d["busy"]), format_bytes(d["memory"]),
-                      format_bytes(d["capacity"]) if d["capacity"] is not None else "-")
-    console.print(table)
+    console.print(_device_table(manifest))
+    for r in cert["details"]["methods"]:
+        if r["method"] == "split" and r["note"]:  # a fallback, an early stop or wall-clock stops: say so
+            console.print(f"split: {r['note']}", highlight=False)
     console.print(_certificate_line(cert), highlight=False)
     if summary["verify"] is not None:
         console.print(verify_line(summary["verify"], "pieces"), highlight=False, soft_wrap=True)
     console.print(f"wrote {summary['output']}", highlight=False)
+
+
+def _device_table(manifest: dict) -> Table:
+    """Per device: ops, busy time, busy share of the (batch) makespan, memory peak (3.7), capacity."""
+    if manifest["objective"] == "throughput":
+        title = f"{manifest['graph']}: batch of {manifest['batch']} ({manifest['method']})"
+    else:
+        count = len(manifest["pieces"])
+        title = f"{manifest['graph']}: {count} piece{'s' if count != 1 else ''} ({manifest['method']})"
+    table = Table(title=title, title_justify="left")
+    for column in ("device", "ops", "busy", "busy %", "memory peak", "capacity"):
+        table.add_column(column, justify="left" if column == "device" else "right")
+    span = manifest["makespan"]
+    for d in manifest["devices"]:  # memory peak: the static model's resident bytes (3.7), its peak
+        table.add_row(d["name"], str(d["ops"]), format_seconds(d["busy"]),
+                      f"{d['busy'] / span:.0%}" if span > 0 else "-", format_bytes(d["memory"]),
+                      format_bytes(d["capacity"]) if d["capacity"] is not None else "-")
+    return table
 
 
 def _methods_table(methods: list[dict]) -> Table:
@@ -210,18 +259,38 @@ def _methods_table(methods: list[dict]) -> Table:
 
 
 def _certificate_line(cert: dict) -> str:
-    return certificate_line(cert, "makespan", format_seconds)
+    """Latency: ``makespan UB, proven ≥ LB``. Throughput: the batch makespan's line, then the throughput
+    and its proven ceiling ``batch / LB``."""
+    details = cert["details"]
+    if "throughput" not in details:
+        return certificate_line(cert, "makespan", format_seconds)
+    ceiling = details["throughput_ceiling"]
+    return (certificate_line(cert, f"batch of {details['batch']} in", format_seconds)
+            + f"; throughput {_rate(details['throughput'])} inputs/s"
+            + (f", proven ≤ {_rate(ceiling)}" if ceiling is not None else ""))
+
+
+def _rate(value: float) -> str:
+    return f"{value:,.0f}" if value >= 1000 else f"{value:.4g}"
 
 
 def _check(inst, folder: Path, model_sha, as_json: bool) -> None:
-    from onnxpart.schedule.verify import check_certificate
+    """Latency folders are re-simulated from the mapping and order; throughput folders validated slice
+    by slice (the manifest's ``objective`` says which)."""
+    from onnxpart.schedule.verify import check_batch_certificate, check_certificate
 
     def check(manifest, cert):
-        checked = check_certificate(inst, manifest, cert, model_sha)
-        return checked.problems, {"upper_bound": checked.upper_bound}
+        throughput = isinstance(manifest, dict) and manifest.get("objective") == "throughput"
+        checked = (check_batch_certificate if throughput else check_certificate)(inst, manifest, cert, model_sha)
+        return checked.problems, {"upper_bound": checked.upper_bound, "objective": manifest.get("objective")}
 
-    check_folder(folder, "manifest.json", check, lambda facts: (
-        f"certificate ok: makespan {format_seconds(facts['upper_bound'])} re-simulated from the manifest's "
-        "mapping and order; every lower bound is at most it"), as_json)
+    def ok_line(facts: dict) -> str:
+        if facts["objective"] == "throughput":
+            return (f"certificate ok: batch makespan {format_seconds(facts['upper_bound'])} validated slice by "
+                    "slice from the manifest; every lower bound is at most it")
+        return (f"certificate ok: makespan {format_seconds(facts['upper_bound'])} re-simulated from the "
+                "manifest's mapping and order; every lower bound is at most it")
+
+    check_folder(folder, "manifest.json", check, ok_line, as_json)
 
 

@@ -43,7 +43,7 @@ class Options:
     time_limit: float = 10.0  # total seconds: the searches (SA/EA) and the exact methods share them
     seed: int = 0
     iterations: int = 2000  # SA / EA fitness evaluations
-    workers: int = 1  # CP-SAT workers
+    workers: int = 1  # CP-SAT threads of a whole-graph solve; SPLIT's processes (one module solve each)
     lp_bound: bool = True  # the load LP among the simple bounds
     batch: int = 1  # throughput: inputs per batch (L), split into slices over the devices
 
@@ -109,10 +109,10 @@ def solve(instance: Instance, options: Options = Options(), board: Board | None 
     method's result and every proven lower bound (of the batch makespan ``C`` for throughput, whose
     certified throughput is ``L / bound``). ``options.time_limit`` is the whole run's wall clock;
     ``board`` (:class:`onnxpart.board.Board`) hears every improved schedule (``offer``) and every
-    finished bound (``add``), which is what the command's progress bar shows (latency only so far)."""
-    if options.objective == "throughput":
-        return _solve_throughput(instance, options)
+    finished bound (``add``), which is what the command's progress bar shows (for throughput, of ``C``)."""
     board = board if board is not None else Board()
+    if options.objective == "throughput":
+        return _solve_throughput(instance, options, board)
     deadline = time.perf_counter() + options.time_limit
     results: list[MethodResult] = []
     found: list[tuple[float, str, Schedule]] = []
@@ -136,15 +136,17 @@ def solve(instance: Instance, options: Options = Options(), board: Board | None 
         share = max(0.05, (deadline - time.perf_counter()) / (len(exact_methods) - n))
         hint = min(found, key=lambda f: f[0])[2] if found else None
         if method == "split":
-            res = split.milp_split(instance, share, seed=options.seed)
+            res = split.milp_split(instance, share, seed=options.seed, workers=options.workers, board=board)
             keep(method, res.schedule, res.status, res.seconds, res.bound, res.reason)
             lbs.append(LowerBound("split-dp", res.bound, res.status, "cp-sat", res.seconds,
                                   res.reason or f"{len(res.modules)} modules, {res.solves} module solves"))
             if res.fallback:
                 lbs.extend(_multichannel(instance, share, options.seed))
         else:
-            res = (exact.milp(instance, share, hint, seed=options.seed) if method == "milp" else
-                   exact.cpsat(instance, share, hint, seed=options.seed, workers=options.workers))
+            res = (exact.milp(instance, share, hint, seed=options.seed, on_bound=_live(board, method))
+                   if method == "milp" else
+                   exact.cpsat(instance, share, hint, seed=options.seed, workers=options.workers,
+                               on_bound=_live(board, method)))
             keep(method, res.schedule, res.status, res.seconds, res.bound, res.note)
             lbs.append(LowerBound(method, res.bound, res.status, res.solver, res.seconds, res.note))
         for bound in lbs:
@@ -156,6 +158,15 @@ def solve(instance: Instance, options: Options = Options(), board: Board | None 
                               "no method found a feasible mapping: add exact methods or a longer time limit")
     best = min(found, key=lambda f: (f[0], METHODS.index(f[1])))
     return Solution(instance, best[2], best[1], results, lbs)
+
+
+def _live(board: Board, method: str):
+    """A solver's ``on_bound``: its proven bound onto the board as it rises (the bar moves)."""
+    def post(value: float) -> None:
+        if board.post(method, value):
+            board.report(method)
+
+    return post
 
 
 def _run_heuristics(instance: Instance, options: Options, keep, deadline: float, exact_count: int) -> None:
@@ -193,7 +204,7 @@ def _multichannel(instance: Instance, time_limit: float, seed: int) -> list[Lowe
     return []
 
 
-def _solve_throughput(instance: Instance, options: Options) -> Solution:
+def _solve_throughput(instance: Instance, options: Options, board: Board) -> Solution:
     """The throughput objective (:mod:`.batch`): batched baselines, CP-SAT with the batch variables,
     and SPLIT (each module solved whole-batch by CP-SAT, joined and re-simulated; no bound — modules
     overlap in time under data parallelism)."""
@@ -204,6 +215,8 @@ def _solve_throughput(instance: Instance, options: Options) -> Solution:
     results: list[MethodResult] = []
     found: list[tuple[float, str, B.BatchSchedule]] = []
     lbs = B.simple_bounds(instance, L, lp=options.lp_bound)
+    for bound in lbs:
+        board.add(bound)
 
     def keep(method, sched, status, seconds, bound=None, note=""):
         if sched is not None:
@@ -211,6 +224,7 @@ def _solve_throughput(instance: Instance, options: Options) -> Solution:
             if problems:
                 raise AssertionError(f"{method} produced an invalid batched schedule: {problems[0]}")
             found.append((sched.makespan, method, sched))
+            board.offer(sched.makespan, method)
         results.append(MethodResult(method, sched.makespan if sched is not None else None, status, seconds,
                                     bound, note))
 
@@ -235,43 +249,50 @@ def _solve_throughput(instance: Instance, options: Options) -> Solution:
         pool = [f[2] for f in found] + ([start] if start is not None else [])
         hint = min(pool, key=lambda s: s.makespan) if pool else None
         if method == "split":
-            sched, status, secs, note = _split_throughput(instance, L, share, options.seed)
+            sched, status, secs, note = _split_throughput(instance, L, share, options.seed, options.workers)
             keep(method, sched, status, secs, note=note)
             continue
         res = B.cpsat(instance, L, share, hint, seed=options.seed, workers=options.workers)
         keep(method, res.schedule, res.status, res.seconds, res.bound, res.note)
         lbs.append(LowerBound(method, res.bound, res.status, "cp-sat", res.seconds, res.note))
+        board.add(lbs[-1])
+        board.report(method)
     if not found:
         raise InfeasibleError("no method found a feasible batched schedule")
     best = min(found, key=lambda f: (f[0], METHODS.index(f[1])))
     return Solution(instance, best[2], best[1], results, lbs)
 
 
-def _split_throughput(instance: Instance, L: int, time_limit: float, seed: int):
+def _split_throughput(instance: Instance, L: int, time_limit: float, seed: int, workers: int):
+    """SPLIT for throughput: each module solved whole-batch as a job on the runner
+    (:func:`.split_lane.solve_batch_modules`), the module schedules joined in sequence and re-simulated."""
     from onnxpart.schedule import batch as B
+    from onnxpart.schedule import split_lane
 
     t0 = time.perf_counter()
     cuts = split.cut_ops(instance)
     if not any(instance.preds[c] and instance.succs[c] for c in cuts):
         warm = [r.schedule for r in (B.bmet(instance, L), B.bheft(instance, L), B.uniform(instance, L))
                 if r.schedule is not None]
-        res = B.cpsat(instance, L, time_limit, min(warm, key=lambda s: s.makespan) if warm else None, seed=seed)
+        res = B.cpsat(instance, L, time_limit, min(warm, key=lambda s: s.makespan) if warm else None, seed=seed,
+                      workers=workers)
         return res.schedule, res.status, time.perf_counter() - t0, "no modules: solved whole"
-    segs = [ops for ops, _, _ in split._segments(instance, cuts)]
-    per = max(0.05, time_limit / len(segs))
+    subs = [instance.subinstance(ops) for ops, _, _ in split._segments(instance, cuts)]
+    results = split_lane.solve_batch_modules([sub for sub, _ in subs], L, time_limit - (time.perf_counter() - t0),
+                                             seed, workers)
+    missing = sum(r is None or r[1] is None for r in results)
+    if missing:
+        return None, "time_limit", time.perf_counter() - t0, f"{missing} of {len(subs)} modules found no schedule"
     splits: list = [None] * instance.n
     order: list = []
-    statuses = set()
-    for ops in segs:
-        sub, index = instance.subinstance(ops)
-        warm = [r.schedule for r in (B.bmet(sub, L), B.bheft(sub, L), B.uniform(sub, L)) if r.schedule is not None]
-        res = B.cpsat(sub, L, per, min(warm, key=lambda s: s.makespan) if warm else None, seed=seed)
-        statuses.add(res.status)
-        for li, s in enumerate(res.schedule.splits):
+    for (sub, index), (_, sched, _, _) in zip(subs, results):
+        for li, s in enumerate(sched.splits):
             splits[index[li]] = s
-        order += [(index[i], u) for i, u in sorted(res.schedule.start, key=lambda k: (res.schedule.start[k], k))]
+        order += [(index[i], u) for i, u in sorted(sched.start, key=lambda k: (sched.start[k], k))]
     if B.memory_violations(instance, splits):
         return None, "memory", time.perf_counter() - t0, "the joined modules overflow a device's memory"
     sched = B.simulate_batch(instance, splits, B._order_by_start(instance, splits, {k: p for p, k in enumerate(order)}))
-    status = "optimal-modules" if statuses == {"optimal"} else "time_limit"
-    return sched, status, time.perf_counter() - t0, f"{len(segs)} modules"
+    status = "optimal-modules" if all(r[2] == "optimal" for r in results) else "time_limit"
+    walls = sum(r[3] for r in results)
+    note = f"{len(subs)} modules" + (f"; {walls} stopped by the wall clock: another run may differ" if walls else "")
+    return sched, status, time.perf_counter() - t0, note

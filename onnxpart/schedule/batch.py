@@ -441,7 +441,7 @@ def _line(inst: Instance, e: int, u: int, v: int, batch: int) -> tuple[float, fl
 
 
 def cpsat(inst: Instance, batch: int, time_limit: float, hint: BatchSchedule | None = None, *, seed: int = 0,
-          workers: int = 1) -> BatchExact:
+          workers: int = 1, deterministic_time: float | None = None) -> BatchExact:
     """The thesis MILP's batch model on CP-SAT: ``b_{i,u,l}`` booleans (at most one size per op and
     device, 3.5), ``Σ_u Σ_l l·b_{i,u,l} = L`` (3.4), slice ranges ``lo_{i,u} = Σ_{w<u} n_{i,w}``,
     overlap counts ``c = max(0, min(hi) − max(lo))`` gating the per-input precedence with transfers
@@ -515,7 +515,8 @@ def cpsat(inst: Instance, batch: int, time_limit: float, hint: BatchSchedule | N
                     m.add_hint(v, hint.splits[i][u] == l)
                 if (i, u) in hint.start:
                     m.add_hint(st[i][u], tick(hint.start[(i, u)]))
-    res, solver = solve_cpsat(m, max(time_limit - (time.perf_counter() - t0), 0.01), workers=workers, seed=seed)
+    res, solver = solve_cpsat(m, max(time_limit - (time.perf_counter() - t0), 0.01), workers=workers, seed=seed,
+                              parameters={"max_deterministic_time": deterministic_time} if deterministic_time else None)
     found = None
     if res.has_solution:
         splits = [tuple(solver.value(n[i][u]) for u in range(inst.k)) for i in range(inst.n)]

@@ -102,7 +102,7 @@ def _nodes(graph, ops) -> list[str]:
     return [name for i in ops for name in graph.ops[i].onnx_nodes]
 
 
-def _result(r) -> dict[str, Any]:
+def method_result(r) -> dict[str, Any]:
     return {"method": r.method, "makespan": r.makespan, "status": r.status, "seconds": r.seconds,
             "bound": r.bound, "note": r.note}
 
@@ -123,7 +123,7 @@ def certificate(solution, sched: Schedule, model_sha256: str | None, options: di
                        objective=OBJECTIVE, upper_bound=float(sched.makespan),
                        lower_bounds=list(solution.lower_bounds),
                        details={"method": solution.method, "solver_makespan": solution.makespan,
-                                "options": options, "methods": [_result(r) for r in solution.results]})
+                                "options": options, "methods": [method_result(r) for r in solution.results]})
 
 
 def piece_models(loaded_model, graph, parts: list[Piece], inst: Instance, declare=None) -> dict[int, onnx.ModelProto]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import highspy
@@ -84,8 +85,12 @@ def _scale(horizon: float) -> float:
 
 
 def cpsat(inst: Instance, time_limit: float, hint: Schedule | None = None, *, seed: int = 0,
-          workers: int = 1, symmetry: bool = True) -> ExactResult:
-    """Solve the latency problem with CP-SAT; see the module docstring."""
+          workers: int = 1, symmetry: bool = True, on_bound: Callable[[float], None] | None = None,
+          deterministic_time: float | None = None) -> ExactResult:
+    """Solve the latency problem with CP-SAT; see the module docstring. ``on_bound(seconds)`` hears each
+    rise of the proven bound while it runs; ``deterministic_time`` also stops the search after that much
+    of CP-SAT's deterministic time (with one worker, the same limit gives the same answer on any
+    machine load, unless the wall-clock ``time_limit`` stops it first)."""
     t0 = time.perf_counter()
     if hint is not None and symmetry:
         hint = canonical_hint(inst, hint)
@@ -136,7 +141,9 @@ def cpsat(inst: Instance, time_limit: float, hint: Schedule | None = None, *, se
             for u, var in x[i].items():
                 m.add_hint(var, int(hint.mapping[i]) == u)
             m.add_hint(s[i], tick(hint.start[i]))
-    res, solver = solve_cpsat(m, max(time_limit - (time.perf_counter() - t0), 0.01), workers=workers, seed=seed)
+    params = {"max_deterministic_time": float(deterministic_time)} if deterministic_time is not None else None
+    res, solver = solve_cpsat(m, max(time_limit - (time.perf_counter() - t0), 0.01), workers=workers, seed=seed,
+                              parameters=params, on_bound=(lambda b: on_bound(b / scale)) if on_bound else None)
     found = None
     if res.has_solution:
         mapping = [next(u for u in x[i] if solver.value(x[i][u])) for i in range(inst.n)]
@@ -150,9 +157,10 @@ def cpsat(inst: Instance, time_limit: float, hint: Schedule | None = None, *, se
 
 # ----------------------------------------------------------------------------------------- MILP
 def milp(inst: Instance, time_limit: float, hint: Schedule | None = None, *, seed: int = 0,
-         symmetry: bool = True) -> ExactResult:
+         symmetry: bool = True, on_bound: Callable[[float], None] | None = None) -> ExactResult:
     """Solve the thesis MILP (3.1)–(3.8) for latency on HiGHS; see the module docstring. Times are
-    divided by the horizon ``H`` inside the model (so the big-M is 1) and multiplied back."""
+    divided by the horizon ``H`` inside the model (so the big-M is 1) and multiplied back.
+    ``on_bound(seconds)`` hears HiGHS' proven dual bound while it runs."""
     t0 = time.perf_counter()
     if hint is not None and symmetry:
         hint = canonical_hint(inst, hint)
@@ -210,7 +218,8 @@ def milp(inst: Instance, time_limit: float, hint: Schedule | None = None, *, see
     h = mip.highs()
     if hint is not None:
         _warm_start(h, mip.num_cols, x, s, c_max, order_vars, hint, unit)
-    res = solve_highs(h, max(time_limit - (time.perf_counter() - t0), 0.01), seed=seed)
+    res = solve_highs(h, max(time_limit - (time.perf_counter() - t0), 0.01), seed=seed,
+                      on_bound=(lambda b: on_bound(b * unit)) if on_bound else None)
     found = None
     if res.has_solution:
         val = res.values

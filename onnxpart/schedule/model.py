@@ -31,9 +31,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import networkx as nx
 import numpy as np
 
 from onnxpart.errors import InfeasibleError, UserError
+
+
+class SystemMismatch(InfeasibleError):
+    """The system cannot run this graph at all — an op runs on or fits no device, a transfer the graph
+    needs has no route: bad input (exit 2, like a malformed system file), not a budget that cannot be
+    met. Still an :class:`InfeasibleError`, so a pinned sub-instance (MILP-SPLIT) that raises it is an
+    infeasible pair."""
+
+    exit_code = 2
 
 
 @dataclass(frozen=True)
@@ -293,27 +303,57 @@ class Instance:
         return bool(np.array_equal(self.delays, self.delays[:, perm][:, :, perm]))
 
     # --------------------------------------------------------------------------------- feasibility
-    def check_feasible(self) -> None:
-        """Raise a one-line error for the obvious infeasibilities: an op that runs nowhere or fits no
-        device's memory, and an edge whose every allowed device pair lacks a transfer route."""
-        for i in range(self.n):
-            if not self.allowed(i):
-                runs = [u for u in range(self.k) if math.isfinite(self.time[i, u])]
-                if not runs:
-                    raise InfeasibleError(f"op {self.op_names[i]} has no device it can run on")
-                big = max(runs, key=lambda u: self.capacity[u])
-                raise InfeasibleError(
-                    f"op {self.op_names[i]} needs {self.mem[i]:.0f} bytes (weights + inputs + outputs) but "
-                    f"the largest device it can run on, {self.device_names[big]}, has "
-                    f"{self.capacity[big]:.0f} bytes")
-        for e, (i, j, b) in enumerate(self.edges):
-            ok = [(u, v) for u in self.allowed(i) for v in self.allowed(j) if math.isfinite(self.delays[e, u, v])]
-            if not ok:
+    def check_feasible(self, linked: bool = True) -> None:
+        """Raise a one-line :class:`SystemMismatch` for the obvious infeasibilities: an op that runs
+        nowhere or fits no device's memory, an edge whose every allowed device pair lacks a transfer
+        route, and (``linked``) a graph too big for every group of linked devices
+        (:meth:`_check_linked_memory`). Vectorized: SPLIT builds K² pinned sub-instances per module."""
+        allowed = np.isfinite(self.time) & (self.mem[:, None] <= self.capacity[None, :])
+        for i in np.flatnonzero(~allowed.any(axis=1))[:1]:
+            runs = [u for u in range(self.k) if math.isfinite(self.time[i, u])]
+            if not runs:
+                raise SystemMismatch(f"op {self.op_names[i]} has no device it can run on")
+            big = max(runs, key=lambda u: self.capacity[u])
+            raise SystemMismatch(
+                f"op {self.op_names[i]} needs {self.mem[i]:.0f} bytes (weights + inputs + outputs) but "
+                f"the largest device it can run on, {self.device_names[big]}, has {self.capacity[big]:.0f} bytes")
+        if self.edges:
+            src = np.array([i for i, _, _ in self.edges])
+            dst = np.array([j for _, j, _ in self.edges])
+            ok = (np.isfinite(self.delays) & allowed[src][:, :, None] & allowed[dst][:, None, :]).any(axis=(1, 2))
+            for e in np.flatnonzero(~ok)[:1]:
+                i, j, b = self.edges[e]
                 pair = next(((u, v) for u in self.allowed(i) for v in self.allowed(j)), None)
                 where = (f" (no link or 1-hop route {self.device_names[pair[0]]} → {self.device_names[pair[1]]})"
                          if pair else "")
-                raise InfeasibleError(f"tensor {self.op_names[i]} → {self.op_names[j]} ({b:.0f} bytes) cannot be "
-                                      f"transferred between any devices the two ops can run on{where}")
+                raise SystemMismatch(f"tensor {self.op_names[i]} → {self.op_names[j]} ({b:.0f} bytes) cannot be "
+                                     f"transferred between any devices the two ops can run on{where}")
+        if linked:
+            self._check_linked_memory()
+
+    def _check_linked_memory(self) -> None:
+        """The ops of one connected piece of the graph run on devices connected by routes (each edge
+        between two used devices needs one), so together they need a group of devices linked to one
+        another (a connected component of the route graph, directions ignored) whose capacities sum to
+        their memory (3.7). A necessary condition, so the check never refuses a feasible instance."""
+        linked = nx.Graph()
+        linked.add_nodes_from(range(self.k))
+        if self.edges:
+            finite = np.isfinite(self.delays).any(axis=0)
+            linked.add_edges_from((u, v) for u in range(self.k) for v in range(self.k) if u != v and finite[u, v])
+        groups = [sorted(c) for c in nx.connected_components(linked)]
+        ops = nx.Graph()
+        ops.add_nodes_from(range(self.n))
+        ops.add_edges_from((i, j) for i, j, _ in self.edges)
+        best = max(groups, key=lambda c: float(self.capacity[c].sum()))
+        room = float(self.capacity[best].sum())
+        for part in nx.connected_components(ops):
+            need = float(self.mem[sorted(part)].sum())
+            if need > room * (1 + 1e-12):
+                raise SystemMismatch(
+                    f"the graph needs {need:.0f} bytes (constraint 3.7) but the largest group of devices linked "
+                    f"to one another ({', '.join(self.device_names[u] for u in best)}) holds {room:.0f}: a transfer "
+                    "it needs is impossible; add links between the devices")
 
     def mapping_violations(self, mapping: Sequence[int]) -> list[str]:
         """Why a mapping is infeasible (cannot-run, impossible transfer, memory 3.7); [] if it is not."""
@@ -367,7 +407,7 @@ class Instance:
         ops = list(range(len(names))) if ops is None else list(ops)
         self.fixed = np.minimum(parent.fixed[ops], np.where(np.isfinite(time), time, np.inf))
         self.act_mem = parent.act_mem[ops]
-        self.check_feasible()
+        self.check_feasible(linked=False)  # the parent passed it; a sub-instance's pins are checked above
 
 
 def from_graph(graph: Any, system: System, cost_fn: Callable[[int, int], float] | None = None) -> Instance:
@@ -379,7 +419,9 @@ def from_graph(graph: Any, system: System, cost_fn: Callable[[int, int], float] 
     parameter bytes + input and output tensor bytes + internal bytes (constraint 3.7's wm + im + om).
     """
     if cost_fn is None:
-        cost_fn = _analytic_cost_fn(graph, system)
+        from onnxpart.schedule.measured import with_measured
+
+        cost_fn = with_measured(graph, system, None) or analytic_cost_fn(graph, system)
     time = np.array([[float(cost_fn(i, u)) for u in range(system.k)] for i in range(len(graph.ops))])
     edges = [(u, v, float(graph.tensors[name].bytes)) for u, v, name in graph.edges()]
     mem = []
@@ -403,16 +445,19 @@ def _fixed_part(spec: Any, op: Any) -> float:
     return float(spec.op_overhead * max(1, len(getattr(op, "nodes", ()) or ())) + op.param_bytes / spec.memory_bandwidth)
 
 
-def _analytic_cost_fn(graph: Any, system: System) -> Callable[[int, int], float]:
+def analytic_cost_fn(graph: Any, system: System) -> Callable[[int, int], float]:
     """Seconds of op i on device u from the graph's per-device cost table
-    (:func:`onnxpart.cost_models.device_costs`: one roofline pass per distinct spec)."""
+    (:func:`onnxpart.cost_models.device_costs`: one roofline pass per distinct spec). Devices with a
+    measured costs file are costed by :mod:`.measured` instead, and are not columns here."""
     from onnxpart.cost_models.analytic import device_costs
 
-    for d in system.devices:
+    specced = [d for d in system.devices if d.costs is None]
+    for d in specced:
         if d.spec is None:
-            raise UserError(f"device {d.name} has no device spec: give one in the system file or pass cost_fn")
-    table = device_costs(graph, {d.name: d.spec for d in system.devices}).costs
-    return lambda i, u: float(table.work[i, u])
+            raise UserError(f"device {d.name} has no device spec: give one (or a costs file) in the system file")
+    table = device_costs(graph, {d.name: d.spec for d in specced}).costs
+    column = {d.name: table.devices.index(d.name) for d in specced}
+    return lambda i, u: float(table.work[i, column[system.devices[u].name]])
 
 
 def table_cost_fn(graph: Any, system: System) -> Callable[[int, int], float] | None:
@@ -435,8 +480,8 @@ def recorded_cost_fn(graph: Any, system: System) -> Callable[[int, int], float]:
     """Seconds from each op's recorded FLOPs and bytes moved (a graph file has no ONNX nodes to cost
     again): the roofline ``max(flops / peak, bytes / memory bandwidth) + overhead`` on each device's spec."""
     for d in system.devices:
-        if d.spec is None:
-            raise UserError(f"device {d.name} has no device spec: give one in the system file")
+        if d.spec is None and d.costs is None:
+            raise UserError(f"device {d.name} has no device spec: give one (or a costs file) in the system file")
 
     def cost(i: int, u: int) -> float:
         op, spec = graph.ops[i], system.devices[u].spec

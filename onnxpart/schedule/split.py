@@ -22,20 +22,24 @@ Memory (3.7) is a sum over the whole graph: the modules are solved with each dev
 schedule and says so. A graph without cut ops falls back to one whole-graph solve (``fallback`` and
 ``reason`` in the result). Multi-channel modules (k-edge-connected components, Section 3.3.2) are not
 implemented.
+
+The module solves run as jobs on the shared runner, in parallel (:mod:`.split_lane`: each job's time and
+deterministic budget, the live DP bound on the board, early stop); :func:`_dp` and the join stay here.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import networkx as nx
 import numpy as np
 
+from onnxpart.board import Board
 from onnxpart.errors import InfeasibleError
 from onnxpart.schedule import exact, heuristics
+from onnxpart.schedule import split_lane as lane
 from onnxpart.schedule.model import Instance
 from onnxpart.schedule.simulator import Schedule, simulate
 
@@ -44,7 +48,7 @@ from onnxpart.schedule.simulator import Schedule, simulate
 class SplitResult:
     schedule: Schedule | None
     bound: float | None  # proven lower bound (DP over the modules' proven bounds)
-    status: str  # "optimal" (every module proven), "time_limit", "memory", "infeasible"
+    status: str  # "optimal" (every module proven), "time_limit", "interrupted", "memory", "infeasible", "error"
     cuts: list[int]
     modules: list[list[int]]
     seconds: float
@@ -97,15 +101,6 @@ def _segments(inst: Instance, cuts: list[int]) -> list[tuple[list[int], int | No
     return segs
 
 
-SegmentSolver = Callable[[Instance, float], tuple[Schedule | None, float | None, str]]
-
-
-def _cpsat_segment(sub: Instance, limit: float, seed: int = 0) -> tuple[Schedule | None, float | None, str]:
-    warm = heuristics.heft(sub)
-    res = exact.cpsat(sub, limit, warm.schedule if warm else None, seed=seed)
-    return res.schedule, res.bound, res.status
-
-
 def _segment_instance(inst: Instance, ops: list[int], entry: tuple[int, int] | None,
                       exit_: tuple[int, int] | None) -> tuple[Instance, list[int]] | None:
     fixed = dict([entry] if entry else []) | dict([exit_] if exit_ else [])
@@ -139,55 +134,80 @@ def _dp(segs_costs: list[dict[tuple, float]]) -> tuple[float, list[tuple]]:
     return dp[None] if None in dp else (math.inf, [])
 
 
-def milp_split(inst: Instance, time_limit: float = 10.0, seed: int = 0) -> SplitResult:
-    """MILP-SPLIT with CP-SAT module solves (HEFT warm start), sharing ``time_limit`` evenly."""
+def milp_split(inst: Instance, time_limit: float = 10.0, seed: int = 0, workers: int = 1,
+               board: Board | None = None) -> SplitResult:
+    """MILP-SPLIT within ``time_limit`` seconds: every (module, entry, exit) pair solved by one-worker
+    CP-SAT (HEFT warm start) as a job on ``workers`` processes, posting the live DP bound to ``board``
+    (:mod:`.split_lane`: budgets, determinism); then the DP join. Without modules, one whole-graph
+    CP-SAT solve with ``workers`` threads."""
     t0 = time.perf_counter()
     cuts = cut_ops(inst)
     segs = _segments(inst, cuts) if cuts else []
     if not any(inst.preds[c] and inst.succs[c] for c in cuts):  # only the source/sink: one module
         warm = heuristics.heft(inst)
-        whole = exact.cpsat(inst, time_limit, warm.schedule if warm else None, seed=seed)
+        whole = exact.cpsat(inst, time_limit, warm.schedule if warm else None, seed=seed, workers=workers)
         return SplitResult(whole.schedule, whole.bound, whole.status, cuts, [list(range(inst.n))],
                            time.perf_counter() - t0, fallback=True, solves=1,
                            reason="no articulation point separates the graph into modules: solved it whole")
-    jobs = [(s, u, v) for s, (_, entry, exit_) in enumerate(segs)
-            for u in ([None] if entry is None else inst.allowed(entry))
-            for v in ([None] if exit_ is None else inst.allowed(exit_))]
-    per = max(0.05, (time_limit - (time.perf_counter() - t0)) / len(jobs))
-    ub = [dict() for _ in segs]
-    lb = [dict() for _ in segs]
-    found: dict[tuple, tuple[Schedule, list[int]]] = {}
-    status_count: dict[str, int] = {}
-    for s, u, v in jobs:
-        ops, entry, exit_ = segs[s]
-        built = _segment_instance(inst, ops, (entry, u) if entry is not None else None,
-                                  (exit_, v) if exit_ is not None else None)
-        if built is None:
-            ub[s][(u, v)] = lb[s][(u, v)] = math.inf
-            continue
-        sub, index = built
-        sched, bound, status = _cpsat_segment(sub, per, seed)
-        status_count[status] = status_count.get(status, 0) + 1
-        ub[s][(u, v)] = sched.makespan if sched is not None else math.inf
-        lb[s][(u, v)] = bound if bound is not None else 0.0
-        if sched is not None:
-            found[(s, u, v)] = (sched, index)
-    lower, _ = _dp(lb)
-    upper, choice = _dp(ub)
     modules = [ops for ops, _, _ in segs]
-    base = dict(cuts=cuts, modules=modules, solves=len(jobs), module_status=status_count)
+    if board is not None and board.closed():  # nothing left to find or prove: build and run nothing
+        return SplitResult(None, None, "interrupted", cuts, modules, time.perf_counter() - t0,
+                           reason="not run: the incumbent already met a proven bound")
+    end = time.time() + time_limit - (time.perf_counter() - t0)
+    tables, jobs, index = _module_jobs(inst, segs, end, seed, workers)
+    lane.solve_modules(jobs, tables, workers, board, lambda lb: _dp(lb)[0], end)
+    lower, _ = _dp(tables.lb)
+    upper, choice = _dp(tables.ub)
+    base = dict(cuts=cuts, modules=modules, solves=len(index), module_status=tables.status)
     if not math.isfinite(upper):
-        return SplitResult(None, lower, "infeasible", seconds=time.perf_counter() - t0,
-                           reason="no module pairing is feasible", **base)
-    schedule = _join(inst, segs, choice, found)
+        failed = tables.status.get("error", 0)
+        status, reason = (("interrupted", "stopped early (the incumbent met a proven bound, or Ctrl-C)")
+                          if tables.interrupted else
+                          ("error", f"{failed} module solves failed (see the log)") if failed else
+                          ("time_limit", f"{tables.unsolved} module pairs found no schedule in time")
+                          if tables.unsolved else ("infeasible", "no module pairing is feasible"))
+        return SplitResult(None, lower, status, seconds=time.perf_counter() - t0, reason=reason, **base)
+    schedule = _join(inst, segs, choice, {key: (tables.found[key], index[key]) for key in tables.found})
     if schedule is None:
         return SplitResult(None, lower, "memory", seconds=time.perf_counter() - t0,
                            reason="the joined modules overflow a device's memory (3.7 is global)", **base)
-    status = "optimal" if set(status_count) == {"optimal"} else "time_limit"
-    return SplitResult(schedule, lower, status, seconds=time.perf_counter() - t0, **base)
+    status = ("interrupted" if tables.interrupted else
+              "optimal" if set(tables.status) == {"optimal"} else "time_limit")
+    reason = (f"{tables.wall_stops} module solves stopped by the wall clock, not their deterministic budget: "
+              "another run may differ" if tables.wall_stops else "")
+    return SplitResult(schedule, lower, status, seconds=time.perf_counter() - t0, reason=reason, **base)
 
 
-def _join(inst: Instance, segs, choice: list[tuple], found) -> Schedule | None:
+def _module_jobs(inst: Instance, segs, end: float, seed: int, workers: int):
+    """-> (tables: no schedule yet (upper inf), lower 0 — or inf where the pinned sub-instance is
+    infeasible, which gets no job —, one job per (segment, entry device) holding its feasible exits,
+    op index per key). Deadlines and budgets count from when the sub-instances are built, to ``end``."""
+    ub, lb = [dict() for _ in segs], [dict() for _ in segs]
+    groups: list[list[tuple[lane.Key, Instance]]] = []
+    index: dict[lane.Key, list[int]] = {}
+    for s, (ops, entry, exit_) in enumerate(segs):
+        for u in ([None] if entry is None else inst.allowed(entry)):
+            group = []
+            for v in ([None] if exit_ is None else inst.allowed(exit_)):
+                sub = _segment_instance(inst, ops, (entry, u) if entry is not None else None,
+                                        (exit_, v) if exit_ is not None else None)
+                ub[s][(u, v)], lb[s][(u, v)] = math.inf, math.inf if sub is None else 0.0
+                if sub is not None:
+                    group.append(((s, u, v), sub[0]))
+                    index[(s, u, v)] = sub[1]
+            groups += [group] if group else []
+    weights = [float(sum(sub.n for _, sub in g)) for g in groups]
+    order = sorted(range(len(groups)), key=lambda g: (-weights[g], groups[g][0][0]))  # largest first
+    now = time.time()
+    limit = max(0.05, end - now)
+    ends = lane.deadlines([weights[g] for g in order], max(1, workers), now, limit)
+    per = lane.DET_PER_SECOND * limit / max(1.0, sum(weights))  # deterministic seconds per op
+    jobs = [lane.ModuleJob(tuple((key, sub, per * sub.n) for key, sub in groups[g]), deadline, seed)
+            for g, deadline in zip(order, ends)]
+    return lane.ModuleTables(ub, lb), jobs, index
+
+
+def _join(inst: Instance, segs, choice: list[tuple], found: dict) -> Schedule | None:
     """The whole mapping from the chosen module schedules, re-simulated with their orders in sequence."""
     mapping = np.full(inst.n, -1, dtype=np.int64)
     order: list[int] = []

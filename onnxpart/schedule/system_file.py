@@ -8,7 +8,7 @@ Format (units accepted as in the CLI: ``64GiB``, ``16GB/s``, ``100Gbps``, ``10us
         count: 4             # identical copies (default 1)
         memory: 40GiB        # default: the spec's memory_capacity
         batch_sizes: [1, 64] # default [1]
-        costs: gpu.json      # optional measured costs file (kept for the cost step)
+        costs: gpu.json      # optional: measured op times on this device (onnxpart.schedule.measured)
     links:
       default: {bandwidth: 16GB/s, latency: 10us}   # every ordered pair not listed below (optional)
       pairs:

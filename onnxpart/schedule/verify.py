@@ -114,3 +114,66 @@ def _check_pieces(inst: Instance, manifest: dict[str, Any], mapping: np.ndarray,
     if listed != [[inst.op_names[i] for i in p.ops] for p in runs]:
         return ["the manifest's pieces are not the device-contiguous runs of its order"]
     return later_reads(inst, piece_of(inst, runs))
+
+
+# ------------------------------------------------------------------------------------- throughput
+def check_batch_certificate(inst: Instance, manifest: dict[str, Any], cert: Certificate,
+                            model_sha256: str | None) -> CertificateCheck:
+    """``--check-certificate`` for an ``--objective throughput`` folder: rebuild every slice from the
+    manifest, validate the batched schedule from scratch (:func:`onnxpart.schedule.batch.validate_batch`:
+    (3.4), (3.5), transfers per overlapping input range, no overlap, memory), and check the batch makespan
+    and throughput, the certificate's upper bound, every lower bound against it, the critical-path
+    formula and the instance hash."""
+    from onnxpart.schedule import batch as B
+    from onnxpart.schedule.emit_batch import certificate_hash as batch_hash
+
+    problems: list[str] = []
+    sched = _read_slices(inst, manifest, problems)
+    if sched is None:
+        return CertificateCheck(float("nan"), problems)
+    problems += B.validate_batch(inst, sched)
+    upper = sched.makespan
+    for name, value, recomputed in (("manifest makespan", manifest.get("makespan"), upper),
+                                    ("manifest throughput", manifest.get("throughput"), sched.throughput),
+                                    ("certificate upper bound", cert.upper_bound, upper)):
+        if not isinstance(value, (int, float)) or not _close(float(value), recomputed):
+            problems.append(f"{name} {value} != recomputed {recomputed}")
+    path = B.critical_path_bound(inst, sched.batch).value
+    for bound in cert.lower_bounds:
+        if bound.method == "critical-path" and bound.value is not None and not _close(bound.value, path):
+            problems.append(f"critical-path bound {bound.value} != recomputed {path}")
+        if bound.value is not None and bound.value > upper * (1 + RTOL) + 1e-12:
+            problems.append(f"lower bound {bound.method} = {bound.value} exceeds the batch makespan {upper}")
+    if cert.instance_sha256 != batch_hash(inst, model_sha256, sched.batch):
+        problems.append("instance sha256 differs: the certificate was made for another model, costs, system or batch")
+    return CertificateCheck(upper, problems)
+
+
+def _read_slices(inst: Instance, manifest: dict[str, Any], problems: list[str]):
+    """The manifest's slices as a :class:`~onnxpart.schedule.batch.BatchSchedule` (None, with
+    ``problems``, when they name unknown ops or devices, miss an op, or do not tile each op's batch in
+    device order)."""
+    from onnxpart.schedule.batch import BatchSchedule, ranges
+
+    where = {name: i for i, name in enumerate(inst.op_names)}
+    devices = {name: u for u, name in enumerate(inst.device_names)}
+    splits = [[0] * inst.k for _ in range(inst.n)]
+    start, end, order, listed = {}, {}, [], {}
+    try:
+        batch = int(manifest["batch"])
+        for entry in manifest["slices"]:
+            if entry["op"] not in where or entry["device"] not in devices:
+                problems.append(f"slice of {entry['op']!r} on {entry['device']!r}: unknown op or device")
+                continue
+            key = (where[entry["op"]], devices[entry["device"]])
+            lo, hi = (int(v) for v in entry["inputs"])
+            splits[key[0]][key[1]] = hi - lo
+            start[key], end[key], listed[key] = float(entry["start"]), float(entry["end"]), (lo, hi)
+            order.append(key)
+    except (KeyError, TypeError, ValueError) as exc:
+        problems.append(f"manifest is not an onnxpart throughput manifest: {exc}")
+        return None
+    tiled = all(ranges(tuple(splits[i]))[u] == lohi for (i, u), lohi in listed.items())
+    if not tiled or any(sum(s) != batch for s in splits):
+        problems.append("the slices do not split every op's batch into consecutive input ranges in device order")
+    return None if problems else BatchSchedule(batch, [tuple(s) for s in splits], start, end, order)

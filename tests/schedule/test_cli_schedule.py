@@ -153,26 +153,148 @@ links:
 MALFORMED = """devices:
   - {name: cpu, spec: cpu, count: two}
 """
+UNLINKED = """devices:  # diamond.onnx needs 240448 bytes: no device alone holds it, and no link joins them
+  - {name: a, spec: cpu, memory: 150000}
+  - {name: b, spec: t4, memory: 150000}
+"""
+BAD_JSON_KEY = """{"devices": [
+  {"name": "cpu", "spec": "cpu",
+   "memory": "lots"}]}
+"""
+BAD_JSON = """{"devices": [
+  {"name": "cpu", "spec": "cpu"},
+]}
+"""
 
 
-@pytest.mark.parametrize("text, code, pattern", [
-    (BAD_LINK, 2, r"links.pairs\[0\].to \(line 5\): unknown device 'tpu'"),
-    (TINY, 4, r"op \S+ needs \d+ bytes .* the largest device it can run on, b, has 2048 bytes"),
-    (MALFORMED, 2, r"system.yaml: devices\[0\].count \(line 2\): count must be a positive integer"),
+@pytest.mark.parametrize("name, text, pattern", [
+    ("system.yaml", BAD_LINK, r"system.yaml: links.pairs\[0\].to \(line 5\): unknown device 'tpu'"),
+    ("system.yaml", TINY, r"op \S+ needs \d+ bytes .* the largest device it can run on, b, has 2048 bytes"),
+    ("system.yaml", UNLINKED, r"needs 240448 bytes .* linked to one another \(a\) holds 150000: a transfer it "
+                              r"needs is impossible"),
+    ("system.yaml", MALFORMED, r"system.yaml: devices\[0\].count \(line 2\): count must be a positive integer"),
+    ("system.json", BAD_JSON_KEY, r"system.json: devices\[0\].memory \(line 3\): cannot read 'lots' as bytes"),
+    ("system.json", BAD_JSON, r"system.json: line 3: not valid JSON"),
 ])
-def test_bad_input(tmp_path, text, code, pattern):
+def test_bad_input(tmp_path, name, text, pattern):
+    """Issue 12's bad input: one line, exit 2, nothing written."""
     import re
 
-    system = tmp_path / "system.yaml"
+    system = tmp_path / name
     system.write_text(text)
     out = tmp_path / "out"
     result = invoke(DIAMOND, "--system", system, "-o", out)
-    assert result.exit_code == code, result.output
+    assert result.exit_code == 2, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and re.search(pattern, " ".join(result.output.split())), result.output
-    assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["system.yaml"]
+    assert not out.exists() and [p.name for p in tmp_path.iterdir()] == [name]
 
 
 def test_unknown_method(tmp_path):
     result = invoke(DIAMOND, "--system", SYSTEM, "-o", tmp_path / "out", "--method", "heft,magic")
     assert result.exit_code == 2 and "unknown --method magic" in result.output
+
+
+def test_split_without_modules_falls_back_and_says_so(tmp_path):
+    """Two Relu/Sigmoid sources both feeding an Add and a Mul: no articulation point, so no modules."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="a"), helper.make_node("Sigmoid", ["x"], ["b"], name="b"),
+             helper.make_node("Add", ["a", "b"], ["c"], name="c"), helper.make_node("Mul", ["a", "b"], ["d"], name="d")]
+    info = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, [8, 8])  # noqa: E731
+    model = tmp_path / "k22.onnx"
+    onnx.save(helper.make_model(helper.make_graph(nodes, "k22", [info("x")], [info("c"), info("d")]),
+                                opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    result = invoke(model, "--system", SYSTEM, "-o", tmp_path / "out", "--method", "split", "--time-limit", "2")
+    assert result.exit_code == 0, result.output
+    assert "split: no articulation point separates the graph into modules: solved it whole" in result.output
+
+
+def test_terminal_shows_the_device_table_and_the_certified_makespan(tmp_path):
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["schedule", str(DIAMOND), "--system", str(SYSTEM), "-o", str(out),
+                                 "--time-limit", "2"], terminal_width=120)
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    header = next(line for line in result.output.splitlines() if "device" in line and "busy" in line)
+    assert all(column in header for column in ("ops", "busy %", "memory peak", "capacity"))
+    for d in manifest["devices"]:
+        row = next(line for line in result.output.splitlines() if line.strip("│┃ ").startswith(d["name"] + " "))
+        assert f" {d['ops']} " in row
+    assert "makespan" in result.output and "proven ≥" in result.output
+
+
+def test_a_device_with_a_measured_costs_file(tmp_path):
+    """A system file's ``costs:`` times that device from the file (by op name), not from a spec."""
+    costs = tmp_path / "fast.json"
+    assert runner.invoke(app, ["annotate", str(DIAMOND), "-o", str(costs)]).exit_code == 0
+    data = json.loads(costs.read_text())
+    for op in data["ops"]:
+        op["work"] = 1e-9  # far faster than the CPU's roofline: every op belongs there
+    costs.write_text(json.dumps(data))
+    system = tmp_path / "system.yaml"
+    system.write_text("devices:\n  - {name: cpu, spec: cpu}\n  - {name: fast, costs: fast.json}\n"
+                      "links:\n  default: {bandwidth: 1GB/s}\n")
+    out = tmp_path / "out"
+    result = invoke(DIAMOND, "--system", system, "-o", out, "--time-limit", "2", "--verify")
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert {op["device"] for op in manifest["ops"]} == {"fast"}
+    assert manifest["makespan"] == pytest.approx(7e-9)
+    data["ops"] = data["ops"][1:]
+    costs.write_text(json.dumps(data))
+    result = invoke(DIAMOND, "--system", system, "-o", tmp_path / "out2")
+    assert result.exit_code == 2 and "no measured time for op conv_1" in " ".join(result.output.split())
+    assert not (tmp_path / "out2").exists()
+
+
+def test_throughput_objective(tmp_path):
+    out = tmp_path / "out"
+    result = invoke(DIAMOND, "--system", SYSTEM, "-o", out, "--objective", "throughput", "--batch", "8",
+                    "--time-limit", "3", "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    manifest = json.loads((out / "manifest.json").read_text())
+    cert = json.loads((out / "certificate.json").read_text())
+    assert sorted(p.name for p in out.iterdir()) == ["certificate.json", "manifest.json"]
+    assert manifest["objective"] == "throughput" and manifest["batch"] == 8
+    for op in {s["op"] for s in manifest["slices"]}:  # every op processes each of the 8 inputs once
+        covered = sorted(i for s in manifest["slices"] if s["op"] == op for i in range(*s["inputs"]))
+        assert covered == list(range(8))
+    assert manifest["makespan"] == pytest.approx(max(s["end"] for s in manifest["slices"]))
+    assert cert["upper_bound"] == pytest.approx(manifest["makespan"]) and cert["best_lower_bound"] is not None
+    assert summary["throughput"] == pytest.approx(8 / manifest["makespan"])
+    assert cert["details"]["throughput_ceiling"] >= summary["throughput"] * (1 - 1e-9)
+    checked = invoke(DIAMOND, "--system", SYSTEM, "--check-certificate", out)
+    assert checked.exit_code == 0 and "batch makespan" in checked.output, checked.output
+    manifest["slices"][0]["end"] += 1e-3  # a slice that lasts longer than its op takes
+    tampered = tmp_path / "tampered"
+    tampered.mkdir()
+    (tampered / "manifest.json").write_text(json.dumps(manifest))
+    (tampered / "certificate.json").write_text((out / "certificate.json").read_text())
+    refused = invoke(DIAMOND, "--system", SYSTEM, "--check-certificate", tampered)
+    assert refused.exit_code == 2 and "mistimed" in refused.output, refused.output
+    shown = runner.invoke(app, ["schedule", str(DIAMOND), "--system", str(SYSTEM), "-o", str(tmp_path / "o2"),
+                                "--objective", "throughput", "--batch", "8", "--time-limit", "2"], terminal_width=140)
+    assert shown.exit_code == 0, shown.output
+    assert "batch of 8" in shown.output and "inputs/s, proven ≤" in shown.output and "busy %" in shown.output
+
+
+@pytest.mark.parametrize("args, pattern", [
+    (["--objective", "throughput", "--batch", "3"], r"batch 3 cannot be made of the devices' batch sizes"),
+    (["--objective", "throughput", "--batch", "4", "--verify"], r"--verify not available with --objective throughput"),
+    (["--batch", "4"], r"--batch is for --objective throughput"),
+    (["--objective", "energy"], r"unknown --objective 'energy'"),
+])
+def test_bad_throughput_options(tmp_path, args, pattern):
+    import re
+
+    system = tmp_path / "system.yaml"
+    system.write_text("devices:\n  - {name: a, spec: cpu, batch_sizes: [4]}\n"
+                      "  - {name: b, spec: t4, batch_sizes: [2, 4]}\nlinks:\n  default: {bandwidth: 1GB/s}\n")
+    out = tmp_path / "out"
+    result = invoke(DIAMOND, "--system", system, "-o", out, *args)
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and re.search(pattern, " ".join(result.output.split())), result.output
+    assert not out.exists()
