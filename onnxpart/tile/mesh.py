@@ -38,7 +38,15 @@ from onnxpart.tile.catalog import P, R, Algorithm, Layout, Mesh, S, collective_t
 
 
 class MeshLayout(tuple):
-    """A layout on a mesh of ≥ 2 axes: one catalog Layout per axis (module docstring)."""
+    """A layout on a mesh of ≥ 2 axes: one catalog Layout per axis (module docstring). Its hash is kept:
+    the searches look layouts up in dicts millions of times."""
+
+    def __hash__(self) -> int:
+        try:
+            return self._hash
+        except AttributeError:
+            self._hash = tuple.__hash__(self)
+            return self._hash
 
     def __str__(self) -> str:
         return "".join(str(a) for a in self)

@@ -121,7 +121,7 @@ class LayoutInstance:
     ops: tuple[OpVar, ...]
     memory: float | None = None
     index: Mapping[str, int] = field(default_factory=dict, compare=False)
-    memo: dict = field(default_factory=dict, compare=False, repr=False)  # cost tables per op (best_choice)
+    memo: dict = field(default_factory=dict, compare=False, repr=False)  # cost tables per op, reshard times
 
     def tensor(self, name: str) -> TensorVar:
         return self.tensors[self.index[name]]
@@ -131,8 +131,13 @@ class LayoutInstance:
         return [op.name for op in self.ops if not op.catalog]
 
     def reshard_time(self, src: Layout, dst: Layout, tensor: str) -> float:
-        """Seconds to turn ``tensor`` from ``src`` into ``dst`` on the mesh (:func:`onnxpart.tile.mesh.reshard_time`)."""
-        return reshard_time(src, dst, self.tensor(tensor).bytes, self.mesh)
+        """Seconds to turn ``tensor`` from ``src`` into ``dst`` on the mesh (:func:`onnxpart.tile.mesh.reshard_time`),
+        memoized per instance."""
+        cache = self.memo.setdefault("reshard", {})
+        key = (src, dst, tensor)
+        if key not in cache:
+            cache[key] = reshard_time(src, dst, self.tensor(tensor).bytes, self.mesh)
+        return cache[key]
 
     def choice_cost(self, op: OpVar, c: int, layouts: Mapping[str, Layout]) -> float:
         """Compute plus resharding of op ``op`` run with choice ``c`` on ``layouts``."""
@@ -156,7 +161,7 @@ class LayoutInstance:
 
     def _table(self, op: OpVar):
         """(compute seconds per choice, [(tensor, layout -> column, seconds[choice, column])] per slot)."""
-        if op.name not in self.memo:
+        if ("table", op.name) not in self.memo:
             base = np.array([op.work / c.divisor for c in op.choices])
             slots = []
             for j, t in enumerate(op.inputs + op.outputs):
@@ -166,8 +171,8 @@ class LayoutInstance:
                                     self.reshard_time(c.outputs[j - len(op.inputs)], a, t) for a in domain]
                                    for c in op.choices])
                 slots.append((t, {a: i for i, a in enumerate(domain)}, matrix))
-            self.memo[op.name] = (base, slots)
-        return self.memo[op.name]
+            self.memo[("table", op.name)] = (base, slots)
+        return self.memo[("table", op.name)]
 
     def cost(self, layouts: Mapping[str, Layout]) -> float:
         """T(X) (module docstring); ValueError for a layout outside a tensor's domain."""
