@@ -201,7 +201,8 @@ def verdicts(rows: list[dict]) -> list[tuple[str, bool, str]]:
 
 def markdown(rows: list[dict], command: str, seconds: float, machine: str, time_limit: float, quick: bool) -> str:
     lines = ["## Tiling: ONNX models on device meshes", "",
-             f"Machine: {machine}. Command: `{command}` ({seconds:.0f} s in all)"
+             f"Machine: {machine}, load average {os.getloadavg()[1]:.1f} at the end. Command: `{command}` "
+             f"({seconds:.0f} s in all)"
              + (" — a **quick** run: BERT with 4 layers, meshes 4 and 2x4 only" if quick else "") + ". "
              f"Per row one `solve_layouts` with local, greedy and exact (CP-SAT, warm-started from greedy) "
              f"sharing {time_limit:g} s; step times in µs (analytic costs on an A100, its interconnect on "
