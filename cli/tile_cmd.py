@@ -1,10 +1,11 @@
-"""`onnxpart tile`: sharding layouts for an ONNX model on a 1-D mesh of D devices (or tilings of a
-matrix program), with a certified lower bound. The algorithms live in onnxpart.tile; this module
+"""`onnxpart tile`: sharding layouts for an ONNX model on a device mesh (a ring of D devices or an
+n-D mesh such as 2x4), or tilings of a matrix program, with a certified lower bound. The algorithms live in onnxpart.tile; this module
 parses options, runs load → cost → solve → certificate → emit and prints the result."""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Optional
 
@@ -23,18 +24,26 @@ from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_
 @handle_errors
 def tile(
     model: Path = typer.Argument(..., help="ONNX model (or a costs/graph JSON), or a matrix program JSON."),
-    devices: int = typer.Option(0, "--devices", "-d", help="Devices D of the 1-D mesh (ONNX input; ≥ 1)."),
+    devices: int = typer.Option(0, "--devices", "-d", help="Devices D of a 1-D mesh (ONNX input; ≥ 1); "
+                                "the same as --mesh D."),
+    mesh: Optional[str] = typer.Option(None, "--mesh", help="Mesh shape, devices per axis: 8, or 2x4 for a "
+                                       "2-D mesh (ONNX input)."),
+    mesh_axes: Optional[str] = typer.Option(None, "--mesh-axes", help="Mesh axis names, comma-separated "
+                                            "(default x,y,...), e.g. dp,tp."),
     output: OutputOpt = None,
     method: Optional[str] = typer.Option(None, "--method", help="Methods, comma-separated: local, greedy, exact "
                                          "(ONNX; default all); programs also exhaustive, tree."),
     pin: Optional[list[str]] = typer.Option(None, "--pin", help="Fix a tensor's layout: TENSOR=LAYOUT with LAYOUT "
-                                            "R, P or S(d) (repeatable)."),
+                                            "R, P or S(d) per mesh axis: S(0) on a 1-D mesh, S(0)R on a 2-D "
+                                            "one (repeatable)."),
     explain: bool = typer.Option(False, "--explain", help="Print every resharding and the two ops' preferences "
                                  "that forced it."),
     compare: bool = typer.Option(False, "--compare", help="Print one table of every method's result."),
-    mesh_bandwidth: Optional[str] = typer.Option(None, "--mesh-bandwidth", help="Link bandwidth of the ring "
-                                                 "(e.g. 300GB/s); default: the device spec's interconnect."),
-    mesh_latency: float = typer.Option(5e-6, "--mesh-latency", min=0.0, help="Seconds per ring step."),
+    mesh_bandwidth: Optional[str] = typer.Option(None, "--mesh-bandwidth", help="Link bandwidth of each mesh "
+                                                 "axis's ring: one value or one per axis (e.g. 300GB/s,25GB/s); "
+                                                 "default: the device spec's interconnect."),
+    mesh_latency: str = typer.Option("5e-6", "--mesh-latency", help="Seconds per ring step: one value or one "
+                                     "per mesh axis (e.g. 2e-6,1e-5)."),
     device_memory: Optional[str] = typer.Option(None, "--device-memory", help="Bound on weights + activations "
                                                 "per device (e.g. 40GiB); exit 4 when no layout fits."),
     labels: Optional[str] = typer.Option(None, "--labels", help="Matrix programs: the tilings allowed, "
@@ -59,7 +68,7 @@ def tile(
     force: ForceOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Choose a sharding layout per tensor and an algorithm per op on a 1-D mesh, minimizing the step time
+    """Choose a sharding layout per tensor and an algorithm per op on a device mesh, minimizing the step time
     (sharded compute + resharding collectives), with a proven lower bound (matrix tiling as CHLP)."""
     limit = gap_limit(max_gap)
     if output is None and check_certificate is None:
@@ -75,13 +84,12 @@ def tile(
     else:
         if labels is not None:
             raise UserError("--labels is for matrix programs; an ONNX model's layouts are R, P and S(d)")
-        if devices < 1:
-            raise UserError("pass --devices D (the mesh size, ≥ 1)")
+        shape = _mesh_shape(devices, mesh)
         loaded = load_costed(model, fmt=graph_format, input_shape=input_shape, coarsen=coarsen, costs=costs,
                              cost=cost, device=device, dim=dim)
         if verify and loaded.model is None:
             raise UserError("--verify needs an ONNX model (graph-only input has nothing to run)")
-        inst = _instance(loaded, devices, mesh_bandwidth, mesh_latency, device_memory, pin)
+        inst = _instance(loaded, shape, mesh_axes, mesh_bandwidth, mesh_latency, device_memory, pin)
         sha = loaded.model.sha256 if loaded.model is not None else loaded.graph.model_sha256
         if check_certificate is not None:
             _check(inst, check_certificate, sha, as_json)
@@ -115,16 +123,43 @@ def _is_program(path: Path) -> bool:
     return isinstance(data, list) or (isinstance(data, dict) and "program" in data)
 
 
-def _instance(loaded, devices, mesh_bandwidth, mesh_latency, device_memory, pin):
+def _mesh_shape(devices: int, mesh: Optional[str]) -> tuple[int, ...]:
+    """--mesh and --devices -> the mesh shape (--devices D is --mesh D)."""
+    from onnxpart.tile.mesh import parse_mesh
+
+    if mesh is None:
+        if devices < 1:
+            raise UserError("pass --devices D or --mesh SHAPE (e.g. --mesh 2x4; every axis ≥ 1)")
+        return (devices,)
+    shape = parse_mesh(mesh)
+    if devices and devices != math.prod(shape):
+        raise UserError(f"--devices {devices} disagrees with --mesh {mesh} ({math.prod(shape)} devices): pass one")
+    return shape
+
+
+def _per_axis(text: str, parse, option: str) -> list[float]:
+    try:
+        return [parse(part.strip()) for part in text.split(",")]
+    except ValueError as exc:
+        raise UserError(f"{option} {text!r}: {exc}") from None
+
+
+def _instance(loaded, shape, mesh_axes, mesh_bandwidth, mesh_latency, device_memory, pin):
+    from onnxpart.tile.mesh import parts
     from onnxpart.tile.onnx_constants import small_constants
     from onnxpart.tile.onnx_model import build_layout_instance, parse_pins
 
-    bandwidth = parse_bandwidth(mesh_bandwidth) if mesh_bandwidth is not None else None
+    bandwidth = _per_axis(mesh_bandwidth, parse_bandwidth, "--mesh-bandwidth") if mesh_bandwidth else None
+    latency = _per_axis(mesh_latency, float, "--mesh-latency")
+    if any(v < 0 for v in latency):
+        raise UserError(f"--mesh-latency {mesh_latency}: seconds per ring step cannot be negative")
     memory = parse_bytes(device_memory) if device_memory is not None else None
+    names = [n.strip() for n in mesh_axes.split(",")] if mesh_axes else None
     constants = small_constants(loaded.model.model) if loaded.model is not None else {}
-    inst = build_layout_instance(loaded.graph, devices, bandwidth, mesh_latency, memory, parse_pins(pin or []),
-                                 constants)
-    only_r = [t.name for t in inst.tensors if len(t.domain) == 1 and t.domain[0].kind == "R"]
+    inst = build_layout_instance(loaded.graph, shape, bandwidth, latency, memory, parse_pins(pin or [], len(shape)),
+                                 constants, names)
+    devices = inst.mesh.devices
+    only_r = [t.name for t in inst.tensors if len(t.domain) == 1 and all(a.kind == "R" for a in parts(t.domain[0]))]
     if devices > 1 and len(only_r) == len(inst.tensors):
         err_console.print(f"[yellow]note:[/] {devices} devices divide no dimension of any tensor: every tensor "
                           "can only be replicated (R)", highlight=False)
@@ -159,7 +194,8 @@ def _solve_and_write(inst, loaded, model_path, sha, output, force, method, time_
     with progress_bar(time_limit, lambda value, _: format_seconds(value), disable=as_json) as on_progress:
         solution = solve_layouts(inst, options, Board(on_progress))
     plan = emit.plan_payload(solution, str(model_path), sha)
-    recorded = {"devices": inst.mesh.devices, "bandwidth": inst.mesh.bandwidth, "latency": inst.mesh.latency,
+    recorded = {"devices": inst.mesh.devices, "mesh": list(inst.mesh.shape), "axis_names": list(inst.mesh.names),
+                "bandwidth": emit.axis_values(inst.mesh.bandwidths), "latency": emit.axis_values(inst.mesh.latencies),
                 "device_memory": inst.memory, "methods": list(options.methods), "time_limit": time_limit,
                 "seed": seed}
     cert = emit.certificate(solution, sha, recorded)
@@ -238,8 +274,10 @@ def _fmt(plan: dict, value: float) -> str:
 
 def _print_layouts(plan: dict, explain: bool) -> None:
     totals = plan["totals"]
-    sharded = sum(t["layout"] != "R" for t in plan["tensors"])
-    console.print(f"{sharded} of {len(plan['tensors'])} tensors sharded on {plan['mesh']['devices']} devices; "
+    sharded = sum(set(t["layout"]) != {"R"} for t in plan["tensors"])
+    mesh = "x".join(map(str, plan["mesh"]["shape"]))
+    console.print(f"{sharded} of {len(plan['tensors'])} tensors sharded on {plan['mesh']['devices']} devices "
+                  f"(mesh {mesh}); "
                   f"compute {format_seconds(totals['compute_s'])}, {totals['reshardings']} reshardings "
                   f"{format_seconds(totals['resharding_s'])}, {format_bytes(totals['memory_per_device'])} per device",
                   highlight=False)

@@ -201,7 +201,7 @@ def solve_cpsat(model: cp_model.CpModel, time_limit: float, *, workers: int = 2,
     incumbent (for progress bars), ``on_bound(bound)`` on each new proven objective bound. Ctrl-C
     stops the search and keeps the best solution and bound. ``parameters`` sets further
     ``SatParameters`` fields by name (e.g. ``interleave_search``, ``max_deterministic_time`` for
-    reproducible multi-worker runs)."""
+    reproducible multi-worker runs; a list extends a repeated field such as ``subsolvers``)."""
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = float(max(time_limit, 1e-3))
     solver.parameters.num_workers = int(workers)
@@ -209,7 +209,10 @@ def solve_cpsat(model: cp_model.CpModel, time_limit: float, *, workers: int = 2,
     solver.parameters.log_search_progress = bool(verbose)
     solver.parameters.catch_sigint_signal = True
     for name, value in (parameters or {}).items():
-        setattr(solver.parameters, name, value)
+        if isinstance(value, (list, tuple)):  # a repeated field, e.g. subsolvers
+            getattr(solver.parameters, name).extend(value)
+        else:
+            setattr(solver.parameters, name, value)
     if on_bound is not None:
         solver.best_bound_callback = on_bound
     callback = None

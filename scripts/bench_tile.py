@@ -2,6 +2,8 @@
 
 Writes the ``tile`` section of BENCHMARKS.md. Run: ``.venv/bin/python scripts/bench_tile.py``
 (``--quick`` for a smoke run, ``--no-write`` to leave BENCHMARKS.md alone, ``--json PATH`` for the rows).
+``--onnx`` also runs the ONNX models on device meshes (:mod:`bench_tile_onnx`, the ``tile-onnx``
+section); ``--onnx-only`` runs just those.
 
 Rows:
 
@@ -293,6 +295,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--s", type=int, default=9, help="random CHLP: allowed label tuples per edge")
     parser.add_argument("--tau", type=int, default=3, help="random CHLP: labels per vertex")
     parser.add_argument("--density", type=float, default=1.0, help="random CHLP: edges per vertex (m = density*n)")
+    parser.add_argument("--onnx", action="store_true", help="also the ONNX models on meshes (tile-onnx section)")
+    parser.add_argument("--onnx-only", action="store_true", help="only the ONNX models on meshes")
+    parser.add_argument("--onnx-time-limit", type=float, default=120.0, help="seconds per ONNX row, all methods")
+    parser.add_argument("--workers", type=int, default=2, help="CP-SAT workers for the ONNX rows")
+    parser.add_argument("--onnx-verify", action="store_true", help="run every ONNX row's best plan under --verify")
     args = parser.parse_args(argv)
     if args.quick:
         args.time_limit = min(args.time_limit, 2.0)
@@ -302,6 +309,10 @@ def main(argv: list[str] | None = None) -> int:
             [(4, 10), (10, 50), (20, 200)], [0, 1], 3
     command = "python scripts/bench_tile.py" + (" " + " ".join(sys.argv[1:]) if argv is None and sys.argv[1:]
                                                 else "")
+    if args.onnx or args.onnx_only:
+        onnx_section(args, command)
+    if args.onnx_only:
+        return 0
     start = time.perf_counter()
     paper = paper_rows(args.time_limit, args.repeats)
     chlp = chlp_rows(sizes, seeds, args.k, args.s, args.tau, args.density, args.time_limit)
@@ -315,6 +326,21 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_write:
         write_section("tile", text)
     return 0
+
+
+def onnx_section(args, command: str) -> None:
+    """The ONNX models on meshes (:mod:`bench_tile_onnx`): rows, targets, the ``tile-onnx`` section."""
+    import bench_tile_onnx
+
+    start = time.perf_counter()
+    rows = bench_tile_onnx.run(args.quick, args.onnx_time_limit, args.workers, args.onnx_verify)
+    text = bench_tile_onnx.markdown(rows, command, time.perf_counter() - start, machine_line(),
+                                    args.onnx_time_limit, args.quick)
+    print(text)
+    if args.json:
+        args.json.with_suffix(".onnx.json").write_text(json.dumps({"rows": rows}, indent=1, default=str))
+    if not args.no_write:
+        write_section("tile-onnx", text)
 
 
 if __name__ == "__main__":

@@ -1,17 +1,25 @@
 """Tile results as files: ``plan.json`` (schema ``onnxpart.tile-plan/1``), the shared certificate
 (problem ``tile``), and ``annotated.onnx`` with ONNX's own sharding fields (IR 11):
 
-* ``ModelProto.configuration``: one ``DeviceConfigurationProto`` named ``tile-mesh`` with the D devices;
+* ``ModelProto.configuration``: one ``DeviceConfigurationProto`` named ``tile-mesh`` with the D devices
+  (the mesh's devices in row-major order: device (i, j) of a 2x4 mesh is 4·i + j);
 * per compute node a ``NodeDeviceConfigurationProto`` (``configuration_id = "tile-mesh"``) holding one
-  ``ShardingSpecProto`` per input and output the node's algorithm reads or writes: ``S(d)`` is
-  ``device = [0..D-1]`` with ``sharded_dim = [ShardedDimProto(axis=d, simple_sharding=
-  [SimpleShardedDimProto(dim_value=size, num_shards=D)])]``; ``R`` is ``device = [-1]`` with
-  ``index_to_device_group_map = {-1: [0..D-1]}`` (one group that holds the whole tensor), as in ONNX's
-  ShardingFormalism.md. ONNX has no partial-sum spec, so a ``P`` slot gets none (plan.json has it).
+  ``ShardingSpecProto`` per input and output the node's algorithm reads or writes, as in ONNX's
+  ShardingFormalism.md: one ``ShardedDimProto(axis=d, simple_sharding=[SimpleShardedDimProto(
+  dim_value=size, num_shards=k)])`` per tensor dim d the layout shards, k the product of the sizes of
+  the mesh axes sharding it; ``device`` lists one entry per shard (row-major over the sharded dims):
+  the device holding it, or a negative id that ``index_to_device_group_map`` maps to the group of
+  devices that all hold it (the mesh axes that replicate it). On a 1-D mesh ``S(d)`` is ``device =
+  [0..D-1]`` and ``R`` is ``device = [-1]``, ``{-1: [0..D-1]}``. ONNX has no partial-sum spec, so a slot
+  with a ``P`` component gets none (plan.json has it).
 
 The plan's layouts follow the paper's labels ("Matrix Tiling as Constrained Hypergraph Labeling",
-Section 3) on a 1-D mesh: ``placements`` in DTensor style, ``ort_spec`` in onnxruntime's
-per-axis string form (``R`` or ``S[0]`` per tensor axis: mesh axis 0; none for ``P``).
+Section 3) per mesh axis (:mod:`onnxpart.tile.mesh`): ``layout`` is ``R``/``S(0)``/``P`` on a 1-D mesh and
+one component per axis on an n-D one (``S(0)R``, ``RS(1)``, ``S(0)S(0)``); ``placements`` in DTensor
+style, one per mesh axis (``[Shard(0), Replicate()]``); ``ort_spec`` in onnxruntime's per-tensor-axis
+string form (``R``, or ``S[j]`` for a tensor axis sharded along mesh axis j); none for a layout with a
+``P`` component or a tensor axis sharded along several mesh axes (onnxruntime's form has no word for
+either). Per-axis mesh values (latency, bandwidth) are one number on a 1-D mesh, a list on an n-D one.
 """
 
 from __future__ import annotations
@@ -22,8 +30,10 @@ import numpy as np
 import onnx
 
 from onnxpart.certificate import Certificate, instance_hash
+from onnxpart.errors import UserError
 from onnxpart.parts import annotate
 from onnxpart.tile.catalog import Layout
+from onnxpart.tile.mesh import parts
 from onnxpart.tile.onnx_model import LayoutInstance, Plan, parse_layout, reshardings
 from onnxpart.tile.onnx_search import LayoutSolution
 
@@ -33,28 +43,42 @@ OBJECTIVE = "estimated step time (s): sharded compute + resharding collectives"
 
 
 def placements(layout: Layout) -> list[str]:
-    return [{"R": "Replicate()", "P": "Partial()"}.get(layout.kind, f"Shard({layout.dim})")]
+    """DTensor's placements, one per mesh axis."""
+    return [{"R": "Replicate()", "P": "Partial()"}.get(a.kind, f"Shard({a.dim})") for a in parts(layout)]
 
 
 def ort_spec(layout: Layout, rank: int) -> str | None:
-    if layout.kind == "P":
+    """onnxruntime's form: per tensor axis ``R`` or ``S[j]`` (mesh axis j); None where it has no word."""
+    comps = parts(layout)
+    if any(a.kind == "P" for a in comps):
         return None
-    return "".join("S[0]" if layout.kind == "S" and d == layout.dim else "R" for d in range(max(rank, 1)))
+    words = []
+    for d in range(max(rank, 1)):
+        axes = [j for j, a in enumerate(comps) if a.kind == "S" and a.dim == d]
+        if len(axes) > 1:
+            return None
+        words.append(f"S[{axes[0]}]" if axes else "R")
+    return "".join(words)
+
+
+def axis_values(values) -> float | list[float]:
+    """A per-axis value as written: the number on a 1-D mesh, the list on an n-D one."""
+    return values[0] if len(values) == 1 else list(values)
 
 
 def mesh_payload(inst: LayoutInstance) -> dict[str, Any]:
     m = inst.mesh
-    return {"shape": [m.devices], "axis_names": ["x"], "devices": m.devices, "topology": "ring",
-            "latency_s": m.latency, "bandwidth_bytes_per_s": m.bandwidth, "device_memory": inst.memory}
+    return {"shape": list(m.shape), "axis_names": list(m.names), "devices": m.devices,
+            "topology": "ring" if len(m.shape) == 1 else "ring per axis", "latency_s": axis_values(m.latencies),
+            "bandwidth_bytes_per_s": axis_values(m.bandwidths), "device_memory": inst.memory}
 
 
 def plan_payload(solution: LayoutSolution, model: str, model_sha: str | None) -> dict[str, Any]:
     """plan.json (module docstring)."""
     inst, plan = solution.instance, solution.plan
-    p = inst.mesh.devices
     tensors = [{"name": t.name, "kind": t.kind, "shape": list(t.shape), "layout": str(plan.layouts[t.name]),
                 "placements": placements(plan.layouts[t.name]), "ort_spec": ort_spec(plan.layouts[t.name], len(t.shape)),
-                "bytes": t.bytes, "bytes_per_device": t.per_device(plan.layouts[t.name], p),
+                "bytes": t.bytes, "bytes_per_device": t.per_device(plan.layouts[t.name], inst.mesh),
                 "candidates": [str(a) for a in t.domain],
                 "excluded": [{"layout": a, "reason": why} for a, why in t.excluded]} for t in inst.tensors]
     ops = [_op_payload(inst, op, plan) for op in inst.ops]
@@ -77,7 +101,8 @@ def _op_payload(inst: LayoutInstance, op, plan: Plan) -> dict[str, Any]:
 
 
 def instance_digest(inst: LayoutInstance) -> list:
-    return [inst.mesh.devices, inst.mesh.latency, inst.mesh.bandwidth, inst.memory,
+    m = inst.mesh
+    return [list(m.shape), list(m.latencies), list(m.bandwidths), inst.memory,
             [(t.name, [str(a) for a in t.domain], t.bytes) for t in inst.tensors],
             [(op.name, op.work, [c.name for c in op.choices]) for op in inst.ops]]
 
@@ -93,7 +118,7 @@ def certificate(solution: LayoutSolution, model_sha: str | None, options: dict[s
 
 def read_plan(inst: LayoutInstance, payload: dict) -> Plan:
     """plan.json -> Plan (ValueError/KeyError on a malformed plan)."""
-    layouts = {t["name"]: parse_layout(t["layout"]) for t in payload["tensors"]}
+    layouts = {t["name"]: parse_layout(t["layout"], len(inst.mesh.shape)) for t in payload["tensors"]}
     algorithms = {}
     for op in payload["ops"]:
         var = next(o for o in inst.ops if o.name == op["name"])
@@ -113,7 +138,7 @@ def check_plan(inst: LayoutInstance, payload: dict, cert: Certificate, model_sha
         value = inst.plan_cost(plan)
         if not inst.fits(plan.layouts):
             problems.append("the layouts exceed --device-memory")
-    except (KeyError, ValueError, StopIteration, TypeError) as exc:
+    except (KeyError, ValueError, StopIteration, TypeError, UserError) as exc:
         return None, problems + [f"plan.json does not describe a plan of this model: {exc}"]
     for what, claimed in (("certificate upper bound", cert.upper_bound),
                           ("plan.json step time", payload.get("totals", {}).get("step_time_s"))):
@@ -128,13 +153,14 @@ def check_plan(inst: LayoutInstance, payload: dict, cert: Certificate, model_sha
 def annotated_model(model: onnx.ModelProto, graph, solution: LayoutSolution) -> onnx.ModelProto:
     """The model with the mesh configuration and a sharding spec per node slot (module docstring)."""
     inst, plan = solution.instance, solution.plan
-    p = inst.mesh.devices
     specs = []
     for op in inst.ops:
         c = op.choices[plan.algorithms[op.name]]
         slots = list(zip(op.inputs, c.inputs)) + list(zip(op.outputs, c.outputs))
-        specs.append([_spec(t, a, inst.tensor(t).shape, p) for t, a in slots if a.kind != "P"])
-    out = annotate(model, graph, np.arange(len(graph.ops)), CONFIGURATION, [f"device_{i}" for i in range(p)],
+        specs.append([_spec(t, a, inst.tensor(t).shape, inst.mesh.shape) for t, a in slots
+                      if all(x.kind != "P" for x in parts(a))])
+    out = annotate(model, graph, np.arange(len(graph.ops)), CONFIGURATION,
+                   [f"device_{i}" for i in range(inst.mesh.devices)],
                    lambda i: {"sharding_spec": specs[i]})
     for node in out.graph.node:  # folded weight generators share their op's entry: keep their own names only
         names = set(node.input) | set(node.output)
@@ -145,13 +171,44 @@ def annotated_model(model: onnx.ModelProto, graph, solution: LayoutSolution) -> 
     return out
 
 
-def _spec(tensor: str, layout: Layout, shape, p: int) -> onnx.ShardingSpecProto:
-    if layout.kind == "S":
-        dim = onnx.ShardedDimProto(axis=layout.dim, simple_sharding=[
-            onnx.SimpleShardedDimProto(dim_value=int(shape[layout.dim]), num_shards=p)])
-        return onnx.ShardingSpecProto(tensor_name=tensor, device=list(range(p)), sharded_dim=[dim])
-    group = onnx.IntIntListEntryProto(key=-1, value=list(range(p)))
-    return onnx.ShardingSpecProto(tensor_name=tensor, device=[-1], index_to_device_group_map=[group])
+def _spec(tensor: str, layout: Layout, shape, mesh_shape) -> onnx.ShardingSpecProto:
+    """The ShardingSpecProto of ``tensor`` in ``layout`` on a mesh of ``mesh_shape`` (an int: a 1-D
+    mesh), module docstring."""
+    sizes = (mesh_shape,) if isinstance(mesh_shape, int) else tuple(mesh_shape)
+    comps = parts(layout)
+    dims = sorted({a.dim for a in comps if a.kind == "S"})
+    sharded = []
+    for d in dims:
+        axes = [j for j, a in enumerate(comps) if a.kind == "S" and a.dim == d]
+        shards = int(np.prod([sizes[j] for j in axes]))
+        sharded.append(onnx.ShardedDimProto(axis=d, simple_sharding=[
+            onnx.SimpleShardedDimProto(dim_value=int(shape[d]), num_shards=shards)]))
+    holders: dict[tuple[int, ...], list[int]] = {}
+    for device, coords in enumerate(np.ndindex(*sizes)):
+        holders.setdefault(_shard_of(coords, comps, dims, sizes), []).append(device)
+    devices, groups = [], []
+    for key in sorted(holders):  # row-major over the sharded dims
+        group = holders[key]
+        if len(group) == 1:
+            devices.append(group[0])
+        else:
+            devices.append(-1 - len(groups))
+            groups.append(onnx.IntIntListEntryProto(key=devices[-1], value=group))
+    return onnx.ShardingSpecProto(tensor_name=tensor, device=devices, index_to_device_group_map=groups,
+                                  sharded_dim=sharded)
+
+
+def _shard_of(coords, comps, dims, sizes) -> tuple[int, ...]:
+    """The shard (index per sharded dim) a device at mesh ``coords`` holds: along each dim, the mesh axes
+    sharding it count in axis order, the first one major."""
+    key = []
+    for d in dims:
+        index = 0
+        for j, a in enumerate(comps):
+            if a.kind == "S" and a.dim == d:
+                index = index * sizes[j] + coords[j]
+        key.append(index)
+    return tuple(key)
 
 
 # ------------------------------------------------------------------------------------ matrix programs
@@ -161,8 +218,6 @@ PROGRAM_OBJECTIVE = "CHLP retiling cost (Section 4–5: Σ_e w(e)·min_l d(X, l)
 def restrict_labels(instance, labels: list[str]):
     """The CHLP instance with every free matrix's domain cut to ``labels`` (``--labels``)."""
     import dataclasses
-
-    from onnxpart.errors import UserError
 
     unknown = [x for x in labels if x not in instance.labels]
     if unknown or not labels:

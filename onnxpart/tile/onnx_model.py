@@ -1,4 +1,5 @@
-"""The ONNX side of ``onnxpart tile``: a costed OpGraph on a 1-D mesh of D devices as a layout instance.
+"""The ONNX side of ``onnxpart tile``: a costed OpGraph on a device mesh (1-D ring of D devices, or an
+n-D mesh such as 2x4, :mod:`onnxpart.tile.mesh`) as a layout instance.
 
 This is the paper's TP(H, G, L, w) ("Matrix Tiling as Constrained Hypergraph Labeling", Sections 4–5)
 with ONNX tensors as vertices, ONNX ops as hyperedges and sharding layouts as labels
@@ -13,7 +14,8 @@ with ONNX tensors as vertices, ONNX ops as hyperedges and sharding layouts as la
 Data structures (kept stable for ``--verify`` and ``scripts/bench_tile.py``):
 
 ``LayoutInstance``
-    ``mesh`` (:class:`~onnxpart.tile.catalog.Mesh`: devices D, latency, bandwidth), ``tensors``
+    ``mesh`` (:class:`~onnxpart.tile.mesh.DeviceMesh`: shape, axis names, latency and bandwidth per
+    axis; ``devices`` = their product), ``tensors``
     (:class:`TensorVar` per activation, graph input and weight: name, shape, bytes of the full tensor,
     ``kind`` in {"input", "activation", "output", "weight"}, ``domain`` — the candidate layouts —
     and ``excluded`` — (layout, reason) pairs for the layouts left out), ``ops`` (:class:`OpVar` per
@@ -21,8 +23,12 @@ Data structures (kept stable for ``--verify`` and ``scripts/bench_tile.py``):
     folded or omitted inputs are dropped), ``choices`` (:class:`Choice`), ``work`` (seconds on one
     device), ``catalog`` (False: "replicated only"), ``memory`` (bytes per device or None).
 
+Layouts are mesh layouts (:mod:`onnxpart.tile.mesh`): the catalog's ``R``, ``P``, ``S(d)`` on a 1-D mesh,
+one component per axis (``S(0)R``) on an n-D one.
+
 ``Choice`` (an algorithm)
-    ``name``, ``inputs``/``outputs`` (the layout it reads / writes per slot), ``divisor`` (1 or D).
+    ``name``, ``inputs``/``outputs`` (the layout it reads / writes per slot), ``divisor`` (the product
+    of the per-axis catalog algorithms' divisors, :func:`~onnxpart.tile.mesh.compose_algorithms`).
 
 ``Plan`` (a solution)
     ``layouts`` (tensor -> Layout) and ``algorithms`` (op -> choice index); :meth:`LayoutInstance.cost`
@@ -35,25 +41,27 @@ Objective (estimated step time, seconds)::
 A tensor's layout X[t] is how it is stored between ops; the producer reshards its algorithm's output
 into X[t] once, each consumer reshards X[t] into what its algorithm reads. Graph inputs and weights
 are laid out before the step (slicing is free); graph outputs are never left partial (P).
-Memory (``--device-memory``): Σ_t bytes_per_device(t, X[t]) ≤ memory, with R and P holding the full
-tensor and S(d) 1/D of it (exchange buffers are not counted).
+Memory (``--device-memory``): Σ_t bytes_per_device(t, X[t]) ≤ memory, with a tensor cut into the product
+of the sizes of the mesh axes that shard it (R and P components hold it whole; exchange buffers are
+not counted).
 """
 
 from __future__ import annotations
 
-import re
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from onnxpart.errors import InfeasibleError, UserError
-from onnxpart.tile.catalog import (P, R, Algorithm, Layout, Mesh, S, elementwise_algorithms, gemm_algorithms,
-                                   matmul_algorithms, normalization_algorithms, reshard, reshard_time,
-                                   transpose_algorithms)
+from onnxpart.tile import mesh as meshes
+from onnxpart.tile.catalog import (P, R, Algorithm, Layout, S, elementwise_algorithms, gemm_algorithms,
+                                   matmul_algorithms, normalization_algorithms, transpose_algorithms)
 from onnxpart.tile.catalog_conv import POOLS, batchnorm_algorithms, conv_algorithms, pool_algorithms
 from onnxpart.tile.catalog_reduce import REDUCTIONS, reduce_algorithms, reduced_axes
 from onnxpart.tile.catalog_shape import RESHAPES, gather_algorithms, reshape_algorithms, untouched_algorithms
+from onnxpart.tile.mesh import DeviceMesh, collective_name, compose, parts, reshard_steps, reshard_time
 
 UNARY = {"Relu", "Erf", "Gelu", "Tanh", "Sigmoid", "Sqrt", "Exp", "Log", "Abs", "Neg", "Cast", "Identity",
          "Reciprocal", "Softplus", "LeakyRelu", "Elu", "Silu", "HardSigmoid", "Dropout", "Not", "Floor", "Ceil",
@@ -83,9 +91,9 @@ class TensorVar:
     domain: tuple[Layout, ...]
     excluded: tuple[tuple[str, str], ...] = ()
 
-    def per_device(self, layout: Layout, devices: int) -> int:
+    def per_device(self, layout: Layout, mesh: DeviceMesh) -> int:
         """Bytes one device holds in ``layout`` (a shard rounded up)."""
-        return -(-self.bytes // devices) if layout.kind == "S" else self.bytes
+        return mesh.per_device(self.bytes, layout)
 
 
 @dataclass(frozen=True)
@@ -108,11 +116,12 @@ class Plan:
 @dataclass(frozen=True)
 class LayoutInstance:
     name: str
-    mesh: Mesh
+    mesh: DeviceMesh
     tensors: tuple[TensorVar, ...]
     ops: tuple[OpVar, ...]
     memory: float | None = None
     index: Mapping[str, int] = field(default_factory=dict, compare=False)
+    memo: dict = field(default_factory=dict, compare=False, repr=False)  # cost tables per op, reshard times
 
     def tensor(self, name: str) -> TensorVar:
         return self.tensors[self.index[name]]
@@ -121,21 +130,49 @@ class LayoutInstance:
     def replicated_only(self) -> list[str]:
         return [op.name for op in self.ops if not op.catalog]
 
+    def reshard_time(self, src: Layout, dst: Layout, tensor: str) -> float:
+        """Seconds to turn ``tensor`` from ``src`` into ``dst`` on the mesh (:func:`onnxpart.tile.mesh.reshard_time`),
+        memoized per instance."""
+        cache = self.memo.setdefault("reshard", {})
+        key = (src, dst, tensor)
+        if key not in cache:
+            cache[key] = reshard_time(src, dst, self.tensor(tensor).bytes, self.mesh)
+        return cache[key]
+
     def choice_cost(self, op: OpVar, c: int, layouts: Mapping[str, Layout]) -> float:
         """Compute plus resharding of op ``op`` run with choice ``c`` on ``layouts``."""
         choice = op.choices[c]
         total = op.work / choice.divisor
         for t, want in zip(op.inputs, choice.inputs):
-            total += reshard_time(layouts[t], want, self.tensor(t).bytes, self.mesh)
+            total += self.reshard_time(layouts[t], want, t)
         for t, made in zip(op.outputs, choice.outputs):
-            total += reshard_time(made, layouts[t], self.tensor(t).bytes, self.mesh)
+            total += self.reshard_time(made, layouts[t], t)
         return total
 
     def best_choice(self, op: OpVar, layouts: Mapping[str, Layout]) -> tuple[int, float]:
-        """The op's cheapest algorithm on ``layouts`` (ties: the catalog's first)."""
-        costs = [self.choice_cost(op, c, layouts) for c in range(len(op.choices))]
-        best = min(range(len(costs)), key=costs.__getitem__)
-        return best, costs[best]
+        """The op's cheapest algorithm on ``layouts`` (ties: the catalog's first), from its cost table:
+        :meth:`choice_cost` of every choice at once, summed in the same order (so the same floats)."""
+        base, slots = self._table(op)
+        total = base
+        for t, column, matrix in slots:
+            total = total + matrix[:, column[layouts[t]]]
+        best = int(np.argmin(total))
+        return best, float(total[best])
+
+    def _table(self, op: OpVar):
+        """(compute seconds per choice, [(tensor, layout -> column, seconds[choice, column])] per slot)."""
+        if ("table", op.name) not in self.memo:
+            base = np.array([op.work / c.divisor for c in op.choices])
+            slots = []
+            for j, t in enumerate(op.inputs + op.outputs):
+                domain = self.tensor(t).domain
+                reads = j < len(op.inputs)
+                matrix = np.array([[self.reshard_time(a, c.inputs[j], t) if reads else
+                                    self.reshard_time(c.outputs[j - len(op.inputs)], a, t) for a in domain]
+                                   for c in op.choices])
+                slots.append((t, {a: i for i, a in enumerate(domain)}, matrix))
+            self.memo[("table", op.name)] = (base, slots)
+        return self.memo[("table", op.name)]
 
     def cost(self, layouts: Mapping[str, Layout]) -> float:
         """T(X) (module docstring); ValueError for a layout outside a tensor's domain."""
@@ -152,11 +189,11 @@ class LayoutInstance:
         return sum(self.choice_cost(op, plan.algorithms[op.name], plan.layouts) for op in self.ops)
 
     def memory_per_device(self, layouts: Mapping[str, Layout]) -> float:
-        return sum(t.per_device(layouts[t.name], self.mesh.devices) for t in self.tensors)
+        return sum(t.per_device(layouts[t.name], self.mesh) for t in self.tensors)
 
     def min_memory(self) -> float:
         """The least memory per device any layout needs (every tensor in its smallest layout)."""
-        return sum(min(t.per_device(a, self.mesh.devices) for a in t.domain) for t in self.tensors)
+        return sum(min(t.per_device(a, self.mesh) for a in t.domain) for t in self.tensors)
 
     def fits(self, layouts: Mapping[str, Layout]) -> bool:
         return self.memory is None or self.memory_per_device(layouts) <= self.memory * (1 + 1e-12)
@@ -169,35 +206,48 @@ class LayoutInstance:
 
 
 # ------------------------------------------------------------------------------------------- layouts
-_LAYOUT = re.compile(r"^\s*(R|P|S\s*[\(\[]\s*(-?\d+)\s*[\)\]])\s*$", re.IGNORECASE)
+def parse_layout(text: str, axes: int = 1) -> Layout:
+    """``R``, ``P``, ``S(d)`` (or ``S[d]``, the onnxruntime form) per mesh axis -> a mesh layout
+    (:func:`onnxpart.tile.mesh.parse_mesh_layout`); UserError otherwise."""
+    return meshes.parse_mesh_layout(text, axes)
 
 
-def parse_layout(text: str) -> Layout:
-    """``R``, ``P``, ``S(d)`` (or ``S[d]``, the onnxruntime form) -> Layout; UserError otherwise."""
-    m = _LAYOUT.match(text)
-    if not m:
-        raise UserError(f"unknown layout {text!r}: use R, P or S(d) (e.g. S(0))")
-    word = m.group(1).upper()
-    return S(int(m.group(2))) if word.startswith("S") else (R if word == "R" else P)
+_PARTIAL_WHY = {"output": "a graph output is never left as partial sums",
+                "activation": "no algorithm of its producer makes partial sums"}
 
 
-def candidate_layouts(shape: Sequence[int], devices: int, partial: bool,
+def candidate_layouts(shape: Sequence[int], mesh: DeviceMesh, partial: Sequence[bool],
                       kind: str = "activation") -> tuple[tuple[Layout, ...], tuple[tuple[str, str], ...]]:
-    """(domain, excluded with reasons): R; S(d) for each dim divisible by D; P when its producer makes
-    partial sums and it is an activation (never a graph output, input or weight)."""
-    domain, excluded = [R], []
-    for d, size in enumerate(shape):
-        if devices > 1 and size % devices == 0 and size >= devices:
-            domain.append(S(d))
+    """(domain, excluded with reasons): every tuple of per-axis components (R, S(d), P; axis-0 major)
+    whose sharded dims divide by the product of their axes' sizes; P on axis j only when the producer
+    makes partial sums there (``partial[j]``) and it is an activation (never a graph output, input or
+    weight). Axes of size 1 take R only."""
+    options = [[R] if p == 1 else [R] + [S(d) for d in range(len(shape))] + [P] for p in mesh.shape]
+    domain, excluded = [], []
+    for combo in itertools.product(*options):
+        why = _why_not(shape, combo, mesh, partial, kind)
+        if why is None:
+            domain.append(compose(combo))
         else:
-            excluded.append((str(S(d)), f"dim {d} of size {size} does not divide by {devices} devices"))
-    if partial and kind == "activation":
-        domain.append(P)
-    else:
-        excluded.append(("P", {"output": "a graph output is never left as partial sums",
-                               "activation": "no algorithm of its producer makes partial sums"}.get(
-                                   kind, f"a {kind} arrives whole, never as partial sums")))
+            excluded.append((str(compose(combo)), why))
     return tuple(domain), tuple(excluded)
+
+
+def _why_not(shape, combo, mesh: DeviceMesh, partial: Sequence[bool], kind: str) -> str | None:
+    """Why the per-axis components ``combo`` are not a layout of the tensor (None: they are)."""
+    where = (lambda j: "") if len(mesh.shape) == 1 else (lambda j: f" (mesh axis {mesh.names[j]})")
+    for j, a in enumerate(combo):
+        if a == P and not (partial[j] and kind == "activation"):
+            return _PARTIAL_WHY.get(kind, f"a {kind} arrives whole, never as partial sums") + where(j)
+    for d, size in enumerate(shape):
+        axes = [j for j, a in enumerate(combo) if a == S(d)]
+        pieces = 1
+        for j in axes:
+            pieces *= mesh.shape[j]
+        if axes and (size % pieces or size < pieces):
+            names = "" if len(mesh.shape) == 1 else f" (mesh axes {', '.join(mesh.names[j] for j in axes)})"
+            return f"dim {d} of size {size} does not divide by {pieces} devices{names}"
+    return None
 
 
 # -------------------------------------------------------------------------------------- op catalog
@@ -272,28 +322,33 @@ def _slice_axes(attrs: Mapping, in_shapes: Sequence[Sequence[int]], consts: list
     return list(range(int(in_shapes[1][0])))
 
 
-def _valid(layout: Layout, shape: Sequence[int], p: int) -> bool:
-    return layout.kind != "S" or (0 <= layout.dim < len(shape) and shape[layout.dim] % p == 0)
-
-
 # ---------------------------------------------------------------------------------------- building
-def build_layout_instance(graph, devices: int, bandwidth: float | None = None, latency: float = 5e-6,
-                          memory: float | None = None, pins: Mapping[str, Layout] | None = None,
-                          constants: Mapping | None = None) -> LayoutInstance:
-    """The layout instance of a costed OpGraph on a ring of ``devices`` (module docstring). ``bandwidth``
-    defaults to the graph's interconnect (the device spec's); ``pins`` fix tensors' layouts; ``constants``
+def build_layout_instance(graph, devices: int | Sequence[int], bandwidth: float | Sequence[float] | None = None,
+                          latency: float | Sequence[float] = 5e-6, memory: float | None = None,
+                          pins: Mapping[str, Layout] | None = None, constants: Mapping | None = None,
+                          axis_names: Sequence[str] | None = None) -> LayoutInstance:
+    """The layout instance of a costed OpGraph on a mesh (module docstring): ``devices`` is D (a ring)
+    or the mesh shape (2, 4); ``bandwidth`` and ``latency`` one value or one per axis, the bandwidth
+    defaulting to the graph's interconnect (the device spec's); ``pins`` fix tensors' layouts; ``constants``
     (:func:`onnxpart.tile.onnx_constants.small_constants`) tell the catalog which axes Slice and the
     reductions touch when those come as inputs (without them such ops are replicated only)."""
-    if devices < 1:
+    shape = (devices,) if isinstance(devices, int) else tuple(devices)
+    if any(p < 1 for p in shape):
         raise UserError(f"--devices must be at least 1, got {devices}")
     bandwidth = bandwidth or graph.bandwidth
     if not bandwidth:
         raise UserError("no interconnect bandwidth known for this graph: pass --mesh-bandwidth (e.g. 300GB/s)")
-    mesh = Mesh(devices, latency, float(bandwidth))
-    ops = tuple(_op_var(graph, op, devices, constants or {}) for op in graph.ops)
-    partial = {t for op in ops for c in op.choices for t, lay in zip(op.outputs, c.outputs) if lay == P}
+    mesh = meshes.make_mesh(shape, axis_names, _values(latency), _values(bandwidth))
+    ops = tuple(_op_var(graph, op, mesh, constants or {}) for op in graph.ops)
+    partial: dict[str, list[bool]] = {}
+    for op in ops:
+        for c in op.choices:
+            for t, lay in zip(op.outputs, c.outputs):
+                flags = partial.setdefault(t, [False] * len(shape))
+                for j, a in enumerate(parts(lay)):
+                    flags[j] |= a == P
     used = list(dict.fromkeys(t for op in ops for t in op.inputs + op.outputs))
-    tensors = tuple(_tensor_var(graph, name, devices, name in partial) for name in used)
+    tensors = tuple(_tensor_var(graph, name, mesh, partial.get(name, [False] * len(shape))) for name in used)
     inst = LayoutInstance(graph.name, mesh, tensors, ops, memory, {t.name: i for i, t in enumerate(tensors)})
     if pins:
         inst = pin(inst, pins)
@@ -306,30 +361,40 @@ def build_layout_instance(graph, devices: int, bandwidth: float | None = None, l
     return inst
 
 
-def _op_var(graph, op, p: int, constants: Mapping) -> OpVar:
-    """One op with its catalog algorithms, or "replicated only" (not in the catalog, coarsened, opaque, an
-    omitted optional input before a given one, or several outputs other than Split's). Every output of
-    an algorithm takes its one output layout."""
+def _values(value: float | Sequence[float]) -> tuple[float, ...]:
+    return (float(value),) if isinstance(value, (int, float)) else tuple(float(v) for v in value)
+
+
+def _op_var(graph, op, mesh: DeviceMesh, constants: Mapping) -> OpVar:
+    """One op with its catalog algorithms composed over the mesh axes (:func:`onnxpart.tile.mesh.
+    compose_algorithms`), or "replicated only" (not in the catalog, coarsened, opaque, an omitted optional
+    input before a given one, several outputs other than Split's, or one device). Every output of an
+    algorithm takes its one output layout."""
     raw = op.nodes[0].inputs if len(op.nodes) == 1 else op.inputs
     names = [n for n in raw if n]
     inputs = tuple(n for n in names if n in graph.tensors or n in graph.params)
     outputs = tuple(op.outputs)
-    replicated = Choice("replicated", (R,) * len(inputs), (R,) * len(outputs), 1)
+    rep = compose((R,) * len(mesh.shape))
+    replicated = Choice("replicated", (rep,) * len(inputs), (rep,) * len(outputs), 1)
     present = [i for i, n in enumerate(raw) if n]
     gap = bool(present) and "" in tuple(raw)[:present[-1]] and op.op_type not in BINARY  # slots would shift
-    if (len(op.nodes) != 1 or op.opaque or len(inputs) != len(names) or gap
+    if (len(op.nodes) != 1 or op.opaque or len(inputs) != len(names) or gap or mesh.devices == 1
             or (len(outputs) != 1 and op.op_type != "Split")):
         return OpVar(op.name, op.op_type, inputs, outputs, (replicated,), op.work, False)
-    shapes = [_shape(graph, n) for n in inputs]
-    out_shapes = [_shape(graph, t) for t in outputs]
-    consts = [constants.get(n) for n in inputs]
-    algs = op_algorithms(op.op_type, op.nodes[0].attrs, shapes, out_shapes[0], p, consts) if p > 1 else None
-    if algs is None:
+    attrs, consts = op.nodes[0].attrs, [constants.get(n) for n in inputs]
+
+    def per_axis(in_shapes, out_shape, p):
+        algs = op_algorithms(op.op_type, attrs, in_shapes, out_shape, p, consts)
+        if algs is None or p > 1:
+            return algs
+        return [a for a in algs if a.output == R and all(x == R for x in a.inputs)]  # an axis of size 1
+
+    composed = meshes.compose_algorithms(per_axis, [_shape(graph, n) for n in inputs],
+                                         [_shape(graph, t) for t in outputs], mesh.shape)
+    if composed is None:
         return OpVar(op.name, op.op_type, inputs, outputs, (replicated,), op.work, False)
-    choices = [Choice(a.name, a.inputs, (a.output,) * len(outputs), a.divisor) for a in algs
-               if all(_valid(lay, s, p) for lay, s in zip(a.inputs, shapes))
-               and all(_valid(a.output, s, p) for s in out_shapes)]
-    return OpVar(op.name, op.op_type, inputs, outputs, tuple(choices) or (replicated,), op.work, True)
+    choices = tuple(Choice(name, ins, (out,) * len(outputs), div) for name, ins, out, div in composed)
+    return OpVar(op.name, op.op_type, inputs, outputs, choices or (replicated,), op.work, True)
 
 
 def _shape(graph, name: str) -> tuple[int, ...]:
@@ -337,13 +402,13 @@ def _shape(graph, name: str) -> tuple[int, ...]:
     return tuple(int(x) for x in item.shape)
 
 
-def _tensor_var(graph, name: str, p: int, partial: bool) -> TensorVar:
+def _tensor_var(graph, name: str, mesh: DeviceMesh, partial: Sequence[bool]) -> TensorVar:
     if name in graph.params:
         item, kind = graph.params[name], "weight"
     else:
         item = graph.tensors[name]
         kind = "output" if name in graph.outputs else "input" if item.producer is None else "activation"
-    domain, excluded = candidate_layouts(item.shape, p, partial, kind)
+    domain, excluded = candidate_layouts(item.shape, mesh, partial, kind)
     return TensorVar(name, tuple(item.shape), int(item.bytes), kind, domain, excluded)
 
 
@@ -354,6 +419,8 @@ def pin(inst: LayoutInstance, pins: Mapping[str, Layout]) -> LayoutInstance:
         if name not in inst.index:
             raise UserError(f"--pin {name}={layout}: no tensor {name!r} in the model's ops")
         t = tensors[inst.index[name]]
+        if len(parts(layout)) != len(inst.mesh.shape):
+            raise UserError(f"--pin {name}={layout}: give one component per mesh axis ({len(inst.mesh.shape)})")
         if layout not in t.domain:
             why = dict(t.excluded).get(str(layout), f"it is not a layout of this {len(t.shape)}-D tensor")
             raise UserError(f"--pin {name}={layout} conflicts with the tensor: {why} "
@@ -362,31 +429,32 @@ def pin(inst: LayoutInstance, pins: Mapping[str, Layout]) -> LayoutInstance:
     return LayoutInstance(inst.name, inst.mesh, tuple(tensors), inst.ops, inst.memory, inst.index)
 
 
-def parse_pins(specs: Sequence[str]) -> dict[str, Layout]:
-    """``--pin tensor=layout`` values -> {tensor: Layout}."""
+def parse_pins(specs: Sequence[str], axes: int = 1) -> dict[str, Layout]:
+    """``--pin tensor=layout`` values -> {tensor: mesh layout} on a mesh of ``axes`` axes."""
     out = {}
     for spec in specs:
         name, sep, text = spec.rpartition("=")
         if not sep or not name:
-            raise UserError(f"--pin {spec!r}: use TENSOR=LAYOUT, e.g. w_q=S(1)")
-        out[name] = parse_layout(text)
+            raise UserError(f"--pin {spec!r}: use TENSOR=LAYOUT, e.g. w_q=S(1) (S(0)R on a 2-D mesh)")
+        out[name] = parse_layout(text, axes)
     return out
 
 
 # ------------------------------------------------------------------------------------ explanations
 def reshardings(inst: LayoutInstance, plan: Plan) -> list[dict]:
-    """Every collective the plan runs: tensor, from, to, collective, bytes, seconds, and ``forced_by``:
-    the two ops (or the graph input/weight) whose algorithms' preferences disagree."""
+    """Every collective the plan runs: tensor, from, to, collective, bytes, seconds, the per-axis
+    ``steps``, and ``forced_by``: the two ops (or the graph input/weight) whose algorithms' preferences
+    disagree."""
     out = []
     for op in inst.ops:
         choice = op.choices[plan.algorithms[op.name]]
         for t, want in zip(op.inputs, choice.inputs):
             stored = plan.layouts[t]
-            if reshard(stored, want) is not None:
+            if inst.reshard_time(stored, want, t) > 0:
                 out.append(_record(inst, t, stored, want, [_writer(inst, plan, t), _says(op, choice, "reads", want)]))
         for t, made in zip(op.outputs, choice.outputs):
             stored = plan.layouts[t]
-            if reshard(made, stored) is not None:
+            if inst.reshard_time(made, stored, t) > 0:
                 readers = [_says(o, o.choices[plan.algorithms[o.name]], "reads", stored) for o in inst.ops
                            if t in o.inputs and stored in o.choices[plan.algorithms[o.name]].inputs]
                 out.append(_record(inst, t, made, stored, [_says(op, choice, "writes", made)] + readers[:1]))
@@ -394,9 +462,11 @@ def reshardings(inst: LayoutInstance, plan: Plan) -> list[dict]:
 
 
 def _record(inst: LayoutInstance, t: str, src: Layout, dst: Layout, forced_by: list[str]) -> dict:
-    nbytes = inst.tensor(t).bytes
-    return {"tensor": t, "from": str(src), "to": str(dst), "collective": reshard(src, dst), "bytes": nbytes,
-            "seconds": reshard_time(src, dst, nbytes, inst.mesh), "forced_by": forced_by}
+    nbytes, mesh = inst.tensor(t).bytes, inst.mesh
+    steps = [{"axis": mesh.names[j], "collective": kind, "bytes": group, "seconds": sec}
+             for j, kind, group, sec in reshard_steps(src, dst, nbytes, mesh)]
+    return {"tensor": t, "from": str(src), "to": str(dst), "collective": collective_name(src, dst, nbytes, mesh),
+            "bytes": nbytes, "seconds": inst.reshard_time(src, dst, t), "steps": steps, "forced_by": forced_by}
 
 
 def _says(op: OpVar, choice: Choice, verb: str, layout: Layout) -> str:

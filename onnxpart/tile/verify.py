@@ -1,4 +1,6 @@
 """``onnxpart tile --verify``: a layout plan executed on D virtual devices, against the original model.
+On an n-D mesh (:mod:`onnxpart.tile.mesh`) every conversion runs per mesh axis inside each group of
+devices along it (:func:`convert_mesh`), and the local rules below apply over the axes that call for them.
 
 The original model runs once, whole, on seeded inputs at the costed dims (``--dim``, ``--input-shape``),
 with every value the plan touches added as an output: those are the reference. Then the plan runs:
@@ -42,6 +44,7 @@ from onnx import helper
 
 from onnxpart import runtime
 from onnxpart.tile.catalog import P, R, Layout, reshard
+from onnxpart.tile.mesh import compose, parts
 from onnxpart.tile.onnx_model import LayoutInstance, OpVar, Plan
 from onnxpart.verify import DEFAULT_TOLERANCE, VerificationError, VerifyReport, add_size, reference_run
 
@@ -104,8 +107,38 @@ def _embed(shard: np.ndarray, dim: int, k: int, p: int) -> np.ndarray:
     return full
 
 
-def gathered(shards: Sequence[np.ndarray], layout: Layout) -> list[np.ndarray]:
-    """The whole value(s) a stored tensor stands for: each device's copy for R, else the one whole."""
+def convert_mesh(shards: Sequence[np.ndarray], src, dst, shape: Sequence[int]) -> list[np.ndarray]:
+    """:func:`convert` on a mesh of ``shape`` (devices row-major), one mesh axis at a time inside each group
+    of devices along it: every component of ``src`` to R, last axis first (a dim split over several axes
+    is gathered minor pieces first), then R to every component of ``dst``, first axis first (split major
+    first). A 1-axis mesh is :func:`convert` itself."""
+    if len(shape) == 1:
+        return convert(shards, src, dst)
+    out = list(shards)
+    if src == dst:
+        return out
+    for j in reversed(range(len(shape))):
+        out = _along(out, shape, j, lambda group, j=j: convert(group, parts(src)[j], R))
+    for j in range(len(shape)):
+        out = _along(out, shape, j, lambda group, j=j: convert(group, R, parts(dst)[j]))
+    return out
+
+
+def _along(shards: list, shape: Sequence[int], axis: int, fn) -> list:
+    """``fn`` applied to the devices of every group along mesh ``axis`` (the others' coordinates fixed)."""
+    ids = np.moveaxis(np.arange(len(shards)).reshape(shape), axis, -1).reshape(-1, shape[axis])
+    out = list(shards)
+    for line in ids:
+        for i, value in zip(line, fn([shards[i] for i in line])):
+            out[i] = value
+    return out
+
+
+def gathered(shards: Sequence[np.ndarray], layout, shape: Sequence[int] = ()) -> list[np.ndarray]:
+    """The whole value(s) a stored tensor stands for: each device's copy for R, else the one whole (on an
+    n-D mesh, every device's after converting to all-R)."""
+    if len(shape) > 1:
+        return convert_mesh(shards, layout, compose((R,) * len(shape)), shape)
     if layout == R:
         return list(shards)
     return [np.concatenate(shards, axis=layout.dim) if layout.kind == "S" else functools.reduce(np.add, shards)]
@@ -121,18 +154,21 @@ def verify_plan(inst: LayoutInstance, plan: Plan, graph, loaded, seed: int = 0,
     devices = _Devices(inst, graph, loaded)
     reference = devices.reference(seed, report)
     store: dict[str, list[np.ndarray]] = {}
+    shape = inst.mesh.shape
     for t in inst.tensors:
         if t.kind in ("input", "weight"):
-            store[t.name] = convert([reference[t.name]] * inst.mesh.devices, R, plan.layouts[t.name])
+            store[t.name] = convert_mesh([reference[t.name]] * inst.mesh.devices, compose((R,) * len(shape)),
+                                         plan.layouts[t.name], shape)
     for op in inst.ops:
         choice = op.choices[plan.algorithms[op.name]]
-        local = [convert(store[t], plan.layouts[t], want) for t, want in zip(op.inputs, choice.inputs)]
+        local = [convert_mesh(store[t], plan.layouts[t], want, shape) for t, want in zip(op.inputs, choice.inputs)]
         made = devices.run(op, choice, local, reference)
         for j, t in enumerate(op.outputs):
-            store[t] = convert([outs[j] for outs in made], choice.outputs[j], plan.layouts[t])
-            _check(t, store[t], plan.layouts[t], reference[t], tolerance, f"{op.name} ({op.op_type} {choice.name})")
+            store[t] = convert_mesh([outs[j] for outs in made], choice.outputs[j], plan.layouts[t], shape)
+            _check(t, store[t], plan.layouts[t], reference[t], tolerance, f"{op.name} ({op.op_type} {choice.name})",
+                   shape)
     outputs = [t.name for t in inst.tensors if t.kind == "output"]
-    whole = {t: gathered(store[t], plan.layouts[t])[0] for t in outputs}
+    whole = {t: gathered(store[t], plan.layouts[t], shape)[0] for t in outputs}
     mismatch = runtime.compare({t: reference[t] for t in outputs}, whole, tolerance)
     add_size(report, loaded.dims, mismatch)
     report.sizes[-1]["outputs"] = {t: runtime.compare({t: reference[t]}, {t: whole[t]}, tolerance).to_dict()
@@ -142,8 +178,8 @@ def verify_plan(inst: LayoutInstance, plan: Plan, graph, loaded, seed: int = 0,
 
 
 def _check(name: str, shards: Sequence[np.ndarray], layout: Layout, want: np.ndarray, tolerance: float,
-           producer: str) -> None:
-    for got in gathered(shards, layout):
+           producer: str, shape: Sequence[int] = ()) -> None:
+    for got in gathered(shards, layout, shape):
         mismatch = runtime.compare({name: want}, {name: got}, tolerance)
         if not mismatch.ok:
             raise VerificationError(
@@ -197,24 +233,37 @@ class _Devices:
         return made
 
     def _local_rule(self, op: OpVar, choice, nodes: list, feeds: dict, k: int):
-        """(nodes, feeds, output mask or None) of device ``k`` (module docstring's local rules)."""
-        p = self.inst.mesh.devices
+        """(nodes, feeds, output mask or None) of device ``k`` (module docstring's local rules). On an n-D
+        mesh a rule applies over the mesh axes whose algorithm (``choice.name``'s ``·``-separated parts)
+        calls for it: p is the product of their sizes, k the device's index along them, first axis major."""
         if len(nodes) != 1:
             return nodes, feeds, None
         node = nodes[0]
         if op.op_type == "Reshape" and len(node.input) == 2:
             shape = list(self.inst.tensor(op.outputs[0]).shape)
-            if choice.outputs[0].kind == "S":
-                shape[choice.outputs[0].dim] //= p
+            for a, size in zip(parts(choice.outputs[0]), self.inst.mesh.shape):
+                if a.kind == "S":
+                    shape[a.dim] //= size
             feeds[node.input[1]] = np.array(shape, dtype=np.int64)
-        elif op.op_type == "Conv" and choice.name == "groups":
+        elif op.op_type == "Conv" and "groups" in choice.name.split("·"):
+            p, _ = self._over(choice, "groups", k)
             node = _with_attribute(node, "group", helper.get_node_attr_value(node, "group") // p)
-        elif op.op_type == "Gather" and choice.name == "rows":
+        elif op.op_type == "Gather" and "rows" in choice.name.split("·"):
+            p, k = self._over(choice, "rows", k)
             data = feeds[node.input[0]]
             axis = next((a.i for a in node.attribute if a.name == "axis"), 0) % data.ndim
             feeds[node.input[1]], mine = own_rows(feeds[node.input[1]], data.shape[axis], k, p)
             return [node], feeds, mine.reshape((1,) * axis + mine.shape + (1,) * (data.ndim - axis - 1))
         return [node], feeds, None
+
+    def _over(self, choice, name: str, k: int) -> tuple[int, int]:
+        """(product of the sizes of the mesh axes running algorithm ``name``, device k's index along them)."""
+        coords = np.unravel_index(k, self.inst.mesh.shape)
+        p, index = 1, 0
+        for part, size, c in zip(choice.name.split("·"), self.inst.mesh.shape, coords):
+            if part == name:
+                p, index = p * size, index * size + int(c)
+        return p, index
 
     def _model(self, nodes: list, feeds: Mapping[str, np.ndarray], outputs: Sequence[str]) -> onnx.ModelProto:
         inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)

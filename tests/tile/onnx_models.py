@@ -38,3 +38,12 @@ def attention_core(path, seq: int = 8, d: int = 12) -> str:
     graph = helper.make_graph(nodes, "attn", inputs, [helper.make_tensor_value_info("o", TensorProto.FLOAT, [seq, seq])])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     return str(path)
+
+
+def matmul_relu(path, m: int = 4, k: int = 8, n: int = 4) -> str:
+    """x @ W -> Relu: 4 tensors, small enough to enumerate on a 2x2 mesh."""
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"], name="mm"), helper.make_node("Relu", ["h"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "mm_relu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])], [_init("W", [k, n], 4)])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)

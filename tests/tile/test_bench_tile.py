@@ -6,6 +6,8 @@ import importlib.util
 from argparse import Namespace
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_tile.py"
 
 
@@ -41,3 +43,25 @@ def test_rows_and_report_on_tiny_sizes():
                for r in paper)
     text = bench.markdown(paper, chlp, programs, args, "test", 0.0)
     assert "refused (size" in text and "| target | verdict | detail |" in text
+
+
+def test_onnx_mesh_rows_and_report(tmp_path):
+    spec = importlib.util.spec_from_file_location("bench_tile_onnx", SCRIPT.parent / "bench_tile_onnx.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    from tests.tile.onnx_models import mlp
+
+    model = Path(mlp(tmp_path / "mlp.onnx", batch=64, d_in=256, d_hidden=1024, d_out=256))
+    rows = bench.model_rows("mlp", model, ((2,), (2, 2)), time_limit=10, workers=1, verify=True)
+    assert [(r["mesh"], r["memory"] is None) for r in rows] == [("2", True), ("2", False), ("2x2", True), ("2x2", False)]
+    for row in rows:
+        m = row["methods"]
+        assert m["exact"]["status"] == "optimal" and row["gap"] < 1e-9
+        assert m["exact"]["cost"] <= m["greedy"]["cost"] * (1 + 1e-12) <= m["local"]["cost"] * (1 + 1e-12)
+        assert m["exhaustive"]["status"] == "refused" or m["exhaustive"]["cost"] == pytest.approx(m["exact"]["cost"])
+        assert row["verify"]["ok"]
+        if row["memory"] is not None:
+            assert row["memory_used"] <= row["memory"] * (1 + 1e-12)
+    text = bench.markdown(rows, "test", 0.0, "machine", 10, quick=True)
+    assert "| target | verdict | detail |" in text and "NOT MET" in text  # no model here has 300 tensors
+    assert "| every plan passes --verify | MET | 4/4 rows" in text

@@ -12,6 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnxpart.loading import load_costed
 from onnxpart.tile.catalog import R
+from onnxpart.tile.mesh import compose
 from onnxpart.tile.onnx_constants import small_constants
 from onnxpart.tile.onnx_model import Plan, build_layout_instance
 from onnxpart.tile.verify import verify_plan
@@ -51,7 +52,7 @@ def weight(shape, seed: int = 1) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
-def load(path: Path, devices: int):
+def load(path: Path, devices: int | tuple[int, ...]):
     loaded = load_costed(Path(path), cost="analytic", device="a100")
     inst = build_layout_instance(loaded.graph, devices, constants=small_constants(loaded.model.model))
     return inst, loaded
@@ -61,14 +62,14 @@ def forced_plan(inst, op, c: int) -> Plan:
     """Every tensor stored as choice ``c`` reads or writes it where its domain allows, else R (a graph
     input or output is never P: the conversion R -> P or P -> R runs instead)."""
     choice = op.choices[c]
-    layouts = {t.name: R for t in inst.tensors}
+    layouts = {t.name: compose((R,) * len(inst.mesh.shape)) for t in inst.tensors}
     for t, want in zip(op.inputs + op.outputs, choice.inputs + choice.outputs):
         if want in inst.tensor(t).domain:
             layouts[t] = want
     return Plan(layouts, {o.name: (c if o is op else 0) for o in inst.ops})
 
 
-def verify_every_algorithm(path: Path, devices: int) -> set[str]:
+def verify_every_algorithm(path: Path, devices: int | tuple[int, ...]) -> set[str]:
     """Force each algorithm of the model's one op, verify the plan; -> the algorithm names verified."""
     inst, loaded = load(path, devices)
     (op,) = inst.ops

@@ -1,0 +1,133 @@
+"""Dominance reductions of an ONNX layout instance before the exact model (:mod:`onnxpart.tile.onnx_search`).
+
+Two rules, applied until neither removes anything; each keeps an optimal plan inside what remains,
+so the optimum — and any proven bound of the reduced model — is that of the full instance:
+
+* **layouts** — tensor t's layout a is dominated by b when, for every layout a kept reader slot of t
+  may want (w) and every layout its producer may write (m), reshard(b -> w) ≤ reshard(a -> w) and
+  reshard(m -> b) ≤ reshard(m -> a), and b takes no more bytes per device (only with
+  ``--device-memory``). Swapping a for b in any plan costs no more and fits no worse. Without a
+  memory bound this leaves graph inputs and weights replicated only (reading R is free).
+* **algorithms** — op o's choice c is dominated by c' when c' computes no slower (work/divisor) and, on
+  every slot and every kept layout of its tensor, reshards no dearer (reads: a -> c'.in ≤ a -> c.in;
+  writes: c'.out -> a ≤ c.out -> a). Swapping c for c' costs no more.
+
+Ties keep the first (catalog order), so the reduction is deterministic. This is the classic
+dominated-label elimination of MAP inference in pairwise models (e.g. Desmet et al.'s "dead-end
+elimination", Nature 1992), here with collective costs as the pairwise terms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from onnxpart.tile.onnx_model import LayoutInstance
+
+
+@dataclass(frozen=True)
+class Reduced:
+    """Kept layouts per tensor and choice indices per op (both in the instance's order), and for every
+    removed layout the kept one that replaces it (:meth:`replace`)."""
+
+    domains: dict[str, tuple]
+    choices: list[tuple[int, ...]]
+    replaced: dict[tuple[str, object], object]
+
+    def replace(self, layouts: dict) -> dict:
+        """A plan's layouts with every removed layout swapped for its dominator (no dearer, no bigger)."""
+        out = {}
+        for t, a in layouts.items():
+            while (t, a) in self.replaced:
+                a = self.replaced[(t, a)]
+            out[t] = a
+        return out
+
+
+def reduce_instance(inst: LayoutInstance, max_rounds: int = 10) -> Reduced:
+    """Apply both rules (module docstring) until a fixpoint (or ``max_rounds``)."""
+    domains = {t.name: tuple(t.domain) for t in inst.tensors}
+    choices = [tuple(range(len(op.choices))) for op in inst.ops]
+    replaced: dict = {}
+    for _ in range(max_rounds):
+        changed = _reduce_layouts(inst, domains, choices, replaced)
+        changed |= _reduce_choices(inst, domains, choices)
+        if not changed:
+            break
+    return Reduced(domains, choices, replaced)
+
+
+def _slot_layouts(inst: LayoutInstance, choices) -> tuple[dict, dict]:
+    """Per tensor: the layouts kept reader slots may want, and those its producer may write."""
+    wants: dict[str, set] = {t.name: set() for t in inst.tensors}
+    makes: dict[str, set] = {t.name: set() for t in inst.tensors}
+    for op, kept in zip(inst.ops, choices):
+        for c in kept:
+            choice = op.choices[c]
+            for t, a in zip(op.inputs, choice.inputs):
+                wants[t].add(a)
+            for t, a in zip(op.outputs, choice.outputs):
+                makes[t].add(a)
+    return wants, makes
+
+
+def _reduce_layouts(inst: LayoutInstance, domains: dict, choices, replaced: dict) -> bool:
+    wants, makes = _slot_layouts(inst, choices)
+    changed = False
+    for t in inst.tensors:
+        dom = domains[t.name]
+        if len(dom) == 1:
+            continue
+        w, m = sorted(wants[t.name], key=str), sorted(makes[t.name], key=str)
+
+        def vector(a, t=t, w=w, m=m):
+            v = [inst.reshard_time(a, b, t.name) for b in w] + [inst.reshard_time(b, a, t.name) for b in m]
+            return v + ([t.per_device(a, inst.mesh)] if inst.memory is not None else [])
+
+        vectors = [vector(a) for a in dom]
+        keep = []
+        for i, a in enumerate(dom):
+            by = next((j for j in range(len(dom)) if j != i and _dominates(vectors[j], vectors[i], j < i)
+                       and (j < i and j in keep or j > i)), None)
+            if by is None:
+                keep.append(i)
+            else:
+                replaced[(t.name, a)] = dom[by]
+        if len(keep) < len(dom):
+            domains[t.name] = tuple(dom[i] for i in keep)
+            changed = True
+    return changed
+
+
+def _dominates(u: list, v: list, tie_wins: bool) -> bool:
+    """u ≤ v componentwise, strictly somewhere unless ties go to u."""
+    if any(a > b * (1 + 1e-12) + 1e-18 for a, b in zip(u, v)):
+        return False
+    return tie_wins or any(a < b * (1 - 1e-12) - 1e-18 for a, b in zip(u, v))
+
+
+def _reduce_choices(inst: LayoutInstance, domains: dict, choices: list) -> bool:
+    changed = False
+    for i, op in enumerate(inst.ops):
+        kept = choices[i]
+        if len(kept) == 1:
+            continue
+
+        def vector(c, op=op):
+            choice = op.choices[c]
+            v = [op.work / choice.divisor]
+            for t, b in zip(op.inputs, choice.inputs):
+                v += [inst.reshard_time(a, b, t) for a in domains[t]]
+            for t, b in zip(op.outputs, choice.outputs):
+                v += [inst.reshard_time(b, a, t) for a in domains[t]]
+            return v
+
+        vectors = {c: vector(c) for c in kept}
+        survivors = []
+        for k, c in enumerate(kept):
+            if not any(_dominates(vectors[d], vectors[c], kept.index(d) < k) for d in kept if d != c
+                       and (d in survivors or kept.index(d) > k)):
+                survivors.append(c)
+        if len(survivors) < len(kept):
+            choices[i] = tuple(survivors)
+            changed = True
+    return changed
