@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from onnxpart.tile import catalog_conv, onnx_model
+from onnxpart.tile import catalog_conv, op_catalog
 from onnxpart.tile import verify as tile_verify
 from onnxpart.tile.catalog import P, R, S, Algorithm
 from onnxpart.verify import VerificationError
@@ -100,13 +100,13 @@ BOOLEAN_OPS = {"Not", "And", "Or", "Xor"}
 COMPARISONS = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "IsNaN", "IsInf"}
 
 
-@pytest.mark.parametrize("op_type", sorted(op for op in (onnx_model.UNARY | set(onnx_model.BINARY)) - {"Where", "Clip"}
+@pytest.mark.parametrize("op_type", sorted(op for op in (op_catalog.UNARY | set(op_catalog.BINARY)) - {"Where", "Clip"}
                                             if onnx.defs.has(op)))  # Silu is no ONNX op (only exporters' name)
 def test_every_elementwise_op_type(folder, op_type):
     """Each unary and broadcasting ONNX op of the catalog, on [4, 6] (and a [6] second input) at D = 2."""
     from onnx import TensorProto
 
-    arity = 1 if op_type in onnx_model.UNARY else 2
+    arity = 1 if op_type in op_catalog.UNARY else 2
     elem = TensorProto.BOOL if op_type in BOOLEAN_OPS else TensorProto.FLOAT
     out = TensorProto.BOOL if op_type in BOOLEAN_OPS | COMPARISONS else TensorProto.FLOAT
     second = np.random.default_rng(1).random([6]) > 0.5 if elem == TensorProto.BOOL else np.abs(weight([6])) + 0.5
@@ -306,7 +306,7 @@ def test_a_wrong_catalog_entry_is_caught(folder, monkeypatch):
     def wrong(n_inputs, group, p):
         return [Algorithm("in-channels", (S(1), S(1)) + (R,) * (n_inputs - 2), S(1), p)]
 
-    monkeypatch.setattr(onnx_model, "conv_algorithms", wrong)
+    monkeypatch.setattr(op_catalog, "conv_algorithms", wrong)
     path = one_node(folder, "Conv", [("x", [2, 4, 5, 5]), ("w", weight([4, 4, 3, 3]))])
     with pytest.raises(VerificationError, match="tensor 'y0'"):
         verify_every_algorithm(path, 2)
