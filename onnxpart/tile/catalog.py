@@ -156,6 +156,13 @@ def _aligned(shape: Sequence[int], out_shape: Sequence[int], d: int) -> Layout:
     return S(k) if k >= 0 and shape[k] == out_shape[d] else R
 
 
+def with_replicated_rest(algs: Sequence[Algorithm], n: int) -> list[Algorithm]:
+    """``algs`` on ``n`` input slots: the first ones as they read them, every further slot (shapes, scale
+    and bias vectors, a dtype donor) replicated."""
+    return [Algorithm(a.name, a.inputs[:n] + (R,) * (n - len(a.inputs)), a.output, a.divisor, a.collective)
+            for a in algs]
+
+
 def elementwise_algorithms(out_shape: Sequence[int], in_shapes: Sequence[Sequence[int]], p: int,
                            linear: str | None = None) -> list[Algorithm]:
     """Broadcasting elementwise ops: replicated, or the output sharded along d with each input sharded

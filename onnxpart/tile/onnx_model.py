@@ -58,7 +58,7 @@ from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.tile import mesh as meshes
 from onnxpart.tile.catalog import P, R, Layout, S
 from onnxpart.tile.mesh import DeviceMesh, collective_name, compose, parts, reshard_steps, reshard_time
-from onnxpart.tile.op_catalog import BINARY, op_algorithms
+from onnxpart.tile.op_catalog import OPTIONAL_GAPS, op_algorithms
 
 
 @dataclass(frozen=True)
@@ -294,14 +294,14 @@ def _op_var(graph, op, mesh: DeviceMesh, constants: Mapping) -> OpVar:
     rep = compose((R,) * len(mesh.shape))
     replicated = Choice("replicated", (rep,) * len(inputs), (rep,) * len(outputs), 1)
     present = [i for i, n in enumerate(raw) if n]
-    gap = bool(present) and "" in tuple(raw)[:present[-1]] and op.op_type not in BINARY  # slots would shift
+    gap = bool(present) and "" in tuple(raw)[:present[-1]] and op.op_type not in OPTIONAL_GAPS  # slots would shift
     if (len(op.nodes) != 1 or op.opaque or len(inputs) != len(names) or gap or mesh.devices == 1
             or (len(outputs) != 1 and op.op_type != "Split")):
         return OpVar(op.name, op.op_type, inputs, outputs, (replicated,), op.work, False)
     attrs, consts = op.nodes[0].attrs, [constants.get(n) for n in inputs]
 
     def per_axis(in_shapes, out_shape, p):
-        algs = op_algorithms(op.op_type, attrs, in_shapes, out_shape, p, consts)
+        algs = op_algorithms(op.op_type, attrs, in_shapes, out_shape, p, consts, present)
         if algs is None or p > 1:
             return algs
         return [a for a in algs if a.output == R and all(x == R for x in a.inputs)]  # an axis of size 1

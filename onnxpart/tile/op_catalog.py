@@ -12,11 +12,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from onnxpart.tile.catalog import (R, Algorithm, elementwise_algorithms, gemm_algorithms, matmul_algorithms,
-                                   normalization_algorithms, transpose_algorithms)
+from onnxpart.tile.catalog import (Algorithm, elementwise_algorithms, gemm_algorithms, matmul_algorithms,
+                                   normalization_algorithms, transpose_algorithms, with_replicated_rest)
 from onnxpart.tile.catalog_conv import POOLS, batchnorm_algorithms, conv_algorithms, pool_algorithms
 from onnxpart.tile.catalog_reduce import REDUCTIONS, reduce_algorithms, reduced_axes
-from onnxpart.tile.catalog_shape import RESHAPES, gather_algorithms, reshape_algorithms, untouched_algorithms
+from onnxpart.tile.catalog_shape import (RESHAPES, expand_algorithms, gather_algorithms, pad_touched, resized_dims,
+                                         reshape_algorithms, untouched_algorithms)
 
 UNARY = {"Relu", "Erf", "Gelu", "Tanh", "Sigmoid", "Sqrt", "Exp", "Log", "Abs", "Neg", "Cast", "Identity",
          "Reciprocal", "Softplus", "LeakyRelu", "Elu", "Silu", "HardSigmoid", "Dropout", "Not", "Floor", "Ceil",
@@ -25,12 +26,18 @@ UNARY = {"Relu", "Erf", "Gelu", "Tanh", "Sigmoid", "Sqrt", "Exp", "Log", "Abs", 
 BINARY = {"Add": "sum", "Sub": "sum", "Sum": "sum", "Mul": "scale", "Div": "scale", "Pow": None, "Max": None,
           "Min": None, "Mean": None, "Where": None, "Clip": None, "PRelu": None, "Equal": None, "Less": None,
           "Greater": None, "LessOrEqual": None, "GreaterOrEqual": None, "And": None, "Or": None, "Xor": None}
+#: op types whose omitted optional inputs (``""`` before a given one) do not shift an algorithm's slots:
+#: broadcasting ops read each present input alike; Pad and Resize read all but their data replicated
+OPTIONAL_GAPS = set(BINARY) | {"Pad", "Resize"}
 
 
 def op_algorithms(op_type: str, attrs: Mapping, in_shapes: Sequence[Sequence[int]],
-                  out_shape: Sequence[int], p: int, consts: Sequence | None = None) -> list[Algorithm] | None:
-    """The catalog's algorithms of one ONNX node (input slots in the node's order); None: not in it.
-    ``consts``: per input slot, its value when it is a small known constant (axes), else None."""
+                  out_shape: Sequence[int], p: int, consts: Sequence | None = None,
+                  slots: Sequence[int] | None = None) -> list[Algorithm] | None:
+    """The catalog's algorithms of one ONNX node (one input slot per present input, in the node's order);
+    None: not in it. ``consts``: per input, its value when it is a small known constant (axes, pads,
+    scales), else None; ``slots``: per input, its position in the node (omitted optional inputs leave
+    gaps; default 0..n-1)."""
     n = len(in_shapes)
     consts = list(consts) if consts is not None else [None] * n
     if op_type == "MatMul" and n == 2 and len(in_shapes[0]) >= 2 and len(in_shapes[1]) >= 2:
@@ -52,7 +59,12 @@ def op_algorithms(op_type: str, attrs: Mapping, in_shapes: Sequence[Sequence[int
     if op_type in ("Softmax", "LayerNormalization") and n >= 1:
         axis = attrs.get("axis", -1)
         algs = normalization_algorithms(len(in_shapes[0]), axis, op_type, p)
-        return [Algorithm(a.name, a.inputs[:n] + (R,) * (n - len(a.inputs)), a.output, a.divisor) for a in algs]
+        return with_replicated_rest(algs, n)
+    if op_type == "CastLike" and n == 2:  # the second input only lends its element type
+        return with_replicated_rest(elementwise_algorithms(out_shape, in_shapes[:1], p), n)
+    if op_type in ("Pad", "Tile", "Resize", "Upsample", "Expand") and n >= 1:
+        return _padding_and_resizing_algorithms(op_type, attrs, in_shapes, out_shape, p,
+                                                dict(zip(slots if slots is not None else range(n), consts)))
     return _cnn_and_movement_algorithms(op_type, attrs, in_shapes, out_shape, p, consts)
 
 
@@ -62,6 +74,8 @@ def _cnn_and_movement_algorithms(op_type: str, attrs: Mapping, in_shapes: Sequen
     n, rank = len(in_shapes), len(in_shapes[0]) if in_shapes else 0
     if op_type == "Conv" and n in (2, 3) and rank >= 3:
         return conv_algorithms(n, int(attrs.get("group", 1)), p)
+    if op_type == "ConvTranspose" and n in (2, 3) and rank >= 3:
+        return conv_algorithms(n, int(attrs.get("group", 1)), p, transposed=True)
     if op_type in POOLS and n == 1 and rank >= 3:
         return pool_algorithms(op_type, p)
     if op_type == "BatchNormalization" and n == 5 and rank >= 2 and not attrs.get("training_mode", 0):
@@ -85,6 +99,35 @@ def _cnn_and_movement_algorithms(op_type: str, attrs: Mapping, in_shapes: Sequen
         axes = [] if axes is None else [int(a) for a in np.ravel(axes)]
         reduced = reduced_axes(rank, axes, bool(attrs.get("noop_with_empty_axes", 0)))
         return reduce_algorithms(op_type, rank, reduced, bool(attrs.get("keepdims", 1)), n, p)
+    return None
+
+
+def _padding_and_resizing_algorithms(op_type: str, attrs: Mapping, in_shapes: Sequence[Sequence[int]],
+                                     out_shape: Sequence[int], p: int, by_slot: dict) -> list[Algorithm] | None:
+    """Pad, Tile, Resize/Upsample and Expand (catalog_shape); ``by_slot``: node input position -> its known
+    constant value, None when it is computed at run time (an omitted input has no entry)."""
+    n, rank = len(in_shapes), len(in_shapes[0])
+    if op_type == "Expand" and n == 2:
+        return expand_algorithms(in_shapes[0], out_shape, p)
+    if op_type == "Tile" and n == 2:
+        return untouched_algorithms(rank, resized_dims(in_shapes[0], out_shape), 1, 1, p)
+    if op_type == "Pad":
+        pads = attrs.get("pads") if n == 1 else by_slot.get(1)
+        if pads is None or by_slot.get(3, ()) is None:
+            return None  # pads or axes computed at run time
+        value = attrs.get("value", 0.0) if n == 1 else by_slot.get(2, 0.0)  # None: computed at run time
+        linear = attrs.get("mode", "constant") != "constant" or (value is not None and not np.any(value))
+        axes = None if 3 not in by_slot else [int(a) for a in np.ravel(by_slot[3])]
+        return untouched_algorithms(rank, pad_touched(rank, np.ravel(pads), axes), 1, n - 1, p, linear)
+    if op_type in ("Resize", "Upsample"):
+        if attrs.get("coordinate_transformation_mode") in ("tf_crop_and_resize", "tf_half_pixel_for_nn") or (
+                3 in by_slot and attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch"):
+            return None
+        scales = attrs.get("scales") if n == 1 else by_slot.get(1 if max(by_slot) == 1 else 2)  # Resize-10: slot 1
+        if scales is None and 3 not in by_slot:
+            return None  # scales computed at run time
+        scales = None if scales is None else np.ravel(scales)
+        return untouched_algorithms(rank, resized_dims(in_shapes[0], out_shape, attrs.get("axes"), scales), 1, n - 1, p)
     return None
 
 
