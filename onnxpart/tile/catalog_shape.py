@@ -33,6 +33,10 @@ read like an elementwise op's (:func:`onnxpart.tile.catalog.elementwise_algorith
 aligned dim when it has d in full, replicated where it broadcasts); linear, P -> P. Locally the shape
 input is rewritten to the local output shape, as for Reshape.
 
+Shape and Size read only their input's shape, which every device knows whole (shapes are static here):
+the input in any layout (R, P, S(d)) -> R, no collective; locally the node's value is that static shape
+(:mod:`onnxpart.tile.verify`), not the shard's.
+
 Gather (``axis`` a, data rank r, indices rank q; output = data[:a] + indices + data[a+1:]):
 
 * ``rows``: data S(a) (an embedding table split by rows), indices R -> P: device k looks up the
@@ -92,6 +96,12 @@ def expand_algorithms(in_shape: Sequence[int], out_shape: Sequence[int], p: int)
     """Expand (data, shape) (module docstring): the data read as an elementwise input, the shape R; P -> P."""
     algs = with_replicated_rest(elementwise_algorithms(out_shape, [in_shape], p), 2)
     return algs + [Algorithm("partial", (P, R), P, 1)]
+
+
+def metadata_algorithms(rank: int, p: int) -> list[Algorithm]:
+    """Shape and Size (module docstring): the input read in any layout, the (static) value replicated."""
+    return ([Algorithm("replicated", (R,), R, 1), Algorithm("partial", (P,), R, 1)]
+            + [Algorithm(f"shard{d}", (S(d),), R, 1) for d in range(rank)])
 
 
 def gather_algorithms(data_rank: int, indices_rank: int, axis: int, p: int) -> list[Algorithm]:

@@ -16,8 +16,8 @@ from onnxpart.tile.catalog import (Algorithm, elementwise_algorithms, gemm_algor
                                    normalization_algorithms, transpose_algorithms, with_replicated_rest)
 from onnxpart.tile.catalog_conv import POOLS, batchnorm_algorithms, conv_algorithms, pool_algorithms
 from onnxpart.tile.catalog_reduce import REDUCTIONS, reduce_algorithms, reduced_axes
-from onnxpart.tile.catalog_shape import (RESHAPES, expand_algorithms, gather_algorithms, pad_touched, resized_dims,
-                                         reshape_algorithms, untouched_algorithms)
+from onnxpart.tile.catalog_shape import (RESHAPES, expand_algorithms, gather_algorithms, metadata_algorithms,
+                                         pad_touched, reshape_algorithms, resized_dims, untouched_algorithms)
 
 UNARY = {"Relu", "Erf", "Gelu", "Tanh", "Sigmoid", "Sqrt", "Exp", "Log", "Abs", "Neg", "Cast", "Identity",
          "Reciprocal", "Softplus", "LeakyRelu", "Elu", "Silu", "HardSigmoid", "Dropout", "Not", "Floor", "Ceil",
@@ -99,6 +99,11 @@ def _cnn_and_movement_algorithms(op_type: str, attrs: Mapping, in_shapes: Sequen
         axes = [] if axes is None else [int(a) for a in np.ravel(axes)]
         reduced = reduced_axes(rank, axes, bool(attrs.get("noop_with_empty_axes", 0)))
         return reduce_algorithms(op_type, rank, reduced, bool(attrs.get("keepdims", 1)), n, p)
+    if op_type in ("ArgMax", "ArgMin") and n == 1 and rank >= 1:
+        keepdims = bool(attrs.get("keepdims", 1))
+        return reduce_algorithms(op_type, rank, {int(attrs.get("axis", 0)) % rank}, keepdims, 1, p)
+    if op_type in ("Shape", "Size") and n == 1:
+        return metadata_algorithms(rank, p)
     return None
 
 

@@ -27,6 +27,9 @@ Local rules, where an algorithm's device program is not "the same node on the sh
 
 * Reshape and Expand: the shape input is replaced by the local output shape (the output's shape with its
   sharded dim divided by D; the whole shape for R and P); Resize's ``sizes`` likewise, over its ``axes``;
+* Shape and Size: the node's value is the input's whole static shape (its ``start``/``end`` slice) or
+  element count, whatever layout the input is read in — a device knows the tensor's shape, not only its
+  shard's;
 * Conv and ConvTranspose ``groups``: the node runs with ``group`` = group/D (each device owns group/D whole groups);
 * Gather ``rows``: device k owns table rows [k·V/D, (k+1)·V/D); it looks up the indices in that range at
   their offset (negative indices first made positive) and writes zeros where an index is not its own,
@@ -40,7 +43,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from onnxpart import runtime
 from onnxpart.tile.catalog import P, R, Layout, reshard
@@ -245,6 +248,11 @@ class _Devices:
             axes = helper.get_node_attr_value(node, "axes") if any(a.name == "axes" for a in node.attribute) else None
             shape = self._local_output_shape(op, choice)
             feeds[node.input[3]] = np.array([shape[a] for a in (axes or range(len(shape)))], dtype=np.int64)
+        elif op.op_type in ("Shape", "Size") and op.catalog:
+            shape = np.array(self.inst.tensor(op.inputs[0]).shape, dtype=np.int64)
+            start, end = (next((a.i for a in node.attribute if a.name == key), None) for key in ("start", "end"))
+            value = shape[start:end] if op.op_type == "Shape" else np.array(shape.prod(), dtype=np.int64)
+            node = helper.make_node("Constant", [], list(node.output), value=numpy_helper.from_array(value))
         elif op.op_type in ("Conv", "ConvTranspose") and "groups" in choice.name.split("·"):
             p, _ = self._over(choice, "groups", k)
             node = _with_attribute(node, "group", helper.get_node_attr_value(node, "group") // p)

@@ -459,3 +459,31 @@ def test_castlike_reads_its_type_donor_replicated(folder):
     path = one_node(folder, "CastLike", [("x", [4, 6]), ("t", np.zeros([1], np.float64))],
                     out_type=TensorProto.DOUBLE, opset=19)
     assert {"shard0", "shard1"} <= verify_every_algorithm(path, 2)
+
+
+@FEW
+@given(st.data(), st.sampled_from(["Shape", "Size"]))
+def test_shape_and_size_read_any_layout(folder, data, op_type):
+    """Shape (with start/end) and Size of a tensor in any layout give its whole static shape, no all-gather."""
+    from onnx import TensorProto
+
+    p = data.draw(DEVICES)
+    shape = [multiple(data.draw, p) for _ in range(3)]
+    attrs = {"start": data.draw(st.integers(-3, 0)), "end": data.draw(st.integers(1, 3))} if op_type == "Shape" else {}
+    path = one_node(folder, op_type, [("x", shape)], attrs, out_type=TensorProto.INT64, opset=17)
+    assert {"shard0", "shard1", "shard2"} <= verify_every_algorithm(path, p)
+    inst, _ = load(path, p)
+    assert all(c.outputs == (R,) and c.divisor == 1 for c in inst.ops[0].choices)
+
+
+@FEW
+@given(st.data(), st.sampled_from(["ArgMax", "ArgMin"]))
+def test_argmax_shards_its_kept_dims(folder, data, op_type):
+    from onnx import TensorProto
+
+    p = data.draw(DEVICES)
+    shape = [multiple(data.draw, p) for _ in range(3)]
+    axis, keepdims = data.draw(st.integers(-3, 2)), data.draw(st.sampled_from([0, 1]))
+    path = one_node(folder, op_type, [("x", shape)], {"axis": axis, "keepdims": keepdims}, out_type=TensorProto.INT64)
+    names = verify_every_algorithm(path, p)
+    assert {n for n in names if n != "replicated"} == {f"shard{d}" for d in range(3) if d != axis % 3}
