@@ -21,7 +21,8 @@ Data structures (kept stable for ``--verify`` and ``scripts/bench_tile.py``):
     and ``excluded`` — (layout, reason) pairs for the layouts left out), ``ops`` (:class:`OpVar` per
     op in topological order: name, op_type, ``inputs``/``outputs`` (tensor names in the node's order;
     folded or omitted inputs are dropped), ``choices`` (:class:`Choice`), ``work`` (seconds on one
-    device), ``catalog`` (False: "replicated only"), ``memory`` (bytes per device or None).
+    device), ``catalog`` (False: "replicated only"), ``shape_computation`` (a replicated-only op on tiny
+    integer or boolean tensors only, :func:`shape_computation`), ``memory`` (bytes per device or None).
 
 Layouts are mesh layouts (:mod:`onnxpart.tile.mesh`): the catalog's ``R``, ``P``, ``S(d)`` on a 1-D mesh,
 one component per axis (``S(0)R``) on an n-D one.
@@ -49,6 +50,7 @@ not counted).
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -58,6 +60,7 @@ from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.tile import mesh as meshes
 from onnxpart.tile.catalog import P, R, Layout, S
 from onnxpart.tile.mesh import DeviceMesh, collective_name, compose, parts, reshard_steps, reshard_time
+from onnxpart.tile.onnx_constants import LIMIT
 from onnxpart.tile.op_catalog import OPTIONAL_GAPS, op_algorithms
 
 
@@ -94,6 +97,7 @@ class OpVar:
     choices: tuple[Choice, ...]
     work: float
     catalog: bool
+    shape_computation: bool = False
 
 
 @dataclass
@@ -117,6 +121,7 @@ class LayoutInstance:
 
     @property
     def replicated_only(self) -> list[str]:
+        """Ops outside the catalog (shape computations included)."""
         return [op.name for op in self.ops if not op.catalog]
 
     def reshard_time(self, src: Layout, dst: Layout, tensor: str) -> float:
@@ -297,7 +302,8 @@ def _op_var(graph, op, mesh: DeviceMesh, constants: Mapping) -> OpVar:
     gap = bool(present) and "" in tuple(raw)[:present[-1]] and op.op_type not in OPTIONAL_GAPS  # slots would shift
     if (len(op.nodes) != 1 or op.opaque or len(inputs) != len(names) or gap or mesh.devices == 1
             or (len(outputs) != 1 and op.op_type != "Split")):
-        return OpVar(op.name, op.op_type, inputs, outputs, (replicated,), op.work, False)
+        return OpVar(op.name, op.op_type, inputs, outputs, (replicated,), op.work, False,
+                     shape_computation(graph, inputs + outputs))
     attrs, consts = op.nodes[0].attrs, [constants.get(n) for n in inputs]
 
     def per_axis(in_shapes, out_shape, p):
@@ -309,9 +315,19 @@ def _op_var(graph, op, mesh: DeviceMesh, constants: Mapping) -> OpVar:
     composed = meshes.compose_algorithms(per_axis, [_shape(graph, n) for n in inputs],
                                          [_shape(graph, t) for t in outputs], mesh.shape)
     if composed is None:
-        return OpVar(op.name, op.op_type, inputs, outputs, (replicated,), op.work, False)
+        return OpVar(op.name, op.op_type, inputs, outputs, (replicated,), op.work, False,
+                     shape_computation(graph, inputs + outputs))
     choices = tuple(Choice(name, ins, (out,) * len(outputs), div) for name, ins, out, div in composed)
     return OpVar(op.name, op.op_type, inputs, outputs, choices or (replicated,), op.work, True)
+
+
+def shape_computation(graph, names: Sequence[str]) -> bool:
+    """Whether every tensor an op reads and writes is an integer or boolean tensor of at most
+    :data:`onnxpart.tile.onnx_constants.LIMIT` elements — the shape arithmetic of exports (Range, Equal,
+    Where, an integer ConstantOfShape): nothing worth sharding, replicated at no real cost."""
+    items = [graph.tensors.get(n) or graph.params[n] for n in names]
+    return bool(items) and all(item.dtype.startswith(("int", "uint", "bool")) and math.prod(item.shape) <= LIMIT
+                               for item in items)
 
 
 def _shape(graph, name: str) -> tuple[int, ...]:
