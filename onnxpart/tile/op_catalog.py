@@ -12,8 +12,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from onnxpart.tile.catalog import (Algorithm, elementwise_algorithms, gemm_algorithms, matmul_algorithms,
-                                   normalization_algorithms, transpose_algorithms, with_replicated_rest)
+from onnxpart.tile.catalog import (Algorithm, einsum_algorithms, elementwise_algorithms, gemm_algorithms,
+                                   matmul_algorithms, normalization_algorithms, transpose_algorithms,
+                                   with_replicated_rest)
 from onnxpart.tile.catalog_conv import POOLS, batchnorm_algorithms, conv_algorithms, pool_algorithms
 from onnxpart.tile.catalog_reduce import REDUCTIONS, reduce_algorithms, reduced_axes
 from onnxpart.tile.catalog_shape import (RESHAPES, expand_algorithms, gather_algorithms, metadata_algorithms,
@@ -46,6 +47,8 @@ def op_algorithms(op_type: str, attrs: Mapping, in_shapes: Sequence[Sequence[int
         c = in_shapes[2] if n == 3 else None
         return gemm_algorithms(bool(attrs.get("transA", 0)), bool(attrs.get("transB", 0)), p, c,
                                out_shape if c is not None else None)
+    if op_type == "Einsum" and n >= 1:
+        return einsum_algorithms(str(attrs.get("equation", "")), p)
     if op_type in UNARY and n == 1:
         return elementwise_algorithms(out_shape, in_shapes, p)
     if op_type in BINARY and n >= 1:

@@ -487,3 +487,23 @@ def test_argmax_shards_its_kept_dims(folder, data, op_type):
     path = one_node(folder, op_type, [("x", shape)], {"axis": axis, "keepdims": keepdims}, out_type=TensorProto.INT64)
     names = verify_every_algorithm(path, p)
     assert {n for n in names if n != "replicated"} == {f"shard{d}" for d in range(3) if d != axis % 3}
+
+
+EINSUMS = ["ij,jk->ik", "bij,bjk->bik", "bhqd,bhkd->bhqk", "ij->ji", "ij->i", "i,i->", "bi,ij->bj", "ijk,k->ij"]
+
+
+@FEW
+@given(st.data(), st.sampled_from(EINSUMS))
+def test_einsum_letters_sharded(folder, data, equation):
+    """Every letter shards (an output letter -> S of its position, a summed one -> P), and each input alone P."""
+    p = data.draw(DEVICES)
+    lhs, out = equation.split("->")
+    size = {letter: multiple(data.draw, p) for letter in dict.fromkeys(lhs.replace(",", ""))}
+    inputs = [(f"x{i}", [size[c] for c in term]) for i, term in enumerate(lhs.split(","))]
+    names = verify_every_algorithm(one_node(folder, "Einsum", inputs, {"equation": equation}, opset=17), p)
+    assert {f"shard-{c}" for c in size} | {f"partial{i}" for i in range(len(inputs))} <= names
+
+
+def test_einsum_outside_the_catalog_where_letters_are_not_plain():
+    for equation in ("ii->i", "...ij,...jk->...ik", "ij,jk"):
+        assert op_catalog.op_algorithms("Einsum", {"equation": equation}, [[4, 4], [4, 4]], [4], 2) is None
