@@ -252,8 +252,8 @@ def build_layout_instance(graph, devices: int | Sequence[int], bandwidth: float 
     """The layout instance of a costed OpGraph on a mesh (module docstring): ``devices`` is D (a ring)
     or the mesh shape (2, 4); ``bandwidth`` and ``latency`` one value or one per axis, the bandwidth
     defaulting to the graph's interconnect (the device spec's); ``pins`` fix tensors' layouts; ``constants``
-    (:func:`onnxpart.tile.onnx_constants.small_constants`) tell the catalog which axes Slice and the
-    reductions touch when those come as inputs (without them such ops are replicated only)."""
+    (:func:`onnxpart.tile.onnx_constants.small_constants`) tell the catalog which axes Slice, Pad, Resize and
+    the reductions touch when those come as inputs (without them such ops are replicated only)."""
     shape = (devices,) if isinstance(devices, int) else tuple(devices)
     if any(p < 1 for p in shape):
         raise UserError(f"--devices must be at least 1, got {devices}")
