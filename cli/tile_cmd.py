@@ -281,8 +281,12 @@ def _print_layouts(plan: dict, explain: bool) -> None:
                   f"compute {format_seconds(totals['compute_s'])}, {totals['reshardings']} reshardings "
                   f"{format_seconds(totals['resharding_s'])}, {format_bytes(totals['memory_per_device'])} per device",
                   highlight=False)
-    if plan["replicated_only"]:
-        console.print(f"replicated only (not in the catalog): {replicated_summary(plan)} (see plan.json)",
+    compute, shapes = replicated_summary(plan), replicated_summary(plan, shape_computations=True)
+    if compute:
+        console.print(f"replicated only (not in the catalog): {compute} (see plan.json)", highlight=False,
+                      soft_wrap=True)
+    if shapes:
+        console.print(f"shape computations (small integer tensors, replicated at no real cost): {shapes}",
                       highlight=False, soft_wrap=True)
     if explain:
         for r in plan["reshardings"]:
@@ -291,9 +295,11 @@ def _print_layouts(plan: dict, explain: bool) -> None:
                           + " vs ".join(r["forced_by"]), highlight=False, soft_wrap=True)
 
 
-def replicated_summary(plan: dict) -> str:
-    """plan.json's replicated-only ops by op type, most first: ``12 Reshape, 3 Concat``."""
+def replicated_summary(plan: dict, shape_computations: bool = False) -> str:
+    """plan.json's replicated-only ops by op type, most first: ``12 Reshape, 3 Concat``; the compute ops
+    missing from the catalog, or with ``shape_computations`` the ops on tiny integer tensors only."""
     from collections import Counter
 
-    counts = Counter(op["op_type"] for op in plan["ops"] if op["replicated_only"])
+    counts = Counter(op["op_type"] for op in plan["ops"]
+                     if op["replicated_only"] and op.get("shape_computation", False) == shape_computations)
     return ", ".join(f"{n} {op_type}" for op_type, n in sorted(counts.items(), key=lambda item: (-item[1], item[0])))

@@ -1,8 +1,9 @@
 """The ONNX side's layout catalog: sharding layouts on a 1-D mesh of ``p`` devices, the algorithms each op
-type offers, and collective costs. Pure data and functions; :mod:`onnxpart.tile.onnx_model` applies them
-to an OpGraph. This module holds the layouts, the collectives and the matmul, elementwise and
-normalization families; :mod:`~onnxpart.tile.catalog_conv`, :mod:`~onnxpart.tile.catalog_shape` and
-:mod:`~onnxpart.tile.catalog_reduce` hold the others. :mod:`onnxpart.tile.verify` executes them.
+type offers, and collective costs. Pure data and functions; :mod:`onnxpart.tile.op_catalog` picks them per
+ONNX node and :mod:`onnxpart.tile.onnx_model` applies them to an OpGraph. This module holds the layouts,
+the collectives and the matmul (MatMul, Gemm, Einsum), elementwise and normalization families;
+:mod:`~onnxpart.tile.catalog_conv`, :mod:`~onnxpart.tile.catalog_shape` and :mod:`~onnxpart.tile.catalog_reduce`
+hold the others. :mod:`onnxpart.tile.verify` executes them.
 
 This is the ONNX analogue of the matrix programs' ``row``/``col``/``block`` labels and feasible tilings
 (:mod:`onnxpart.tile.program`): a tensor's label is a :class:`Layout`, an op's feasible labeling is an
@@ -126,6 +127,28 @@ def matmul_algorithms(rank_a: int, rank_b: int, p: int) -> list[Algorithm]:
     return algs
 
 
+def einsum_algorithms(equation: str, p: int) -> list[Algorithm] | None:
+    """ONNX Einsum with an explicit output (``"bij,bjk->bik"``): Y[out] = Σ over the letters not in the
+    output of Π_i X_i[term_i]. Replicated; for a letter of the output, every input holding it sharded
+    along it and the others replicated -> Y S(its position); for a summed letter, likewise -> P (each
+    device sums its range of the letter); one input P and the others R -> P (Einsum is linear in each
+    input). None (not in the catalog) for an implicit output, an ellipsis, or a letter repeated within
+    one term (a diagonal)."""
+    if "->" not in equation or "." in equation:
+        return None
+    lhs, out = equation.replace(" ", "").split("->")
+    terms = lhs.split(",")
+    if any(len(set(t)) != len(t) for t in terms + [out]):
+        return None
+    n = len(terms)
+    algs = [Algorithm("replicated", (R,) * n, R, 1)]
+    for letter in dict.fromkeys("".join(terms)):
+        ins = tuple(S(t.index(letter)) if letter in t else R for t in terms)
+        algs.append(Algorithm(f"shard-{letter}", ins, S(out.index(letter)) if letter in out else P, p))
+    algs += [Algorithm(f"partial{i}", tuple(P if j == i else R for j in range(n)), P, 1) for i in range(n)]
+    return algs
+
+
 def gemm_algorithms(trans_a: bool, trans_b: bool, p: int, c_shape: Sequence[int] | None = None,
                     out_shape: Sequence[int] | None = None) -> list[Algorithm]:
     """ONNX Gemm: Y = alpha·A'·B' + beta·C with A' = Aᵀ if transA (2-D). The bias C (``c_shape``,
@@ -154,6 +177,13 @@ def _aligned(shape: Sequence[int], out_shape: Sequence[int], d: int) -> Layout:
     has that dimension in full, else R (it broadcasts there)."""
     k = d - (len(out_shape) - len(shape))
     return S(k) if k >= 0 and shape[k] == out_shape[d] else R
+
+
+def with_replicated_rest(algs: Sequence[Algorithm], n: int) -> list[Algorithm]:
+    """``algs`` on ``n`` input slots: the first ones as they read them, every further slot (shapes, scale
+    and bias vectors, a dtype donor) replicated."""
+    return [Algorithm(a.name, a.inputs[:n] + (R,) * (n - len(a.inputs)), a.output, a.divisor, a.collective)
+            for a in algs]
 
 
 def elementwise_algorithms(out_shape: Sequence[int], in_shapes: Sequence[Sequence[int]], p: int,

@@ -1,7 +1,8 @@
 """The layout catalog's reductions (see :mod:`onnxpart.tile.catalog`): ReduceSum, ReduceMean, ReduceMax,
 ReduceMin, ReduceProd, ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp, with
 ``axes`` (an attribute before opset 13/18, an input after), ``keepdims`` and ``noop_with_empty_axes``
-as ONNX defines them.
+as ONNX defines them; and ArgMax, ArgMin (one ``axis``, ``keepdims``), which shard like ReduceMax on its
+kept dims (each index is within the unsharded reduced axis, so it is the global one).
 
 * a dim that is not reduced may be sharded: S(d) -> S(d'), d' = d with keepdims, else d minus the
   reduced dims before it;

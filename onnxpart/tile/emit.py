@@ -95,6 +95,7 @@ def plan_payload(solution: LayoutSolution, model: str, model_sha: str | None) ->
 def _op_payload(inst: LayoutInstance, op, plan: Plan) -> dict[str, Any]:
     c = op.choices[plan.algorithms[op.name]]
     return {"name": op.name, "op_type": op.op_type, "algorithm": c.name, "replicated_only": not op.catalog,
+            "shape_computation": op.shape_computation,
             "inputs": [{"tensor": t, "layout": str(a)} for t, a in zip(op.inputs, c.inputs)],
             "outputs": [{"tensor": t, "layout": str(a)} for t, a in zip(op.outputs, c.outputs)],
             "compute_seconds": op.work / c.divisor, "seconds": inst.choice_cost(op, plan.algorithms[op.name], plan.layouts)}

@@ -21,7 +21,8 @@ Data structures (kept stable for ``--verify`` and ``scripts/bench_tile.py``):
     and ``excluded`` — (layout, reason) pairs for the layouts left out), ``ops`` (:class:`OpVar` per
     op in topological order: name, op_type, ``inputs``/``outputs`` (tensor names in the node's order;
     folded or omitted inputs are dropped), ``choices`` (:class:`Choice`), ``work`` (seconds on one
-    device), ``catalog`` (False: "replicated only"), ``memory`` (bytes per device or None).
+    device), ``catalog`` (False: "replicated only"), ``shape_computation`` (a replicated-only op on tiny
+    integer or boolean tensors only, :func:`shape_computation`), ``memory`` (bytes per device or None).
 
 Layouts are mesh layouts (:mod:`onnxpart.tile.mesh`): the catalog's ``R``, ``P``, ``S(d)`` on a 1-D mesh,
 one component per axis (``S(0)R``) on an n-D one.
@@ -49,6 +50,7 @@ not counted).
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -56,20 +58,10 @@ import numpy as np
 
 from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.tile import mesh as meshes
-from onnxpart.tile.catalog import (P, R, Algorithm, Layout, S, elementwise_algorithms, gemm_algorithms,
-                                   matmul_algorithms, normalization_algorithms, transpose_algorithms)
-from onnxpart.tile.catalog_conv import POOLS, batchnorm_algorithms, conv_algorithms, pool_algorithms
-from onnxpart.tile.catalog_reduce import REDUCTIONS, reduce_algorithms, reduced_axes
-from onnxpart.tile.catalog_shape import RESHAPES, gather_algorithms, reshape_algorithms, untouched_algorithms
+from onnxpart.tile.catalog import P, R, Layout, S
 from onnxpart.tile.mesh import DeviceMesh, collective_name, compose, parts, reshard_steps, reshard_time
-
-UNARY = {"Relu", "Erf", "Gelu", "Tanh", "Sigmoid", "Sqrt", "Exp", "Log", "Abs", "Neg", "Cast", "Identity",
-         "Reciprocal", "Softplus", "LeakyRelu", "Elu", "Silu", "HardSigmoid", "Dropout", "Not", "Floor", "Ceil",
-         "Round", "Sign", "Sin", "Cos", "HardSwish", "Mish", "IsNaN", "IsInf", "Selu", "ThresholdedRelu"}
-#: broadcasting ops of two or more inputs -> how partial sums pass through them (catalog.elementwise_algorithms)
-BINARY = {"Add": "sum", "Sub": "sum", "Sum": "sum", "Mul": "scale", "Div": "scale", "Pow": None, "Max": None,
-          "Min": None, "Mean": None, "Where": None, "Clip": None, "PRelu": None, "Equal": None, "Less": None,
-          "Greater": None, "LessOrEqual": None, "GreaterOrEqual": None, "And": None, "Or": None, "Xor": None}
+from onnxpart.tile.onnx_constants import LIMIT
+from onnxpart.tile.op_catalog import OPTIONAL_GAPS, op_algorithms
 
 
 @dataclass(frozen=True)
@@ -105,6 +97,7 @@ class OpVar:
     choices: tuple[Choice, ...]
     work: float
     catalog: bool
+    shape_computation: bool = False
 
 
 @dataclass
@@ -128,6 +121,7 @@ class LayoutInstance:
 
     @property
     def replicated_only(self) -> list[str]:
+        """Ops outside the catalog (shape computations included)."""
         return [op.name for op in self.ops if not op.catalog]
 
     def reshard_time(self, src: Layout, dst: Layout, tensor: str) -> float:
@@ -250,78 +244,6 @@ def _why_not(shape, combo, mesh: DeviceMesh, partial: Sequence[bool], kind: str)
     return None
 
 
-# -------------------------------------------------------------------------------------- op catalog
-def op_algorithms(op_type: str, attrs: Mapping, in_shapes: Sequence[Sequence[int]],
-                  out_shape: Sequence[int], p: int, consts: Sequence | None = None) -> list[Algorithm] | None:
-    """The catalog's algorithms of one ONNX node (input slots in the node's order); None: not in it.
-    ``consts``: per input slot, its value when it is a small known constant (axes), else None."""
-    n = len(in_shapes)
-    consts = list(consts) if consts is not None else [None] * n
-    if op_type == "MatMul" and n == 2 and len(in_shapes[0]) >= 2 and len(in_shapes[1]) >= 2:
-        return matmul_algorithms(len(in_shapes[0]), len(in_shapes[1]), p)
-    if op_type == "Gemm" and n in (2, 3):
-        c = in_shapes[2] if n == 3 else None
-        return gemm_algorithms(bool(attrs.get("transA", 0)), bool(attrs.get("transB", 0)), p, c,
-                               out_shape if c is not None else None)
-    if op_type in UNARY and n == 1:
-        return elementwise_algorithms(out_shape, in_shapes, p)
-    if op_type in BINARY and n >= 1:
-        algs = elementwise_algorithms(out_shape, in_shapes, p, BINARY[op_type] if n == 2 or op_type == "Sum" else None)
-        if op_type == "Div":  # only the numerator may be partial
-            algs = [a for a in algs if a.name != "partial-scale1"]
-        return algs
-    if op_type == "Transpose" and n == 1:
-        perm = attrs.get("perm") or list(reversed(range(len(in_shapes[0]))))
-        return transpose_algorithms(list(perm), p)
-    if op_type in ("Softmax", "LayerNormalization") and n >= 1:
-        axis = attrs.get("axis", -1)
-        algs = normalization_algorithms(len(in_shapes[0]), axis, op_type, p)
-        return [Algorithm(a.name, a.inputs[:n] + (R,) * (n - len(a.inputs)), a.output, a.divisor) for a in algs]
-    return _cnn_and_movement_algorithms(op_type, attrs, in_shapes, out_shape, p, consts)
-
-
-def _cnn_and_movement_algorithms(op_type: str, attrs: Mapping, in_shapes: Sequence[Sequence[int]],
-                                 out_shape: Sequence[int], p: int, consts: list) -> list[Algorithm] | None:
-    """The conv family (catalog_conv), data movement (catalog_shape) and reductions (catalog_reduce)."""
-    n, rank = len(in_shapes), len(in_shapes[0]) if in_shapes else 0
-    if op_type == "Conv" and n in (2, 3) and rank >= 3:
-        return conv_algorithms(n, int(attrs.get("group", 1)), p)
-    if op_type in POOLS and n == 1 and rank >= 3:
-        return pool_algorithms(op_type, p)
-    if op_type == "BatchNormalization" and n == 5 and rank >= 2 and not attrs.get("training_mode", 0):
-        return batchnorm_algorithms(p)
-    if op_type in RESHAPES and n >= 1 and not (op_type == "Squeeze" and n == 1 and "axes" not in attrs) \
-            and not (op_type == "Reshape" and n != 2):  # Reshape-1 has its shape as an attribute
-        return reshape_algorithms(in_shapes[0], out_shape, n, p)
-    if op_type == "Concat" and n >= 1:
-        return untouched_algorithms(rank, {int(attrs["axis"]) % rank}, n, 0, p)
-    if op_type == "Split" and n >= 1:
-        return untouched_algorithms(rank, {int(attrs.get("axis", 0)) % rank}, 1, n - 1, p)
-    if op_type == "Slice" and n >= 1:
-        axes = _slice_axes(attrs, in_shapes, consts)
-        return None if axes is None else untouched_algorithms(rank, {a % rank for a in axes}, 1, n - 1, p)
-    if op_type == "Gather" and n == 2 and rank >= 1:
-        return gather_algorithms(rank, len(in_shapes[1]), int(attrs.get("axis", 0)), p)
-    if op_type in REDUCTIONS and n in (1, 2) and rank >= 1:
-        axes = attrs.get("axes") if n == 1 else consts[1]
-        if n == 2 and axes is None:
-            return None  # axes computed at run time: which dims are reduced is unknown
-        axes = [] if axes is None else [int(a) for a in np.ravel(axes)]
-        reduced = reduced_axes(rank, axes, bool(attrs.get("noop_with_empty_axes", 0)))
-        return reduce_algorithms(op_type, rank, reduced, bool(attrs.get("keepdims", 1)), n, p)
-    return None
-
-
-def _slice_axes(attrs: Mapping, in_shapes: Sequence[Sequence[int]], consts: list) -> list[int] | None:
-    """Slice's touched axes: the attribute (opset < 10), the constant ``axes`` input, or every axis
-    ``starts`` names when ``axes`` is omitted; None when ``axes`` is computed at run time."""
-    if len(in_shapes) == 1:
-        return list(attrs.get("axes") or range(len(attrs.get("starts", ()))))
-    if len(in_shapes) >= 4:
-        return None if consts[3] is None else [int(a) for a in np.ravel(consts[3])]
-    return list(range(int(in_shapes[1][0])))
-
-
 # ---------------------------------------------------------------------------------------- building
 def build_layout_instance(graph, devices: int | Sequence[int], bandwidth: float | Sequence[float] | None = None,
                           latency: float | Sequence[float] = 5e-6, memory: float | None = None,
@@ -330,8 +252,8 @@ def build_layout_instance(graph, devices: int | Sequence[int], bandwidth: float 
     """The layout instance of a costed OpGraph on a mesh (module docstring): ``devices`` is D (a ring)
     or the mesh shape (2, 4); ``bandwidth`` and ``latency`` one value or one per axis, the bandwidth
     defaulting to the graph's interconnect (the device spec's); ``pins`` fix tensors' layouts; ``constants``
-    (:func:`onnxpart.tile.onnx_constants.small_constants`) tell the catalog which axes Slice and the
-    reductions touch when those come as inputs (without them such ops are replicated only)."""
+    (:func:`onnxpart.tile.onnx_constants.small_constants`) tell the catalog which axes Slice, Pad, Resize and
+    the reductions touch when those come as inputs (without them such ops are replicated only)."""
     shape = (devices,) if isinstance(devices, int) else tuple(devices)
     if any(p < 1 for p in shape):
         raise UserError(f"--devices must be at least 1, got {devices}")
@@ -377,14 +299,15 @@ def _op_var(graph, op, mesh: DeviceMesh, constants: Mapping) -> OpVar:
     rep = compose((R,) * len(mesh.shape))
     replicated = Choice("replicated", (rep,) * len(inputs), (rep,) * len(outputs), 1)
     present = [i for i, n in enumerate(raw) if n]
-    gap = bool(present) and "" in tuple(raw)[:present[-1]] and op.op_type not in BINARY  # slots would shift
+    gap = bool(present) and "" in tuple(raw)[:present[-1]] and op.op_type not in OPTIONAL_GAPS  # slots would shift
     if (len(op.nodes) != 1 or op.opaque or len(inputs) != len(names) or gap or mesh.devices == 1
             or (len(outputs) != 1 and op.op_type != "Split")):
-        return OpVar(op.name, op.op_type, inputs, outputs, (replicated,), op.work, False)
+        return OpVar(op.name, op.op_type, inputs, outputs, (replicated,), op.work, False,
+                     shape_computation(graph, inputs + outputs))
     attrs, consts = op.nodes[0].attrs, [constants.get(n) for n in inputs]
 
     def per_axis(in_shapes, out_shape, p):
-        algs = op_algorithms(op.op_type, attrs, in_shapes, out_shape, p, consts)
+        algs = op_algorithms(op.op_type, attrs, in_shapes, out_shape, p, consts, present)
         if algs is None or p > 1:
             return algs
         return [a for a in algs if a.output == R and all(x == R for x in a.inputs)]  # an axis of size 1
@@ -392,9 +315,19 @@ def _op_var(graph, op, mesh: DeviceMesh, constants: Mapping) -> OpVar:
     composed = meshes.compose_algorithms(per_axis, [_shape(graph, n) for n in inputs],
                                          [_shape(graph, t) for t in outputs], mesh.shape)
     if composed is None:
-        return OpVar(op.name, op.op_type, inputs, outputs, (replicated,), op.work, False)
+        return OpVar(op.name, op.op_type, inputs, outputs, (replicated,), op.work, False,
+                     shape_computation(graph, inputs + outputs))
     choices = tuple(Choice(name, ins, (out,) * len(outputs), div) for name, ins, out, div in composed)
     return OpVar(op.name, op.op_type, inputs, outputs, choices or (replicated,), op.work, True)
+
+
+def shape_computation(graph, names: Sequence[str]) -> bool:
+    """Whether every tensor an op reads and writes is an integer or boolean tensor of at most
+    :data:`onnxpart.tile.onnx_constants.LIMIT` elements — the shape arithmetic of exports (Range, Equal,
+    Where, an integer ConstantOfShape): nothing worth sharding, replicated at no real cost."""
+    items = [graph.tensors.get(n) or graph.params[n] for n in names]
+    return bool(items) and all(item.dtype.startswith(("int", "uint", "bool")) and math.prod(item.shape) <= LIMIT
+                               for item in items)
 
 
 def _shape(graph, name: str) -> tuple[int, ...]:

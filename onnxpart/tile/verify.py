@@ -25,9 +25,12 @@ with folded weights and weight generators' outputs taken from the reference run.
 
 Local rules, where an algorithm's device program is not "the same node on the shards":
 
-* Reshape: the shape input is replaced by the local output shape (the output's shape with its sharded
-  dim divided by D; the whole shape for R and P);
-* Conv ``groups``: the node runs with ``group`` = group/D (each device owns group/D whole groups);
+* Reshape and Expand: the shape input is replaced by the local output shape (the output's shape with its
+  sharded dim divided by D; the whole shape for R and P); Resize's ``sizes`` likewise, over its ``axes``;
+* Shape and Size: the node's value is the input's whole static shape (its ``start``/``end`` slice) or
+  element count, whatever layout the input is read in — a device knows the tensor's shape, not only its
+  shard's;
+* Conv and ConvTranspose ``groups``: the node runs with ``group`` = group/D (each device owns group/D whole groups);
 * Gather ``rows``: device k owns table rows [k·V/D, (k+1)·V/D); it looks up the indices in that range at
   their offset (negative indices first made positive) and writes zeros where an index is not its own,
   so the partial outputs add up to the lookup.
@@ -40,7 +43,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from onnxpart import runtime
 from onnxpart.tile.catalog import P, R, Layout, reshard
@@ -239,13 +242,18 @@ class _Devices:
         if len(nodes) != 1:
             return nodes, feeds, None
         node = nodes[0]
-        if op.op_type == "Reshape" and len(node.input) == 2:
-            shape = list(self.inst.tensor(op.outputs[0]).shape)
-            for a, size in zip(parts(choice.outputs[0]), self.inst.mesh.shape):
-                if a.kind == "S":
-                    shape[a.dim] //= size
-            feeds[node.input[1]] = np.array(shape, dtype=np.int64)
-        elif op.op_type == "Conv" and "groups" in choice.name.split("·"):
+        if op.op_type in ("Reshape", "Expand") and len(node.input) == 2:
+            feeds[node.input[1]] = np.array(self._local_output_shape(op, choice), dtype=np.int64)
+        elif op.op_type == "Resize" and len(node.input) == 4 and node.input[3]:
+            axes = helper.get_node_attr_value(node, "axes") if any(a.name == "axes" for a in node.attribute) else None
+            shape = self._local_output_shape(op, choice)
+            feeds[node.input[3]] = np.array([shape[a] for a in (axes or range(len(shape)))], dtype=np.int64)
+        elif op.op_type in ("Shape", "Size") and op.catalog:
+            shape = np.array(self.inst.tensor(op.inputs[0]).shape, dtype=np.int64)
+            start, end = (next((a.i for a in node.attribute if a.name == key), None) for key in ("start", "end"))
+            value = shape[start:end] if op.op_type == "Shape" else np.array(shape.prod(), dtype=np.int64)
+            node = helper.make_node("Constant", [], list(node.output), value=numpy_helper.from_array(value))
+        elif op.op_type in ("Conv", "ConvTranspose") and "groups" in choice.name.split("·"):
             p, _ = self._over(choice, "groups", k)
             node = _with_attribute(node, "group", helper.get_node_attr_value(node, "group") // p)
         elif op.op_type == "Gather" and "rows" in choice.name.split("·"):
@@ -255,6 +263,14 @@ class _Devices:
             feeds[node.input[1]], mine = own_rows(feeds[node.input[1]], data.shape[axis], k, p)
             return [node], feeds, mine.reshape((1,) * axis + mine.shape + (1,) * (data.ndim - axis - 1))
         return [node], feeds, None
+
+    def _local_output_shape(self, op: OpVar, choice) -> list[int]:
+        """The output's shape on one device: its sharded dims divided by the sizes of the axes sharding them."""
+        shape = list(self.inst.tensor(op.outputs[0]).shape)
+        for a, size in zip(parts(choice.outputs[0]), self.inst.mesh.shape):
+            if a.kind == "S":
+                shape[a.dim] //= size
+        return shape
 
     def _over(self, choice, name: str, k: int) -> tuple[int, int]:
         """(product of the sizes of the mesh axes running algorithm ``name``, device k's index along them)."""

@@ -207,10 +207,19 @@ def _verify_cases():
         ("Reshape", [("x", [4, 8, 2]), ("s", np.array([32, 2], np.int64))], {}, {"replicated·replicated"}),
         ("Softmax", [("x", [4, 8, 8])], {"axis": -1}, {"shard0·shard1"}),
         ("ReduceSum", [("x", [4, 8, 4]), ("axes", np.array([1], np.int64))], {"keepdims": 0}, set()),
+        ("Expand", [("x", [1, 8]), ("s", np.array([8, 8], np.int64))], {}, {"shard0·shard1", "shard0·shard0"}),
+        ("Resize", [("x", [4, 4, 3, 3]), "", "", ("z", np.array([4, 4, 6, 5], np.int64))], {},
+         {"shard0·shard1", "shard1·shard0"}),
+        ("ConvTranspose", [("x", [4, 8, 3, 3]), ("w", weight([8, 4, 3, 3]))], {},
+         {"batch·out-channels", "in-channels·batch"}),
+        ("ConvTranspose", [("x", [2, 8, 3, 3]), ("w", weight([8, 2, 3, 3])), ("b", weight([8], 2))], {"group": 4},
+         {"groups·groups"}),
+        ("Pad", [("x", [4, 8, 3]), ("p", np.array([0, 0, 1, 0, 0, 2], np.int64))], {"mode": "edge"},
+         {"shard0·shard1", "partial·shard0"}),
     ]
 
 
-@pytest.mark.parametrize("case", range(8))
+@pytest.mark.parametrize("case", range(13))
 def test_verify_every_composed_algorithm_on_2x2(tmp_path, case):
     """--verify runs 2-D plans: each composed algorithm of a one-node model, forced, reproduces the model."""
     from tests.tile.verify_models import one_node, verify_every_algorithm

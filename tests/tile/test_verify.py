@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from onnxpart.tile import catalog_conv, onnx_model
+from onnxpart.tile import catalog_conv, op_catalog
 from onnxpart.tile import verify as tile_verify
 from onnxpart.tile.catalog import P, R, S, Algorithm
 from onnxpart.verify import VerificationError
@@ -100,13 +100,13 @@ BOOLEAN_OPS = {"Not", "And", "Or", "Xor"}
 COMPARISONS = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "IsNaN", "IsInf"}
 
 
-@pytest.mark.parametrize("op_type", sorted(op for op in (onnx_model.UNARY | set(onnx_model.BINARY)) - {"Where", "Clip"}
+@pytest.mark.parametrize("op_type", sorted(op for op in (op_catalog.UNARY | set(op_catalog.BINARY)) - {"Where", "Clip"}
                                             if onnx.defs.has(op)))  # Silu is no ONNX op (only exporters' name)
 def test_every_elementwise_op_type(folder, op_type):
     """Each unary and broadcasting ONNX op of the catalog, on [4, 6] (and a [6] second input) at D = 2."""
     from onnx import TensorProto
 
-    arity = 1 if op_type in onnx_model.UNARY else 2
+    arity = 1 if op_type in op_catalog.UNARY else 2
     elem = TensorProto.BOOL if op_type in BOOLEAN_OPS else TensorProto.FLOAT
     out = TensorProto.BOOL if op_type in BOOLEAN_OPS | COMPARISONS else TensorProto.FLOAT
     second = np.random.default_rng(1).random([6]) > 0.5 if elem == TensorProto.BOOL else np.abs(weight([6])) + 0.5
@@ -306,7 +306,7 @@ def test_a_wrong_catalog_entry_is_caught(folder, monkeypatch):
     def wrong(n_inputs, group, p):
         return [Algorithm("in-channels", (S(1), S(1)) + (R,) * (n_inputs - 2), S(1), p)]
 
-    monkeypatch.setattr(onnx_model, "conv_algorithms", wrong)
+    monkeypatch.setattr(op_catalog, "conv_algorithms", wrong)
     path = one_node(folder, "Conv", [("x", [2, 4, 5, 5]), ("w", weight([4, 4, 3, 3]))])
     with pytest.raises(VerificationError, match="tensor 'y0'"):
         verify_every_algorithm(path, 2)
@@ -333,3 +333,177 @@ def test_one_tensor_read_twice_in_two_layouts(folder):
     """Mul(x, x) as partial-scale0 reads x as P in one slot and R in the other."""
     names = verify_every_algorithm(one_node(folder, "Mul", [("x", [4, 6]), ("x", [4, 6])]), 2)
     assert {"partial-scale0", "partial-scale1", "shard0", "shard1"} <= names
+
+
+# ------------------------------------------------------------ padding, resizing, broadcasting
+@FEW
+@given(st.data(), st.sampled_from(["constant", "reflect", "edge"]))
+def test_pad_shards_the_dims_it_leaves_alone(folder, data, mode):
+    """Pad's pads as an input (with or without ``axes``, the constant value omitted, 0 or not) or as
+    attributes (opset 10): every unpadded dim shards, no padded one does; P only when Pad is linear."""
+    p = data.draw(DEVICES)
+    shape = [multiple(data.draw, p) for _ in range(3)]
+    padded = data.draw(st.sets(st.integers(0, 2), min_size=1, max_size=2))
+    most = 1 if mode == "reflect" else 2  # reflect pads less than the dim (every dim is at least 2)
+    begin = [data.draw(st.integers(1, most)) if d in padded else 0 for d in range(3)]
+    end = [data.draw(st.integers(0, 1)) if d in padded else 0 for d in range(3)]
+    value = data.draw(st.sampled_from([None, 0.0, 1.5])) if mode == "constant" else None
+    if data.draw(st.booleans()):
+        attrs = {"mode": mode, "pads": begin + end} | ({} if value is None else {"value": value})
+        path = one_node(folder, "Pad", [("x", shape)], attrs, opset=10)
+    elif data.draw(st.booleans()):  # axes naming the padded dims only, the constant value omitted
+        axes = sorted(padded)
+        pads = np.array([begin[a] for a in axes] + [end[a] for a in axes], np.int64)
+        value = None
+        path = one_node(folder, "Pad", [("x", shape), ("pads", pads), "", ("axes", np.array(axes, np.int64))],
+                        {"mode": mode}, opset=18)
+    else:
+        rest = [] if value is None else [("c", np.array(value, np.float32))]
+        path = one_node(folder, "Pad", [("x", shape), ("pads", np.array(begin + end, np.int64))] + rest,
+                        {"mode": mode}, opset=13)
+    names = verify_every_algorithm(path, p)
+    assert {n for n in names if n.startswith("shard")} == {f"shard{d}" for d in range(3) if d not in padded}
+    assert ("partial" in names) == (mode != "constant" or not value)
+
+
+@FEW
+@given(st.data(), st.sampled_from(["nearest", "linear", "cubic"]))
+def test_resize_shards_batch_and_channels(folder, data, mode):
+    """Resize by scales (Resize(X, "", scales)), by sizes (Resize(X, "", "", sizes)) or Upsample-9 on an
+    NCHW image resized in H and W: batch and channels shard (the sizes rewritten locally), H and W do not."""
+    p = data.draw(DEVICES)
+    n, c = multiple(data.draw, p, 2), multiple(data.draw, p, 2)
+    x = ("x", [n, c, 4, 5])
+    how = data.draw(st.sampled_from(["scales", "sizes", "upsample"]))
+    if how == "scales":
+        path = one_node(folder, "Resize", [x, "", ("s", np.array([1, 1, 2, 1.5], np.float32))], {"mode": mode},
+                        opset=13)
+    elif how == "sizes":
+        path = one_node(folder, "Resize", [x, "", "", ("z", np.array([n, c, 7, 3], np.int64))], {"mode": mode},
+                        opset=13)
+    else:
+        path = one_node(folder, "Upsample", [x, ("s", np.array([1, 1, 2, 2], np.float32))],
+                        {"mode": "nearest" if mode == "cubic" else mode}, opset=9)
+    names = verify_every_algorithm(path, p)
+    assert {"shard0", "shard1", "partial"} <= names and not {"shard2", "shard3"} & names
+
+
+def test_resize_left_replicated_where_its_dims_are_unknown_or_moved(folder):
+    """tf_crop_and_resize moves every dim (its roi); scales computed at run time name no dim."""
+    crop = one_node(folder, "Resize", [("x", [2, 2, 4, 4]), ("roi", np.array([0, 0, .1, .1, 1, 1, .9, .9], np.float32)),
+                                       ("s", np.array([1, 1, 2, 2], np.float32))],
+                    {"mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize"}, opset=13)
+    inst, _ = load(crop, 2)
+    assert not inst.ops[0].catalog
+    assert op_catalog.op_algorithms("Resize", {}, [[2, 2, 4, 4], [4]], [2, 2, 8, 8], 2, [None, None], [0, 2]) is None
+    known = op_catalog.op_algorithms("Resize", {}, [[2, 2, 4, 4], [4]], [2, 2, 8, 8], 2,
+                                     [None, np.array([1, 1, 2, 2.0])], [0, 2])
+    assert {a.name for a in known} == {"replicated", "partial", "shard0", "shard1"}
+
+
+@FEW
+@given(st.data())
+def test_conv_transpose_batch_and_channels(folder, data):
+    """ConvTranspose: W is (C_in, C_out/group, k, k), so out-channels shards W's dim 1 and in-channels its dim 0."""
+    p = data.draw(DEVICES)
+    n, c_in, c_out = (multiple(data.draw, p, 2) for _ in range(3))
+    attrs = {"strides": [data.draw(st.sampled_from([1, 2]))] * 2, "pads": [1, 1, 1, 1]}
+    if data.draw(st.booleans()):
+        attrs["output_padding"] = [1, 1] if attrs["strides"][0] == 2 else [0, 0]
+    inputs = [("x", [n, c_in, 4, 5]), ("w", weight([c_in, c_out, 3, 3]))]
+    inputs += [("b", weight([c_out], 2))] if data.draw(st.booleans()) else []
+    names = verify_every_algorithm(one_node(folder, "ConvTranspose", inputs, attrs), p)
+    assert {"batch", "out-channels", "in-channels"} <= names
+
+
+@FEW
+@given(st.data())
+def test_grouped_conv_transpose(folder, data):
+    p = data.draw(DEVICES)
+    groups = multiple(data.draw, p, 2)
+    per_group_in, per_group_out = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2))
+    inputs = [("x", [2, groups * per_group_in, 4, 4]), ("w", weight([groups * per_group_in, per_group_out, 3, 3])),
+              ("b", weight([groups * per_group_out], 2))]
+    names = verify_every_algorithm(one_node(folder, "ConvTranspose", inputs, {"group": groups}), p)
+    assert "groups" in names and "in-channels" not in names and "out-channels" not in names
+
+
+@FEW
+@given(st.data())
+def test_expand_like_broadcasting(folder, data):
+    """Expand to a shape of 2-3 dims from an input that is a suffix of it with some dims 1 (the shape
+    input holding 1 where the input has the dim, as Expand allows): every output dim shards, the input
+    sharded where it has the dim in full, replicated where it broadcasts; the shape rewritten locally."""
+    p = data.draw(DEVICES)
+    out = [multiple(data.draw, p) for _ in range(data.draw(st.integers(2, 3)))]
+    cut = data.draw(st.integers(0, len(out) - 1))
+    src = [1 if data.draw(st.booleans()) else s for s in out[cut:]]
+    shape = [s if d < cut or src[d - cut] == 1 or data.draw(st.booleans()) else 1 for d, s in enumerate(out)]
+    names = verify_every_algorithm(one_node(folder, "Expand", [("x", src), ("s", np.array(shape, np.int64))]), p)
+    assert {f"shard{d}" for d in range(len(out))} | {"partial"} <= names
+
+
+@FEW
+@given(st.data())
+def test_tile_shards_the_unrepeated_dims(folder, data):
+    p = data.draw(DEVICES)
+    shape = [multiple(data.draw, p), multiple(data.draw, p), 3]
+    repeats = [data.draw(st.integers(1, 2)) for _ in shape]
+    names = verify_every_algorithm(one_node(folder, "Tile", [("x", shape), ("r", np.array(repeats, np.int64))]), p)
+    assert {n for n in names if n.startswith("shard")} == {f"shard{d}" for d in range(2) if repeats[d] == 1}
+
+
+def test_castlike_reads_its_type_donor_replicated(folder):
+    from onnx import TensorProto
+
+    path = one_node(folder, "CastLike", [("x", [4, 6]), ("t", np.zeros([1], np.float64))],
+                    out_type=TensorProto.DOUBLE, opset=19)
+    assert {"shard0", "shard1"} <= verify_every_algorithm(path, 2)
+
+
+@FEW
+@given(st.data(), st.sampled_from(["Shape", "Size"]))
+def test_shape_and_size_read_any_layout(folder, data, op_type):
+    """Shape (with start/end) and Size of a tensor in any layout give its whole static shape, no all-gather."""
+    from onnx import TensorProto
+
+    p = data.draw(DEVICES)
+    shape = [multiple(data.draw, p) for _ in range(3)]
+    attrs = {"start": data.draw(st.integers(-3, 0)), "end": data.draw(st.integers(1, 3))} if op_type == "Shape" else {}
+    path = one_node(folder, op_type, [("x", shape)], attrs, out_type=TensorProto.INT64, opset=17)
+    assert {"shard0", "shard1", "shard2"} <= verify_every_algorithm(path, p)
+    inst, _ = load(path, p)
+    assert all(c.outputs == (R,) and c.divisor == 1 for c in inst.ops[0].choices)
+
+
+@FEW
+@given(st.data(), st.sampled_from(["ArgMax", "ArgMin"]))
+def test_argmax_shards_its_kept_dims(folder, data, op_type):
+    from onnx import TensorProto
+
+    p = data.draw(DEVICES)
+    shape = [multiple(data.draw, p) for _ in range(3)]
+    axis, keepdims = data.draw(st.integers(-3, 2)), data.draw(st.sampled_from([0, 1]))
+    path = one_node(folder, op_type, [("x", shape)], {"axis": axis, "keepdims": keepdims}, out_type=TensorProto.INT64)
+    names = verify_every_algorithm(path, p)
+    assert {n for n in names if n != "replicated"} == {f"shard{d}" for d in range(3) if d != axis % 3}
+
+
+EINSUMS = ["ij,jk->ik", "bij,bjk->bik", "bhqd,bhkd->bhqk", "ij->ji", "ij->i", "i,i->", "bi,ij->bj", "ijk,k->ij"]
+
+
+@FEW
+@given(st.data(), st.sampled_from(EINSUMS))
+def test_einsum_letters_sharded(folder, data, equation):
+    """Every letter shards (an output letter -> S of its position, a summed one -> P), and each input alone P."""
+    p = data.draw(DEVICES)
+    lhs, out = equation.split("->")
+    size = {letter: multiple(data.draw, p) for letter in dict.fromkeys(lhs.replace(",", ""))}
+    inputs = [(f"x{i}", [size[c] for c in term]) for i, term in enumerate(lhs.split(","))]
+    names = verify_every_algorithm(one_node(folder, "Einsum", inputs, {"equation": equation}, opset=17), p)
+    assert {f"shard-{c}" for c in size} | {f"partial{i}" for i in range(len(inputs))} <= names
+
+
+def test_einsum_outside_the_catalog_where_letters_are_not_plain():
+    for equation in ("ii->i", "...ij,...jk->...ik", "ij,jk"):
+        assert op_catalog.op_algorithms("Einsum", {"equation": equation}, [[4, 4], [4, 4]], [4], 2) is None
