@@ -17,6 +17,16 @@ start on ``v``: the sub-instance with ``c_k`` pinned to ``u`` and a zero-time, z
 ``dp(M_i, v) = min_u dp(M_{i−1}, u) + OPT(M_i, u, v)`` — exact when every module is solved to
 optimality, and the same recursion over the modules' *proven bounds* is a proven lower bound.
 
+Module bounds. *Proof that the DP over lower bounds is one:* in any schedule of the whole graph the ops
+of ``S_k`` start at or after ``start(c_k)`` (they are ``c_k`` or its descendants) and end before
+``start(c_{k+1})`` (its ancestors, data included), so shifted by ``start(c_k)`` they form a schedule
+of the ``(u_k, u_{k+1})`` sub-instance of length ``start(c_{k+1}) − start(c_k) ≥ OPT(S_k, u_k,
+u_{k+1}) ≥ LB(S_k, u_k, u_{k+1})``; summing over ``k`` telescopes to the makespan, which is therefore
+at least the DP's minimum over device chains. ``LB`` is the best of the module's CP-SAT bound and its
+critical-path and load-LP bounds (:mod:`.bounds`), never an incumbent. Half the time goes to one pass
+over every (module, entry, exit) solve; the rest re-solves, with doubling limits, the modules not yet
+proven on the chains attaining the lower and the upper DP (:func:`_refine`).
+
 Memory (3.7) is a sum over the whole graph: the modules are solved with each device's full capacity
 (a relaxation, so the bound stands); if the joined mapping overflows a device, SPLIT returns no
 schedule and says so. A graph without cut ops falls back to one whole-graph solve (``fallback`` and
@@ -35,7 +45,7 @@ import networkx as nx
 import numpy as np
 
 from onnxpart.errors import InfeasibleError
-from onnxpart.schedule import exact, heuristics
+from onnxpart.schedule import bounds, exact, heuristics
 from onnxpart.schedule.model import Instance
 from onnxpart.schedule.simulator import Schedule, simulate
 
@@ -97,13 +107,33 @@ def _segments(inst: Instance, cuts: list[int]) -> list[tuple[list[int], int | No
     return segs
 
 
-SegmentSolver = Callable[[Instance, float], tuple[Schedule | None, float | None, str]]
+@dataclass
+class _Job:
+    """One module solve ``OPT(S_seg, u, v)``: its sub-instance, best schedule and proven lower bound."""
+    seg: int
+    pair: tuple
+    sub: Instance
+    index: list[int]
+    schedule: Schedule | None = None
+    lower: float = 0.0
+    status: str = "unsolved"
 
 
-def _cpsat_segment(sub: Instance, limit: float, seed: int = 0) -> tuple[Schedule | None, float | None, str]:
-    warm = heuristics.heft(sub)
-    res = exact.cpsat(sub, limit, warm.schedule if warm else None, seed=seed)
-    return res.schedule, res.bound, res.status
+def _simple_lower(sub: Instance) -> float:
+    """The sub-instance's critical path and load LP (:mod:`.bounds`): proven bounds on its optimum,
+    so on ``OPT(S_k, u, v)``, that stand when CP-SAT's own bound is still weak."""
+    return max(bounds.critical_path_bound(sub).value, bounds.load_lp_bound(sub).value or 0.0)
+
+
+def _solve_job(job: _Job, limit: float, seed: int) -> None:
+    """CP-SAT on the module, warm-started from its best schedule so far (else HEFT); the proven bound
+    only ever rises (every solve's bound is a proof, so their maximum is one)."""
+    warm = job.schedule if job.schedule is not None else getattr(heuristics.heft(job.sub), "schedule", None)
+    res = exact.cpsat(job.sub, limit, warm, seed=seed)
+    if res.schedule is not None and (job.schedule is None or res.schedule.makespan < job.schedule.makespan):
+        job.schedule = res.schedule
+    job.lower = max(job.lower, res.bound if res.bound is not None else 0.0)
+    job.status = res.status
 
 
 def _segment_instance(inst: Instance, ops: list[int], entry: tuple[int, int] | None,
@@ -140,8 +170,10 @@ def _dp(segs_costs: list[dict[tuple, float]]) -> tuple[float, list[tuple]]:
 
 
 def milp_split(inst: Instance, time_limit: float = 10.0, seed: int = 0) -> SplitResult:
-    """MILP-SPLIT with CP-SAT module solves (HEFT warm start), sharing ``time_limit`` evenly."""
+    """MILP-SPLIT with CP-SAT module solves: one pass over every (module, entry, exit) solve with half
+    the time, then :func:`_refine` with the rest."""
     t0 = time.perf_counter()
+    deadline = t0 + time_limit
     cuts = cut_ops(inst)
     segs = _segments(inst, cuts) if cuts else []
     if not any(inst.preds[c] and inst.succs[c] for c in cuts):  # only the source/sink: one module
@@ -150,36 +182,21 @@ def milp_split(inst: Instance, time_limit: float = 10.0, seed: int = 0) -> Split
         return SplitResult(whole.schedule, whole.bound, whole.status, cuts, [list(range(inst.n))],
                            time.perf_counter() - t0, fallback=True, solves=1,
                            reason="no articulation point separates the graph into modules: solved it whole")
-    jobs = [(s, u, v) for s, (_, entry, exit_) in enumerate(segs)
-            for u in ([None] if entry is None else inst.allowed(entry))
-            for v in ([None] if exit_ is None else inst.allowed(exit_))]
-    per = max(0.05, (time_limit - (time.perf_counter() - t0)) / len(jobs))
-    ub = [dict() for _ in segs]
-    lb = [dict() for _ in segs]
-    found: dict[tuple, tuple[Schedule, list[int]]] = {}
+    jobs = _jobs(inst, segs)
+    per = max(0.05, 0.5 * (deadline - time.perf_counter()) / max(1, len(jobs)))
+    for job in jobs.values():
+        _solve_job(job, per, seed)
+    solves = len(jobs) + _refine(jobs, len(segs), per, deadline, seed)
+    lower, _ = _dp(_table(jobs, len(segs), "lower"))
+    upper, choice = _dp(_table(jobs, len(segs), "upper"))
     status_count: dict[str, int] = {}
-    for s, u, v in jobs:
-        ops, entry, exit_ = segs[s]
-        built = _segment_instance(inst, ops, (entry, u) if entry is not None else None,
-                                  (exit_, v) if exit_ is not None else None)
-        if built is None:
-            ub[s][(u, v)] = lb[s][(u, v)] = math.inf
-            continue
-        sub, index = built
-        sched, bound, status = _cpsat_segment(sub, per, seed)
-        status_count[status] = status_count.get(status, 0) + 1
-        ub[s][(u, v)] = sched.makespan if sched is not None else math.inf
-        lb[s][(u, v)] = bound if bound is not None else 0.0
-        if sched is not None:
-            found[(s, u, v)] = (sched, index)
-    lower, _ = _dp(lb)
-    upper, choice = _dp(ub)
-    modules = [ops for ops, _, _ in segs]
-    base = dict(cuts=cuts, modules=modules, solves=len(jobs), module_status=status_count)
+    for job in jobs.values():
+        status_count[job.status] = status_count.get(job.status, 0) + 1
+    base = dict(cuts=cuts, modules=[ops for ops, _, _ in segs], solves=solves, module_status=status_count)
     if not math.isfinite(upper):
         return SplitResult(None, lower, "infeasible", seconds=time.perf_counter() - t0,
                            reason="no module pairing is feasible", **base)
-    schedule = _join(inst, segs, choice, found)
+    schedule = _join(inst, segs, choice, jobs)
     if schedule is None:
         return SplitResult(None, lower, "memory", seconds=time.perf_counter() - t0,
                            reason="the joined modules overflow a device's memory (3.7 is global)", **base)
@@ -187,12 +204,56 @@ def milp_split(inst: Instance, time_limit: float = 10.0, seed: int = 0) -> Split
     return SplitResult(schedule, lower, status, seconds=time.perf_counter() - t0, **base)
 
 
-def _join(inst: Instance, segs, choice: list[tuple], found) -> Schedule | None:
+def _jobs(inst: Instance, segs) -> dict[tuple, _Job]:
+    """Every feasible (segment, entry device, exit device) sub-instance, with its simple bound."""
+    jobs = {}
+    for s, (ops, entry, exit_) in enumerate(segs):
+        for u in ([None] if entry is None else inst.allowed(entry)):
+            for v in ([None] if exit_ is None else inst.allowed(exit_)):
+                built = _segment_instance(inst, ops, (entry, u) if entry is not None else None,
+                                          (exit_, v) if exit_ is not None else None)
+                if built is not None:
+                    jobs[(s, u, v)] = _Job(s, (u, v), *built, lower=_simple_lower(built[0]))
+    return jobs
+
+
+def _table(jobs: dict[tuple, _Job], segments: int, which: str) -> list[dict[tuple, float]]:
+    """Per segment, (entry, exit) → the module's proven lower bound or best makespan (inf: none);
+    infeasible pairs are absent, which :func:`_dp` treats as inf."""
+    out: list[dict[tuple, float]] = [dict() for _ in range(segments)]
+    for job in jobs.values():
+        value = job.lower if which == "lower" else (job.schedule.makespan if job.schedule else math.inf)
+        out[job.seg][job.pair] = value
+    return out
+
+
+def _refine(jobs: dict[tuple, _Job], segments: int, per: float, deadline: float, seed: int) -> int:
+    """Re-solve, with a limit doubling each round, the modules not yet proven optimal on the device
+    chains that attain the lower and the upper DP — the only ones whose values move either DP — until
+    both chains are proven or the time is spent. Returns the number of re-solves."""
+    solves, limit = 0, per
+    while deadline - time.perf_counter() > 0.05:
+        limit *= 2
+        chains = [_dp(_table(jobs, segments, which))[1] for which in ("lower", "upper")]
+        open_ = {(s, u, v) for chain in chains for s, (u, v) in enumerate(chain)
+                 if jobs[(s, u, v)].status != "optimal"}
+        if not open_:
+            break
+        for key in sorted(open_, key=str):
+            left = deadline - time.perf_counter()
+            if left <= 0.05:
+                break
+            _solve_job(jobs[key], min(limit, left), seed)
+            solves += 1
+    return solves
+
+
+def _join(inst: Instance, segs, choice: list[tuple], jobs: dict[tuple, _Job]) -> Schedule | None:
     """The whole mapping from the chosen module schedules, re-simulated with their orders in sequence."""
     mapping = np.full(inst.n, -1, dtype=np.int64)
     order: list[int] = []
     for s, (u, v) in enumerate(choice):
-        sched, index = found[(s, u, v)]
+        sched, index = jobs[(s, u, v)].schedule, jobs[(s, u, v)].index
         ops = segs[s][0]
         for local in order_by_start_local(sched):
             if local < len(ops):  # the last local op of a module with an exit is the stand-in
