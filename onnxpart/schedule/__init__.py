@@ -11,8 +11,8 @@ files, no terminal.
 ``Options(objective="throughput", batch=L)`` solves the batched problem of Sections 3.1–3.2 instead
 (:mod:`.batch`: every op's ``L`` inputs split into slices over the devices' supported batch sizes;
 throughput = ``L / C`` with ``C`` the batch's makespan). There ``exact``/``milp``/``cpsat`` all run the
-CP-SAT batch model, SPLIT solves each module whole-batch and joins them (no bound), and the lower
-bounds (per-input critical path, load LP over splits, CP-SAT's) bound ``C``.
+CP-SAT batch model, SPLIT (:mod:`.batch_split`) solves the modules whole-batch in sequence and joins
+them (no bound), and the lower bounds (per-input critical path, load LP over splits, CP-SAT's) bound ``C``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from onnxpart.board import Board
 from onnxpart.certificate import LowerBound
 from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.schedule import bounds as _bounds
-from onnxpart.schedule import exact, heuristics, multichannel, split
+from onnxpart.schedule import batch_split, exact, heuristics, multichannel, split
 from onnxpart.schedule.model import Device, Instance, Link, System, from_graph, load_system
 from onnxpart.schedule.simulator import Schedule, simulate, validate
 
@@ -195,8 +195,8 @@ def _multichannel(instance: Instance, time_limit: float, seed: int) -> list[Lowe
 
 def _solve_throughput(instance: Instance, options: Options) -> Solution:
     """The throughput objective (:mod:`.batch`): batched baselines, CP-SAT with the batch variables,
-    and SPLIT (each module solved whole-batch by CP-SAT, joined and re-simulated; no bound — modules
-    overlap in time under data parallelism)."""
+    and SPLIT (:mod:`.batch_split`: modules solved whole-batch in sequence, joined and re-simulated; no
+    bound — modules overlap in time under data parallelism)."""
     from onnxpart.schedule import batch as B
 
     L = options.batch
@@ -235,7 +235,7 @@ def _solve_throughput(instance: Instance, options: Options) -> Solution:
         pool = [f[2] for f in found] + ([start] if start is not None else [])
         hint = min(pool, key=lambda s: s.makespan) if pool else None
         if method == "split":
-            sched, status, secs, note = _split_throughput(instance, L, share, options.seed)
+            sched, status, secs, note = batch_split.split_throughput(instance, L, share, options.seed)
             keep(method, sched, status, secs, note=note)
             continue
         res = B.cpsat(instance, L, share, hint, seed=options.seed, workers=options.workers)
@@ -245,33 +245,3 @@ def _solve_throughput(instance: Instance, options: Options) -> Solution:
         raise InfeasibleError("no method found a feasible batched schedule")
     best = min(found, key=lambda f: (f[0], METHODS.index(f[1])))
     return Solution(instance, best[2], best[1], results, lbs)
-
-
-def _split_throughput(instance: Instance, L: int, time_limit: float, seed: int):
-    from onnxpart.schedule import batch as B
-
-    t0 = time.perf_counter()
-    cuts = split.cut_ops(instance)
-    if not any(instance.preds[c] and instance.succs[c] for c in cuts):
-        warm = [r.schedule for r in (B.bmet(instance, L), B.bheft(instance, L), B.uniform(instance, L))
-                if r.schedule is not None]
-        res = B.cpsat(instance, L, time_limit, min(warm, key=lambda s: s.makespan) if warm else None, seed=seed)
-        return res.schedule, res.status, time.perf_counter() - t0, "no modules: solved whole"
-    segs = [ops for ops, _, _ in split._segments(instance, cuts)]
-    per = max(0.05, time_limit / len(segs))
-    splits: list = [None] * instance.n
-    order: list = []
-    statuses = set()
-    for ops in segs:
-        sub, index = instance.subinstance(ops)
-        warm = [r.schedule for r in (B.bmet(sub, L), B.bheft(sub, L), B.uniform(sub, L)) if r.schedule is not None]
-        res = B.cpsat(sub, L, per, min(warm, key=lambda s: s.makespan) if warm else None, seed=seed)
-        statuses.add(res.status)
-        for li, s in enumerate(res.schedule.splits):
-            splits[index[li]] = s
-        order += [(index[i], u) for i, u in sorted(res.schedule.start, key=lambda k: (res.schedule.start[k], k))]
-    if B.memory_violations(instance, splits):
-        return None, "memory", time.perf_counter() - t0, "the joined modules overflow a device's memory"
-    sched = B.simulate_batch(instance, splits, B._order_by_start(instance, splits, {k: p for p, k in enumerate(order)}))
-    status = "optimal-modules" if statuses == {"optimal"} else "time_limit"
-    return sched, status, time.perf_counter() - t0, f"{len(segs)} modules"

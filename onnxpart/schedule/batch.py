@@ -441,14 +441,19 @@ def _line(inst: Instance, e: int, u: int, v: int, batch: int) -> tuple[float, fl
 
 
 def cpsat(inst: Instance, batch: int, time_limit: float, hint: BatchSchedule | None = None, *, seed: int = 0,
-          workers: int = 1) -> BatchExact:
+          workers: int = 1, pinned: dict[int, Split] | None = None) -> BatchExact:
     """The thesis MILP's batch model on CP-SAT: ``b_{i,u,l}`` booleans (at most one size per op and
     device, 3.5), ``Σ_u Σ_l l·b_{i,u,l} = L`` (3.4), slice ranges ``lo_{i,u} = Σ_{w<u} n_{i,w}``,
     overlap counts ``c = max(0, min(hi) − max(lo))`` gating the per-input precedence with transfers
     (3.3), optional intervals with NoOverlap per device (3.8), memory (3.7). Durations and delays are
-    floored to ticks (a relaxation: the bound is proven); the solution is re-simulated."""
+    floored to ticks (a relaxation: the bound is proven); the solution is re-simulated. ``pinned``
+    (op → split) fixes those ops' splits; a hint that disagrees with a pin is not used."""
     t0 = time.perf_counter()
     cands = op_splits(inst, batch)
+    for i, sp in (pinned or {}).items():
+        cands[i] = [tuple(sp)]
+    if hint is not None and any(tuple(hint.splits[i]) != tuple(sp) for i, sp in (pinned or {}).items()):
+        hint = None
     from onnxpart.schedule.exact import _scale
 
     horizon = hint.makespan if hint is not None else sum(
