@@ -185,7 +185,7 @@ def _run_heuristics(instance: Instance, options: Options, keep, deadline: float,
 def _multichannel(instance: Instance, time_limit: float, seed: int) -> list[LowerBound]:
     """Section 3.3.2's bound over the first chain of 2-, 3- or 4-channel modules found (if any)."""
     for channels in (2, 3, 4):
-        modules = multichannel.edge_modules(instance, channels)
+        modules = multichannel.chain_modules(instance, channels)
         if modules is not None:
             t0 = time.perf_counter()
             value, status, note = multichannel.multichannel_bound(instance, modules, time_limit, seed)

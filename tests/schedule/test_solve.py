@@ -156,8 +156,8 @@ def test_multichannel_bound_below_optimum(seed):
     inst = two_channel_chain(np.random.default_rng(seed), modules=3, k=2)
     assert split.cut_ops(inst) == [0, 11]  # only the source and the sink: no single-channel modules
     assert split.milp_split(inst, time_limit=1.0).fallback
-    assert multichannel.edge_modules(inst, 1) is None
-    modules = multichannel.edge_modules(inst, 2)
+    assert multichannel.chain_modules(inst, 1) is None
+    modules = multichannel.chain_modules(inst, 2)
     assert modules == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
     value, status, _ = multichannel.multichannel_bound(inst, modules, time_limit=2.0)
     whole = exact.cpsat(inst, 2.0, heuristics.heft(inst).schedule)
