@@ -3,8 +3,8 @@ heterogeneous devices and order it, minimizing latency, with a certified lower b
 
 ``solve(instance, options)`` runs the chosen methods — the thesis's baselines (MET, Greedy, HEFT, SA,
 biased (1+1) EA; :mod:`.heuristics`), the exact models (thesis MILP on HiGHS, CP-SAT; :mod:`.exact`) and
-MILP-SPLIT (:mod:`.split`) — warm-starting each exact solve from the best schedule so far, checks every
-answer with the independent validator (:func:`.simulator.validate`), and gathers the proven lower
+MILP-SPLIT (:mod:`.split`; :mod:`.chain_split` over multi-channel modules) — warm-starting each exact
+solve from the best schedule so far, checks every answer with the independent validator (:func:`.simulator.validate`), and gathers the proven lower
 bounds (:mod:`.bounds`). Cost semantics (transfers, memory) are stated in :mod:`.model`. Pure: no
 files, no terminal.
 
@@ -24,7 +24,7 @@ from onnxpart.board import Board
 from onnxpart.certificate import LowerBound
 from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.schedule import bounds as _bounds
-from onnxpart.schedule import batch_split, exact, heuristics, multichannel, split
+from onnxpart.schedule import batch_split, chain_split, exact, heuristics, multichannel, split
 from onnxpart.schedule.model import Device, Instance, Link, System, from_graph, load_system
 from onnxpart.schedule.simulator import Schedule, simulate, validate
 
@@ -135,13 +135,19 @@ def solve(instance: Instance, options: Options = Options(), board: Board | None 
     for n, method in enumerate(exact_methods):
         share = max(0.05, (deadline - time.perf_counter()) / (len(exact_methods) - n))
         hint = min(found, key=lambda f: f[0])[2] if found else None
-        if method == "split":
+        chain = _chain_modules(instance) if method == "split" else None
+        if chain is not None:  # no single-op cuts, but multi-channel modules (Section 3.3.2)
+            channels, modules = chain
+            sched, status, secs, note = chain_split.chain_split(instance, modules, share / 2, options.seed)
+            keep(method, sched, status, secs, note=note)
+            t0 = time.perf_counter()
+            value, status, note = multichannel.multichannel_bound(instance, modules, share / 2, options.seed)
+            lbs.append(LowerBound(f"multichannel-{channels}", value, status, "cp-sat", time.perf_counter() - t0, note))
+        elif method == "split":
             res = split.milp_split(instance, share, seed=options.seed)
             keep(method, res.schedule, res.status, res.seconds, res.bound, res.reason)
             lbs.append(LowerBound("split-dp", res.bound, res.status, "cp-sat", res.seconds,
                                   res.reason or f"{len(res.modules)} modules, {res.solves} module solves"))
-            if res.fallback:
-                lbs.extend(_multichannel(instance, share, options.seed))
         else:
             res = (exact.milp(instance, share, hint, seed=options.seed) if method == "milp" else
                    exact.cpsat(instance, share, hint, seed=options.seed, workers=options.workers))
@@ -182,15 +188,17 @@ def _run_heuristics(instance: Instance, options: Options, keep, deadline: float,
         keep(method, res.schedule, "ok", res.seconds, note=f"{res.evaluations} evaluations")
 
 
-def _multichannel(instance: Instance, time_limit: float, seed: int) -> list[LowerBound]:
-    """Section 3.3.2's bound over the first chain of 2-, 3- or 4-channel modules found (if any)."""
+def _chain_modules(instance: Instance) -> tuple[int, list[list[int]]] | None:
+    """``(channels, modules)``: when no single op cuts the graph into modules (:func:`.split.cut_ops`),
+    the first chain of 2-, 3- or 4-channel modules (:func:`.multichannel.chain_modules`), if any."""
+    cuts = split.cut_ops(instance)
+    if any(instance.preds[c] and instance.succs[c] for c in cuts):
+        return None
     for channels in (2, 3, 4):
         modules = multichannel.chain_modules(instance, channels)
         if modules is not None:
-            t0 = time.perf_counter()
-            value, status, note = multichannel.multichannel_bound(instance, modules, time_limit, seed)
-            return [LowerBound(f"multichannel-{channels}", value, status, "cp-sat", time.perf_counter() - t0, note)]
-    return []
+            return channels, modules
+    return None
 
 
 def _solve_throughput(instance: Instance, options: Options) -> Solution:

@@ -72,8 +72,7 @@ def chain_modules(inst: Instance, channels: int, min_size: int = 4) -> list[list
 def _lower(inst: Instance, ops: tuple[int, ...], limit: float, seed: int) -> tuple[float, bool]:
     """(``LB`` of the sub-instance on ``ops`` — module docstring —, whether CP-SAT proved it optimal)."""
     sub, _ = inst.subinstance(ops)
-    warm = heuristics.heft(sub)
-    res = exact.cpsat(sub, limit, warm.schedule if warm else None, seed=seed)
+    res = exact.cpsat(sub, limit, heuristics.best_constructive(sub), seed=seed)
     simple = max(bounds.critical_path_bound(sub).value, bounds.load_lp_bound(sub).value or 0.0)
     return max(res.bound if res.bound is not None else 0.0, simple), res.status == "optimal"
 

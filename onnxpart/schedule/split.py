@@ -126,9 +126,9 @@ def _simple_lower(sub: Instance) -> float:
 
 
 def _solve_job(job: _Job, limit: float, seed: int) -> None:
-    """CP-SAT on the module, warm-started from its best schedule so far (else HEFT); the proven bound
-    only ever rises (every solve's bound is a proof, so their maximum is one)."""
-    warm = job.schedule if job.schedule is not None else getattr(heuristics.heft(job.sub), "schedule", None)
+    """CP-SAT on the module, warm-started from its best schedule so far (else the best of MET, Greedy
+    and HEFT); the bound only ever rises (every solve's bound is a proof, so their maximum is one)."""
+    warm = job.schedule if job.schedule is not None else heuristics.best_constructive(job.sub)
     res = exact.cpsat(job.sub, limit, warm, seed=seed)
     if res.schedule is not None and (job.schedule is None or res.schedule.makespan < job.schedule.makespan):
         job.schedule = res.schedule

@@ -167,3 +167,17 @@ def test_multichannel_bound_below_optimum(seed):
     assert value >= module_lb - TOL
     sol = solve(inst, Options(methods=("heft", "split"), time_limit=3.0))
     assert any(b.method == "multichannel-2" for b in sol.lower_bounds)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_chain_split_on_multichannel_modules(seed):
+    from onnxpart.schedule import chain_split, multichannel
+
+    inst = two_channel_chain(np.random.default_rng(seed), modules=3, k=2)
+    modules = multichannel.chain_modules(inst, 2)
+    sched, status, _, note = chain_split.chain_split(inst, modules, time_limit=2.0)
+    assert validate(inst, sched) == [] and status == "optimal-modules" and "3 multi-channel" in note
+    whole = exact.cpsat(inst, 2.0, heuristics.heft(inst).schedule)
+    assert whole.status == "optimal" and sched.makespan >= whole.makespan - TOL
+    sol = solve(inst, Options(methods=("heft", "split"), time_limit=2.0))
+    assert next(r for r in sol.results if r.method == "split").makespan == pytest.approx(sched.makespan)
