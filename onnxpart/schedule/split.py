@@ -23,7 +23,7 @@ of ``S_k`` start at or after ``start(c_k)`` (they are ``c_k`` or its descendants
 of the ``(u_k, u_{k+1})`` sub-instance of length ``start(c_{k+1}) − start(c_k) ≥ OPT(S_k, u_k,
 u_{k+1}) ≥ LB(S_k, u_k, u_{k+1})``; summing over ``k`` telescopes to the makespan, which is therefore
 at least the DP's minimum over device chains. ``LB`` is the best of the module's CP-SAT bound and its
-critical-path and load-LP bounds (:mod:`.bounds`), never an incumbent. Half the time goes to one pass
+critical-path and path-LP bounds (:mod:`.bounds`), never an incumbent. Half the time goes to one pass
 over every (module, entry, exit) solve; the rest re-solves, with doubling limits, the modules not yet
 proven on the chains attaining the lower and the upper DP (:func:`_refine`).
 
@@ -120,9 +120,9 @@ class _Job:
 
 
 def _simple_lower(sub: Instance) -> float:
-    """The sub-instance's critical path and load LP (:mod:`.bounds`): proven bounds on its optimum,
-    so on ``OPT(S_k, u, v)``, that stand when CP-SAT's own bound is still weak."""
-    return max(bounds.critical_path_bound(sub).value, bounds.load_lp_bound(sub).value or 0.0)
+    """The sub-instance's path LP (:func:`.bounds.path_lp_bound`, at least its critical path and load
+    LP): a proven bound on its optimum, so on ``OPT(S_k, u, v)``, that stands when CP-SAT's is weak."""
+    return max(bounds.critical_path_bound(sub).value, bounds.path_lp_bound(sub).value or 0.0)
 
 
 def _solve_job(job: _Job, limit: float, seed: int) -> None:
