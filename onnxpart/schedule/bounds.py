@@ -74,12 +74,13 @@ def load_lp_bound(inst: Instance, time_limit: float = 10.0) -> LowerBound:
                       "LP relaxation: fractional mapping, every device's load ≤ C, memory (3.7)")
 
 
-def path_lp_bound(inst: Instance, time_limit: float = 10.0) -> LowerBound:
-    """The load LP with the precedence rows of constraint 3.3 added (module docstring), by HiGHS."""
+def path_lp_bound(inst: Instance, time_limit: float = 10.0, integer: bool = False) -> LowerBound:
+    """The load LP with the precedence rows of constraint 3.3 added (module docstring), by HiGHS;
+    ``integer``: with a 0/1 mapping (a MIP whose proven dual bound is read, also at the time limit)."""
     t0 = time.perf_counter()
     lp = SparseModel()
     c = lp.var(0, math.inf, cost=1.0)
-    x = [{u: lp.var(0, 1) for u in inst.allowed(i)} for i in range(inst.n)]
+    x = [{u: lp.var(0, 1, integer=integer) for u in inst.allowed(i)} for i in range(inst.n)]
     end = [lp.var(0, math.inf) for _ in range(inst.n)]
     dur = [{col: inst.time[i, u] for u, col in x[i].items()} for i in range(inst.n)]
     for i in range(inst.n):
@@ -101,9 +102,9 @@ def path_lp_bound(inst: Instance, time_limit: float = 10.0) -> LowerBound:
             row[moved] = -min(into)
         lp.row(row, lower=0.0)
     res = solve_highs(lp.highs(), time_limit)
-    value = res.bound if res.status == "optimal" else (math.inf if res.status == "infeasible" else None)
-    return LowerBound("path-lp", value, res.status, "highs", time.perf_counter() - t0,
-                      "LP relaxation: fractional mapping, device loads ≤ C, precedence with transfers (3.3)")
+    value = res.bound if math.isfinite(res.bound) or res.status == "infeasible" else None
+    return LowerBound("path-mip" if integer else "path-lp", value, res.status, "highs", time.perf_counter() - t0,
+                      f"{'MIP' if integer else 'LP'} relaxation: device loads ≤ C, precedence with transfers (3.3)")
 
 
 def simple_bounds(inst: Instance, lp: bool = True) -> list[LowerBound]:

@@ -10,7 +10,7 @@ how strong it is.
 
 Notation: ``a(Y)`` / ``b(Y)`` the first start / last end of the ops ``Y`` in a schedule of the whole
 graph, ``C`` its makespan, ``LB(Y)`` a proven bound on ``OPT(Y)`` (the sub-instance on ``Y``: its
-CP-SAT bound, critical path and path LP, whichever is largest), ``H_s`` the *heads* (ops of ``M_{s+1}``
+CP-SAT bound, critical path, path LP and path MIP, whichever is largest), ``H_s`` the *heads* (ops of ``M_{s+1}``
 fed from ``M_s``), ``T_s`` the *tails* (ops of ``M_{s−1}`` feeding ``M_s``), ``dep(h)`` the ops of
 ``M_{s+1}`` reachable from ``h`` (``h`` included), ``pre(t)`` those of ``M_{s−1}`` reaching ``t``.
 
@@ -72,8 +72,9 @@ def chain_modules(inst: Instance, channels: int, min_size: int = 4) -> list[list
 def _lower(inst: Instance, ops: tuple[int, ...], limit: float, seed: int) -> tuple[float, bool]:
     """(``LB`` of the sub-instance on ``ops`` — module docstring —, whether CP-SAT proved it optimal)."""
     sub, _ = inst.subinstance(ops)
-    res = exact.cpsat(sub, limit, heuristics.best_constructive(sub), seed=seed)
-    simple = max(bounds.critical_path_bound(sub).value, bounds.path_lp_bound(sub).value or 0.0)
+    res = exact.cpsat(sub, limit / 2, heuristics.best_constructive(sub), seed=seed)
+    mip = bounds.path_lp_bound(sub, limit / 2, integer=True).value
+    simple = max(bounds.critical_path_bound(sub).value, bounds.path_lp_bound(sub).value or 0.0, mip or 0.0)
     return max(res.bound if res.bound is not None else 0.0, simple), res.status == "optimal"
 
 

@@ -23,7 +23,7 @@ of ``S_k`` start at or after ``start(c_k)`` (they are ``c_k`` or its descendants
 of the ``(u_k, u_{k+1})`` sub-instance of length ``start(c_{k+1}) − start(c_k) ≥ OPT(S_k, u_k,
 u_{k+1}) ≥ LB(S_k, u_k, u_{k+1})``; summing over ``k`` telescopes to the makespan, which is therefore
 at least the DP's minimum over device chains. ``LB`` is the best of the module's CP-SAT bound and its
-critical-path and path-LP bounds (:mod:`.bounds`), never an incumbent. Half the time goes to one pass
+critical-path, path-LP and path-MIP bounds (:mod:`.bounds`), never an incumbent. Half the time goes to one pass
 over every (module, entry, exit) solve; the rest re-solves, with doubling limits, the modules not yet
 proven on the chains attaining the lower and the upper DP (:func:`_refine`).
 
@@ -117,19 +117,27 @@ class _Job:
     schedule: Schedule | None = None
     lower: float = 0.0
     status: str = "unsolved"
+    floor_done: bool = False
 
 
-def _simple_lower(sub: Instance) -> float:
-    """The sub-instance's path LP (:func:`.bounds.path_lp_bound`, at least its critical path and load
-    LP): a proven bound on its optimum, so on ``OPT(S_k, u, v)``, that stands when CP-SAT's is weak."""
-    return max(bounds.critical_path_bound(sub).value, bounds.path_lp_bound(sub).value or 0.0)
+def _floor(sub: Instance, limit: float) -> tuple[float, bool]:
+    """The sub-instance's critical path, path LP and path MIP (:func:`.bounds.path_lp_bound`): proven
+    bounds on its optimum, so on ``OPT(S_k, u, v)``, that stand when CP-SAT's is weak; and whether the
+    MIP finished (then re-running it cannot raise the bound)."""
+    mip = bounds.path_lp_bound(sub, limit, integer=True)
+    value = max(bounds.critical_path_bound(sub).value, bounds.path_lp_bound(sub).value or 0.0, mip.value or 0.0)
+    return value, mip.status == "optimal"
 
 
 def _solve_job(job: _Job, limit: float, seed: int) -> None:
-    """CP-SAT on the module, warm-started from its best schedule so far (else the best of MET, Greedy
-    and HEFT); the bound only ever rises (every solve's bound is a proof, so their maximum is one)."""
+    """The path MIP floor (until it finishes) and CP-SAT on the module, warm-started from its best
+    schedule so far (else the best of MET, Greedy and HEFT), half the limit each; the bound only ever
+    rises (every solve's bound is a proof, so their maximum is one)."""
+    if not job.floor_done:
+        floor, job.floor_done = _floor(job.sub, limit / 2)
+        job.lower = max(job.lower, floor)
     warm = job.schedule if job.schedule is not None else heuristics.best_constructive(job.sub)
-    res = exact.cpsat(job.sub, limit, warm, seed=seed)
+    res = exact.cpsat(job.sub, limit / 2, warm, seed=seed)
     if res.schedule is not None and (job.schedule is None or res.schedule.makespan < job.schedule.makespan):
         job.schedule = res.schedule
     job.lower = max(job.lower, res.bound if res.bound is not None else 0.0)
@@ -205,7 +213,7 @@ def milp_split(inst: Instance, time_limit: float = 10.0, seed: int = 0) -> Split
 
 
 def _jobs(inst: Instance, segs) -> dict[tuple, _Job]:
-    """Every feasible (segment, entry device, exit device) sub-instance, with its simple bound."""
+    """Every feasible (segment, entry device, exit device) sub-instance."""
     jobs = {}
     for s, (ops, entry, exit_) in enumerate(segs):
         for u in ([None] if entry is None else inst.allowed(entry)):
@@ -213,7 +221,7 @@ def _jobs(inst: Instance, segs) -> dict[tuple, _Job]:
                 built = _segment_instance(inst, ops, (entry, u) if entry is not None else None,
                                           (exit_, v) if exit_ is not None else None)
                 if built is not None:
-                    jobs[(s, u, v)] = _Job(s, (u, v), *built, lower=_simple_lower(built[0]))
+                    jobs[(s, u, v)] = _Job(s, (u, v), *built)
     return jobs
 
 
