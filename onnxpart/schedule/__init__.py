@@ -4,9 +4,9 @@ heterogeneous devices and order it, minimizing latency, with a certified lower b
 ``solve(instance, options)`` runs the chosen methods — the thesis's baselines (MET, Greedy, HEFT, SA,
 biased (1+1) EA; :mod:`.heuristics`), the exact models (thesis MILP on HiGHS, CP-SAT; :mod:`.exact`) and
 MILP-SPLIT (:mod:`.split`; :mod:`.chain_split` over multi-channel modules) — warm-starting each exact
-solve from the best schedule so far, checks every answer with the independent validator (:func:`.simulator.validate`), and gathers the proven lower
-bounds (:mod:`.bounds`). Cost semantics (transfers, memory) are stated in :mod:`.model`. Pure: no
-files, no terminal.
+solve from the best schedule so far, checks every answer with the independent validator
+(:func:`.simulator.validate`), and gathers the proven lower bounds (:mod:`.bounds`). Cost semantics
+(transfers, memory) are stated in :mod:`.model`. Pure: no files, no terminal.
 
 ``Options(objective="throughput", batch=L)`` solves the batched problem of Sections 3.1–3.2 instead
 (:mod:`.batch`: every op's ``L`` inputs split into slices over the devices' supported batch sizes;

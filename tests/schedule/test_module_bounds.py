@@ -71,7 +71,8 @@ def chain_with_cuts(rng: np.random.Generator, modules: int, size: int, k: int) -
     for _ in range(modules):
         ops = list(range(n, n + size))
         exit_ = n + size
-        edges += [(entry, a, float(rng.integers(1, 5))) for a in ops] + [(a, exit_, float(rng.integers(1, 5))) for a in ops]
+        edges += [(entry, a, float(rng.integers(1, 5))) for a in ops]
+        edges += [(a, exit_, float(rng.integers(1, 5))) for a in ops]
         edges += [(a, b, float(rng.integers(1, 5))) for a in ops for b in ops if a < b and rng.random() < 0.5]
         entry, n = exit_, exit_ + 1
     return dict(time=rng.integers(1, 9, size=(n, k)).astype(float), edges=edges,
