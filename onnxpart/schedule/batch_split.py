@@ -7,7 +7,8 @@ Why in sequence, with the entry pinned. Solved alone, module ``k`` chooses the s
 every cut where the two solves disagree — enough to make SPLIT worse than bMET on RWNN stacks. Here
 module ``k−1`` is solved together with ``c_k`` (the real op: the data feeding ``c_k`` and its transfers
 are in that model) and module ``k`` with ``c_k`` pinned to the split module ``k−1`` chose, so every edge
-of the joined schedule was costed by one of the module solves.
+of the joined schedule was costed by one of the module solves. Memory (3.7) sums over the whole
+graph, so each module gets what the modules before it left free on every device.
 
 No SPLIT bound. Under data parallelism the modules overlap in time — slices of inputs already through
 ``c_k`` run in module ``k`` while module ``k−1`` still processes other inputs — so ``Σ_k OPT_batch(S_k)``
@@ -24,6 +25,9 @@ from __future__ import annotations
 import math
 import time
 
+import numpy as np
+
+from onnxpart.errors import UserError
 from onnxpart.schedule import batch as B
 from onnxpart.schedule import split
 from onnxpart.schedule.model import Instance
@@ -42,6 +46,17 @@ def _warm(inst: Instance, batch: int, pinned: dict[int, B.Split]) -> B.BatchSche
     return min(out, key=lambda s: s.makespan) if out else None
 
 
+def _used(inst: Instance, splits: list, entry: int | None) -> np.ndarray:
+    """Memory (3.7) per device taken by the ops whose splits are chosen so far, but ``entry`` (the
+    module's own entry cut, counted in its sub-instance)."""
+    used = np.zeros(inst.k)
+    for i, sp in enumerate(splits):
+        for u, x in enumerate(sp if i != entry and sp else ()):
+            if x > 0:
+                used[u] += inst.mem[i] + inst.act_mem[i] * (x - 1)
+    return used
+
+
 def split_throughput(inst: Instance, batch: int, time_limit: float, seed: int = 0):
     """``(schedule | None, status, seconds, note)`` of throughput MILP-SPLIT (module docstring); a
     graph without cut ops is solved whole."""
@@ -57,9 +72,13 @@ def split_throughput(inst: Instance, batch: int, time_limit: float, seed: int = 
     statuses: set[str] = set()
     for s, (ops, entry, exit_) in enumerate(segs):
         sub, index = inst.subinstance(ops + ([exit_] if exit_ is not None else []))
+        sub.capacity = inst.capacity - _used(inst, splits, entry)  # what the modules before left free
         pinned = {0: splits[entry]} if entry is not None and splits[entry] else {}  # ops[0]: the entry cut
         limit = max(0.05, (deadline - time.perf_counter()) / (len(segs) - s))
-        res = B.cpsat(sub, batch, limit, _warm(sub, batch, pinned), seed=seed, pinned=pinned)
+        try:
+            res = B.cpsat(sub, batch, limit, _warm(sub, batch, pinned), seed=seed, pinned=pinned)
+        except UserError:  # an op of the module fits on no device with what is left
+            return None, "memory", time.perf_counter() - t0, f"module {s} does not fit in the memory left (3.7)"
         statuses.add(res.status)
         if res.schedule is None:
             return None, "failed", time.perf_counter() - t0, f"module {s} got no batched schedule"
