@@ -1,5 +1,5 @@
 """MILP-SPLIT on the shared runner: the same manifest with one or two worker processes, the live DP
-bound on the board, the per-round wall deadlines, Ctrl-C (no worker left behind, the bound kept), and
+bound on the board (floors included), the per-round wall deadlines, Ctrl-C (no worker left behind, the bound kept), and
 jobs past their deadline."""
 
 from __future__ import annotations
@@ -108,7 +108,8 @@ def test_a_job_past_its_deadline_answers_with_heft_not_infeasible(monkeypatch):
     assert res.schedule is not None and res.status in ("optimal", "time_limit")
 
 
-def test_throughput_split_runs_its_modules_on_the_runner_with_any_worker_count():
+def test_throughput_split_gives_the_same_schedule_with_any_worker_count():
+    """Modules in sequence, each one-worker CP-SAT with a deterministic budget (:mod:`.batch_split`)."""
     from onnxpart.schedule import Instance, Options, solve
     from onnxpart.schedule.batch import validate_batch
 
@@ -158,7 +159,9 @@ def test_jobs_still_running_at_the_time_limit_are_ended(monkeypatch):
     before = set(mp.active_children())
     res = split.milp_split(inst, time_limit=0.5, workers=2, board=Board())
     assert res.status == "time_limit" and res.schedule is None and set(mp.active_children()) <= before
-    assert res.module_status == {"time_limit": res.solves} and str(res.solves) in res.reason
+    pairs = res.module_status["time_limit"]  # refinement rounds re-solve some: solves ≥ pairs
+    assert set(res.module_status) == {"time_limit"} and res.solves >= pairs
+    assert res.reason == f"{pairs} module pairs found no schedule in time"
 
 
 def test_a_pinned_one_op_module_is_simulated_not_solved():
