@@ -146,7 +146,7 @@ def solve(instance: Instance, options: Options = Options(), board: Board | None 
         elif method == "split":
             res = split.milp_split(instance, share, seed=options.seed, workers=options.workers, board=board)
             keep(method, res.schedule, res.status, res.seconds, res.bound, res.reason)
-            lbs.append(LowerBound("split-dp", res.bound, res.status, "cp-sat", res.seconds,
+            lbs.append(LowerBound("split-dp", res.bound, res.status, "cp-sat+highs", res.seconds,
                                   res.reason or f"{len(res.modules)} modules, {res.solves} module solves"))
         else:
             res = (exact.milp(instance, share, hint, seed=options.seed, on_bound=_live(board, method))

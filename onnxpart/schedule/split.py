@@ -61,7 +61,8 @@ from onnxpart.schedule.simulator import Schedule, simulate
 class SplitResult:
     schedule: Schedule | None
     bound: float | None  # proven lower bound (DP over the modules' proven bounds)
-    status: str  # "optimal" (every module proven), "time_limit", "interrupted", "memory", "infeasible", "error"
+    status: str  # "optimal" (every module proven, or the schedule meets the bound), "time_limit",
+    # "interrupted", "memory", "infeasible", "error"
     cuts: list[int]
     modules: list[list[int]]
     seconds: float
@@ -195,8 +196,8 @@ def _result(inst: Instance, segs, tables: lane.ModuleTables, index: dict, base: 
     if schedule is None:
         return SplitResult(None, lower, "memory", seconds=time.perf_counter() - t0,
                            reason="the joined modules overflow a device's memory (3.7 is global)", **base)
-    status = ("interrupted" if tables.interrupted else
-              "optimal" if set(tables.status) == {"optimal"} else "time_limit")
+    proven = set(tables.status) == {"optimal"} or schedule.makespan <= lower + 1e-9  # it meets the bound
+    status = "interrupted" if tables.interrupted else "optimal" if proven else "time_limit"
     reason = (f"{tables.wall_stops} module solves stopped by the wall clock, not their deterministic budget: "
               "another run may differ" if tables.wall_stops else "")
     return SplitResult(schedule, lower, status, seconds=time.perf_counter() - t0, reason=reason, **base)

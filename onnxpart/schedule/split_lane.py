@@ -19,7 +19,7 @@ small modules' solves (K² pairs per module: 576 on a 24-device system). :mod:`.
 * **Time.** A job weighs its sub-instances' op counts ``w_i``; jobs go largest first, ``W`` at a time, a
   round weighing its largest job. With ``T`` seconds a round must end by ``start + T·(its rounds'
   weights so far)/(all rounds' weights)`` on the wall clock, and inside a job each pair by its share of
-  the job's time (the floor at most half of it); so each call ends within its ``T``, unused time goes to
+  the job's time; so each call ends within its ``T``, unused time goes to
   the next pair or round, and a one-op module does not get a large module's share. Whatever still runs
   at ``T`` (plus ``GRACE`` for results in flight) is terminated and counts as stopped by the wall clock.
 * **Determinism.** Each pair's CP-SAT stops after a budget of its *deterministic* time and its path
@@ -125,8 +125,8 @@ def _floor(sub: Instance, nodes: int, limit: float) -> tuple[float, bool, bool]:
 
 def solve_pair(key: Key, sub: Instance, budget: float, deadline: float, seed: int, on_bound, *,
                nodes: int = FLOOR_NODES, warm: Schedule | None = None) -> ModuleResult:
-    """One (segment, entry, exit) sub-instance (module docstring): its floor with at most half the time
-    (unless ``nodes`` is 0), then one-worker CP-SAT from ``warm`` (else the best constructive schedule)
+    """One (segment, entry, exit) sub-instance (module docstring): its floor (unless ``nodes`` is 0; the
+    deadline only as a safety net), then one-worker CP-SAT from ``warm`` (else the best constructive schedule)
     posting its proven bound; past its deadline, the warm start is the answer. A one-op module with its
     exit stand-in, both pinned, has one schedule: simulated, it is optimal (its own bound)."""
     if sub.n <= 2 and (sub.n == 1 or sub.edges) and all(len(sub.allowed(i)) == 1 for i in range(sub.n)):
@@ -134,7 +134,7 @@ def solve_pair(key: Key, sub: Instance, budget: float, deadline: float, seed: in
         return ModuleResult(key, only, only.makespan, "optimal", floor_final=True)
     floor, final, wall = 0.0, nodes == 0, False
     if nodes and deadline - time.time() > 0.02:
-        floor, final, wall = _floor(sub, nodes, (deadline - time.time()) / 2)
+        floor, final, wall = _floor(sub, nodes, deadline - time.time())
         if on_bound is not None:
             on_bound(floor)
     warm = warm if warm is not None else heuristics.best_constructive(sub)

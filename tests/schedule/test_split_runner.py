@@ -175,3 +175,17 @@ def test_a_pinned_one_op_module_is_simulated_not_solved():
     res = split_lane.solve_pair((1, 1, 2), sub, budget=0.0, deadline=0.0, seed=0, on_bound=None)
     assert res.status == "optimal" and res.bound == res.schedule.makespan and not res.wall_stop
     assert res.schedule.makespan == pytest.approx(2.0 + 0.5 + 4.0 / 2.0)  # op 1 on device 1, then the transfer
+
+
+def test_refinement_rounds_give_the_same_schedule_with_one_or_two_workers(monkeypatch):
+    """First-pass budgets too small to prove the chains: the refinement rounds (steered by the floors and
+    bounds, all from deterministic budgets) re-solve some pairs, the same ones whatever the worker count."""
+    monkeypatch.setattr(split_lane, "DET_PER_SECOND", 0.002)
+    inst = chain_of_modules(np.random.default_rng(0), modules=3, size=8, k=3)
+    runs = [split.milp_split(inst, time_limit=10.0, workers=workers, seed=1) for workers in (1, 2)]
+    for res in runs:
+        assert res.solves > sum(res.module_status.values())  # some pairs were solved again
+        assert res.schedule is not None and res.bound <= res.makespan + 1e-9
+    if not any(res.reason for res in runs):  # no solve stopped by the wall clock (a loaded machine)
+        assert list(runs[0].schedule.mapping) == list(runs[1].schedule.mapping)
+        assert (runs[0].bound, runs[0].makespan, runs[0].solves) == (runs[1].bound, runs[1].makespan, runs[1].solves)
