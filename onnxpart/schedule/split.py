@@ -241,10 +241,13 @@ def _refine(tables: lane.ModuleTables, subs: dict, budget: dict, end: float, wor
     on ``workers``; each round's wall share is its part of the budget left, and ``end`` stops all."""
     left, scale = sum(budget.values()), 1
     while left > 1e-9 and not tables.interrupted and end - time.time() > 0.05:
+        if board is not None and board.closed():  # the incumbent met a proven bound: nothing to refine
+            return
         scale *= 2
         chains = [_dp(table)[1] for table in (tables.lb, tables.ub)]
         open_ = sorted({(s, u, v) for chain in chains for s, (u, v) in enumerate(chain)
-                        if tables.latest.get((s, u, v)) == "time_limit"}, key=str)
+                        if tables.latest.get((s, u, v)) == "time_limit"  # and its bound below its best:
+                        and tables.lb[s][(u, v)] < tables.ub[s][(u, v)] - 1e-9}, key=str)
         if not open_:
             return
         cost = sum(scale * budget[key] for key in open_)
