@@ -238,7 +238,7 @@ def _refine(tables: lane.ModuleTables, subs: dict, budget: dict, end: float, wor
     the pairs not yet proven on the device chains attaining the lower and the upper DP, warm-started
     from their best schedules, until both chains are proven or the refinement's deterministic budget
     (as much as the first pass's) is spent — a budget, not the wall clock, so the rounds do not depend
-    on ``workers``; each round's wall share is its part of the budget left, and ``end`` stops all."""
+    on ``workers``; a round may run until ``end`` (a safety net: its budgets end it first)."""
     left, scale = sum(budget.values()), 1
     while left > 1e-9 and not tables.interrupted and end - time.time() > 0.05:
         if board is not None and board.closed():  # the incumbent met a proven bound: nothing to refine
@@ -255,11 +255,10 @@ def _refine(tables: lane.ModuleTables, subs: dict, budget: dict, end: float, wor
         pairs = [lane.Pair(key, subs[key], share * scale * budget[key],
                            0 if key in tables.final else lane.FLOOR_NODES * scale, tables.found.get(key))
                  for key in open_]
-        now = time.time()
-        until = now + (end - now) * min(1.0, cost * share / left)
         left -= cost * share
-        lane.solve_modules(_jobs(pairs, now, until - now, workers, seed), tables, workers, board,
-                           lambda lb: _dp(lb)[0], until)
+        now = time.time()
+        lane.solve_modules(_jobs(pairs, now, end - now, workers, seed), tables, workers, board,
+                           lambda lb: _dp(lb)[0], end)
 
 
 def _join(inst: Instance, segs, choice: list[tuple], found: dict) -> Schedule | None:

@@ -127,20 +127,21 @@ def solve_pair(key: Key, sub: Instance, budget: float, deadline: float, seed: in
                nodes: int = FLOOR_NODES, warm: Schedule | None = None) -> ModuleResult:
     """One (segment, entry, exit) sub-instance (module docstring): its floor (unless ``nodes`` is 0; the
     deadline only as a safety net), then one-worker CP-SAT from ``warm`` (else the best constructive schedule)
-    posting its proven bound; past its deadline, the warm start is the answer. A one-op module with its
+    posting its proven bound; past its deadline, the warm start is the answer and the critical path (a
+    closed form) the bound. A one-op module with its
     exit stand-in, both pinned, has one schedule: simulated, it is optimal (its own bound)."""
     if sub.n <= 2 and (sub.n == 1 or sub.edges) and all(len(sub.allowed(i)) == 1 for i in range(sub.n)):
         only = simulate(sub, [sub.allowed(i)[0] for i in range(sub.n)], sub.topo)
         return ModuleResult(key, only, only.makespan, "optimal", floor_final=True)
-    floor, final, wall = 0.0, nodes == 0, False
+    floor, final, wall = bounds.critical_path_bound(sub).value, nodes == 0, False  # microseconds
     if nodes and deadline - time.time() > 0.02:
         floor, final, wall = _floor(sub, nodes, deadline - time.time())
-        if on_bound is not None:
-            on_bound(floor)
+    if on_bound is not None:
+        on_bound(floor)
     warm = warm if warm is not None else heuristics.best_constructive(sub)
     limit = deadline - time.time()
     if limit <= 0.01:
-        return ModuleResult(key, warm, floor or None, "time_limit", wall_stop=True, floor_final=final)
+        return ModuleResult(key, warm, floor, "time_limit", wall_stop=True, floor_final=final)
     t0 = time.perf_counter()
     res = exact.cpsat(sub, limit, warm, seed=seed, workers=1, on_bound=on_bound, deterministic_time=budget)
     wall = wall or (res.status == "time_limit" and time.perf_counter() - t0 >= 0.95 * limit)
