@@ -19,9 +19,10 @@ small modules' solves (K² pairs per module: 576 on a 24-device system). :mod:`.
 * **Time.** A job weighs its sub-instances' op counts ``w_i``; jobs go largest first, ``W`` at a time, a
   round weighing its largest job. With ``T`` seconds a round must end by ``start + T·(its rounds'
   weights so far)/(all rounds' weights)`` on the wall clock, and inside a job each pair by its share of
-  the job's time; so each call ends within its ``T``, unused time goes to
-  the next pair or round, and a one-op module does not get a large module's share. Whatever still runs
-  at ``T`` (plus ``GRACE`` for results in flight) is terminated and counts as stopped by the wall clock.
+  the job's time; so each call ends within its ``T``, unused time goes to the next pair or round, and a
+  one-op module does not get a large module's share. A pair past its deadline answers with its warm
+  start, the critical path as its bound. Whatever still runs at ``T`` (plus ``GRACE`` for results in
+  flight) is terminated and counts as stopped by the wall clock.
 * **Determinism.** Each pair's CP-SAT stops after a budget of its *deterministic* time and its path
   MIP after a number of nodes (one HiGHS thread) — budgets :mod:`.split` fixes from ``T`` and the op
   counts alone, depending neither on ``W`` nor on the machine's load. Results are keyed by (segment,
@@ -119,17 +120,17 @@ def _floor(sub: Instance, nodes: int, limit: float) -> tuple[float, bool, bool]:
     mip = bounds.path_lp_bound(sub, limit, integer=True, nodes=nodes)
     lp = bounds.path_lp_bound(sub, limit)
     value = max(bounds.critical_path_bound(sub).value, lp.value or 0.0, mip.value or 0.0)
-    wall = mip.status != "optimal" and mip.seconds + lp.seconds >= 0.95 * limit
+    wall = {mip.status, lp.status} != {"optimal"} and mip.seconds + lp.seconds >= 0.95 * limit
     return value, mip.status == "optimal", wall
 
 
 def solve_pair(key: Key, sub: Instance, budget: float, deadline: float, seed: int, on_bound, *,
                nodes: int = FLOOR_NODES, warm: Schedule | None = None) -> ModuleResult:
     """One (segment, entry, exit) sub-instance (module docstring): its floor (unless ``nodes`` is 0; the
-    deadline only as a safety net), then one-worker CP-SAT from ``warm`` (else the best constructive schedule)
-    posting its proven bound; past its deadline, the warm start is the answer and the critical path (a
-    closed form) the bound. A one-op module with its
-    exit stand-in, both pinned, has one schedule: simulated, it is optimal (its own bound)."""
+    deadline only as a safety net), then one-worker CP-SAT from ``warm`` (else the best constructive
+    schedule) posting its proven bound; past its deadline, the warm start is the answer and the critical
+    path (a closed form) the bound. A one-op module with its exit stand-in, both pinned, has one
+    schedule: simulated, it is optimal (its own bound)."""
     if sub.n <= 2 and (sub.n == 1 or sub.edges) and all(len(sub.allowed(i)) == 1 for i in range(sub.n)):
         only = simulate(sub, [sub.allowed(i)[0] for i in range(sub.n)], sub.topo)
         return ModuleResult(key, only, only.makespan, "optimal", floor_final=True)
