@@ -149,9 +149,11 @@ class SparseModel:
 
 def solve_highs(highs: highspy.Highs, time_limit: float, *, mip_rel_gap: float = 1e-6,
                 threads: int = 1, seed: int = 0, verbose: bool = False,
-                on_bound: Callable[[float], None] | None = None) -> SolveResult:
+                on_bound: Callable[[float], None] | None = None, node_limit: int | None = None) -> SolveResult:
     """Run a built HiGHS model (MIP or LP) under a time limit and read its proven dual bound.
-    ``on_bound(bound)`` receives a MIP's proven dual bound while it runs (HiGHS' MIP interrupt callback)."""
+    ``on_bound(bound)`` receives a MIP's proven dual bound while it runs (HiGHS' MIP interrupt callback).
+    ``node_limit`` (``mip_max_nodes``) stops a MIP after that many branch-and-bound nodes: with one
+    thread a limit that does not depend on the machine's speed, so the bound reached is reproducible."""
     if on_bound is not None:
         def _report(_kind, _message, data_out, _data_in, _user) -> None:
             if math.isfinite(data_out.mip_dual_bound):
@@ -164,6 +166,8 @@ def solve_highs(highs: highspy.Highs, time_limit: float, *, mip_rel_gap: float =
     highs.setOptionValue("mip_rel_gap", float(mip_rel_gap))
     highs.setOptionValue("threads", int(threads))
     highs.setOptionValue("random_seed", int(seed))
+    if node_limit is not None:
+        highs.setOptionValue("mip_max_nodes", int(node_limit))
     start = time.perf_counter()
     highs.run()
     seconds = time.perf_counter() - start

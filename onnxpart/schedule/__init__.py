@@ -3,16 +3,16 @@ heterogeneous devices and order it, minimizing latency, with a certified lower b
 
 ``solve(instance, options)`` runs the chosen methods — the thesis's baselines (MET, Greedy, HEFT, SA,
 biased (1+1) EA; :mod:`.heuristics`), the exact models (thesis MILP on HiGHS, CP-SAT; :mod:`.exact`) and
-MILP-SPLIT (:mod:`.split`) — warm-starting each exact solve from the best schedule so far, checks every
-answer with the independent validator (:func:`.simulator.validate`), and gathers the proven lower
-bounds (:mod:`.bounds`). Cost semantics (transfers, memory) are stated in :mod:`.model`. Pure: no
-files, no terminal.
+MILP-SPLIT (:mod:`.split`; :mod:`.chain_split` over multi-channel modules) — warm-starting each exact
+solve from the best schedule so far, checks every answer with the independent validator
+(:func:`.simulator.validate`), and gathers the proven lower bounds (:mod:`.bounds`). Cost semantics
+(transfers, memory) are stated in :mod:`.model`. Pure: no files, no terminal.
 
 ``Options(objective="throughput", batch=L)`` solves the batched problem of Sections 3.1–3.2 instead
 (:mod:`.batch`: every op's ``L`` inputs split into slices over the devices' supported batch sizes;
 throughput = ``L / C`` with ``C`` the batch's makespan). There ``exact``/``milp``/``cpsat`` all run the
-CP-SAT batch model, SPLIT solves each module whole-batch and joins them (no bound), and the lower
-bounds (per-input critical path, load LP over splits, CP-SAT's) bound ``C``.
+CP-SAT batch model, SPLIT (:mod:`.batch_split`) solves the modules whole-batch in sequence and joins
+them (no bound), and the lower bounds (per-input critical path, load LP over splits, CP-SAT's) bound ``C``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from onnxpart.board import Board
 from onnxpart.certificate import LowerBound
 from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.schedule import bounds as _bounds
-from onnxpart.schedule import exact, heuristics, multichannel, split
+from onnxpart.schedule import batch_split, chain_split, exact, heuristics, multichannel, split
 from onnxpart.schedule.model import Device, Instance, Link, System, from_graph, load_system
 from onnxpart.schedule.simulator import Schedule, simulate, validate
 
@@ -135,13 +135,19 @@ def solve(instance: Instance, options: Options = Options(), board: Board | None 
     for n, method in enumerate(exact_methods):
         share = max(0.05, (deadline - time.perf_counter()) / (len(exact_methods) - n))
         hint = min(found, key=lambda f: f[0])[2] if found else None
-        if method == "split":
+        chain = _chain_modules(instance) if method == "split" else None
+        if chain is not None:  # no single-op cuts, but multi-channel modules (Section 3.3.2)
+            channels, modules = chain
+            sched, status, secs, note = chain_split.chain_split(instance, modules, share / 2, options.seed)
+            keep(method, sched, status, secs, note=note)
+            t0 = time.perf_counter()
+            value, status, note = multichannel.multichannel_bound(instance, modules, share / 2, options.seed)
+            lbs.append(LowerBound(f"multichannel-{channels}", value, status, "cp-sat", time.perf_counter() - t0, note))
+        elif method == "split":
             res = split.milp_split(instance, share, seed=options.seed, workers=options.workers, board=board)
             keep(method, res.schedule, res.status, res.seconds, res.bound, res.reason)
-            lbs.append(LowerBound("split-dp", res.bound, res.status, "cp-sat", res.seconds,
+            lbs.append(LowerBound("split-dp", res.bound, res.status, "cp-sat+highs", res.seconds,
                                   res.reason or f"{len(res.modules)} modules, {res.solves} module solves"))
-            if res.fallback:
-                lbs.extend(_multichannel(instance, share, options.seed))
         else:
             res = (exact.milp(instance, share, hint, seed=options.seed, on_bound=_live(board, method))
                    if method == "milp" else
@@ -193,21 +199,23 @@ def _run_heuristics(instance: Instance, options: Options, keep, deadline: float,
         keep(method, res.schedule, "ok", res.seconds, note=f"{res.evaluations} evaluations")
 
 
-def _multichannel(instance: Instance, time_limit: float, seed: int) -> list[LowerBound]:
-    """Section 3.3.2's bound over the first chain of 2-, 3- or 4-channel modules found (if any)."""
+def _chain_modules(instance: Instance) -> tuple[int, list[list[int]]] | None:
+    """``(channels, modules)``: when no single op cuts the graph into modules (:func:`.split.cut_ops`),
+    the first chain of 2-, 3- or 4-channel modules (:func:`.multichannel.chain_modules`), if any."""
+    cuts = split.cut_ops(instance)
+    if any(instance.preds[c] and instance.succs[c] for c in cuts):
+        return None
     for channels in (2, 3, 4):
-        modules = multichannel.edge_modules(instance, channels)
+        modules = multichannel.chain_modules(instance, channels)
         if modules is not None:
-            t0 = time.perf_counter()
-            value, status, note = multichannel.multichannel_bound(instance, modules, time_limit, seed)
-            return [LowerBound(f"multichannel-{channels}", value, status, "cp-sat", time.perf_counter() - t0, note)]
-    return []
+            return channels, modules
+    return None
 
 
 def _solve_throughput(instance: Instance, options: Options, board: Board) -> Solution:
     """The throughput objective (:mod:`.batch`): batched baselines, CP-SAT with the batch variables,
-    and SPLIT (each module solved whole-batch by CP-SAT, joined and re-simulated; no bound — modules
-    overlap in time under data parallelism)."""
+    and SPLIT (:mod:`.batch_split`: modules solved whole-batch in sequence, joined and re-simulated; no
+    bound — modules overlap in time under data parallelism)."""
     from onnxpart.schedule import batch as B
 
     L = options.batch
@@ -249,7 +257,8 @@ def _solve_throughput(instance: Instance, options: Options, board: Board) -> Sol
         pool = [f[2] for f in found] + ([start] if start is not None else [])
         hint = min(pool, key=lambda s: s.makespan) if pool else None
         if method == "split":
-            sched, status, secs, note = _split_throughput(instance, L, share, options.seed, options.workers)
+            sched, status, secs, note = batch_split.split_throughput(instance, L, share, options.seed,
+                                                                     options.workers)
             keep(method, sched, status, secs, note=note)
             continue
         res = B.cpsat(instance, L, share, hint, seed=options.seed, workers=options.workers)
@@ -261,38 +270,3 @@ def _solve_throughput(instance: Instance, options: Options, board: Board) -> Sol
         raise InfeasibleError("no method found a feasible batched schedule")
     best = min(found, key=lambda f: (f[0], METHODS.index(f[1])))
     return Solution(instance, best[2], best[1], results, lbs)
-
-
-def _split_throughput(instance: Instance, L: int, time_limit: float, seed: int, workers: int):
-    """SPLIT for throughput: each module solved whole-batch as a job on the runner
-    (:func:`.split_lane.solve_batch_modules`), the module schedules joined in sequence and re-simulated."""
-    from onnxpart.schedule import batch as B
-    from onnxpart.schedule import split_lane
-
-    t0 = time.perf_counter()
-    cuts = split.cut_ops(instance)
-    if not any(instance.preds[c] and instance.succs[c] for c in cuts):
-        warm = [r.schedule for r in (B.bmet(instance, L), B.bheft(instance, L), B.uniform(instance, L))
-                if r.schedule is not None]
-        res = B.cpsat(instance, L, time_limit, min(warm, key=lambda s: s.makespan) if warm else None, seed=seed,
-                      workers=workers)
-        return res.schedule, res.status, time.perf_counter() - t0, "no modules: solved whole"
-    subs = [instance.subinstance(ops) for ops, _, _ in split._segments(instance, cuts)]
-    results = split_lane.solve_batch_modules([sub for sub, _ in subs], L, time_limit - (time.perf_counter() - t0),
-                                             seed, workers)
-    missing = sum(r is None or r[1] is None for r in results)
-    if missing:
-        return None, "time_limit", time.perf_counter() - t0, f"{missing} of {len(subs)} modules found no schedule"
-    splits: list = [None] * instance.n
-    order: list = []
-    for (sub, index), (_, sched, _, _) in zip(subs, results):
-        for li, s in enumerate(sched.splits):
-            splits[index[li]] = s
-        order += [(index[i], u) for i, u in sorted(sched.start, key=lambda k: (sched.start[k], k))]
-    if B.memory_violations(instance, splits):
-        return None, "memory", time.perf_counter() - t0, "the joined modules overflow a device's memory"
-    sched = B.simulate_batch(instance, splits, B._order_by_start(instance, splits, {k: p for p, k in enumerate(order)}))
-    status = "optimal-modules" if all(r[2] == "optimal" for r in results) else "time_limit"
-    walls = sum(r[3] for r in results)
-    note = f"{len(subs)} modules" + (f"; {walls} stopped by the wall clock: another run may differ" if walls else "")
-    return sched, status, time.perf_counter() - t0, note

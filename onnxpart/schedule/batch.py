@@ -378,7 +378,8 @@ def critical_path_bound(inst: Instance, batch: int) -> LowerBound:
 def load_lp_bound(inst: Instance, batch: int, time_limit: float = 10.0) -> LowerBound:
     """LP over fractional splits: ``Σ_s z_is = 1``, ``Σ_i Σ_s z_is·t(i,u,s_u) ≤ C`` per device (each
     device computes at most ``C`` seconds), and path rows ``e_i ≥ e_p + Σ_s z_is·m_i(s)``, ``C ≥ e_i``
-    with ``m_i(s)`` the shortest slice of split ``s``. *Proof:* a schedule's splits are a 0/1 ``z``;
+    with ``m_i(s)`` the shortest slice of split ``s``, and memory (3.7) per device as a sum over the
+    chosen splits. *Proof:* a schedule's splits are a 0/1 ``z`` (meeting 3.7);
     for any one input ``x``, ``e_i`` = the end of the slice of ``i`` holding ``x`` satisfies the path
     rows (that slice starts after the slice of each predecessor holding ``x`` ends, and lasts at least
     ``m_i``). At least the work bound "total work at the best split over the number of devices"."""
@@ -396,6 +397,9 @@ def load_lp_bound(inst: Instance, batch: int, time_limit: float = 10.0) -> Lower
                 if s[u] > 0:
                     row[col] = row.get(col, 0.0) + inst.time_batch(i, u, s[u])
         lp.row(row, upper=0.0)
+        if math.isfinite(inst.capacity[u]):  # (3.7): weights once, activations per input, per device
+            lp.row({col: inst.mem[i] + inst.act_mem[i] * (s[u] - 1) for i in range(inst.n)
+                    for col, s in zip(z[i], cands[i]) if s[u] > 0}, upper=inst.capacity[u])
     # per-input paths: e_i ≥ e_p + Σ_s z_is·(shortest slice of s), C ≥ e_i
     e = [lp.var(0, math.inf) for _ in range(inst.n)]
     for i in range(inst.n):
@@ -407,7 +411,7 @@ def load_lp_bound(inst: Instance, batch: int, time_limit: float = 10.0) -> Lower
     res = solve_highs(lp.highs(), time_limit)
     value = res.bound if res.status == "optimal" else None
     return LowerBound("load-lp", value, res.status, "highs", time.perf_counter() - t0,
-                      "LP relaxation over splits: every device's load ≤ C and every per-input path ≤ C")
+                      "LP relaxation over splits: device loads ≤ C, per-input paths ≤ C, memory (3.7)")
 
 
 def simple_bounds(inst: Instance, batch: int, lp: bool = True) -> list[LowerBound]:
@@ -441,14 +445,20 @@ def _line(inst: Instance, e: int, u: int, v: int, batch: int) -> tuple[float, fl
 
 
 def cpsat(inst: Instance, batch: int, time_limit: float, hint: BatchSchedule | None = None, *, seed: int = 0,
-          workers: int = 1, deterministic_time: float | None = None) -> BatchExact:
+          workers: int = 1, deterministic_time: float | None = None,
+          pinned: dict[int, Split] | None = None) -> BatchExact:
     """The thesis MILP's batch model on CP-SAT: ``b_{i,u,l}`` booleans (at most one size per op and
     device, 3.5), ``Σ_u Σ_l l·b_{i,u,l} = L`` (3.4), slice ranges ``lo_{i,u} = Σ_{w<u} n_{i,w}``,
     overlap counts ``c = max(0, min(hi) − max(lo))`` gating the per-input precedence with transfers
     (3.3), optional intervals with NoOverlap per device (3.8), memory (3.7). Durations and delays are
-    floored to ticks (a relaxation: the bound is proven); the solution is re-simulated."""
+    floored to ticks (a relaxation: the bound is proven); the solution is re-simulated. ``pinned``
+    (op → split) fixes those ops' splits; a hint that disagrees with a pin is not used."""
     t0 = time.perf_counter()
     cands = op_splits(inst, batch)
+    for i, sp in (pinned or {}).items():
+        cands[i] = [tuple(sp)]
+    if hint is not None and any(tuple(hint.splits[i]) != tuple(sp) for i, sp in (pinned or {}).items()):
+        hint = None
     from onnxpart.schedule.exact import _scale
 
     horizon = hint.makespan if hint is not None else sum(

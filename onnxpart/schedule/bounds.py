@@ -13,6 +13,13 @@ Every value here is a proof, never an incumbent (ARCHITECTURE.md, "Bounds"):
   machine scheduling, ``min C`` s.t. ``Σ_u x_iu = 1``, ``Σ_i t(i,u)·x_iu ≤ C`` for every ``u``, memory
   (3.7) ``Σ_i mem_i·x_iu ≤ capacity_u``, ``x ≥ 0`` (any schedule's mapping is a feasible 0/1 point with
   ``C`` = its makespan). It is at least :func:`work_bound` (sum the load rows).
+* :func:`path_lp_bound` — the load LP with per-op end times ``e`` and the precedence of 3.3:
+  ``e_i ≥ Σ_u t(i,u)·x_iu``, ``e_j ≥ e_i + Σ_v t(j,v)·x_jv + Σ_v m_ev·y_ev`` for every edge ``e = (i,
+  j)`` with ``y_ev ≥ x_jv − x_iv``, ``y ≥ 0`` and ``m_ev = min_{u≠v} delay_e(u, v)``, and ``C ≥ e_i``.
+  *Proof:* a schedule's 0/1 mapping with ``e`` = its end times satisfies every row: ``j`` on ``v`` ends
+  at least its duration after ``i`` ends, plus, when ``i`` is on another device (``y_ev = 1``), at least
+  the cheapest transfer into ``v``. It is at least the load LP and the critical path (its rows contain
+  theirs: ``Σ_v t(j,v)·x_jv ≥ min_v t(j,v)``).
 * :func:`combine` — the best of the entries (exact's proven bound, SPLIT's, the simple ones).
 """
 
@@ -67,11 +74,46 @@ def load_lp_bound(inst: Instance, time_limit: float = 10.0) -> LowerBound:
                       "LP relaxation: fractional mapping, every device's load ≤ C, memory (3.7)")
 
 
+def path_lp_bound(inst: Instance, time_limit: float = 10.0, integer: bool = False,
+                  nodes: int | None = None) -> LowerBound:
+    """The load LP with the precedence rows of constraint 3.3 added (module docstring), by HiGHS;
+    ``integer``: with a 0/1 mapping (a MIP whose proven dual bound is read, also at the time limit or
+    after ``nodes`` branch-and-bound nodes)."""
+    t0 = time.perf_counter()
+    lp = SparseModel()
+    c = lp.var(0, math.inf, cost=1.0)
+    x = [{u: lp.var(0, 1, integer=integer) for u in inst.allowed(i)} for i in range(inst.n)]
+    end = [lp.var(0, math.inf) for _ in range(inst.n)]
+    dur = [{col: inst.time[i, u] for u, col in x[i].items()} for i in range(inst.n)]
+    for i in range(inst.n):
+        lp.row({col: 1.0 for col in x[i].values()}, 1.0, 1.0)
+        lp.row({end[i]: 1.0, **{col: -t for col, t in dur[i].items()}}, lower=0.0)  # e_i ≥ its duration
+        lp.row({c: 1.0, end[i]: -1.0}, lower=0.0)
+    for u in range(inst.k):
+        lp.row({**{x[i][u]: inst.time[i, u] for i in range(inst.n) if u in x[i]}, c: -1.0}, upper=0.0)
+        if math.isfinite(inst.capacity[u]):
+            lp.row({x[i][u]: inst.mem[i] for i in range(inst.n) if u in x[i]}, upper=inst.capacity[u])
+    for e, (i, j, _) in enumerate(inst.edges):
+        row = {end[j]: 1.0, end[i]: -1.0, **{col: -t for col, t in dur[j].items()}}
+        for v, xjv in x[j].items():
+            into = [inst.delays[e, u, v] for u in x[i] if u != v]
+            if not into or min(into) <= 0:
+                continue
+            moved = lp.var(0, math.inf)  # ≥ x_jv − x_iv: j on v, i elsewhere
+            lp.row({moved: 1.0, xjv: -1.0, **({x[i][v]: 1.0} if v in x[i] else {})}, lower=0.0)
+            row[moved] = -min(into)
+        lp.row(row, lower=0.0)
+    res = solve_highs(lp.highs(), time_limit, node_limit=nodes)
+    value = res.bound if math.isfinite(res.bound) or res.status == "infeasible" else None
+    return LowerBound("path-mip" if integer else "path-lp", value, res.status, "highs", time.perf_counter() - t0,
+                      f"{'MIP' if integer else 'LP'} relaxation: device loads ≤ C, precedence with transfers (3.3)")
+
+
 def simple_bounds(inst: Instance, lp: bool = True) -> list[LowerBound]:
-    """The closed-form bounds, and the load LP unless ``lp`` is False."""
+    """The closed-form bounds, and the load and path LPs unless ``lp`` is False."""
     out = [critical_path_bound(inst), work_bound(inst)]
     if lp:
-        out.append(load_lp_bound(inst))
+        out += [load_lp_bound(inst), path_lp_bound(inst)]
     return out
 
 

@@ -129,9 +129,11 @@ def cpsat(inst: Instance, time_limit: float, hint: Schedule | None = None, *, se
     for u in range(inst.k):
         if math.isfinite(inst.capacity[u]):
             m.add(sum(int(inst.mem[i]) * x[i][u] for i in range(inst.n) if u in x[i]) <= int(inst.capacity[u]))
+    busy = [sum(tick(inst.time[i, u]) * x[i][u] for i in range(inst.n) if u in x[i]) for u in range(inst.k)]
+    for u in range(inst.k):  # redundant: a device is busy at most C (strengthens the relaxation)
+        m.add(makespan >= busy[u])
     # Section 5.2: busy time non-increasing within each class of identical devices
     if symmetry:
-        busy = [sum(tick(inst.time[i, u]) * x[i][u] for i in range(inst.n) if u in x[i]) for u in range(inst.k)]
         for cls in inst.symmetry_classes():
             for a, b in zip(cls, cls[1:]):
                 m.add(busy[a] >= busy[b])

@@ -127,6 +127,13 @@ def heft(inst: Instance) -> HeuristicResult | None:
     return _list_eft(inst, rank_order(inst), insertion=True, method="heft")
 
 
+def best_constructive(inst: Instance) -> Schedule | None:
+    """The shortest of the MET, Greedy and HEFT schedules (None if none is feasible): the warm start
+    of the module solves, where no one of the three is best everywhere."""
+    found = [r.schedule for r in (met(inst), greedy(inst), heft(inst)) if r is not None]
+    return min(found, key=lambda s: s.makespan) if found else None
+
+
 def _mutable_ops(inst: Instance) -> list[int]:
     return [i for i in range(inst.n) if len(inst.allowed(i)) > 1]
 

@@ -17,14 +17,27 @@ start on ``v``: the sub-instance with ``c_k`` pinned to ``u`` and a zero-time, z
 ``dp(M_i, v) = min_u dp(M_{i−1}, u) + OPT(M_i, u, v)`` — exact when every module is solved to
 optimality, and the same recursion over the modules' *proven bounds* is a proven lower bound.
 
+Module bounds. *Proof that the DP over lower bounds is one:* in any schedule of the whole graph the ops
+of ``S_k`` start at or after ``start(c_k)`` (they are ``c_k`` or its descendants) and end before
+``start(c_{k+1})`` (its ancestors, data included), so shifted by ``start(c_k)`` they form a schedule
+of the ``(u_k, u_{k+1})`` sub-instance of length ``start(c_{k+1}) − start(c_k) ≥ OPT(S_k, u_k,
+u_{k+1}) ≥ LB(S_k, u_k, u_{k+1})``; summing over ``k`` telescopes to the makespan, which is therefore
+at least the DP's minimum over device chains. ``LB`` is the best of the module's CP-SAT bound and its
+critical-path, path-LP and path-MIP bounds (:mod:`.bounds`), never an incumbent.
+
+Time. Half the time goes to one pass over every (module, entry, exit) solve; the rest to
+:func:`_refine`, which re-solves, with doubling budgets, the modules not yet proven on the device
+chains attaining the lower and the upper DP — the only ones whose values move either DP. Both run as
+jobs on the shared runner, in parallel (:mod:`.split_lane`: a pair's floor and CP-SAT solve, wall
+deadlines, the live DP bound on the board, early stop). Every budget (CP-SAT deterministic time, path-MIP
+nodes, the refinement's total) is fixed from ``T`` and the op counts, never the wall clock, so the
+rounds and the answer do not depend on ``workers``; :func:`_dp` and the join stay here.
+
 Memory (3.7) is a sum over the whole graph: the modules are solved with each device's full capacity
 (a relaxation, so the bound stands); if the joined mapping overflows a device, SPLIT returns no
 schedule and says so. A graph without cut ops falls back to one whole-graph solve (``fallback`` and
-``reason`` in the result). Multi-channel modules (k-edge-connected components, Section 3.3.2) are not
-implemented.
-
-The module solves run as jobs on the shared runner, in parallel (:mod:`.split_lane`: each job's time and
-deterministic budget, the live DP bound on the board, early stop); :func:`_dp` and the join stay here.
+``reason`` in the result); :func:`onnxpart.schedule.solve` first tries multi-channel modules
+(Section 3.3.2: :mod:`.chain_split` and :mod:`.multichannel`) there.
 """
 
 from __future__ import annotations
@@ -48,7 +61,8 @@ from onnxpart.schedule.simulator import Schedule, simulate
 class SplitResult:
     schedule: Schedule | None
     bound: float | None  # proven lower bound (DP over the modules' proven bounds)
-    status: str  # "optimal" (every module proven), "time_limit", "interrupted", "memory", "infeasible", "error"
+    status: str  # "optimal" (every module proven, or the schedule meets the bound), "time_limit",
+    # "interrupted", "memory", "infeasible", "error"
     cuts: list[int]
     modules: list[list[int]]
     seconds: float
@@ -136,9 +150,9 @@ def _dp(segs_costs: list[dict[tuple, float]]) -> tuple[float, list[tuple]]:
 
 def milp_split(inst: Instance, time_limit: float = 10.0, seed: int = 0, workers: int = 1,
                board: Board | None = None) -> SplitResult:
-    """MILP-SPLIT within ``time_limit`` seconds: every (module, entry, exit) pair solved by one-worker
-    CP-SAT (HEFT warm start) as a job on ``workers`` processes, posting the live DP bound to ``board``
-    (:mod:`.split_lane`: budgets, determinism); then the DP join. Without modules, one whole-graph
+    """MILP-SPLIT within ``time_limit`` seconds: every (module, entry, exit) pair's floor and one-worker
+    CP-SAT solve as jobs on ``workers`` processes, posting the live DP bound to ``board``
+    (:mod:`.split_lane`), then :func:`_refine`, then the DP join. Without modules, one whole-graph
     CP-SAT solve with ``workers`` threads."""
     t0 = time.perf_counter()
     cuts = cut_ops(inst)
@@ -154,11 +168,22 @@ def milp_split(inst: Instance, time_limit: float = 10.0, seed: int = 0, workers:
         return SplitResult(None, None, "interrupted", cuts, modules, time.perf_counter() - t0,
                            reason="not run: the incumbent already met a proven bound")
     end = time.time() + time_limit - (time.perf_counter() - t0)
-    tables, jobs, index = _module_jobs(inst, segs, end, seed, workers)
-    lane.solve_modules(jobs, tables, workers, board, lambda lb: _dp(lb)[0], end)
+    tables, subs, index = _module_pairs(inst, segs)
+    det = lane.DET_PER_SECOND * time_limit / 2 / max(1.0, float(sum(sub.n for sub in subs.values())))
+    budget = {key: det * sub.n for key, sub in subs.items()}  # deterministic seconds, first pass
+    now = time.time()
+    first = [lane.Pair(key, sub, budget[key]) for key, sub in subs.items()]
+    lane.solve_modules(_jobs(first, now, (end - now) / 2, workers, seed), tables, workers, board,
+                       lambda lb: _dp(lb)[0], now + (end - now) / 2)
+    _refine(tables, subs, budget, end, workers, seed, board)
+    return _result(inst, segs, tables, index, dict(cuts=cuts, modules=modules, solves=tables.solves,
+                                                   module_status=tables.status), t0)
+
+
+def _result(inst: Instance, segs, tables: lane.ModuleTables, index: dict, base: dict, t0: float) -> SplitResult:
+    """The DP join of what the tables hold, with the status and note that explain it."""
     lower, _ = _dp(tables.lb)
     upper, choice = _dp(tables.ub)
-    base = dict(cuts=cuts, modules=modules, solves=len(index), module_status=tables.status)
     if not math.isfinite(upper):
         failed = tables.status.get("error", 0)
         status, reason = (("interrupted", "stopped early (the incumbent met a proven bound, or Ctrl-C)")
@@ -171,40 +196,69 @@ def milp_split(inst: Instance, time_limit: float = 10.0, seed: int = 0, workers:
     if schedule is None:
         return SplitResult(None, lower, "memory", seconds=time.perf_counter() - t0,
                            reason="the joined modules overflow a device's memory (3.7 is global)", **base)
-    status = ("interrupted" if tables.interrupted else
-              "optimal" if set(tables.status) == {"optimal"} else "time_limit")
+    proven = set(tables.status) == {"optimal"} or schedule.makespan <= lower + 1e-9  # it meets the bound
+    status = "interrupted" if tables.interrupted else "optimal" if proven else "time_limit"
     reason = (f"{tables.wall_stops} module solves stopped by the wall clock, not their deterministic budget: "
               "another run may differ" if tables.wall_stops else "")
     return SplitResult(schedule, lower, status, seconds=time.perf_counter() - t0, reason=reason, **base)
 
 
-def _module_jobs(inst: Instance, segs, end: float, seed: int, workers: int):
+def _module_pairs(inst: Instance, segs) -> tuple[lane.ModuleTables, dict, dict]:
     """-> (tables: no schedule yet (upper inf), lower 0 — or inf where the pinned sub-instance is
-    infeasible, which gets no job —, one job per (segment, entry device) holding its feasible exits,
-    op index per key). Deadlines and budgets count from when the sub-instances are built, to ``end``."""
+    infeasible, which gets no solve —, the feasible pairs' sub-instances and op indices by key)."""
     ub, lb = [dict() for _ in segs], [dict() for _ in segs]
-    groups: list[list[tuple[lane.Key, Instance]]] = []
+    subs: dict[lane.Key, Instance] = {}
     index: dict[lane.Key, list[int]] = {}
     for s, (ops, entry, exit_) in enumerate(segs):
         for u in ([None] if entry is None else inst.allowed(entry)):
-            group = []
             for v in ([None] if exit_ is None else inst.allowed(exit_)):
                 sub = _segment_instance(inst, ops, (entry, u) if entry is not None else None,
                                         (exit_, v) if exit_ is not None else None)
                 ub[s][(u, v)], lb[s][(u, v)] = math.inf, math.inf if sub is None else 0.0
                 if sub is not None:
-                    group.append(((s, u, v), sub[0]))
-                    index[(s, u, v)] = sub[1]
-            groups += [group] if group else []
-    weights = [float(sum(sub.n for _, sub in g)) for g in groups]
-    order = sorted(range(len(groups)), key=lambda g: (-weights[g], groups[g][0][0]))  # largest first
-    now = time.time()
-    limit = max(0.05, end - now)
-    ends = lane.deadlines([weights[g] for g in order], max(1, workers), now, limit)
-    per = lane.DET_PER_SECOND * limit / max(1.0, sum(weights))  # deterministic seconds per op
-    jobs = [lane.ModuleJob(tuple((key, sub, per * sub.n) for key, sub in groups[g]), deadline, seed)
-            for g, deadline in zip(order, ends)]
-    return lane.ModuleTables(ub, lb), jobs, index
+                    subs[(s, u, v)], index[(s, u, v)] = sub
+    return lane.ModuleTables(ub, lb), subs, index
+
+
+def _jobs(pairs: list[lane.Pair], start: float, limit: float, workers: int, seed: int) -> list[lane.ModuleJob]:
+    """One job per (segment, entry device) holding its pairs, largest first, with the lane's round
+    deadlines over ``limit`` seconds from ``start``."""
+    groups: dict[tuple, list[lane.Pair]] = {}
+    for pair in pairs:
+        groups.setdefault(pair.key[:2], []).append(pair)
+    weights = {g: float(sum(p.sub.n for p in ps)) for g, ps in groups.items()}
+    order = sorted(groups, key=lambda g: (-weights[g], str(g)))
+    ends = lane.deadlines([weights[g] for g in order], max(1, workers), start, max(0.05, limit))
+    return [lane.ModuleJob(tuple(groups[g]), deadline, seed) for g, deadline in zip(order, ends)]
+
+
+def _refine(tables: lane.ModuleTables, subs: dict, budget: dict, end: float, workers: int, seed: int,
+            board: Board | None) -> None:
+    """Re-solve, in rounds with budgets (CP-SAT deterministic time, path-MIP nodes) doubling each round,
+    the pairs not yet proven on the device chains attaining the lower and the upper DP, warm-started
+    from their best schedules, until both chains are proven or the refinement's deterministic budget
+    (as much as the first pass's) is spent — a budget, not the wall clock, so the rounds do not depend
+    on ``workers``; a round may run until ``end`` (a safety net: its budgets end it first)."""
+    left, scale = sum(budget.values()), 1
+    while left > 1e-9 and not tables.interrupted and end - time.time() > 0.05:
+        if board is not None and board.closed():  # the incumbent met a proven bound: nothing to refine
+            return
+        scale *= 2
+        chains = [_dp(table)[1] for table in (tables.lb, tables.ub)]
+        open_ = sorted({(s, u, v) for chain in chains for s, (u, v) in enumerate(chain)
+                        if tables.latest.get((s, u, v)) == "time_limit"  # and its bound below its best:
+                        and tables.lb[s][(u, v)] < tables.ub[s][(u, v)] - 1e-9}, key=str)
+        if not open_:
+            return
+        cost = sum(scale * budget[key] for key in open_)
+        share = min(1.0, left / cost)  # the last round gets what is left, in proportion
+        pairs = [lane.Pair(key, subs[key], share * scale * budget[key],
+                           0 if key in tables.final else lane.FLOOR_NODES * scale, tables.found.get(key))
+                 for key in open_]
+        left -= cost * share
+        now = time.time()
+        lane.solve_modules(_jobs(pairs, now, end - now, workers, seed), tables, workers, board,
+                           lambda lb: _dp(lb)[0], end)
 
 
 def _join(inst: Instance, segs, choice: list[tuple], found: dict) -> Schedule | None:

@@ -74,3 +74,8 @@ def test_simple_bounds_below_optimum(solved):
     for lb in bounds.simple_bounds(inst):
         assert lb.value is not None and lb.value <= opt + TOL, lb.method
     assert bounds.load_lp_bound(inst).value >= bounds.work_bound(inst).value - TOL
+    path = bounds.path_lp_bound(inst).value  # dominates the load LP and the critical path
+    assert path >= max(bounds.load_lp_bound(inst).value, bounds.critical_path_bound(inst).value) - TOL
+    assert "path-lp" in [b.method for b in bounds.simple_bounds(inst)]
+    mip = bounds.path_lp_bound(inst, 5.0, integer=True)  # the module floor of SPLIT and multichannel
+    assert mip.status == "optimal" and path - TOL <= mip.value <= opt + TOL

@@ -156,8 +156,8 @@ def test_multichannel_bound_below_optimum(seed):
     inst = two_channel_chain(np.random.default_rng(seed), modules=3, k=2)
     assert split.cut_ops(inst) == [0, 11]  # only the source and the sink: no single-channel modules
     assert split.milp_split(inst, time_limit=1.0).fallback
-    assert multichannel.edge_modules(inst, 1) is None
-    modules = multichannel.edge_modules(inst, 2)
+    assert multichannel.chain_modules(inst, 1) is None
+    modules = multichannel.chain_modules(inst, 2)
     assert modules == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
     value, status, _ = multichannel.multichannel_bound(inst, modules, time_limit=2.0)
     whole = exact.cpsat(inst, 2.0, heuristics.heft(inst).schedule)
@@ -178,3 +178,17 @@ def test_exact_solvers_post_proven_bounds_while_they_run():
         res = solver(inst, 10.0, heuristics.heft(inst).schedule, on_bound=posted.append)
         assert res.status == "optimal" and posted
         assert max(posted) <= res.makespan + TOL
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_chain_split_on_multichannel_modules(seed):
+    from onnxpart.schedule import chain_split, multichannel
+
+    inst = two_channel_chain(np.random.default_rng(seed), modules=3, k=2)
+    modules = multichannel.chain_modules(inst, 2)
+    sched, status, _, note = chain_split.chain_split(inst, modules, time_limit=2.0)
+    assert validate(inst, sched) == [] and status == "optimal-modules" and "3 multi-channel" in note
+    whole = exact.cpsat(inst, 2.0, heuristics.heft(inst).schedule)
+    assert whole.status == "optimal" and sched.makespan >= whole.makespan - TOL
+    sol = solve(inst, Options(methods=("heft", "split"), time_limit=2.0))
+    assert next(r for r in sol.results if r.method == "split").makespan == pytest.approx(sched.makespan)
