@@ -42,17 +42,22 @@ def build(case: dict) -> Instance:
     return Instance(case["time"], case["edges"], latency=case["latency"], bandwidth=case["bandwidth"])
 
 
-@pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("shape", [([2, 2, 2], 2, 2), ([2, 3, 2], 2, 2), ([2, 2], 2, 3), ([3, 2, 3], 1, 2)])
-def test_multichannel_bound_below_brute_force(seed, shape):
+def test_multichannel_bound_below_brute_force(shape):
+    """Over 8 random cases of each shape: every case whose chain of modules is found (most are: the
+    test requires at least half) gets a bound no larger than the brute-force optimum."""
     sizes, channels, k = shape
-    case = blocks(np.random.default_rng(seed), sizes, channels, k)
-    inst = build(case)
-    modules = multichannel.chain_modules(inst, channels, min_size=2)
-    if modules is None:
-        pytest.skip("no chain of modules")
-    value, _, _ = multichannel.multichannel_bound(inst, modules, time_limit=1.0)
-    assert value <= optimum(case) + TOL
+    checked = 0
+    for seed in range(8):
+        case = blocks(np.random.default_rng(seed), sizes, channels, k)
+        inst = build(case)
+        modules = multichannel.chain_modules(inst, channels, min_size=2)
+        if modules is None:
+            continue
+        value, _, _ = multichannel.multichannel_bound(inst, modules, time_limit=1.0)
+        assert value <= optimum(case) + TOL, f"seed {seed}"
+        checked += 1
+    assert checked >= 4, f"only {checked} of 8 cases had a chain of modules"
 
 
 def test_multichannel_recursion_is_tight_on_a_serial_chain():
