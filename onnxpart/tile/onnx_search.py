@@ -38,6 +38,13 @@ METHODS = ("local", "greedy", "exact")
 #: The transportation form's strength is in its LP: linearize every constraint (level 2) and lead the
 #: portfolio with CP-SAT's ``max_lp`` worker. On the 12-layer GPT at 2x4 this proves in 6 s what the
 #: default portfolio (``default_lp``, level 1) leaves at a 40% gap after 60 s.
+#: With a binding ``--device-memory`` at 2x4 the same model ends near a 0.04% gap in 60 s, varying with seed and load
+#: (seeds 0-2 on 2 shared cores: proved at 56.6 s once, else 0.037% and 0.051%). None of these moved it reliably
+#: (gaps at 60 s): ``add_lp_constraints_lazily`` off (seeds 0-3: proved at 24.9 s and 51.6 s, else 0.051% and
+#: 0.049%), ``use_objective_lb_search`` (0.013-0.026%, never proved), ``cut_level`` 2 (proved at 59.9 s once, 0.037%
+#: with eager rows), more level-zero cut rounds (0.029%), ``pseudo_costs`` / ``reduced_costs`` as the second worker
+#: (0.037%), one worker (0.028%, 0.19%), and the memory row aggregated into one integer count per coefficient
+#: (0.046%, 0.041%). Its coefficients' gcd (128 bytes there) already divides M.
 CPSAT_PARAMETERS = {"linearization_level": 2, "subsolvers": ["max_lp", "core", "default_lp", "no_lp"]}
 
 

@@ -98,13 +98,15 @@ def graphs(tmp_path_factory):
 
 
 CASES = [("mm_relu", None, None), ("mm_relu_wide", None, None), ("mm_relu_wide", (1e9, 1e11), None),
-         ("mm_relu_wide", None, 0.5), ("attn", (1e9, 1e10), None)]
+         ("mm_relu_wide", None, 0.5), ("mm_relu_wide", None, 0.1), ("mm_relu_wide", None, 0.02),
+         ("attn", (1e9, 1e10), None)]
 
 
 @pytest.mark.parametrize("name,bandwidth,memory", CASES)
 def test_exact_equals_brute_force_on_a_2x2_mesh(graphs, name, bandwidth, memory):
     inst = build_layout_instance(graphs[name], (2, 2), bandwidth=bandwidth)
-    if memory is not None:  # halfway between the least memory and all-replicated
+    if memory is not None:  # this fraction of the way from the least memory to all-replicated (0.5 does not bind
+        # on mm_relu_wide: its optimum stays the unbounded one; 0.1 and 0.02 do)
         full = inst.memory_per_device({t.name: t.domain[0] for t in inst.tensors})
         inst = build_layout_instance(graphs[name], (2, 2), bandwidth=bandwidth,
                                      memory=inst.min_memory() + memory * (full - inst.min_memory()))
