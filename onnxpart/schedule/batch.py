@@ -210,7 +210,8 @@ def batch_makespan(inst: Instance, splits: Sequence[Split], op_order=None) -> fl
 
 
 def validate_batch(inst: Instance, sched: BatchSchedule, tol: float = 1e-9) -> list[str]:
-    """Everything wrong with ``sched`` (3.4, 3.5, precedence with transfers, no overlap, memory)."""
+    """Everything wrong with ``sched`` (3.4, 3.5, precedence per input with the transfers of
+    :func:`slice_transfers`, no overlap, memory)."""
     problems: list[str] = []
     eps = tol * max(1.0, sched.makespan)
     if len(sched.splits) != inst.n:
@@ -230,9 +231,9 @@ def validate_batch(inst: Instance, sched: BatchSchedule, tol: float = 1e-9) -> l
         want = inst.time_batch(i, u, sched.splits[i][u])
         if s < -eps or abs(sched.end[(i, u)] - s - want) > eps:
             problems.append(f"slice {inst.op_names[i]}@{inst.device_names[u]} mistimed")
-    arrive = {(t.src, t.dst, t.inputs): t.end for t in slice_transfers(inst, sched)}
-    for _, (i, u), (j, v), lohi in overlapping_slices(inst, sched.splits):
-        if sched.start[(j, v)] < arrive.get(((i, u), (j, v), lohi), sched.end[(i, u)]) - eps:
+    arrive = {(t.edge, t.src, t.dst): t.end for t in slice_transfers(inst, sched)}  # same device: on end
+    for e, (i, u), (j, v), _ in overlapping_slices(inst, sched.splits):
+        if sched.start[(j, v)] < arrive.get((e, (i, u), (j, v)), sched.end[(i, u)]) - eps:
             problems.append(f"{inst.op_names[j]}@{inst.device_names[v]} starts before its inputs arrive")
     for u in range(inst.k):
         on = sorted((s, sched.end[key]) for key, s in sched.start.items() if key[1] == u)
