@@ -31,7 +31,7 @@ def schedule(
     output: OutputOpt = None,
     method: str = typer.Option("met,greedy,heft,sa,ea,cpsat", "--method", help=METHOD_HELP),
     compare: bool = typer.Option(False, "--compare", help="Run every method on this instance and print one table."),
-    objective: str = typer.Option("latency", "--objective", help="latency (one input's makespan) or throughput (inputs per second for a batch split over the devices' batch sizes; manifest and certificate only)."),
+    objective: str = typer.Option("latency", "--objective", help="latency (one input's makespan) or throughput (inputs per second for a batch split over the devices' batch sizes; manifest, certificate and Gantt chart; no pieces)."),
     batch: int = typer.Option(1, "--batch", min=1, help="Throughput: inputs per batch (L), split into slices over the devices."),
     max_pieces: Optional[int] = typer.Option(None, "--max-pieces", min=1, help="At most N device-contiguous pieces: merge the cheapest boundaries (exit 4 if no merge is feasible)."),
     iterations: int = typer.Option(2000, "--iterations", min=1, help="SA / EA fitness evaluations."),
@@ -89,7 +89,7 @@ def schedule(
                 "max_pieces": max_pieces, "system": str(system), "objective": objective, "batch": batch}
     source = (str(model), model_sha)
     summary = (_write(out, solution, sched, graph, loaded, source, recorded, policy, check)
-               if objective == "latency" else _write_throughput(out, solution, graph, source, recorded))
+               if objective == "latency" else _write_throughput(out, solution, graph, loaded, source, recorded))
     if as_json:
         print_json(summary)
     else:
@@ -154,7 +154,7 @@ def _write(out, solution, sched, graph, loaded, source: tuple[str, Optional[str]
            check: dict) -> dict:
     """Pieces, annotated model, Gantt chart (ONNX input only), manifest and certificate into ``out``; with
     ``check["verify"]`` the pieces are run against the original first, and a mismatch writes nothing."""
-    from onnxpart.files import atomic_write_bytes, write_json
+    from onnxpart.files import write_json
     from onnxpart.schedule import emit
     from onnxpart.schedule.pieces import later_reads, piece_of, pieces
 
@@ -167,9 +167,9 @@ def _write(out, solution, sched, graph, loaded, source: tuple[str, Optional[str]
     with out:
         if loaded is not None:
             files = _write_models(out, inst, sched, parts, graph, loaded, policy, check["freeze"])
-            atomic_write_bytes(out.path("gantt.png"), emit.gantt_png(inst, sched, f"{graph.name}: makespan "
-                                                                     f"{format_seconds(sched.makespan)}"))
         manifest = emit.manifest(solution, sched, parts, graph, source[0], source[1], files)
+        if loaded is not None:
+            _write_gantt(out, manifest, f"{graph.name}: makespan {format_seconds(sched.makespan)}")
         cert = emit.certificate(solution, sched, source[1], recorded)
         if check["verify"]:
             report = verify_written(out, loaded, manifest["pieces"], check, "pieces")
@@ -180,18 +180,32 @@ def _write(out, solution, sched, graph, loaded, source: tuple[str, Optional[str]
                   makespan=sched.makespan, method=solution.method, pieces=len(parts))
 
 
-def _write_throughput(out, solution, graph, source: tuple[str, Optional[str]], recorded: dict) -> dict:
-    """``manifest.json`` and ``certificate.json`` of a batched schedule (:mod:`onnxpart.schedule.emit_batch`)."""
+def _write_throughput(out, solution, graph, loaded, source: tuple[str, Optional[str]], recorded: dict) -> dict:
+    """``manifest.json``, ``certificate.json`` and, for ONNX input (as latency), ``gantt.png`` of a batched
+    schedule (:mod:`onnxpart.schedule.emit_batch`)."""
     from onnxpart.files import write_json
     from onnxpart.schedule import emit_batch
 
+    sched = solution.schedule
     with out:
         manifest = emit_batch.manifest(solution, graph, source[0], source[1])
+        if loaded is not None:
+            _write_gantt(out, manifest, f"{graph.name}: batch of {sched.batch}, makespan "
+                                        f"{format_seconds(sched.makespan)}")
         cert = emit_batch.certificate(solution, source[1], recorded)
         write_json(out.path("manifest.json"), manifest)
         write_json(out.path("certificate.json"), cert.to_dict())
-    return result(out.target, manifest, cert.to_dict(), None, makespan=solution.schedule.makespan,
-                  throughput=solution.schedule.throughput, batch=solution.schedule.batch, method=solution.method)
+    return result(out.target, manifest, cert.to_dict(), None, makespan=sched.makespan,
+                  throughput=sched.throughput, batch=sched.batch, method=solution.method)
+
+
+def _write_gantt(out, manifest: dict, title: str) -> None:
+    """``gantt.png`` drawn from the manifest's ``ops[]`` and ``transfers[]`` (:func:`emit.gantt_png`)."""
+    from onnxpart.files import atomic_write_bytes
+    from onnxpart.schedule import emit
+
+    devices = [d["name"] for d in manifest["system"]["devices"]]
+    atomic_write_bytes(out.path("gantt.png"), emit.gantt_png(devices, manifest["ops"], manifest["transfers"], title))
 
 
 def _write_models(out, inst, sched, parts, graph, loaded, policy, freeze: bool) -> dict[int, str]:
@@ -276,7 +290,7 @@ def _rate(value: float) -> str:
 
 def _check(inst, folder: Path, model_sha, as_json: bool) -> None:
     """Latency folders are re-simulated from the mapping and order; throughput folders validated slice
-    by slice (the manifest's ``objective`` says which)."""
+    by slice, their transfers recomputed (the manifest's ``objective`` says which)."""
     from onnxpart.schedule.verify import check_batch_certificate, check_certificate
 
     def check(manifest, cert):
@@ -287,7 +301,7 @@ def _check(inst, folder: Path, model_sha, as_json: bool) -> None:
     def ok_line(facts: dict) -> str:
         if facts["objective"] == "throughput":
             return (f"certificate ok: batch makespan {format_seconds(facts['upper_bound'])} validated slice by "
-                    "slice from the manifest; every lower bound is at most it")
+                    "slice from the manifest, every transfer recomputed; every lower bound is at most it")
         return (f"certificate ok: makespan {format_seconds(facts['upper_bound'])} re-simulated from the "
                 "manifest's mapping and order; every lower bound is at most it")
 

@@ -130,6 +130,43 @@ def _ready(inst: Instance, i: int, u: int, lohi: tuple[int, int], splits, end) -
     return ready
 
 
+def overlapping_slices(inst: Instance, splits: Sequence[Split]):
+    """Every ``(e, (i, u), (j, v), (lo, hi))``: edge ``e = i → j``, a slice of ``i`` on ``u`` and one of
+    ``j`` on ``v`` sharing the inputs ``[lo, hi)`` — the pairs precedence per input (3.3) ties together."""
+    for e, (i, j, _) in enumerate(inst.edges):
+        ri, rj = ranges(splits[i]), ranges(splits[j])
+        for u in slices(splits, i):
+            for v in slices(splits, j):
+                if overlap(ri[u], rj[v]) > 0:
+                    yield e, (i, u), (j, v), (max(ri[u][0], rj[v][0]), min(ri[u][1], rj[v][1]))
+
+
+@dataclass(frozen=True)
+class SliceTransfer:
+    """Edge ``e``'s tensors for the inputs ``[lo, hi)`` from slice ``src = (i, u)`` to ``dst = (j, v)``,
+    ``u ≠ v``: leaves when ``src`` ends, lasts :meth:`Instance.delay_count` (contention-free links)."""
+
+    edge: int
+    src: tuple[int, int]
+    dst: tuple[int, int]
+    inputs: tuple[int, int]
+    bytes: float
+    start: float
+    end: float
+
+
+def slice_transfers(inst: Instance, sched: BatchSchedule) -> list[SliceTransfer]:
+    """Every transfer ``sched`` needs — one per overlapping producer/consumer slice pair on two devices —
+    timed exactly as :func:`validate_batch` charges it; sorted by start."""
+    out = []
+    for e, (i, u), (j, v), (lo, hi) in overlapping_slices(inst, sched.splits):
+        if u != v:
+            start = sched.end[(i, u)]
+            out.append(SliceTransfer(e, (i, u), (j, v), (lo, hi), inst.edges[e][2] * (hi - lo), start,
+                                     start + inst.delay_count(e, u, v, hi - lo)))
+    return sorted(out, key=lambda t: (t.start, t.src, t.dst, t.inputs))
+
+
 def memory_violations(inst: Instance, splits: Sequence[Split]) -> list[str]:
     load = np.zeros(inst.k)
     for i, s in enumerate(splits):
@@ -173,7 +210,8 @@ def batch_makespan(inst: Instance, splits: Sequence[Split], op_order=None) -> fl
 
 
 def validate_batch(inst: Instance, sched: BatchSchedule, tol: float = 1e-9) -> list[str]:
-    """Everything wrong with ``sched`` (3.4, 3.5, precedence with transfers, no overlap, memory)."""
+    """Everything wrong with ``sched`` (3.4, 3.5, precedence per input with the transfers of
+    :func:`slice_transfers`, no overlap, memory)."""
     problems: list[str] = []
     eps = tol * max(1.0, sched.makespan)
     if len(sched.splits) != inst.n:
@@ -193,13 +231,10 @@ def validate_batch(inst: Instance, sched: BatchSchedule, tol: float = 1e-9) -> l
         want = inst.time_batch(i, u, sched.splits[i][u])
         if s < -eps or abs(sched.end[(i, u)] - s - want) > eps:
             problems.append(f"slice {inst.op_names[i]}@{inst.device_names[u]} mistimed")
-    for e, (i, j, _) in enumerate(inst.edges):
-        ri, rj = ranges(sched.splits[i]), ranges(sched.splits[j])
-        for u in slices(sched.splits, i):
-            for v in slices(sched.splits, j):
-                c = overlap(ri[u], rj[v])
-                if c > 0 and sched.start[(j, v)] < sched.end[(i, u)] + inst.delay_count(e, u, v, c) - eps:
-                    problems.append(f"{inst.op_names[j]}@{inst.device_names[v]} starts before its inputs arrive")
+    arrive = {(t.edge, t.src, t.dst): t.end for t in slice_transfers(inst, sched)}  # same device: on end
+    for e, (i, u), (j, v), _ in overlapping_slices(inst, sched.splits):
+        if sched.start[(j, v)] < arrive.get((e, (i, u), (j, v)), sched.end[(i, u)]) - eps:
+            problems.append(f"{inst.op_names[j]}@{inst.device_names[v]} starts before its inputs arrive")
     for u in range(inst.k):
         on = sorted((s, sched.end[key]) for key, s in sched.start.items() if key[1] == u)
         for a, b in zip(on, on[1:]):

@@ -2,11 +2,15 @@
 batched schedule (Sections 3.1–3.2 of the thesis, ../shared/papers/heterogeneous-scheduling-milp-split.txt).
 
 A batched schedule splits each op's ``L`` inputs into slices over the devices (data parallelism) and
-orders every slice (model parallelism). The manifest lists every slice — op, device, the inputs
-``[lo, hi)`` it processes, start, end — so the batch makespan ``C`` can be recomputed; the certificate
-bounds ``C`` (minimized), and ``details`` gives the throughput ``L/C`` and the proven ceiling
-``L/LB``. No per-device ONNX pieces are written: a piece holding a slice of a batch would need the
-batch cut and joined around it, which the shared parts emitter does not do.
+orders every slice (model parallelism). The manifest's ``ops[]`` lists every slice — name, device,
+start, end, ``batch`` (its size), ``input`` (its first input) and ``inputs`` ``[lo, hi)`` — and
+``transfers[]`` every tensor move between slices on two devices that share inputs (precedence per
+input, 3.3; each timed by :meth:`~onnxpart.schedule.model.Instance.delay_count`), so the batch makespan
+``C`` can be recomputed; the certificate bounds ``C`` (minimized), and ``details`` gives the
+throughput ``L/C`` and the proven ceiling ``L/LB``. ``gantt.png`` is drawn from the same events
+(:func:`onnxpart.schedule.emit.gantt_png`). No per-device ONNX pieces are written: a piece holding a
+slice of a batch would need the batch cut and joined around it, which the shared parts emitter does
+not do.
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from onnxpart.certificate import Certificate, instance_hash
-from onnxpart.schedule.batch import BatchSchedule, ranges
-from onnxpart.schedule.emit import MANIFEST_SCHEMA, instance_digest, method_result, system_payload
+from onnxpart.schedule.batch import BatchSchedule, ranges, slice_transfers
+from onnxpart.schedule.emit import MANIFEST_SCHEMA, edge_tensors, instance_digest, method_result, system_payload
 from onnxpart.schedule.model import Instance
 
 OBJECTIVE = "throughput: batch makespan C (s), throughput = batch / C"
@@ -45,16 +49,27 @@ def device_summary(inst: Instance, sched: BatchSchedule) -> list[dict[str, Any]]
 
 
 def manifest(solution, graph, model_path: str | None, model_sha256: str | None) -> dict[str, Any]:
-    """The throughput manifest (module docstring)."""
+    """The throughput manifest (module docstring): ``ops[]`` has one entry per slice, ``transfers[]`` one
+    per :func:`~onnxpart.schedule.batch.slice_transfers` entry."""
     inst, sched = solution.instance, solution.schedule
     names = inst.device_names
-    slices = [{"op": inst.op_names[i], "device": names[u], "inputs": list(ranges(sched.splits[i])[u]),
-               "start": float(sched.start[(i, u)]), "end": float(sched.end[(i, u)])}
-              for i, u in sorted(sched.start, key=lambda key: (sched.start[key], key))]
+    ops = []
+    for i, u in sorted(sched.start, key=lambda key: (sched.start[key], key)):
+        lo, hi = ranges(sched.splits[i])[u]
+        ops.append({"name": inst.op_names[i], "device": names[u], "start": float(sched.start[(i, u)]),
+                    "end": float(sched.end[(i, u)]), "batch": hi - lo, "input": lo, "inputs": [lo, hi]})
+    transfers = []
+    for t in slice_transfers(inst, sched):
+        tensors = edge_tensors(graph, t.src[0], t.dst[0])
+        transfers.append({"tensor": ",".join(tensors), "tensors": tensors, "from": names[t.src[1]],
+                          "to": names[t.dst[1]], "src_op": inst.op_names[t.src[0]],
+                          "dst_op": inst.op_names[t.dst[0]], "start": float(t.start), "end": float(t.end),
+                          "bytes": float(t.bytes), "inputs": list(t.inputs)})
     return {"schema": MANIFEST_SCHEMA, "model": {"path": model_path, "sha256": model_sha256}, "graph": graph.name,
             "system": system_payload(inst), "objective": "throughput", "objective_unit": "inputs/s",
             "batch": sched.batch, "method": solution.method, "makespan": sched.makespan,
-            "throughput": sched.throughput, "slices": slices, "devices": device_summary(inst, sched)}
+            "throughput": sched.throughput, "ops": ops, "transfers": transfers,
+            "devices": device_summary(inst, sched)}
 
 
 def certificate(solution, model_sha256: str | None, options: dict[str, Any]) -> Certificate:

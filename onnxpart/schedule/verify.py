@@ -120,10 +120,11 @@ def _check_pieces(inst: Instance, manifest: dict[str, Any], mapping: np.ndarray,
 def check_batch_certificate(inst: Instance, manifest: dict[str, Any], cert: Certificate,
                             model_sha256: str | None) -> CertificateCheck:
     """``--check-certificate`` for an ``--objective throughput`` folder: rebuild every slice from the
-    manifest, validate the batched schedule from scratch (:func:`onnxpart.schedule.batch.validate_batch`:
-    (3.4), (3.5), transfers per overlapping input range, no overlap, memory), and check the batch makespan
-    and throughput, the certificate's upper bound, every lower bound against it, the critical-path
-    formula and the instance hash."""
+    manifest's ``ops[]``, validate the batched schedule from scratch (:func:`onnxpart.schedule.batch.validate_batch`:
+    (3.4), (3.5), transfers per overlapping input range, no overlap, memory), check ``transfers[]``
+    against the recomputed transfers (:func:`_check_transfers`), and check the batch makespan and
+    throughput, the certificate's upper bound, every lower bound against it, the critical-path formula
+    and the instance hash."""
     from onnxpart.schedule import batch as B
     from onnxpart.schedule.emit_batch import certificate_hash as batch_hash
 
@@ -132,6 +133,7 @@ def check_batch_certificate(inst: Instance, manifest: dict[str, Any], cert: Cert
     if sched is None:
         return CertificateCheck(float("nan"), problems)
     problems += B.validate_batch(inst, sched)
+    problems += _check_transfers(inst, manifest, sched)
     upper = sched.makespan
     for name, value, recomputed in (("manifest makespan", manifest.get("makespan"), upper),
                                     ("manifest throughput", manifest.get("throughput"), sched.throughput),
@@ -150,9 +152,9 @@ def check_batch_certificate(inst: Instance, manifest: dict[str, Any], cert: Cert
 
 
 def _read_slices(inst: Instance, manifest: dict[str, Any], problems: list[str]):
-    """The manifest's slices as a :class:`~onnxpart.schedule.batch.BatchSchedule` (None, with
-    ``problems``, when they name unknown ops or devices, miss an op, or do not tile each op's batch in
-    device order)."""
+    """The manifest's ``ops[]`` (one entry per slice) as a :class:`~onnxpart.schedule.batch.BatchSchedule`
+    (None, with ``problems``, when they name unknown ops or devices, miss an op, disagree on a slice's
+    ``batch``/``input``/``inputs``, or do not tile each op's batch in device order — constraint 3.4)."""
     from onnxpart.schedule.batch import BatchSchedule, ranges
 
     where = {name: i for i, name in enumerate(inst.op_names)}
@@ -161,12 +163,14 @@ def _read_slices(inst: Instance, manifest: dict[str, Any], problems: list[str]):
     start, end, order, listed = {}, {}, [], {}
     try:
         batch = int(manifest["batch"])
-        for entry in manifest["slices"]:
-            if entry["op"] not in where or entry["device"] not in devices:
-                problems.append(f"slice of {entry['op']!r} on {entry['device']!r}: unknown op or device")
+        for entry in manifest["ops"]:
+            if entry["name"] not in where or entry["device"] not in devices:
+                problems.append(f"slice of {entry['name']!r} on {entry['device']!r}: unknown op or device")
                 continue
-            key = (where[entry["op"]], devices[entry["device"]])
+            key = (where[entry["name"]], devices[entry["device"]])
             lo, hi = (int(v) for v in entry["inputs"])
+            if int(entry["batch"]) != hi - lo or int(entry["input"]) != lo:
+                problems.append(f"slice of {entry['name']} on {entry['device']}: batch/input disagree with inputs")
             splits[key[0]][key[1]] = hi - lo
             start[key], end[key], listed[key] = float(entry["start"]), float(entry["end"]), (lo, hi)
             order.append(key)
@@ -177,3 +181,32 @@ def _read_slices(inst: Instance, manifest: dict[str, Any], problems: list[str]):
     if not tiled or any(sum(s) != batch for s in splits):
         problems.append("the slices do not split every op's batch into consecutive input ranges in device order")
     return None if problems else BatchSchedule(batch, [tuple(s) for s in splits], start, end, order)
+
+
+def _check_transfers(inst: Instance, manifest: dict[str, Any], sched) -> list[str]:
+    """Every listed transfer is one the slices need, with the recomputed start (producer slice end), end
+    (start + :meth:`Instance.delay_count`, as :func:`~onnxpart.schedule.batch.validate_batch` charges)
+    and bytes; none needed is missing; none is listed twice (precedence per input with transfers, 3.3)."""
+    from onnxpart.schedule.batch import slice_transfers
+
+    names, ops = inst.device_names, inst.op_names
+    want = {(ops[t.src[0]], ops[t.dst[0]], names[t.src[1]], names[t.dst[1]], t.inputs): t
+            for t in slice_transfers(inst, sched)}
+    problems, seen = [], set()
+    try:
+        for entry in manifest["transfers"]:
+            key = (entry["src_op"], entry["dst_op"], entry["from"], entry["to"], tuple(int(v) for v in entry["inputs"]))
+            t = want.get(key)
+            if t is None or key in seen:
+                problems.append(f"transfer {key[0]}→{key[1]} {key[2]}→{key[3]} inputs {list(key[4])}: "
+                                + ("listed twice" if t else "no slice pair needs it"))
+            elif not all(_close(float(entry[f]), getattr(t, f)) for f in ("start", "end", "bytes")):
+                problems.append(f"transfer {key[0]}→{key[1]} {key[2]}→{key[3]}: manifest says "
+                                f"[{entry['start']}, {entry['end']}] {entry['bytes']} B, recomputed "
+                                f"[{t.start}, {t.end}] {t.bytes} B")
+            seen.add(key)
+    except (KeyError, TypeError, ValueError) as exc:
+        return [f"manifest is not an onnxpart throughput manifest: transfers: {exc}"]
+    problems += [f"transfer {k[0]}→{k[1]} {k[2]}→{k[3]} inputs {list(k[4])} is missing from the manifest"
+                 for k in want if k not in seen]
+    return problems

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import matplotlib.image
 import onnx
 import pytest
 from typer.testing import CliRunner
@@ -46,7 +47,7 @@ def test_files_pieces_and_verify(model, tmp_path, light_out):
     assert {d["name"] for d in manifest["system"]["devices"]} == {"cpu", "t4", "a100"}
     assert cert["problem"] == "schedule" and cert["upper_bound"] == pytest.approx(manifest["makespan"])
     assert all(b["value"] is None or b["value"] <= cert["upper_bound"] * (1 + 1e-6) for b in cert["lower_bounds"])
-    assert summary["verify"]["ok"] and (out / "gantt.png").stat().st_size > 1000
+    assert summary["verify"]["ok"] and matplotlib.image.imread(out / "gantt.png").shape[2] in (3, 4)
     for index, piece in enumerate(manifest["pieces"]):
         assert piece["index"] == index and piece["file"] == f"piece_{index}_{piece['device']}.onnx"
         onnx.checker.check_model(str(out / piece["file"]), full_check=True)
@@ -126,6 +127,11 @@ def test_json_shape_and_graph_only_input(tmp_path):
     assert {"output", "manifest", "certificate", "verify", "makespan", "pieces"} <= set(summary)
     assert sorted(p.name for p in out.iterdir()) == ["certificate.json", "manifest.json"]
     assert invoke(costs, "--system", SYSTEM, "--check-certificate", out).exit_code == 0
+    batched = tmp_path / "batched"  # throughput, like latency, draws no Gantt chart for graph-only input
+    result = invoke(costs, "--system", SYSTEM, "-o", batched, "--objective", "throughput", "--batch", "4",
+                    "--time-limit", "1")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in batched.iterdir()) == ["certificate.json", "manifest.json"]
 
 
 def test_same_seed_same_manifest(tmp_path):
@@ -256,18 +262,21 @@ def test_throughput_objective(tmp_path):
     summary = json.loads(result.stdout)
     manifest = json.loads((out / "manifest.json").read_text())
     cert = json.loads((out / "certificate.json").read_text())
-    assert sorted(p.name for p in out.iterdir()) == ["certificate.json", "manifest.json"]
-    assert manifest["objective"] == "throughput" and manifest["batch"] == 8
-    for op in {s["op"] for s in manifest["slices"]}:  # every op processes each of the 8 inputs once
-        covered = sorted(i for s in manifest["slices"] if s["op"] == op for i in range(*s["inputs"]))
+    assert sorted(p.name for p in out.iterdir()) == ["certificate.json", "gantt.png", "manifest.json"]
+    assert matplotlib.image.imread(out / "gantt.png").shape[2] in (3, 4)  # a PNG matplotlib reads back
+    assert manifest["objective"] == "throughput" and manifest["batch"] == 8 and "transfers" in manifest
+    for op in {s["name"] for s in manifest["ops"]}:  # every op processes each of the 8 inputs once
+        covered = sorted(i for s in manifest["ops"] if s["name"] == op for i in range(*s["inputs"]))
         assert covered == list(range(8))
-    assert manifest["makespan"] == pytest.approx(max(s["end"] for s in manifest["slices"]))
+    assert all(s["batch"] == s["inputs"][1] - s["inputs"][0] and s["input"] == s["inputs"][0]
+               for s in manifest["ops"])
+    assert manifest["makespan"] == pytest.approx(max(s["end"] for s in manifest["ops"]))
     assert cert["upper_bound"] == pytest.approx(manifest["makespan"]) and cert["best_lower_bound"] is not None
     assert summary["throughput"] == pytest.approx(8 / manifest["makespan"])
     assert cert["details"]["throughput_ceiling"] >= summary["throughput"] * (1 - 1e-9)
     checked = invoke(DIAMOND, "--system", SYSTEM, "--check-certificate", out)
     assert checked.exit_code == 0 and "batch makespan" in checked.output, checked.output
-    manifest["slices"][0]["end"] += 1e-3  # a slice that lasts longer than its op takes
+    manifest["ops"][0]["end"] += 1e-3  # a slice that lasts longer than its op takes
     tampered = tmp_path / "tampered"
     tampered.mkdir()
     (tampered / "manifest.json").write_text(json.dumps(manifest))
@@ -278,6 +287,51 @@ def test_throughput_objective(tmp_path):
                                 "--objective", "throughput", "--batch", "8", "--time-limit", "2"], terminal_width=140)
     assert shown.exit_code == 0, shown.output
     assert "batch of 8" in shown.output and "inputs/s, proven ≤" in shown.output and "busy %" in shown.output
+
+
+def _refused(tmp_path, out, manifest: dict) -> str:
+    """The ``--check-certificate`` output for ``out`` with its manifest replaced (exit 2 required)."""
+    tampered = tmp_path / "tampered"
+    tampered.mkdir(exist_ok=True)
+    (tampered / "manifest.json").write_text(json.dumps(manifest))
+    (tampered / "certificate.json").write_text((out / "certificate.json").read_text())
+    refused = invoke(LIGHT, "--system", SYSTEM, "--check-certificate", tampered)
+    assert refused.exit_code == 2, refused.output
+    return " ".join(refused.output.split())
+
+
+def test_throughput_transfers_checked(tmp_path):
+    """Model parallelism across slices: ``transfers[]`` lists every cross-device move with the delay
+    ``validate_batch`` charges, and ``--check-certificate`` rejects a mistimed, a removed, an invented
+    or a mis-sized transfer."""
+    out = tmp_path / "out"
+    result = invoke(LIGHT, "--system", SYSTEM, "-o", out, "--objective", "throughput", "--batch", "8",
+                    "--method", "heft", "--time-limit", "1")
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    transfers = manifest["transfers"]
+    assert len(transfers) > 3 and all(t["from"] != t["to"] and t["end"] > t["start"] and t["tensor"] for t in transfers)
+    slices = {(s["name"], s["device"]): s for s in manifest["ops"]}  # one slice per op and device
+    for t in transfers:  # leaves when its producer slice ends, carries only inputs both slices share
+        src, dst = slices[(t["src_op"], t["from"])], slices[(t["dst_op"], t["to"])]
+        assert t["start"] == src["end"] and dst["start"] >= t["end"] * (1 - 1e-9)
+        assert t["inputs"] == [max(src["inputs"][0], dst["inputs"][0]), min(src["inputs"][1], dst["inputs"][1])]
+    assert invoke(LIGHT, "--system", SYSTEM, "--check-certificate", out).exit_code == 0
+    late = json.loads(json.dumps(manifest))
+    late["transfers"][0]["end"] *= 1.5
+    t = transfers[0]
+    said = f"transfer {t['src_op']}→{t['dst_op']} {t['from']}→{t['to']}: manifest says"
+    assert said in _refused(tmp_path, out, late)
+    removed = json.loads(json.dumps(manifest))
+    gone = removed["transfers"].pop(3)
+    assert f"{gone['src_op']}→{gone['dst_op']} {gone['from']}→{gone['to']}" in _refused(tmp_path, out, removed)
+    assert "is missing from the manifest" in _refused(tmp_path, out, removed)
+    invented = json.loads(json.dumps(manifest))
+    invented["transfers"].append({**transfers[0], "to": transfers[0]["from"]})
+    assert "no slice pair needs it" in _refused(tmp_path, out, invented)
+    heavy = json.loads(json.dumps(manifest))
+    heavy["transfers"][-1]["bytes"] *= 2
+    assert "B, recomputed" in _refused(tmp_path, out, heavy)
 
 
 @pytest.mark.parametrize("args, pattern", [

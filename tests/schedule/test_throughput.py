@@ -101,6 +101,27 @@ def test_solve_throughput(solved):
     assert sol.best_lower_bound <= opt + TOL
 
 
+def test_slice_transfers_are_what_validate_batch_charges():
+    """Op 0 whole on device 0, op 1 split 2 + 2: only inputs [2, 4) cross, 2 inputs × 2 bytes over a
+    link of latency 1 and bandwidth 2 — 3 s, charged by validate_batch and listed once."""
+    inst = Instance(np.ones((2, 2)), [(0, 1, 2.0)], latency=1.0, bandwidth=2.0, batch_sizes=[(2, 4), (2, 4)])
+    sched = B.simulate_batch(inst, [(4, 0), (2, 2)])
+    moved = B.slice_transfers(inst, sched)
+    assert moved == [B.SliceTransfer(0, (0, 0), (1, 1), (2, 4), 4.0, sched.end[(0, 0)], sched.end[(0, 0)] + 3.0)]
+    assert sched.start[(1, 1)] == moved[0].end and B.validate_batch(inst, sched) == []
+    early = B.BatchSchedule(sched.batch, sched.splits, {**sched.start, (1, 1): moved[0].end - 0.5},
+                            {**sched.end, (1, 1): sched.end[(1, 1)] - 0.5})
+    assert any("before its inputs arrive" in p for p in B.validate_batch(inst, early))
+
+
+def test_slice_labels_only_on_wide_bars():
+    from onnxpart.schedule.emit import slice_label
+
+    wide = {"start": 0.0, "end": 5.0, "inputs": [0, 32]}
+    assert slice_label(wide, 10.0) == "0–31" and slice_label({**wide, "inputs": [4, 5]}, 10.0) == "4"
+    assert slice_label({**wide, "end": 0.01}, 10.0) == "" and slice_label({"start": 0.0, "end": 5.0}, 10.0) == ""
+
+
 def test_unsupported_batch_is_one_line_user_error():
     inst = Instance([[1.0, 2.0]], [], batch_sizes=[(2, 4), (4,)])
     with pytest.raises(UserError) as err:
