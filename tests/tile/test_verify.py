@@ -147,14 +147,17 @@ def test_conv_batch_and_channels(folder, data):
 
 
 @FEW
-@given(st.data())
-def test_grouped_and_depthwise_conv(folder, data):
+@given(st.data(), st.sampled_from(["Conv", "ConvTranspose"]))
+def test_grouped_and_depthwise_conv(folder, data, op_type):
+    """Grouped (and, with one channel per group, depthwise) Conv and ConvTranspose: whole groups per
+    device. Conv's weight is (C_out, C_in/group, k, k), ConvTranspose's (C_in, C_out/group, k, k)."""
     p = data.draw(DEVICES)
     groups = multiple(data.draw, p, 2)
     per_group_in, per_group_out = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2))
-    inputs = [("x", [2, groups * per_group_in, 5, 5]), ("w", weight([groups * per_group_out, per_group_in, 3, 3])),
+    w = ([groups * per_group_out, per_group_in] if op_type == "Conv" else [groups * per_group_in, per_group_out])
+    inputs = [("x", [2, groups * per_group_in, 5, 5]), ("w", weight(w + [3, 3])),
               ("b", weight([groups * per_group_out], 2))]
-    names = verify_every_algorithm(one_node(folder, "Conv", inputs, {"group": groups}), p)
+    names = verify_every_algorithm(one_node(folder, op_type, inputs, {"group": groups}), p)
     assert "groups" in names and "in-channels" not in names and "out-channels" not in names
 
 
@@ -414,18 +417,6 @@ def test_conv_transpose_batch_and_channels(folder, data):
     inputs += [("b", weight([c_out], 2))] if data.draw(st.booleans()) else []
     names = verify_every_algorithm(one_node(folder, "ConvTranspose", inputs, attrs), p)
     assert {"batch", "out-channels", "in-channels"} <= names
-
-
-@FEW
-@given(st.data())
-def test_grouped_conv_transpose(folder, data):
-    p = data.draw(DEVICES)
-    groups = multiple(data.draw, p, 2)
-    per_group_in, per_group_out = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2))
-    inputs = [("x", [2, groups * per_group_in, 4, 4]), ("w", weight([groups * per_group_in, per_group_out, 3, 3])),
-              ("b", weight([groups * per_group_out], 2))]
-    names = verify_every_algorithm(one_node(folder, "ConvTranspose", inputs, {"group": groups}), p)
-    assert "groups" in names and "in-channels" not in names and "out-channels" not in names
 
 
 @FEW
