@@ -17,8 +17,10 @@ with every value the plan touches added as an output: those are the reference. T
 3. each device runs the op's ONNX node on its local inputs in onnxruntime (a one-node model per op,
    sessions cached by op, algorithm and local shapes); the outputs are read in the algorithm's output
    layout and converted to the stored layout;
-4. each stored tensor, gathered whole (R: every device's copy; S: concatenated; P: summed), is compared
-   with the reference; the first that differs (topological order) fails the check.
+4. each op runs twice: alone, on the reference values laid out as the plan stores them — each output,
+   gathered whole (R: every device's copy; S: concatenated; P: summed), is compared with the reference
+   and the first that differs (topological order) fails the check —, and end to end, on what the plan's
+   earlier ops produced; the graph outputs of the end-to-end run are compared with the original's.
 
 Ops outside the catalog (coarsened, opaque, not in it) run whole on every device on replicated inputs,
 with folded weights and weight generators' outputs taken from the reference run.
@@ -152,31 +154,46 @@ def verify_plan(inst: LayoutInstance, plan: Plan, graph, loaded, seed: int = 0,
                 tolerance: float = DEFAULT_TOLERANCE) -> VerifyReport:
     """Run ``plan`` on ``inst.mesh.devices`` virtual devices against ``loaded`` (the
     :class:`onnxpart.onnx_io.LoadedModel` that ``graph``, the instance's OpGraph, came from);
-    VerificationError naming the first tensor that differs."""
+    VerificationError naming the first tensor that differs.
+
+    Two runs per op. *Alone*: its inputs are the reference values laid out as the plan stores them, so
+    each op's outputs differ from the reference only by its own rounding, and every stored tensor is held
+    to ``tolerance`` (this names the first wrong algorithm or collective). *End to end*: its inputs are
+    what the plan's own earlier ops produced, as a deployment computes them; only the graph outputs are
+    held to ``tolerance`` there, since rounding carried through many ops is amplified wherever an op
+    shrinks the scale (an Erf after a wide MatMul: 1e-6 of its input's scale is 1e-4 of its own). Laid
+    out alone, a ``P`` tensor is the free R -> P form (device 0 holds it, the others zeros); real partial
+    sums, as their producers split them, are exercised by the end-to-end run."""
     report = VerifyReport(seed=seed, tolerance=tolerance)
     devices = _Devices(inst, graph, loaded)
     reference = devices.reference(seed, report)
-    store: dict[str, list[np.ndarray]] = {}
     shape = inst.mesh.shape
-    for t in inst.tensors:
-        if t.kind in ("input", "weight"):
-            store[t.name] = convert_mesh([reference[t.name]] * inst.mesh.devices, compose((R,) * len(shape)),
-                                         plan.layouts[t.name], shape)
+    replicated = compose((R,) * len(shape))
+
+    def laid_out(t: str) -> list[np.ndarray]:
+        return convert_mesh([reference[t]] * inst.mesh.devices, replicated, plan.layouts[t], shape)
+
+    store = {t.name: laid_out(t.name) for t in inst.tensors if t.kind in ("input", "weight")}
     for op in inst.ops:
         choice = op.choices[plan.algorithms[op.name]]
+        alone = [convert_mesh(laid_out(t), plan.layouts[t], want, shape)
+                 for t, want in zip(op.inputs, choice.inputs)]
+        for j, outs in enumerate(zip(*devices.run(op, choice, alone, reference))):
+            t = op.outputs[j]
+            _check(t, convert_mesh(list(outs), choice.outputs[j], plan.layouts[t], shape), plan.layouts[t],
+                   reference[t], tolerance, f"{op.name} ({op.op_type} {choice.name})", shape)
         local = [convert_mesh(store[t], plan.layouts[t], want, shape) for t, want in zip(op.inputs, choice.inputs)]
         made = devices.run(op, choice, local, reference)
         for j, t in enumerate(op.outputs):
             store[t] = convert_mesh([outs[j] for outs in made], choice.outputs[j], plan.layouts[t], shape)
-            _check(t, store[t], plan.layouts[t], reference[t], tolerance, f"{op.name} ({op.op_type} {choice.name})",
-                   shape)
     outputs = [t.name for t in inst.tensors if t.kind == "output"]
     whole = {t: gathered(store[t], plan.layouts[t], shape)[0] for t in outputs}
-    mismatch = runtime.compare({t: reference[t] for t in outputs}, whole, tolerance)
-    add_size(report, loaded.dims, mismatch)
+    add_size(report, loaded.dims, runtime.compare({t: reference[t] for t in outputs}, whole, tolerance))
     report.sizes[-1]["outputs"] = {t: runtime.compare({t: reference[t]}, {t: whole[t]}, tolerance).to_dict()
                                    for t in outputs}
-    report.notes.append("every tensor the plan stores was checked, not only the outputs")
+    report.notes.append("every op was also run alone on the reference inputs and every tensor the plan stores "
+                        "was checked, not only the outputs")
+    report.raise_if_failed()
     return report
 
 
