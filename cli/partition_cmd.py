@@ -187,10 +187,7 @@ def _write_models(out, solution, graph, loaded, policy, freeze: bool) -> dict[in
         files[index] = f"stage_{index}.onnx"
         write_model(stage, out.path(files[index]), policy)
     annotated = emit.annotated_model(loaded.model, graph, solution)
-    if loaded.uses_external_data:
-        write_annotated(annotated, out.path("annotated.onnx"), loaded.folder)
-    else:
-        write_model(annotated, out.path("annotated.onnx"), policy)
+    write_annotated(annotated, out.path("annotated.onnx"), policy)
     return files
 
 

@@ -221,10 +221,7 @@ def _write_models(out, inst, sched, parts, graph, loaded, policy, freeze: bool) 
         files[index] = emit.piece_file(parts[index], inst)
         write_model(piece, out.path(files[index]), policy)
     annotated = emit.annotated_model(loaded.model, graph, inst, sched)
-    if loaded.uses_external_data:
-        write_annotated(annotated, out.path("annotated.onnx"), loaded.folder)
-    else:
-        write_model(annotated, out.path("annotated.onnx"), policy)
+    write_annotated(annotated, out.path("annotated.onnx"), policy)
     return files
 
 

@@ -225,12 +225,9 @@ def _verify(solution, loaded, check: dict):
 
 def _write_annotated(out, annotated, loaded, threshold) -> None:
     from onnxpart.loading import weight_policy
-    from onnxpart.writer import write_annotated, write_model
+    from onnxpart.writer import write_annotated
 
-    if loaded.model.uses_external_data:
-        write_annotated(annotated, out.path("annotated.onnx"), loaded.model.folder)
-    else:
-        write_model(annotated, out.path("annotated.onnx"), weight_policy(loaded.model, threshold))
+    write_annotated(annotated, out.path("annotated.onnx"), weight_policy(loaded.model, threshold))
 
 
 def _check(inst, folder: Path, sha, as_json: bool) -> None:

@@ -28,6 +28,21 @@ class LowerBound:
     note: str = ""
 
 
+#: relative slack when a checker compares a recomputed value with one read back from JSON or a solver
+#: (HiGHS and CP-SAT tolerances, float round trips)
+RTOL = 1e-6
+
+
+def same_value(a: float, b: float) -> bool:
+    """``a`` and ``b`` agree within :data:`RTOL` (relative to the larger, at least 1) or 1e-12 absolute."""
+    return abs(a - b) <= RTOL * max(1.0, abs(a), abs(b)) or abs(a - b) <= 1e-12
+
+
+def above(bound: float, upper: float) -> bool:
+    """A claimed lower ``bound`` exceeds the recomputed ``upper`` bound beyond the tolerances."""
+    return bound > upper * (1 + RTOL) + 1e-12
+
+
 def best_bound(bounds) -> float | None:
     """The one best-bound rule: the largest proven value among ``bounds`` (None when nothing was proven)."""
     values = [b.value for b in bounds if b.value is not None]

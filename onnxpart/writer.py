@@ -91,11 +91,15 @@ def write_model(model: onnx.ModelProto, path: str | os.PathLike, policy: WeightP
         raise
 
 
-def write_annotated(model: onnx.ModelProto, path: str | os.PathLike, source_dir: Path) -> list[Path]:
-    """Write a model that keeps every weight where the input had it: its external-data files are linked
-    beside it (:func:`link_weights`) and its references left as they are."""
+def write_annotated(model: onnx.ModelProto, path: str | os.PathLike, policy: WeightPolicy) -> list[Path]:
+    """Write an annotated copy of the input model. When the input kept its weights outside
+    (``policy.always_external``) every weight stays where it was: the external-data files are linked
+    beside it (:func:`link_weights`) and the references left as they are; otherwise it is written like
+    any emitted model (:func:`write_model`)."""
+    if not policy.always_external:
+        return write_model(model, path, policy)
     path = Path(path)
-    linked = link_weights(model, source_dir, path.parent)
+    linked = link_weights(model, policy.source_dir, path.parent)
     try:
         return [write_protobuf(model, path), *linked]
     except BaseException:

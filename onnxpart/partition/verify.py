@@ -14,12 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from onnxpart.certificate import Certificate, instance_hash
+from onnxpart.certificate import Certificate, above, instance_hash, same_value
 from onnxpart.partition.cuts import single_block_bound
 from onnxpart.partition.model import Instance, block_costs, check_assignment, simple_lower_bound
-
-#: relative slack for comparing floats written to JSON and MIP bounds (HiGHS tolerances)
-RTOL = 1e-6
 
 
 @dataclass
@@ -31,10 +28,6 @@ class CertificateCheck:
     @property
     def ok(self) -> bool:
         return not self.problems
-
-
-def _close(a: float, b: float) -> bool:
-    return abs(a - b) <= RTOL * max(1.0, abs(a), abs(b)) if abs(a - b) > 1e-12 else True
 
 
 def check_certificate(inst: Instance, manifest: dict[str, Any], cert: Certificate,
@@ -63,17 +56,17 @@ def check_certificate(inst: Instance, manifest: dict[str, Any], cert: Certificat
     costs = block_costs(inst, assignment, k)
     upper = max((c.cost for c in costs), default=0.0)
     for stage, cost in zip(manifest["stages"], costs):
-        if not _close(stage["cost"], cost.cost):
+        if not same_value(stage["cost"], cost.cost):
             problems.append(f"stage {stage['index']}: manifest says cost {stage['cost']}, recomputed {cost.cost}")
-    if not _close(upper, cert.upper_bound):
+    if not same_value(upper, cert.upper_bound):
         problems.append(f"certificate upper bound {cert.upper_bound} != recomputed bottleneck {upper}")
     simple = simple_lower_bound(inst, k)
     for bound in cert.lower_bounds:
-        if bound.method == "simple" and not _close(bound.value, simple):
+        if bound.method == "simple" and not same_value(bound.value, simple):
             problems.append(f"simple bound {bound.value} != recomputed {simple}")
-        if bound.method == "single-block" and not _close(bound.value, single_block_bound(inst).value):
+        if bound.method == "single-block" and not same_value(bound.value, single_block_bound(inst).value):
             problems.append(f"single-block bound {bound.value} != recomputed {single_block_bound(inst).value}")
-        if bound.value is not None and bound.value > upper * (1 + RTOL) + 1e-12:
+        if bound.value is not None and above(bound.value, upper):
             problems.append(f"lower bound {bound.method} = {bound.value} exceeds the upper bound {upper}")
     expected = instance_hash(model_sha256, inst.digest(), k)
     if cert.instance_sha256 != expected:

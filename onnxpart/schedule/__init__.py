@@ -104,6 +104,24 @@ class Solution:
         return 0.0 if self.makespan <= 0 else max(0.0, 1.0 - lb / self.makespan)
 
 
+def _keeper(validate_fn, what: str, found: list, results: list[MethodResult], board: Board):
+    """``keep(method, sched, status, seconds, bound=None, note="")``: record a method's result, and its
+    schedule once ``validate_fn`` finds nothing wrong with it (a problem is a bug, not a user error: an
+    invalid schedule is never handed out) — into ``found`` and offered to ``board``."""
+
+    def keep(method: str, sched, status: str, seconds: float, bound=None, note: str = "") -> None:
+        if sched is not None:
+            problems = validate_fn(sched)
+            if problems:
+                raise AssertionError(f"{method} produced an invalid {what}: {problems[0]}")
+            found.append((sched.makespan, method, sched))
+            board.offer(sched.makespan, method)
+        results.append(MethodResult(method, sched.makespan if sched is not None else None, status, seconds,
+                                    bound, note))
+
+    return keep
+
+
 def solve(instance: Instance, options: Options = Options(), board: Board | None = None) -> Solution:
     """Run ``options.methods`` on ``instance`` and return the best validated schedule with every
     method's result and every proven lower bound (of the batch makespan ``C`` for throughput, whose
@@ -120,15 +138,7 @@ def solve(instance: Instance, options: Options = Options(), board: Board | None 
     for bound in lbs:
         board.add(bound)
 
-    def keep(method: str, sched: Schedule | None, status: str, seconds: float, bound=None, note="") -> None:
-        if sched is not None:
-            problems = validate(instance, sched)
-            if problems:  # a bug, not a user error: never hand out an invalid schedule
-                raise AssertionError(f"{method} produced an invalid schedule: {problems[0]}")
-            found.append((sched.makespan, method, sched))
-            board.offer(sched.makespan, method)
-        results.append(MethodResult(method, sched.makespan if sched is not None else None, status, seconds,
-                                    bound, note))
+    keep = _keeper(lambda sched: validate(instance, sched), "schedule", found, results, board)
 
     exact_methods = [m for m in options.methods if m in EXACT]
     _run_heuristics(instance, options, keep, deadline, len(exact_methods))
@@ -226,15 +236,7 @@ def _solve_throughput(instance: Instance, options: Options, board: Board) -> Sol
     for bound in lbs:
         board.add(bound)
 
-    def keep(method, sched, status, seconds, bound=None, note=""):
-        if sched is not None:
-            problems = B.validate_batch(instance, sched)
-            if problems:
-                raise AssertionError(f"{method} produced an invalid batched schedule: {problems[0]}")
-            found.append((sched.makespan, method, sched))
-            board.offer(sched.makespan, method)
-        results.append(MethodResult(method, sched.makespan if sched is not None else None, status, seconds,
-                                    bound, note))
+    keep = _keeper(lambda sched: B.validate_batch(instance, sched), "batched schedule", found, results, board)
 
     for method, fn in (("met", B.bmet), ("greedy", B.bgreedy), ("heft", B.bheft)):
         if method in options.methods:

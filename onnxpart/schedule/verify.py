@@ -16,15 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from onnxpart.certificate import Certificate
+from onnxpart.certificate import Certificate, above, same_value
 from onnxpart.schedule import bounds as _bounds
 from onnxpart.schedule.emit import certificate_hash
 from onnxpart.schedule.model import Instance
 from onnxpart.schedule.pieces import later_reads, piece_of, pieces
 from onnxpart.schedule.simulator import simulate, validate
-
-#: relative slack for floats written to JSON and solver bounds
-RTOL = 1e-6
 
 
 @dataclass
@@ -35,10 +32,6 @@ class CertificateCheck:
     @property
     def ok(self) -> bool:
         return not self.problems
-
-
-def _close(a: float, b: float) -> bool:
-    return abs(a - b) <= RTOL * max(1.0, abs(a), abs(b)) or abs(a - b) <= 1e-12
 
 
 def check_certificate(inst: Instance, manifest: dict[str, Any], cert: Certificate,
@@ -57,13 +50,13 @@ def check_certificate(inst: Instance, manifest: dict[str, Any], cert: Certificat
     by_name = {entry["name"]: entry for entry in manifest["ops"]}
     for i in range(inst.n):
         entry = by_name[inst.op_names[i]]
-        if not (_close(entry["start"], sched.start[i]) and _close(entry["end"], sched.end[i])):
+        if not (same_value(entry["start"], sched.start[i]) and same_value(entry["end"], sched.end[i])):
             problems.append(f"op {inst.op_names[i]}: manifest says [{entry['start']}, {entry['end']}], "
                             f"re-simulated [{sched.start[i]}, {sched.end[i]}]")
             break
-    if not _close(float(manifest["makespan"]), upper):
+    if not same_value(float(manifest["makespan"]), upper):
         problems.append(f"manifest makespan {manifest['makespan']} != re-simulated {upper}")
-    if not _close(cert.upper_bound, upper):
+    if not same_value(cert.upper_bound, upper):
         problems.append(f"certificate upper bound {cert.upper_bound} != re-simulated makespan {upper}")
     problems += _check_bounds(inst, cert, upper)
     problems += _check_pieces(inst, manifest, mapping, order)
@@ -101,9 +94,9 @@ def _check_bounds(inst: Instance, cert: Certificate, upper: float) -> list[str]:
     problems = []
     formulas = {"critical-path": _bounds.critical_path_bound(inst).value, "work": _bounds.work_bound(inst).value}
     for bound in cert.lower_bounds:
-        if bound.method in formulas and bound.value is not None and not _close(bound.value, formulas[bound.method]):
+        if bound.method in formulas and bound.value is not None and not same_value(bound.value, formulas[bound.method]):
             problems.append(f"{bound.method} bound {bound.value} != recomputed {formulas[bound.method]}")
-        if bound.value is not None and bound.value > upper * (1 + RTOL) + 1e-12:
+        if bound.value is not None and above(bound.value, upper):
             problems.append(f"lower bound {bound.method} = {bound.value} exceeds the makespan {upper}")
     return problems
 
@@ -138,13 +131,13 @@ def check_batch_certificate(inst: Instance, manifest: dict[str, Any], cert: Cert
     for name, value, recomputed in (("manifest makespan", manifest.get("makespan"), upper),
                                     ("manifest throughput", manifest.get("throughput"), sched.throughput),
                                     ("certificate upper bound", cert.upper_bound, upper)):
-        if not isinstance(value, (int, float)) or not _close(float(value), recomputed):
+        if not isinstance(value, (int, float)) or not same_value(float(value), recomputed):
             problems.append(f"{name} {value} != recomputed {recomputed}")
     path = B.critical_path_bound(inst, sched.batch).value
     for bound in cert.lower_bounds:
-        if bound.method == "critical-path" and bound.value is not None and not _close(bound.value, path):
+        if bound.method == "critical-path" and bound.value is not None and not same_value(bound.value, path):
             problems.append(f"critical-path bound {bound.value} != recomputed {path}")
-        if bound.value is not None and bound.value > upper * (1 + RTOL) + 1e-12:
+        if bound.value is not None and above(bound.value, upper):
             problems.append(f"lower bound {bound.method} = {bound.value} exceeds the batch makespan {upper}")
     if cert.instance_sha256 != batch_hash(inst, model_sha256, sched.batch):
         problems.append("instance sha256 differs: the certificate was made for another model, costs, system or batch")
@@ -200,7 +193,7 @@ def _check_transfers(inst: Instance, manifest: dict[str, Any], sched) -> list[st
             if t is None or key in seen:
                 problems.append(f"transfer {key[0]}→{key[1]} {key[2]}→{key[3]} inputs {list(key[4])}: "
                                 + ("listed twice" if t else "no slice pair needs it"))
-            elif not all(_close(float(entry[f]), getattr(t, f)) for f in ("start", "end", "bytes")):
+            elif not all(same_value(float(entry[f]), getattr(t, f)) for f in ("start", "end", "bytes")):
                 problems.append(f"transfer {key[0]}→{key[1]} {key[2]}→{key[3]}: manifest says "
                                 f"[{entry['start']}, {entry['end']}] {entry['bytes']} B, recomputed "
                                 f"[{t.start}, {t.end}] {t.bytes} B")
