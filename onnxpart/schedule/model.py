@@ -172,6 +172,8 @@ class Instance:
         self._index_edges()
         self._lat = np.broadcast_to(np.asarray(latency, dtype=float), (k, k))
         self._bw = np.broadcast_to(np.asarray(bandwidth, dtype=float), (k, k))
+        # (latency, 1/bandwidth) of the system's direct links (inf where none), else (latency, bandwidth)
+        self.link_data = system.direct_links() if system is not None else (self._lat, self._bw)
         self.delays = self._edge_delays(system, latency, bandwidth)
         self._init_batch(batch_sizes, fixed, act_mem)
         self.check_feasible()
@@ -250,9 +252,8 @@ class Instance:
         k = self.k
         delays = np.zeros((len(self.edges), k, k))
         if system is not None:
-            direct = system.direct_links()
             for e, (_, _, b) in enumerate(self.edges):
-                delays[e] = system.delay_matrix(b, direct)
+                delays[e] = system.delay_matrix(b, self.link_data)
             return delays
         lat = np.broadcast_to(np.asarray(latency, dtype=float), (k, k))
         bw = np.broadcast_to(np.asarray(bandwidth, dtype=float), (k, k))
@@ -279,7 +280,8 @@ class Instance:
 
     def symmetry_classes(self) -> list[list[int]]:
         """Groups of interchangeable devices: ``u ~ v`` iff swapping them maps the instance onto itself
-        (same op times, memory, and link delays to/from every other device). Section 5.2."""
+        (:meth:`preserved_by`: same op times, memory, batch sizes, link delays to/from every other
+        device). Section 5.2."""
         k = self.k
         classes: list[list[int]] = []
         seen = [False] * k
@@ -300,7 +302,19 @@ class Instance:
             return False
         perm = np.arange(self.k)
         perm[u], perm[v] = v, u
-        return bool(np.array_equal(self.delays, self.delays[:, perm][:, :, perm]))
+        return self.preserved_by(perm)
+
+    def preserved_by(self, perm: Sequence[int]) -> bool:
+        """Whether relabelling every device ``u`` as ``perm[u]`` maps the instance onto itself — op times
+        and their batch-independent part, capacities, batch sizes, every edge's transfer delays, every
+        direct link's latency and bandwidth: a device automorphism (Section 5.2). A schedule relabelled by
+        one is a schedule of the relabelled instance, with the same makespan (:mod:`.symmetry`)."""
+        p = np.asarray(perm, dtype=np.int64)
+        return bool(np.array_equal(self.time[:, p], self.time) and np.array_equal(self.fixed[:, p], self.fixed)
+                    and np.array_equal(self.capacity[p], self.capacity)
+                    and all(self.batch_sizes[p[u]] == self.batch_sizes[u] for u in range(self.k))
+                    and np.array_equal(self.delays[:, p][:, :, p], self.delays)
+                    and all(np.array_equal(a[p][:, p], a) for a in self.link_data))
 
     # --------------------------------------------------------------------------------- feasibility
     def check_feasible(self, linked: bool = True) -> None:
@@ -402,7 +416,7 @@ class Instance:
         self.edges = list(edges)
         self._index_edges()
         self.delays = delays
-        self._lat, self._bw = parent._lat, parent._bw
+        self._lat, self._bw, self.link_data = parent._lat, parent._bw, parent.link_data
         self.batch_sizes = parent.batch_sizes
         ops = list(range(len(names))) if ops is None else list(ops)
         self.fixed = np.minimum(parent.fixed[ops], np.where(np.isfinite(time), time, np.inf))
