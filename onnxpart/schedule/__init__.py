@@ -156,8 +156,9 @@ def solve(instance: Instance, options: Options = Options(), board: Board | None 
         elif method == "split":
             res = split.milp_split(instance, share, seed=options.seed, workers=options.workers, board=board)
             keep(method, res.schedule, res.status, res.seconds, res.bound, res.reason)
-            lbs.append(LowerBound("split-dp", res.bound, res.status, "cp-sat+highs", res.seconds,
-                                  res.reason or f"{len(res.modules)} modules, {res.solves} module solves"))
+            note = (f"{len(res.modules)} modules, {res.solved_pairs} of {res.pairs} (entry, exit) pairs solved "
+                    f"(the rest by symmetry), {res.solves} module solves")
+            lbs.append(LowerBound("split-dp", res.bound, res.status, "cp-sat+highs", res.seconds, res.reason or note))
         else:
             res = (exact.milp(instance, share, hint, seed=options.seed, on_bound=_live(board, method))
                    if method == "milp" else

@@ -51,7 +51,7 @@ import numpy as np
 
 from onnxpart.board import Board
 from onnxpart.errors import InfeasibleError
-from onnxpart.schedule import exact, heuristics
+from onnxpart.schedule import exact, heuristics, symmetry
 from onnxpart.schedule import split_lane as lane
 from onnxpart.schedule.model import Instance
 from onnxpart.schedule.simulator import Schedule, simulate
@@ -69,7 +69,9 @@ class SplitResult:
     fallback: bool = False
     reason: str = ""
     solves: int = 0
-    module_status: dict[str, int] = field(default_factory=dict)
+    module_status: dict[str, int] = field(default_factory=dict)  # (module, entry, exit) pairs per latest status
+    pairs: int = 0  # feasible (module, entry, exit) pairs
+    solved_pairs: int = 0  # of which solved: one per orbit of the device automorphisms (:mod:`.symmetry`)
 
     @property
     def makespan(self) -> float:
@@ -149,11 +151,12 @@ def _dp(segs_costs: list[dict[tuple, float]]) -> tuple[float, list[tuple]]:
 
 
 def milp_split(inst: Instance, time_limit: float = 10.0, seed: int = 0, workers: int = 1,
-               board: Board | None = None) -> SplitResult:
+               board: Board | None = None, symmetric: bool = True) -> SplitResult:
     """MILP-SPLIT within ``time_limit`` seconds: every (module, entry, exit) pair's floor and one-worker
-    CP-SAT solve as jobs on ``workers`` processes, posting the live DP bound to ``board``
-    (:mod:`.split_lane`), then :func:`_refine`, then the DP join. Without modules, one whole-graph
-    CP-SAT solve with ``workers`` threads."""
+    CP-SAT solve as jobs on ``workers`` processes — with ``symmetric``, one pair per orbit of the device
+    automorphisms (:mod:`.symmetry`) — posting the live DP bound to ``board`` (:mod:`.split_lane`), then
+    :func:`_refine`, then the DP join. Without modules, one whole-graph CP-SAT solve with ``workers``
+    threads."""
     t0 = time.perf_counter()
     cuts = cut_ops(inst)
     segs = _segments(inst, cuts) if cuts else []
@@ -168,7 +171,7 @@ def milp_split(inst: Instance, time_limit: float = 10.0, seed: int = 0, workers:
         return SplitResult(None, None, "interrupted", cuts, modules, time.perf_counter() - t0,
                            reason="not run: the incumbent already met a proven bound")
     end = time.time() + time_limit - (time.perf_counter() - t0)
-    tables, subs, index = _module_pairs(inst, segs)
+    tables, subs, index = _module_pairs(inst, segs, symmetric)
     det = lane.DET_PER_SECOND * time_limit / 2 / max(1.0, float(sum(sub.n for sub in subs.values())))
     budget = {key: det * sub.n for key, sub in subs.items()}  # deterministic seconds, first pass
     now = time.time()
@@ -177,7 +180,8 @@ def milp_split(inst: Instance, time_limit: float = 10.0, seed: int = 0, workers:
                        lambda lb: _dp(lb)[0], now + (end - now) / 2)
     _refine(tables, subs, budget, end, workers, seed, board)
     return _result(inst, segs, tables, index, dict(cuts=cuts, modules=modules, solves=tables.solves,
-                                                   module_status=tables.status), t0)
+                                                   module_status=tables.status, pairs=len(index),
+                                                   solved_pairs=len(subs)), t0)
 
 
 def _result(inst: Instance, segs, tables: lane.ModuleTables, index: dict, base: dict, t0: float) -> SplitResult:
@@ -203,21 +207,32 @@ def _result(inst: Instance, segs, tables: lane.ModuleTables, index: dict, base: 
     return SplitResult(schedule, lower, status, seconds=time.perf_counter() - t0, reason=reason, **base)
 
 
-def _module_pairs(inst: Instance, segs) -> tuple[lane.ModuleTables, dict, dict]:
+def _module_pairs(inst: Instance, segs, symmetric: bool = True) -> tuple[lane.ModuleTables, dict, dict]:
     """-> (tables: no schedule yet (upper inf), lower 0 — or inf where the pinned sub-instance is
-    infeasible, which gets no solve —, the feasible pairs' sub-instances and op indices by key)."""
-    ub, lb = [dict() for _ in segs], [dict() for _ in segs]
+    infeasible, which gets no solve —, the sub-instances of the feasible pairs to solve, and every
+    feasible pair's op indices, by key). With ``symmetric``, only each orbit's representative under the
+    device automorphisms (:mod:`.symmetry`) gets a sub-instance; the tables know its orbit mates."""
+    gens = symmetry.generators(inst) if symmetric else []
+    tables = lane.ModuleTables([dict() for _ in segs], [dict() for _ in segs])
     subs: dict[lane.Key, Instance] = {}
     index: dict[lane.Key, list[int]] = {}
     for s, (ops, entry, exit_) in enumerate(segs):
-        for u in ([None] if entry is None else inst.allowed(entry)):
-            for v in ([None] if exit_ is None else inst.allowed(exit_)):
+        pairs = [(u, v) for u in ([None] if entry is None else inst.allowed(entry))
+                 for v in ([None] if exit_ is None else inst.allowed(exit_))]
+        for (u, v), (rep, perm) in symmetry.pair_orbits(pairs, gens, inst.k).items():  # representatives first
+            if (u, v) == rep:
                 sub = _segment_instance(inst, ops, (entry, u) if entry is not None else None,
                                         (exit_, v) if exit_ is not None else None)
-                ub[s][(u, v)], lb[s][(u, v)] = math.inf, math.inf if sub is None else 0.0
                 if sub is not None:
                     subs[(s, u, v)], index[(s, u, v)] = sub
-    return lane.ModuleTables(ub, lb), subs, index
+            else:
+                tables.rep[(s, u, v)] = (s, *rep)
+                tables.images.setdefault((s, *rep), []).append(((s, u, v), perm))
+                if (s, *rep) in index:
+                    index[(s, u, v)] = index[(s, *rep)]
+            tables.ub[s][(u, v)] = math.inf
+            tables.lb[s][(u, v)] = 0.0 if (s, *rep) in index else math.inf
+    return tables, subs, index
 
 
 def _jobs(pairs: list[lane.Pair], start: float, limit: float, workers: int, seed: int) -> list[lane.ModuleJob]:
@@ -245,9 +260,9 @@ def _refine(tables: lane.ModuleTables, subs: dict, budget: dict, end: float, wor
             return
         scale *= 2
         chains = [_dp(table)[1] for table in (tables.lb, tables.ub)]
-        open_ = sorted({(s, u, v) for chain in chains for s, (u, v) in enumerate(chain)
+        open_ = sorted({tables.rep.get((s, u, v), (s, u, v)) for chain in chains for s, (u, v) in enumerate(chain)
                         if tables.latest.get((s, u, v)) == "time_limit"  # and its bound below its best:
-                        and tables.lb[s][(u, v)] < tables.ub[s][(u, v)] - 1e-9}, key=str)
+                        and tables.lb[s][(u, v)] < tables.ub[s][(u, v)] - 1e-9}, key=str)  # representatives
         if not open_:
             return
         cost = sum(scale * budget[key] for key in open_)

@@ -3,8 +3,9 @@ every (entry device, exit device) pair" (Section 3.3.1 of the thesis,
 ../shared/papers/heterogeneous-scheduling-milp-split.txt) — the pairs are independent, so they run as
 jobs in forked workers, at most ``workers`` at a time, and come back as events. A job is one (segment,
 entry device) and solves its exit devices in turn: a process per pair would cost more in forks than the
-small modules' solves (K² pairs per module: 576 on a 24-device system). :mod:`.split` calls
-:func:`solve_modules` once for the first pass over every pair and once per refinement round.
+small modules' solves (K² pairs per module: 576 on a 24-device system — of which only one per orbit of
+the device automorphisms is solved, :mod:`.symmetry`; :class:`ModuleTables` fills the rest). :mod:`.split`
+calls :func:`solve_modules` once for the first pass over every pair and once per refinement round.
 
 * **A pair's work** (:func:`solve_pair`). First its floor (:func:`_floor`): the sub-instance's critical
   path, path LP and path MIP (:mod:`.bounds`; HiGHS's dual bound after at most ``nodes`` nodes), proven
@@ -44,9 +45,11 @@ import time
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import numpy as np
+
 from onnxpart.board import Board
 from onnxpart.parallel import BoundPoster, Event, Runner
-from onnxpart.schedule import bounds, exact, heuristics
+from onnxpart.schedule import bounds, exact, heuristics, symmetry
 from onnxpart.schedule.model import Instance
 from onnxpart.schedule.simulator import Schedule, simulate
 
@@ -153,10 +156,18 @@ def solve_pair(key: Key, sub: Instance, budget: float, deadline: float, seed: in
 @dataclass
 class ModuleTables:
     """What the lane knows: upper and lower cost tables per segment, each pair's best schedule, latest
-    status and whether its floor is final, and counts over every solve (first pass and refinements)."""
+    status and whether its floor is final, and counts over every solve (first pass and refinements).
+
+    Symmetry (:mod:`.symmetry`): only orbit representatives are solved; ``images[rep]`` lists the
+    other pairs of its orbit with the device permutation mapping ``rep`` onto each, ``rep[key]`` a
+    pair's representative. Whatever a representative's solve reports — bound, schedule (relabelled),
+    status — is recorded for every pair of its orbit at once, so the tables hold what solving every
+    pair would give when the solves are exact."""
 
     ub: list[dict]
     lb: list[dict]
+    images: dict[Key, list[tuple[Key, np.ndarray]]] = field(default_factory=dict)
+    rep: dict[Key, Key] = field(default_factory=dict)
     found: dict[Key, Schedule] = field(default_factory=dict)
     latest: dict[Key, str] = field(default_factory=dict)
     final: set[Key] = field(default_factory=set)
@@ -164,18 +175,31 @@ class ModuleTables:
     wall_stops: int = 0
     interrupted: bool = False
 
+    def orbit(self, key: Key, schedule: Schedule | None = None):
+        """``(pair, schedule relabelled onto it)`` for ``key`` and every other pair of its orbit."""
+        yield key, schedule
+        for mate, perm in self.images.get(key, ()):
+            yield mate, None if schedule is None else symmetry.relabel(schedule, perm)
+
+    def raise_bound(self, key: Key, value: float) -> None:
+        """A proven bound on ``OPT`` of ``key``'s pair, hence of every pair of its orbit."""
+        for s, u, v in (pair for pair, _ in self.orbit(key)):
+            self.lb[s][(u, v)] = max(self.lb[s][(u, v)], value)
+
     def take(self, result: ModuleResult) -> None:
-        """A solve's result; bounds only rise and schedules only improve (each solve's is a proof or a
-        valid schedule, so their maximum and minimum are too)."""
-        s, u, v = key = result.key
+        """A solve's result, for its pair's whole orbit; bounds only rise and schedules only improve
+        (each solve's is a proof or a valid schedule, so their maximum and minimum are too)."""
         self.solves += 1
-        self.latest[key] = result.status
         self.wall_stops += result.wall_stop
-        self.final |= {key} if result.floor_final else set()
-        self.lb[s][(u, v)] = max(self.lb[s][(u, v)], result.bound if result.bound is not None else 0.0)
-        if result.schedule is not None and result.schedule.makespan < self.ub[s][(u, v)]:
-            self.ub[s][(u, v)] = result.schedule.makespan
-            self.found[key] = result.schedule
+        self.raise_bound(result.key, result.bound if result.bound is not None else 0.0)
+        s, u, v = result.key
+        better = result.schedule is not None and result.schedule.makespan < self.ub[s][(u, v)]
+        for key, schedule in self.orbit(result.key, result.schedule if better else None):
+            self.latest[key] = result.status
+            self.final |= {key} if result.floor_final else set()
+            if better:
+                self.ub[key[0]][key[1:]] = schedule.makespan
+                self.found[key] = schedule
 
     @property
     def status(self) -> dict[str, int]:
@@ -215,8 +239,7 @@ def solve_modules(jobs: list[ModuleJob], tables: ModuleTables, workers: int, boa
         nonlocal best
         for event in events:
             if event.kind == "bound":
-                s, u, v = keys[event.job][int(event.method)]
-                tables.lb[s][(u, v)] = max(tables.lb[s][(u, v)], event.value)
+                tables.raise_bound(keys[event.job][int(event.method)], event.value)
             elif event.kind == "done":
                 for result in event.value:
                     tables.take(result)
