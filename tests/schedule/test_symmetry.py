@@ -86,17 +86,37 @@ def test_two_nodes_of_two_gpus_swap_as_blocks(tmp_path):
     assert _orbits(inst) == 3 and _orbits(inst, entry_none=True) == 1
 
 
-def test_a_changed_link_is_not_an_automorphism(tmp_path):
-    """node0 → node1 slower than node1 → node0: swapping the nodes maps one link onto the other, so it is
-    rejected, and the orbits are only those of the transpositions inside each node."""
-    system = _nodes(tmp_path, 2, 2, [{"from": "node0", "to": "node1", "bandwidth": "10Gbps", "latency": "5us"}])
+def _lopsided(tmp_path, what: str):
+    """Two nodes of two GPUs that differ in one thing: a slower node0 → node1 link than node1 → node0,
+    or node1's batch sizes."""
+    if what == "link":
+        return _nodes(tmp_path, 2, 2, [{"from": "node0", "to": "node1", "bandwidth": "10Gbps", "latency": "5us"}])
+    devices = [{"name": "node0", "spec": "a100", "count": 2}, {"name": "node1", "spec": "a100", "count": 2,
+                                                              "batch_sizes": [1, 2]}]
+    return _system(tmp_path, devices, [{"from": f"node{i}", "to": f"node{i}"} | FAST for i in range(2)])
+
+
+@pytest.mark.parametrize("what", ["link", "batch sizes"])
+def test_a_changed_link_is_not_an_automorphism(tmp_path, what):
+    """Swapping the nodes maps node0 → node1 onto node1 → node0 (or node0's batch sizes onto node1's):
+    rejected, so the orbits are only those of the transpositions inside each node."""
+    system = _lopsided(tmp_path, what)
     inst = _instance(system, [0, 0, 0, 0])
     swap = np.array([2, 3, 0, 1])
     assert not _true_automorphism(inst, system, swap) and not inst.preserved_by(swap)
+    assert not Instance(inst.time, [], system=system).preserved_by(swap)  # no edge's delays show the link
     gens = symmetry.generators(inst)
     assert all(_true_automorphism(inst, system, g) for g in gens)
     assert all(set(g[:2]) == {0, 1} for g in gens)  # nothing moves a node0 GPU to node1
     assert _orbits(inst) == 6
+
+
+def test_a_candidate_that_is_not_an_automorphism_is_dropped(tmp_path, monkeypatch):
+    """Every generator is checked on the instance: a (wrong) class permutation swapping the lopsided
+    nodes is not used."""
+    inst = _instance(_lopsided(tmp_path, "link"), [0, 0, 0, 0])
+    monkeypatch.setattr(symmetry, "_class_transversal", lambda inst, classes: [[1, 0]])
+    assert [list(g) for g in symmetry.generators(inst)] == [[1, 0, 2, 3], [0, 1, 3, 2]]
 
 
 def test_a_directed_ring_of_nodes_rotates(tmp_path):
