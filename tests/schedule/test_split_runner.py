@@ -40,13 +40,14 @@ def stacked_model(path, modules: int = 3, width: int = 256) -> None:
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
 
 
-def test_one_or_two_workers_give_the_same_manifest(tmp_path):
+@pytest.mark.parametrize("system", [SYSTEM, FIXTURES / "systems" / "multinode_6x4.yaml"])  # the latter: symmetry
+def test_one_or_two_workers_give_the_same_manifest(tmp_path, system):
     model = tmp_path / "stack.onnx"
     stacked_model(model)
     manifests = []
     for workers in (1, 2):
         out = tmp_path / f"w{workers}"
-        result = CliRunner().invoke(app, ["schedule", str(model), "--system", str(SYSTEM), "-o", str(out),
+        result = CliRunner().invoke(app, ["schedule", str(model), "--system", str(system), "-o", str(out),
                                           "--method", "split", "--workers", str(workers), "--time-limit", "20",
                                           "--seed", "4"])
         assert result.exit_code == 0, result.output
