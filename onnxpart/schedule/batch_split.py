@@ -19,6 +19,10 @@ the last slice of ``S_k`` to end still cross everything after. With one module's
 single-input latencies it is dominated by the whole-graph load LP (:func:`.batch.load_lp_bound`) on the
 batched stacks, so it is not computed; the throughput certificate uses the whole-graph bounds.
 
+No symmetry reduction. Latency SPLIT solves one (entry, exit) pair per orbit of the device
+automorphisms (:mod:`.symmetry`); here there are no pairs — each module is solved once, with its entry
+pinned to the split the module before chose and the memory those modules left — so it does not apply.
+
 Determinism. Each module solve is one-worker CP-SAT stopped by a *deterministic* budget,
 ``DET_PER_SECOND·T·n_s/Σn`` for a module of ``n_s`` ops (:mod:`.split_lane`'s rule), with the wall clock
 (an equal share of the time left) only as a safety net counted in the note. So ``--workers`` changes

@@ -25,6 +25,11 @@ u_{k+1}) ≥ LB(S_k, u_k, u_{k+1})``; summing over ``k`` telescopes to the makes
 at least the DP's minimum over device chains. ``LB`` is the best of the module's CP-SAT bound and its
 critical-path, path-LP and path-MIP bounds (:mod:`.bounds`), never an incumbent.
 
+Symmetry (Section 5.2). ``OPT(S_k, u, v) = OPT(S_k, σu, σv)`` for every device automorphism ``σ`` of
+the instance, and a schedule or bound for one pair relabelled by ``σ`` is one for the other; so only one
+pair per orbit is solved and the tables record its results for the whole orbit (:mod:`.symmetry`,
+:class:`.split_lane.ModuleTables`): with exact solves the DP sees what solving every pair gives.
+
 Time. Half the time goes to one pass over every (module, entry, exit) solve; the rest to
 :func:`_refine`, which re-solves, with doubling budgets, the modules not yet proven on the device
 chains attaining the lower and the upper DP — the only ones whose values move either DP. Both run as
