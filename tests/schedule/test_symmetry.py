@@ -168,3 +168,16 @@ def test_split_with_and_without_the_reduction_agree(seed):
     assert on.pairs == off.pairs == off.solved_pairs and on.solved_pairs < off.solved_pairs
     assert on.module_status == off.module_status  # every pair has a status, solved or filled
     assert not math.isinf(on.makespan)
+
+
+def test_refinement_re_solves_representatives_of_open_mates(monkeypatch):
+    """First-pass budgets too small to prove the chains: the rounds re-solve the open pairs on the DP's
+    chains — which may be orbit mates, re-solved through their representative."""
+    from onnxpart.schedule import split_lane
+
+    monkeypatch.setattr(split_lane, "DET_PER_SECOND", 0.002)
+    chain = chain_of_modules(np.random.default_rng(0), modules=2, size=8, k=2)
+    inst = Instance(chain.time[:, [0, 0, 0]], chain.edges, latency=0.1, bandwidth=20.0)  # its chain: mates
+    res = split.milp_split(inst, time_limit=6.0, seed=1, symmetric=True)
+    assert res.solved_pairs < res.pairs and res.solves > res.solved_pairs  # some representatives solved again
+    assert validate(inst, res.schedule) == [] and res.bound <= res.makespan + 1e-9
