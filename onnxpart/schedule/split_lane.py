@@ -42,6 +42,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -175,7 +176,7 @@ class ModuleTables:
     wall_stops: int = 0
     interrupted: bool = False
 
-    def orbit(self, key: Key, schedule: Schedule | None = None):
+    def orbit(self, key: Key, schedule: Schedule | None = None) -> Iterator[tuple[Key, Schedule | None]]:
         """``(pair, schedule relabelled onto it)`` for ``key`` and every other pair of its orbit."""
         yield key, schedule
         for mate, perm in self.images.get(key, ()):
