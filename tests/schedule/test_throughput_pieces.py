@@ -5,6 +5,7 @@ bounded by ``--max-pieces``, and re-checked by ``--check-certificate``."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import onnx
@@ -220,3 +221,46 @@ def test_a_model_without_a_batch_axis_is_refused(model, pattern, tmp_path):
     text = " ".join(result.output.split())
     assert result.exit_code == 2 and re.search(pattern, text), result.output
     assert "axis 0 of every graph input" in text and not out.exists()
+
+
+def test_pieces_on_rows_and_per_input_in_one_dynamic_model(tmp_path):
+    """A reshape folds ``N`` away: the pieces whose tensors all keep an axis named ``N`` run on rows, those
+    reading or making the flattened tensor run once per input, and together they reproduce the model."""
+    from onnxpart.cli.schedule_cmd import _load
+    from onnxpart.schedule.batch_run import PER_INPUT, ROWS, batch_axis, verify_pieces
+    from onnxpart.writer import write_model
+
+    rng = np.random.default_rng(1)
+    weights = [numpy_helper.from_array(rng.standard_normal((8, 8)).astype(np.float32), name) for name in ("w1", "w2")]
+    weights += [numpy_helper.from_array(np.array(shape, np.int64), name) for name, shape in (("flat", [-1]),
+                                                                                             ("rows", [-1, 8]))]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h1"], name="mm1"),
+             helper.make_node("Relu", ["h1"], ["h2"], name="relu"),
+             helper.make_node("Reshape", ["h2", "flat"], ["f"], name="fold"),
+             helper.make_node("Reshape", ["f", "rows"], ["g"], name="unfold"),
+             helper.make_node("MatMul", ["g", "w2"], ["y"], name="mm2")]
+    graph = helper.make_graph(nodes, "folded", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8])], weights)
+    model = tmp_path / "folded.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    system = tmp_path / "system.yaml"
+    system.write_text("devices:\n  - {name: a, spec: cpu, batch_sizes: [2, 4]}\n"
+                      "  - {name: b, spec: t4, batch_sizes: [2]}\nlinks:\n  default: {bandwidth: 1GB/s}\n")
+    inst, op_graph, loaded = _load(model, system, "auto", costs=None, cost="analytic", device="a100",
+                                   input_shape=None, coarsen=False, dim=["N=2"])
+    order = {name: i for i, name in enumerate(inst.op_names)}
+    split = {"mm1": (4, 0), "relu": (2, 2), "fold": (2, 2), "unfold": (4, 0), "mm2": (4, 0)}
+    sched = B.simulate_batch(inst, [split[name] for name in sorted(order, key=order.get)])
+    parts = BP.pieces(inst, sched)
+    axis = batch_axis(loaded, freeze=False)
+    files = {}
+    for index, piece in emit_batch.piece_models(loaded.model, op_graph, parts, inst, loaded.value_info).items():
+        files[index] = f"piece_{index}.onnx"
+        write_model(piece, tmp_path / files[index])
+    solution = SimpleNamespace(instance=inst, method="test")  # what the manifest reads of a Solution
+    entries = emit_batch.manifest(solution, sched, parts, op_graph, None, None, files, axis)["pieces"]
+    assert [(e["ops"], e["slice"], e["run"]) for e in entries] == [
+        (["mm1"], [0, 4], ROWS), (["relu", "fold"], [0, 2], PER_INPUT), (["relu", "fold"], [2, 4], PER_INPUT),
+        (["unfold", "mm2"], [0, 4], PER_INPUT)]
+    report = verify_pieces(loaded, [(tmp_path / e["file"], e) for e in entries], axis=axis, batch=4, tolerance=1e-4)
+    assert report.ok and "1 of 4 pieces ran once on their inputs' rows along N" in report.notes[0]
