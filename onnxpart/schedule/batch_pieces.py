@@ -93,7 +93,9 @@ def merge(inst: Instance, sched: BatchSchedule, max_pieces: int) -> BatchSchedul
                     continue
                 for move in _moves(sched, piece, parts[q]):
                     trial = _trial(inst, sched, move, choices)
-                    count = len(pieces(inst, trial)) if trial is not None else len(parts)
+                    if trial is None or (best is not None and trial.makespan > best[0][0]):
+                        continue  # infeasible, or slower than a move already found: no need to count
+                    count = len(pieces(inst, trial))
                     if count < len(parts) and (best is None or (trial.makespan, count, p, q) < best[0]):
                         best = ((trial.makespan, count, p, q), trial)
         if best is None:
