@@ -56,7 +56,8 @@ def schedule(
     as_json: JsonOpt = False,
 ) -> None:
     """Map and order ops on heterogeneous devices minimizing latency (thesis MILP, CP-SAT, MILP-SPLIT,
-    five baselines), with proven lower bounds and runnable per-device pieces; or maximize throughput."""
+    five baselines), with proven lower bounds and runnable per-device pieces; or maximize a batch's
+    throughput, with pieces per slice of the batch."""
     from onnxpart.readers import check_format
     from onnxpart.schedule import METHODS, Options
 

@@ -116,6 +116,7 @@ def verify_pieces(loaded, runs: Sequence[tuple[Path, Mapping[str, Any]]], *, axi
     got = {name: np.stack([row[name] for row in rows]) for name in expected if all(name in row for row in rows)}
     add_size(report, loaded.dims, runtime.compare(expected, got, tolerance))
     on_rows = sum(1 for _, entry in runs if entry["run"] == ROWS)
-    report.notes.append(f"{batch} inputs; {on_rows} of {len(runs)} pieces ran once on their inputs' rows"
-                        + (f" along {axis.dim}" if axis.dim else "") + ", the rest once per input")
+    report.notes.append(f"{batch} inputs; " + (f"{on_rows} of {len(runs)} pieces ran once on their inputs' rows "
+                                                f"along {axis.dim}, the rest once per input" if axis.dim else
+                                                "every piece ran once per input of its slice"))
     return report
