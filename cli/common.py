@@ -201,13 +201,19 @@ def certificate_line(cert: dict, objective: str, fmt: Callable[[float], str]) ->
     return f"{objective} {fmt(ub)}, proven ≥ {fmt(lb)} (gap {gap:.1%}, {best['method']})"
 
 
-def verify_written(out, loaded, entries: list[dict], check: dict, what: str):
+def verify_written(out, loaded, entries: list[dict], check: dict, what: str, run=None):
     """``--verify`` on the parts just written into ``out`` (manifest entries with ``file`` and ``inputs``),
-    run in order against the original; a mismatch raises (exit 1) before the folder is committed."""
+    run in order against the original — by :func:`onnxpart.verify.verify_parts`, or by
+    ``run(loaded, [(file, entry)], seed=, tolerance=)`` when given; a mismatch raises (exit 1) before the
+    folder is committed."""
     from onnxpart.verify import verify_parts
 
-    runs = [(out.path(entry["file"]), entry["inputs"]) for entry in entries if entry["file"]]
+    runs = [(out.path(entry["file"]), entry) for entry in entries if entry["file"]]
     with err_console.status(f"running the {what} in onnxruntime…"):
-        report = verify_parts(loaded, runs, seed=check["seed"], tolerance=check["tolerance"])
+        if run is None:
+            report = verify_parts(loaded, [(path, entry["inputs"]) for path, entry in runs], seed=check["seed"],
+                                  tolerance=check["tolerance"])
+        else:
+            report = run(loaded, runs, seed=check["seed"], tolerance=check["tolerance"])
     report.raise_if_failed()
     return report

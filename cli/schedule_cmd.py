@@ -1,6 +1,7 @@
 """`onnxpart schedule`: map every op onto one device of a heterogeneous system and order it, minimizing
-latency, with a certified lower bound and runnable per-device pieces. The algorithms live in
-onnxpart.schedule; this module parses options, shows progress and prints the result."""
+latency (or, for a batch, maximizing throughput), with a certified lower bound and runnable
+device-contiguous pieces. The algorithms live in onnxpart.schedule; this module parses options, shows
+progress and prints the result."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def schedule(
     output: OutputOpt = None,
     method: str = typer.Option("met,greedy,heft,sa,ea,cpsat", "--method", help=METHOD_HELP),
     compare: bool = typer.Option(False, "--compare", help="Run every method on this instance and print one table."),
-    objective: str = typer.Option("latency", "--objective", help="latency (one input's makespan) or throughput (inputs per second for a batch split over the devices' batch sizes; manifest, certificate and Gantt chart; no pieces)."),
+    objective: str = typer.Option("latency", "--objective", help="latency (one input's makespan) or throughput (inputs per second for a batch split over the devices' batch sizes; pieces compute a slice of the batch)."),
     batch: int = typer.Option(1, "--batch", min=1, help="Throughput: inputs per batch (L), split into slices over the devices."),
     max_pieces: Optional[int] = typer.Option(None, "--max-pieces", min=1, help="At most N device-contiguous pieces: merge the cheapest boundaries (exit 4 if no merge is feasible)."),
     iterations: int = typer.Option(2000, "--iterations", min=1, help="SA / EA fitness evaluations."),
@@ -55,7 +56,8 @@ def schedule(
     as_json: JsonOpt = False,
 ) -> None:
     """Map and order ops on heterogeneous devices minimizing latency (thesis MILP, CP-SAT, MILP-SPLIT,
-    five baselines), with proven lower bounds and runnable per-device pieces; or maximize throughput."""
+    five baselines), with proven lower bounds and runnable per-device pieces; or maximize a batch's
+    throughput, with pieces per slice of the batch."""
     from onnxpart.readers import check_format
     from onnxpart.schedule import METHODS, Options
 
@@ -64,7 +66,7 @@ def schedule(
     check_format(graph_format)
     if output is None and check_certificate is None:
         raise UserError("pass --output/-o DIR (or --check-certificate DIR)")
-    _check_objective(objective, batch, max_pieces=max_pieces, verify=verify)
+    _check_objective(objective, batch)
     inst, graph, loaded = _load(model, system, graph_format, costs=costs, cost=cost, device=device,
                                 input_shape=input_shape, coarsen=coarsen, dim=dim)
     model_sha = loaded.sha256 if loaded is not None else graph.model_sha256
@@ -73,6 +75,7 @@ def schedule(
         return
     if verify and loaded is None:
         raise UserError("--verify needs an ONNX model (graph-only input has nothing to run)")
+    axis = _batch_axis(loaded, freeze_dims) if objective == "throughput" else None
 
     from onnxpart.files import OutputDir
 
@@ -89,7 +92,8 @@ def schedule(
                 "max_pieces": max_pieces, "system": str(system), "objective": objective, "batch": batch}
     source = (str(model), model_sha)
     summary = (_write(out, solution, sched, graph, loaded, source, recorded, policy, check)
-               if objective == "latency" else _write_throughput(out, solution, graph, loaded, source, recorded))
+               if objective == "latency" else
+               _write_throughput(out, solution, sched, graph, loaded, source, recorded, policy, {**check, "axis": axis}))
     if as_json:
         print_json(summary)
     else:
@@ -97,17 +101,20 @@ def schedule(
     enforce_gap(summary["certificate"], limit, output)
 
 
-def _check_objective(objective: str, batch: int, *, max_pieces, verify: bool) -> None:
-    """What the throughput objective does not do yet (docs/schedule.md, limits), refused before any work."""
+def _check_objective(objective: str, batch: int) -> None:
+    """An unknown objective, or ``--batch`` without throughput, refused before any work."""
     if objective not in ("latency", "throughput"):
         raise UserError(f"unknown --objective {objective!r}: use latency or throughput")
     if objective == "latency" and batch != 1:
         raise UserError("--batch is for --objective throughput")
-    if objective == "throughput":
-        given = [name for name, on in (("--max-pieces", max_pieces is not None), ("--verify", verify)) if on]
-        if given:
-            raise UserError(f"{', '.join(given)} not available with --objective throughput: a batched schedule "
-                            "splits ops over devices, so no per-device pieces are written")
+
+
+def _batch_axis(loaded, freeze: bool):
+    """Throughput: the axis the pieces slice (:func:`onnxpart.schedule.batch_run.batch_axis`; exit 2 when
+    the model has none), None for graph-only input (no pieces are written)."""
+    from onnxpart.schedule.batch_run import batch_axis
+
+    return batch_axis(loaded, freeze) if loaded is not None else None
 
 
 def _methods(text: str) -> tuple[str, ...]:
@@ -135,18 +142,17 @@ def _load(model: Path, system_path: Path, graph_format: str, *, costs, cost, dev
 
 
 def _solve(inst, options, max_pieces: Optional[int], quiet: bool):
-    """Solve with the live bar; -> (Solution, the emitted schedule: canonical, merged to --max-pieces)."""
+    """Solve with the live bar; -> (Solution, the emitted schedule: for latency canonical; merged to
+    --max-pieces, by :mod:`onnxpart.schedule.pieces` or, for throughput, :mod:`onnxpart.schedule.batch_pieces`)."""
     from onnxpart.board import Board
-    from onnxpart.schedule import solve
-    from onnxpart.schedule.pieces import canonical, merge
+    from onnxpart.schedule import batch_pieces, pieces, solve
 
     with progress_bar(options.time_limit, lambda value, _: format_seconds(value), disable=quiet) as on_progress:
         solution = solve(inst, options, Board(on_progress))
-    if options.objective == "throughput":
-        return solution, solution.schedule
-    sched = canonical(inst, solution.schedule)
+    throughput = options.objective == "throughput"
+    sched = solution.schedule if throughput else pieces.canonical(inst, solution.schedule)
     if max_pieces is not None:
-        sched = merge(inst, sched, max_pieces)
+        sched = (batch_pieces if throughput else pieces).merge(inst, sched, max_pieces)
     return solution, sched
 
 
@@ -180,23 +186,41 @@ def _write(out, solution, sched, graph, loaded, source: tuple[str, Optional[str]
                   makespan=sched.makespan, method=solution.method, pieces=len(parts))
 
 
-def _write_throughput(out, solution, graph, loaded, source: tuple[str, Optional[str]], recorded: dict) -> dict:
-    """``manifest.json``, ``certificate.json`` and, for ONNX input (as latency), ``gantt.png`` of a batched
-    schedule (:mod:`onnxpart.schedule.emit_batch`)."""
-    from onnxpart.files import write_json
-    from onnxpart.schedule import emit_batch
+def _write_throughput(out, solution, sched, graph, loaded, source: tuple[str, Optional[str]], recorded: dict,
+                      policy, check: dict) -> dict:
+    """Pieces (ONNX input; :mod:`onnxpart.schedule.batch_pieces`), ``gantt.png``, ``manifest.json`` and
+    ``certificate.json`` of a batched schedule (:mod:`onnxpart.schedule.emit_batch`); with
+    ``check["verify"]`` the pieces are run on the batch's inputs against the original first
+    (:func:`onnxpart.schedule.batch_run.verify_pieces`), and a mismatch writes nothing."""
+    import functools
 
-    sched = solution.schedule
+    from onnxpart.files import write_json
+    from onnxpart.schedule import batch_pieces, emit_batch
+    from onnxpart.schedule.batch_run import verify_pieces
+
+    inst = solution.instance
+    parts = batch_pieces.pieces(inst, sched)
+    bad = batch_pieces.later_reads(inst, sched, parts)
+    if bad:  # a bug: pieces only read earlier pieces by construction
+        raise AssertionError(f"piece graph has a cycle: {bad[0]}")
+    report, files = None, {}
     with out:
-        manifest = emit_batch.manifest(solution, graph, source[0], source[1])
+        if loaded is not None:
+            files = _write_pieces(out, inst, parts, emit_batch.piece_models, graph, loaded, policy, check["freeze"])
+        manifest = emit_batch.manifest(solution, sched, parts, graph, source[0], source[1], files, check["axis"])
         if loaded is not None:
             _write_gantt(out, manifest, f"{graph.name}: batch of {sched.batch}, makespan "
                                         f"{format_seconds(sched.makespan)}")
-        cert = emit_batch.certificate(solution, source[1], recorded)
+        cert = emit_batch.certificate(solution, sched, source[1], recorded)
+        if check["verify"]:
+            run = functools.partial(verify_pieces, axis=check["axis"], batch=sched.batch)
+            report = verify_written(out, loaded, manifest["pieces"], check, "pieces", run)
+            cert.details["verify"] = report.to_dict()
         write_json(out.path("manifest.json"), manifest)
         write_json(out.path("certificate.json"), cert.to_dict())
-    return result(out.target, manifest, cert.to_dict(), None, makespan=sched.makespan,
-                  throughput=sched.throughput, batch=sched.batch, method=solution.method)
+    return result(out.target, manifest, cert.to_dict(), report.to_dict() if report is not None else None,
+                  makespan=sched.makespan, throughput=sched.throughput, batch=sched.batch, method=solution.method,
+                  pieces=len(parts))
 
 
 def _write_gantt(out, manifest: dict, title: str) -> None:
@@ -210,18 +234,28 @@ def _write_gantt(out, manifest: dict, title: str) -> None:
 
 def _write_models(out, inst, sched, parts, graph, loaded, policy, freeze: bool) -> dict[int, str]:
     """``piece_<i>_<device>.onnx`` (+ ``.data``) per piece and ``annotated.onnx``; -> {piece: file}."""
+    from onnxpart.schedule import emit
+    from onnxpart.writer import write_annotated
+
+    files = _write_pieces(out, inst, parts, emit.piece_models, graph, loaded, policy, freeze)
+    annotated = emit.annotated_model(loaded.model, graph, inst, sched)
+    write_annotated(annotated, out.path("annotated.onnx"), policy)
+    return files
+
+
+def _write_pieces(out, inst, parts, make, graph, loaded, policy, freeze: bool) -> dict[int, str]:
+    """One file per piece (:func:`onnxpart.schedule.emit.piece_file`, ``.data`` beside it by ``policy``),
+    its model from ``make`` (latency's or throughput's ``piece_models``); -> {piece: file}."""
     import functools
 
     from onnxpart.schedule import emit
-    from onnxpart.writer import write_annotated, write_model
+    from onnxpart.writer import write_model
 
     files = {}
     declare = functools.partial(loaded.value_info, freeze=freeze)
-    for index, piece in emit.piece_models(loaded.model, graph, parts, inst, declare).items():
+    for index, piece in make(loaded.model, graph, parts, inst, declare).items():
         files[index] = emit.piece_file(parts[index], inst)
         write_model(piece, out.path(files[index]), policy)
-    annotated = emit.annotated_model(loaded.model, graph, inst, sched)
-    write_annotated(annotated, out.path("annotated.onnx"), policy)
     return files
 
 
@@ -241,11 +275,12 @@ def _print(summary: dict, compare: bool) -> None:
 
 def _device_table(manifest: dict) -> Table:
     """Per device: ops, busy time, busy share of the (batch) makespan, memory peak (3.7), capacity."""
+    count = len(manifest["pieces"])
+    pieces = f"{count} piece{'s' if count != 1 else ''}"
     if manifest["objective"] == "throughput":
-        title = f"{manifest['graph']}: batch of {manifest['batch']} ({manifest['method']})"
+        title = f"{manifest['graph']}: batch of {manifest['batch']}, {pieces} ({manifest['method']})"
     else:
-        count = len(manifest["pieces"])
-        title = f"{manifest['graph']}: {count} piece{'s' if count != 1 else ''} ({manifest['method']})"
+        title = f"{manifest['graph']}: {pieces} ({manifest['method']})"
     table = Table(title=title, title_justify="left")
     for column in ("device", "ops", "busy", "busy %", "memory peak", "capacity"):
         table.add_column(column, justify="left" if column == "device" else "right")

@@ -52,12 +52,12 @@ def part_io(graph, assignment: np.ndarray, count: int) -> list[tuple[list[str], 
 
 
 def part_models(model: onnx.ModelProto, graph, assignment: np.ndarray, count: int,
-                name: Callable[[int], str], declare=None) -> dict[int, onnx.ModelProto]:
-    """``{part: ModelProto}`` for the non-empty parts; ``name(part)`` names each graph; ``declare(name)``
-    types their inputs and outputs (see :func:`onnxpart.onnx_io.extract_subgraph`)."""
+                name: Callable[[int], str], declare=None, only: Sequence[int] | None = None) -> dict[int, onnx.ModelProto]:
+    """``{part: ModelProto}`` for the non-empty parts (those in ``only`` when given); ``name(part)`` names
+    each graph; ``declare(name)`` types their inputs and outputs (see :func:`onnxpart.onnx_io.extract_subgraph`)."""
     io = part_io(graph, assignment, count)
     models = {}
-    for part in range(count):
+    for part in range(count) if only is None else only:
         nodes = [node for op in graph.ops if assignment[op.index] == part for node in op.onnx_nodes]
         if nodes:
             models[part] = extract_subgraph(model, nodes, io[part][0], io[part][1], name=name(part), declare=declare)

@@ -89,7 +89,7 @@ def manifest(solution, sched: Schedule, parts: list[Piece], graph, model_path: s
                           "to": names[t.dst_device], "src_op": inst.op_names[t.src], "dst_op": inst.op_names[t.dst],
                           "start": t.start, "end": t.end, "bytes": t.bytes})
     pieces = [{"index": p.index, "device": names[p.device], "file": (files or {}).get(p.index),
-               "ops": [inst.op_names[i] for i in p.ops], "onnx_nodes": _nodes(graph, p.ops),
+               "ops": [inst.op_names[i] for i in p.ops], "onnx_nodes": onnx_nodes(graph, p.ops),
                "inputs": io_names[p.index][0], "outputs": io_names[p.index][1],
                "start": float(min(sched.start[list(p.ops)])), "end": float(max(sched.end[list(p.ops)]))}
               for p in parts]
@@ -99,7 +99,8 @@ def manifest(solution, sched: Schedule, parts: list[Piece], graph, model_path: s
             "ops": ops, "transfers": transfers, "pieces": pieces, "devices": device_summary(inst, sched)}
 
 
-def _nodes(graph, ops) -> list[str]:
+def onnx_nodes(graph, ops) -> list[str]:
+    """The ONNX nodes of ``ops``, in their order."""
     return [name for i in ops for name in graph.ops[i].onnx_nodes]
 
 
@@ -130,12 +131,20 @@ def certificate(solution, sched: Schedule, model_sha256: str | None, options: di
 def piece_models(loaded_model, graph, parts: list[Piece], inst: Instance, declare=None) -> dict[int, onnx.ModelProto]:
     """``{piece index: ModelProto}`` via :func:`onnxpart.parts.part_models`."""
     where = piece_of(inst, parts)
-    return part_models(loaded_model, graph, where, len(parts),
-                       lambda p: f"{graph.name}_piece_{p}_{_safe(inst.device_names[parts[p].device])}", declare)
+    return part_models(loaded_model, graph, where, len(parts), lambda p: piece_graph_name(graph, parts[p], inst),
+                       declare)
+
+
+def piece_graph_name(graph, piece: Piece, inst: Instance) -> str:
+    """The graph name of a piece's model: ``<graph>_piece_<i>_<device>``."""
+    return f"{graph.name}_piece_{piece.index}_{_safe(inst.device_names[piece.device])}"
 
 
 def piece_file(piece: Piece, inst: Instance) -> str:
-    return f"piece_{piece.index}_{_safe(inst.device_names[piece.device])}.onnx"
+    """``piece_<i>_<device>.onnx``; a throughput piece adds its inputs, first and last:
+    ``piece_<i>_<device>_b<lo>-<hi - 1>.onnx``."""
+    slice_ = f"_b{piece.inputs[0]}-{piece.inputs[1] - 1}" if piece.inputs is not None else ""
+    return f"piece_{piece.index}_{_safe(inst.device_names[piece.device])}{slice_}.onnx"
 
 
 def _safe(name: str) -> str:

@@ -1,5 +1,5 @@
-"""A throughput result as files (``--objective throughput``): the manifest and the certificate of a
-batched schedule (Sections 3.1–3.2 of the thesis, ../shared/papers/heterogeneous-scheduling-milp-split.txt).
+"""A throughput result as files (``--objective throughput``): the manifest, the certificate and the pieces
+of a batched schedule (Sections 3.1–3.2 of the thesis, ../shared/papers/heterogeneous-scheduling-milp-split.txt).
 
 A batched schedule splits each op's ``L`` inputs into slices over the devices (data parallelism) and
 orders every slice (model parallelism). The manifest's ``ops[]`` lists every slice — name, device,
@@ -8,9 +8,11 @@ start, end, ``batch`` (its size), ``input`` (its first input) and ``inputs`` ``[
 input, 3.3; each timed by :meth:`~onnxpart.schedule.model.Instance.delay_count`), so the batch makespan
 ``C`` can be recomputed; the certificate bounds ``C`` (minimized), and ``details`` gives the
 throughput ``L/C`` and the proven ceiling ``L/LB``. ``gantt.png`` is drawn from the same events
-(:func:`onnxpart.schedule.emit.gantt_png`). No per-device ONNX pieces are written: a piece holding a
-slice of a batch would need the batch cut and joined around it, which the shared parts emitter does
-not do.
+(:func:`onnxpart.schedule.emit.gantt_png`). ``pieces[]`` lists the pieces of
+:mod:`onnxpart.schedule.batch_pieces` — as latency's, plus ``slice`` ``[lo, hi)``, ``batch``, ``input``
+and ``run`` (on rows or once per input, :mod:`onnxpart.schedule.batch_run`) — and ``batch_axis`` says
+which axis the pieces slice; :func:`piece_models` makes each piece's ONNX model with the shared parts
+emitter (:func:`onnxpart.parts.part_models`, one piece's ops against the rest).
 """
 
 from __future__ import annotations
@@ -20,17 +22,24 @@ from typing import Any
 
 import numpy as np
 
+import onnx
+
 from onnxpart.certificate import Certificate, instance_hash
+from onnxpart.parts import part_io, part_models
 from onnxpart.schedule.batch import BatchSchedule, ranges, slice_transfers
-from onnxpart.schedule.emit import MANIFEST_SCHEMA, edge_tensors, instance_digest, method_result, system_payload
+from onnxpart.schedule.emit import (MANIFEST_SCHEMA, edge_tensors, instance_digest, method_result, onnx_nodes,
+                                    piece_graph_name, system_payload)
 from onnxpart.schedule.model import Instance
+from onnxpart.schedule.pieces import Piece
 
 OBJECTIVE = "throughput: batch makespan C (s), throughput = batch / C"
 
 
-def certificate_hash(inst: Instance, model_sha256: str | None, batch: int) -> str:
-    """Instance sha256: model file + the instance's costs and system + the objective and batch."""
-    return instance_hash(model_sha256, instance_digest(inst), "throughput", batch)
+def certificate_hash(inst: Instance, model_sha256: str | None, batch: int, max_pieces: int | None) -> str:
+    """Instance sha256: model file + the instance's costs and system + the objective and batch (+ the
+    piece limit when one is set)."""
+    limit = [] if max_pieces is None else [max_pieces]
+    return instance_hash(model_sha256, instance_digest(inst), "throughput", batch, *limit)
 
 
 def device_summary(inst: Instance, sched: BatchSchedule) -> list[dict[str, Any]]:
@@ -48,10 +57,13 @@ def device_summary(inst: Instance, sched: BatchSchedule) -> list[dict[str, Any]]
             for u, name in enumerate(inst.device_names)]
 
 
-def manifest(solution, graph, model_path: str | None, model_sha256: str | None) -> dict[str, Any]:
-    """The throughput manifest (module docstring): ``ops[]`` has one entry per slice, ``transfers[]`` one
-    per :func:`~onnxpart.schedule.batch.slice_transfers` entry."""
-    inst, sched = solution.instance, solution.schedule
+def manifest(solution, sched: BatchSchedule, parts: list[Piece], graph, model_path: str | None,
+             model_sha256: str | None, files: dict[int, str], axis) -> dict[str, Any]:
+    """The throughput manifest (module docstring) of the emitted (maybe merged) ``sched``: ``ops[]`` has
+    one entry per slice, ``transfers[]`` one per :func:`~onnxpart.schedule.batch.slice_transfers` entry;
+    ``axis`` (:class:`~onnxpart.schedule.batch_run.BatchAxis`, None for graph-only input) tells how each
+    piece runs."""
+    inst = solution.instance
     names = inst.device_names
     ops = []
     for i, u in sorted(sched.start, key=lambda key: (sched.start[key], key)):
@@ -69,17 +81,49 @@ def manifest(solution, graph, model_path: str | None, model_sha256: str | None) 
             "system": system_payload(inst), "objective": "throughput", "objective_unit": "inputs/s",
             "batch": sched.batch, "method": solution.method, "makespan": sched.makespan,
             "throughput": sched.throughput, "ops": ops, "transfers": transfers,
+            "batch_axis": axis.to_dict() if axis is not None else None,
+            "pieces": [_piece_entry(inst, sched, piece, graph, files, axis) for piece in parts],
             "devices": device_summary(inst, sched)}
 
 
-def certificate(solution, model_sha256: str | None, options: dict[str, Any]) -> Certificate:
-    """``problem: "schedule"``, the batch makespan ``C`` as the upper bound, every proven bound of ``C``."""
-    inst, sched = solution.instance, solution.schedule
-    cert = Certificate(problem="schedule", instance_sha256=certificate_hash(inst, model_sha256, sched.batch),
+def _piece_entry(inst: Instance, sched: BatchSchedule, piece: Piece, graph, files: dict[int, str], axis) -> dict:
+    """A ``pieces[]`` entry: latency's fields, the slice ``[lo, hi)`` it computes, and how it runs."""
+    reads, makes = part_io(graph, _alone(inst, piece), 2)[0]
+    lo, hi = piece.inputs
+    slices = [(i, piece.device) for i in piece.ops]
+    return {"index": piece.index, "device": inst.device_names[piece.device], "file": files.get(piece.index),
+            "ops": [inst.op_names[i] for i in piece.ops], "onnx_nodes": onnx_nodes(graph, piece.ops),
+            "inputs": reads, "outputs": makes, "slice": [lo, hi], "batch": hi - lo, "input": lo,
+            "run": axis.run(reads + makes) if axis is not None else None,
+            "start": float(min(sched.start[key] for key in slices)), "end": float(max(sched.end[key] for key in slices))}
+
+
+def _alone(inst: Instance, piece: Piece) -> np.ndarray:
+    """The op → part assignment putting ``piece``'s ops in part 0 and every other op in part 1."""
+    assignment = np.ones(inst.n, dtype=np.int64)
+    assignment[list(piece.ops)] = 0
+    return assignment
+
+
+def piece_models(loaded_model, graph, parts: list[Piece], inst: Instance, declare=None) -> dict[int, onnx.ModelProto]:
+    """``{piece index: ModelProto}``: each piece's ops extracted by :func:`onnxpart.parts.part_models`
+    (its inputs and outputs those of :func:`_piece_entry`). An op split over devices is in several pieces."""
+    return {piece.index: part_models(loaded_model, graph, _alone(inst, piece), 2,
+                                     lambda _, piece=piece: piece_graph_name(graph, piece, inst), declare, only=(0,))[0]
+            for piece in parts}
+
+
+def certificate(solution, sched: BatchSchedule, model_sha256: str | None, options: dict[str, Any]) -> Certificate:
+    """``problem: "schedule"``, the emitted batch makespan ``C`` as the upper bound, every proven bound of
+    ``C``; ``details.solver_makespan`` is the solver's before ``--max-pieces`` merged pieces."""
+    inst = solution.instance
+    cert = Certificate(problem="schedule", instance_sha256=certificate_hash(inst, model_sha256, sched.batch,
+                                                                            options.get("max_pieces")),
                        objective=OBJECTIVE, upper_bound=float(sched.makespan),
                        lower_bounds=list(solution.lower_bounds),
                        details={"method": solution.method, "batch": sched.batch, "throughput": sched.throughput,
-                                "options": options, "methods": [method_result(r) for r in solution.results]})
+                                "solver_makespan": solution.makespan, "options": options,
+                                "methods": [method_result(r) for r in solution.results]})
     lb = cert.best_lower_bound
     cert.details["throughput_ceiling"] = sched.batch / lb if lb else None  # proven: no schedule does better
     return cert

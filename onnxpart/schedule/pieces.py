@@ -30,6 +30,7 @@ class Piece:
     index: int
     device: int
     ops: tuple[int, ...]  # in execution order
+    inputs: tuple[int, int] | None = None  # throughput: the batch slice [lo, hi) it computes (batch_pieces.py)
 
 
 def canonical(inst: Instance, sched: Schedule) -> Schedule:

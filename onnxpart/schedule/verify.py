@@ -115,9 +115,10 @@ def check_batch_certificate(inst: Instance, manifest: dict[str, Any], cert: Cert
     """``--check-certificate`` for an ``--objective throughput`` folder: rebuild every slice from the
     manifest's ``ops[]``, validate the batched schedule from scratch (:func:`onnxpart.schedule.batch.validate_batch`:
     (3.4), (3.5), transfers per overlapping input range, no overlap, memory), check ``transfers[]``
-    against the recomputed transfers (:func:`_check_transfers`), and check the batch makespan and
-    throughput, the certificate's upper bound, every lower bound against it, the critical-path formula
-    and the instance hash."""
+    against the recomputed transfers (:func:`_check_transfers`) and ``pieces[]`` against the pieces of
+    the slices (:func:`_check_batch_pieces`), and check the batch makespan and throughput, the
+    certificate's upper bound, every lower bound against it, the critical-path formula and the instance
+    hash."""
     from onnxpart.schedule import batch as B
     from onnxpart.schedule.emit_batch import certificate_hash as batch_hash
 
@@ -127,6 +128,7 @@ def check_batch_certificate(inst: Instance, manifest: dict[str, Any], cert: Cert
         return CertificateCheck(float("nan"), problems)
     problems += B.validate_batch(inst, sched)
     problems += _check_transfers(inst, manifest, sched)
+    problems += _check_batch_pieces(inst, manifest, sched)
     upper = sched.makespan
     for name, value, recomputed in (("manifest makespan", manifest.get("makespan"), upper),
                                     ("manifest throughput", manifest.get("throughput"), sched.throughput),
@@ -139,7 +141,8 @@ def check_batch_certificate(inst: Instance, manifest: dict[str, Any], cert: Cert
             problems.append(f"critical-path bound {bound.value} != recomputed {path}")
         if bound.value is not None and above(bound.value, upper):
             problems.append(f"lower bound {bound.method} = {bound.value} exceeds the batch makespan {upper}")
-    if cert.instance_sha256 != batch_hash(inst, model_sha256, sched.batch):
+    options = cert.details.get("options", {}) if isinstance(cert.details, dict) else {}
+    if cert.instance_sha256 != batch_hash(inst, model_sha256, sched.batch, options.get("max_pieces")):
         problems.append("instance sha256 differs: the certificate was made for another model, costs, system or batch")
     return CertificateCheck(upper, problems)
 
@@ -203,3 +206,19 @@ def _check_transfers(inst: Instance, manifest: dict[str, Any], sched) -> list[st
     problems += [f"transfer {k[0]}→{k[1]} {k[2]}→{k[3]} inputs {list(k[4])} is missing from the manifest"
                  for k in want if k not in seen]
     return problems
+
+
+def _check_batch_pieces(inst: Instance, manifest: dict[str, Any], sched) -> list[str]:
+    """``pieces[]`` are the pieces :func:`onnxpart.schedule.batch_pieces.pieces` makes of the slices (ops,
+    device, ``slice``, in order), and none reads a later piece."""
+    from onnxpart.schedule.batch_pieces import later_reads, pieces
+
+    runs = pieces(inst, sched)
+    want = [([inst.op_names[i] for i in p.ops], inst.device_names[p.device], list(p.inputs)) for p in runs]
+    try:
+        listed = [(list(p["ops"]), p["device"], [int(v) for v in p["slice"]]) for p in manifest["pieces"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        return [f"manifest is not an onnxpart throughput manifest: pieces: {exc}"]
+    if listed != want:
+        return ["the manifest's pieces are not the lane runs of its slices in execution order"]
+    return later_reads(inst, sched, runs)
