@@ -130,7 +130,6 @@ def _methods(text: str) -> tuple[str, ...]:
 def _load(model: Path, system_path: Path, graph_format: str, *, costs, cost, device, input_shape, coarsen, dim):
     """-> (Instance, OpGraph, LoadedModel or None for graph-only input). The system file is read first,
     so a bad one is reported before any costing."""
-    from onnxpart.schedule.measured import with_measured
     from onnxpart.schedule.model import from_graph, load_system, recorded_cost_fn, table_cost_fn
 
     system = load_system(str(system_path))
@@ -138,7 +137,7 @@ def _load(model: Path, system_path: Path, graph_format: str, *, costs, cost, dev
                          device=device, dim=dim)
     graph = loaded.graph
     cost_fn = table_cost_fn(graph, system) or (recorded_cost_fn(graph, system) if loaded.model is None else None)
-    return from_graph(graph, system, with_measured(graph, system, cost_fn)), graph, loaded.model
+    return from_graph(graph, system, cost_fn), graph, loaded.model
 
 
 def _solve(inst, options, max_pieces: Optional[int], quiet: bool):

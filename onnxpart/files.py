@@ -60,6 +60,8 @@ def read_json(path: str | os.PathLike, what: str = "file") -> Any:
         raise UserError(f"{what} {path} does not exist")
     try:
         return json.loads(path.read_text())
+    except OSError as exc:
+        raise UserError(f"cannot read {what} {path}: {exc.strerror}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"{path} is not valid JSON: {exc}") from None
 

@@ -36,12 +36,14 @@ CONFIGURATION = "schedule"
 
 
 def instance_digest(inst: Instance) -> str:
-    """sha256 of everything the schedule's cost depends on: times, edges, delays, memory, capacities."""
+    """sha256 of everything the schedule's cost depends on: times, edges, delays, memory, capacities, and
+    the measured batch curves."""
     h = hashlib.sha256()
     for array in (inst.time, np.array([(i, j, b) for i, j, b in inst.edges], dtype=float), inst.delays,
                   inst.mem, inst.capacity):
         h.update(np.ascontiguousarray(array, dtype=float).tobytes())
     h.update("\0".join(inst.op_names + ["|"] + list(inst.device_names)).encode())
+    h.update(b"".join(inst.curve_key(u) for u in range(inst.k)))  # measured batch curves (none: no bytes)
     return h.hexdigest()
 
 

@@ -55,7 +55,7 @@ class Device:
     spec: Any  # a cost_models DeviceSpec, or None when costs are measured/given
     memory: float  # bytes
     batch_sizes: tuple[int, ...] = (1,)
-    costs: str | None = None  # a measured costs file (instead of, or besides, the spec)
+    costs: tuple[tuple[int, str], ...] | None = None  # (batch size, measured costs file), ascending
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ class Instance:
                  capacity: Any = None, system: System | None = None, latency: Any = 0.0,
                  bandwidth: Any = math.inf, op_names: Sequence[str] | None = None,
                  device_names: Sequence[str] | None = None, batch_sizes: Sequence[Sequence[int]] | None = None,
-                 fixed: Any = None, act_mem: Any = None):
+                 fixed: Any = None, act_mem: Any = None, curves: Mapping[int, Any] | None = None):
         self.time = np.asarray(time, dtype=float)
         if self.time.ndim != 2 or self.time.shape[0] == 0:
             raise ValueError("time must be an (n ops, K devices) array")
@@ -175,15 +175,17 @@ class Instance:
         # (latency, 1/bandwidth) of the system's direct links (inf where none), else (latency, bandwidth)
         self.link_data = system.direct_links() if system is not None else (self._lat, self._bw)
         self.delays = self._edge_delays(system, latency, bandwidth)
-        self._init_batch(batch_sizes, fixed, act_mem)
+        self._init_batch(batch_sizes, fixed, act_mem, curves)
         self.check_feasible()
 
     # --------------------------------------------------------------------------------- batching
-    def _init_batch(self, batch_sizes: Any, fixed: Any, act_mem: Any) -> None:
+    def _init_batch(self, batch_sizes: Any, fixed: Any, act_mem: Any, curves: Any) -> None:
         """Throughput data (Section 3.2): ``batch_sizes[u]`` the batch sizes device ``u`` supports (from
         the system's devices by default, else ``(1,)``); ``fixed[i, u]`` the batch-independent part of
         ``time[i, u]`` (launch overhead, reading the weights; default 0); ``act_mem[i]`` the per-input
-        activation bytes inside ``mem[i]`` (default 0). See :meth:`time_batch`."""
+        activation bytes inside ``mem[i]`` (default 0); ``curves[u]`` the measured
+        :class:`~onnxpart.schedule.batch_curve.BatchCurve` of a device timed per batch size (default
+        none). See :meth:`time_batch`."""
         if batch_sizes is None:
             batch_sizes = ([d.batch_sizes for d in self.system.devices] if self.system is not None
                            else [(1,)] * self.k)
@@ -192,15 +194,26 @@ class Instance:
             raise ValueError("batch_sizes must give every device a non-empty list of positive sizes")
         self.fixed = np.zeros((self.n, self.k)) if fixed is None else np.minimum(np.asarray(fixed, float), self.time)
         self.act_mem = np.zeros(self.n) if act_mem is None else np.asarray(act_mem, dtype=float)
+        self.curves = dict(curves or {})
 
     def time_batch(self, i: int, u: int, size: int) -> float:
-        """Seconds op ``i`` takes on device ``u`` for a batch of ``size`` inputs (``t_{i,u,l}``): the
-        batch-independent part once plus the rest ``size`` times, ``fixed + (time − fixed)·size``
-        (the roofline at batch 1 with weights and launch read once per batch). 0 for size 0."""
+        """Seconds op ``i`` takes on device ``u`` for a batch of ``size`` inputs (``t_{i,u,l}``): from
+        the device's measured :class:`~onnxpart.schedule.batch_curve.BatchCurve` when it has one, else the
+        batch-independent part once plus the rest ``size`` times, ``fixed + (time − fixed)·size`` (the
+        roofline at batch 1 with weights and launch read once per batch). 0 for size 0; ``inf`` where the
+        op cannot run."""
         if size <= 0:
             return 0.0
         t, f = self.time[i, u], self.fixed[i, u]
-        return float(t) if not math.isfinite(t) else float(f + (t - f) * size)
+        if not math.isfinite(t):
+            return float(t)
+        curve = self.curves.get(u)
+        return curve.at(i, size) if curve is not None else float(f + (t - f) * size)
+
+    def curve_key(self, u: int) -> bytes:
+        """Device ``u``'s measured batch curve as bytes (empty without one): equal keys, equal times."""
+        curve = self.curves.get(u)
+        return curve.digest if curve is not None else b""
 
     def delay_count(self, e: int, u: int, v: int, count: int) -> float:
         """Transfer delay of edge ``e``'s tensors for ``count`` inputs from ``u`` to ``v`` (0 on one
@@ -306,13 +319,15 @@ class Instance:
 
     def preserved_by(self, perm: Sequence[int]) -> bool:
         """Whether relabelling every device ``u`` as ``perm[u]`` maps the instance onto itself — op times
-        and their batch-independent part, capacities, batch sizes, every edge's transfer delays, every
-        direct link's latency and bandwidth: a device automorphism (Section 5.2). A schedule relabelled by
-        one is a schedule of the relabelled instance, with the same makespan (:mod:`.symmetry`)."""
+        and their batch-independent part and measured batch curves, capacities, batch sizes, every edge's
+        transfer delays, every direct link's latency and bandwidth: a device automorphism (Section 5.2). A
+        schedule relabelled by one is a schedule of the relabelled instance, with the same makespan
+        (:mod:`.symmetry`)."""
         p = np.asarray(perm, dtype=np.int64)
         return bool(np.array_equal(self.time[:, p], self.time) and np.array_equal(self.fixed[:, p], self.fixed)
                     and np.array_equal(self.capacity[p], self.capacity)
                     and all(self.batch_sizes[p[u]] == self.batch_sizes[u] for u in range(self.k))
+                    and all(self.curve_key(p[u]) == self.curve_key(u) for u in range(self.k))
                     and np.array_equal(self.delays[:, p][:, :, p], self.delays)
                     and all(np.array_equal(a[p][:, p], a) for a in self.link_data))
 
@@ -421,34 +436,37 @@ class Instance:
         ops = list(range(len(names))) if ops is None else list(ops)
         self.fixed = np.minimum(parent.fixed[ops], np.where(np.isfinite(time), time, np.inf))
         self.act_mem = parent.act_mem[ops]
+        self.curves = {u: curve.rows(ops) for u, curve in parent.curves.items()}
         self.check_feasible(linked=False)  # the parent passed it; a sub-instance's pins are checked above
 
 
 def from_graph(graph: Any, system: System, cost_fn: Callable[[int, int], float] | None = None) -> Instance:
     """An :class:`Instance` from a (not necessarily costed) :class:`onnxpart.graph.OpGraph`.
 
-    ``cost_fn(op index, device index)`` gives seconds (``inf``: cannot run); by default each device's
-    spec is costed with the analytic roofline model (:func:`onnxpart.cost_models.analytic_costs`, one
-    pass per distinct spec). Edge bytes are the tensors a producer sends a consumer; ``mem[op]`` is its
-    parameter bytes + input and output tensor bytes + internal bytes (constraint 3.7's wm + im + om).
+    A device whose system entry names measured costs files is timed from them (:mod:`.measured`): its
+    batch-1 time (measured, or by the rule of :mod:`.batch_curve`) and, for the throughput objective, its
+    curve over batch sizes. Every other device is timed by ``cost_fn(op index, device index)`` (seconds,
+    ``inf``: cannot run), by default the analytic roofline of its spec
+    (:func:`onnxpart.cost_models.analytic_costs`, one pass per distinct spec). Edge bytes are the tensors
+    a producer sends a consumer; ``mem[op]`` is its parameter bytes + input and output tensor bytes +
+    internal bytes (constraint 3.7's wm + im + om).
     """
-    if cost_fn is None:
-        from onnxpart.schedule.measured import with_measured
+    from onnxpart.schedule.measured import measured_curves
 
-        cost_fn = with_measured(graph, system, None) or analytic_cost_fn(graph, system)
-    time = np.array([[float(cost_fn(i, u)) for u in range(system.k)] for i in range(len(graph.ops))])
+    fixed = np.array([[_fixed_part(d.spec, op) for d in system.devices] for op in graph.ops]).reshape(-1, system.k)
+    curves = measured_curves(graph, system, fixed)
+    if cost_fn is None and len(curves) < system.k:
+        cost_fn = analytic_cost_fn(graph, system)
+    time = np.array([[curves[u].at(i, 1) if u in curves else float(cost_fn(i, u)) for u in range(system.k)]
+                     for i in range(len(graph.ops))])
     edges = [(u, v, float(graph.tensors[name].bytes)) for u, v, name in graph.edges()]
-    mem = []
+    mem, act = [], []
     for op in graph.ops:
         io = sum(graph.tensors[t].bytes for t in (*op.inputs, *op.outputs) if t in graph.tensors)
         mem.append(float(op.param_bytes + io + op.internal_bytes))
-    fixed, act = [], []
-    for i, op in enumerate(graph.ops):
-        io = sum(graph.tensors[t].bytes for t in (*op.inputs, *op.outputs) if t in graph.tensors)
         act.append(float(io))
-        fixed.append([_fixed_part(d.spec, op) for d in system.devices])
     return Instance(time, edges, mem=mem, capacity=[d.memory for d in system.devices], system=system,
-                    op_names=[op.name for op in graph.ops], fixed=fixed, act_mem=act)
+                    op_names=[op.name for op in graph.ops], fixed=fixed, act_mem=act, curves=curves)
 
 
 def _fixed_part(spec: Any, op: Any) -> float:

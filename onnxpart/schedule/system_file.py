@@ -8,7 +8,8 @@ Format (units accepted as in the CLI: ``64GiB``, ``16GB/s``, ``100Gbps``, ``10us
         count: 4             # identical copies (default 1)
         memory: 40GiB        # default: the spec's memory_capacity
         batch_sizes: [1, 64] # default [1]
-        costs: gpu.json      # optional: measured op times on this device (onnxpart.schedule.measured)
+        costs: gpu.json      # optional: measured op times on this device at batch 1 (onnxpart.schedule.measured),
+                             # or per batch size: {1: gpu_b1.json, 8: gpu_b8.json} (onnxpart.schedule.batch_curve)
     links:
       default: {bandwidth: 16GB/s, latency: 10us}   # every ordered pair not listed below (optional)
       pairs:
@@ -31,6 +32,7 @@ from typing import Any
 import yaml
 
 from onnxpart.cost_models.device import DeviceSpec, load_device
+from onnxpart.costs_io import read_costs_file
 from onnxpart.errors import UserError
 from onnxpart.schedule.model import Device, Link, System
 from onnxpart.units import parse_bandwidth, parse_bytes
@@ -160,11 +162,39 @@ def _device_entry(r: _Reader, entry: Any, at: tuple, folder: Path) -> list[Devic
     if (not isinstance(sizes, list) or not sizes
             or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in sizes)):
         raise r.fail(at + ("batch_sizes",), f"batch_sizes must be a list of positive integers, got {sizes!r}")
-    costs = entry.get("costs")
-    if costs is not None:
-        costs = str((folder / str(costs)) if not Path(str(costs)).is_absolute() else costs)
+    costs = _costs(r, entry["costs"], at + ("costs",), folder) if entry.get("costs") is not None else None
     names = [name] if count == 1 else [f"{name}:{c}" for c in range(count)]
     return [Device(n, name, spec, memory, tuple(sorted(set(sizes))), costs) for n in names]
+
+
+def _costs(r: _Reader, value: Any, at: tuple, folder: Path) -> tuple[tuple[int, str], ...]:
+    """``(batch, path)`` per measured batch size, ascending: one costs file (batch 1) or a mapping batch
+    size → file, paths relative to the system file. Each file must be a readable costs file whose
+    recorded ``batch`` (``onnxpart annotate --batch``), if any, is its key."""
+    if isinstance(value, dict):
+        if not value:
+            raise r.fail(at, "expected a costs file or a mapping batch size → costs file")
+        pairs = []
+        for key, path in value.items():
+            if not re.fullmatch(r"[1-9][0-9]*", key):
+                raise r.fail(at + (key,), f"batch size must be a positive integer, got {key!r}")
+            pairs.append((int(key), path, at + (key,)))
+    else:
+        pairs = [(1, value, at)]
+    out = []
+    for batch, path, where in sorted(pairs, key=lambda p: p[0]):
+        if not isinstance(path, str) or not path:
+            raise r.fail(where, f"expected the path of a costs file, got {path!r}")
+        full = str(folder / path) if not Path(path).is_absolute() else path
+        try:
+            recorded = read_costs_file(full).get("batch")
+        except UserError as exc:
+            raise r.fail(where, str(exc)) from None
+        if recorded is not None and recorded != batch:
+            fix = f"list it as costs: {{{recorded}: {path}}}" if isinstance(recorded, int) else "measure it again"
+            raise r.fail(where, f"{path} was measured at batch {recorded!r}, not {batch}: {fix}")
+        out.append((batch, full))
+    return tuple(out)
 
 
 def _spec(r: _Reader, value: Any, at: tuple, folder: Path) -> DeviceSpec:
