@@ -24,6 +24,9 @@ def annotate(
     dim: Optional[list[str]] = typer.Option(None, "--dim", help=DIM_HELP),
     coarsen: bool = typer.Option(False, "--coarsen", help=COARSEN_HELP),
     runs: int = typer.Option(5, "--runs", min=1, help="Profiled runs for --cost measured (median per node)."),
+    batch: Optional[int] = typer.Option(None, "--batch", min=1, help="Cost a batch of B inputs: the symbolic dim "
+                                        "on axis 0 of every graph input set to B × its --dim value (default 1); "
+                                        "recorded as the file's batch, for a system file's costs: {B: file}."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing output file."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),
 ) -> None:
@@ -36,10 +39,12 @@ def annotate(
         raise UserError(f"{output} already exists; pass --force to overwrite it")
     if not (output.parent if str(output.parent) else Path(".")).is_dir():
         raise UserError(f"cannot write {output}: folder {output.parent} does not exist")
+    if batch is not None:
+        dim = _batch_dims(model, dim or [], batch)
     loaded = load_costed(model, input_shape=input_shape, coarsen=coarsen, cost=cost, device=device, runs=runs, dim=dim,
                          need_model=True)
     graph = loaded.graph
-    extra = {}
+    extra: dict = {"batch": batch or 1}
     if loaded.measured_end_to_end is not None:
         extra["measured"] = {"end_to_end": loaded.measured_end_to_end, "kernel_total": graph.total_work,
                              "runs": runs}
@@ -52,7 +57,23 @@ def annotate(
         return
     line = f"wrote {output}: {len(graph.ops)} ops, total work {format_seconds(graph.total_work)} ({graph.cost_model}"
     line += f" on {graph.device})" if graph.cost_model == "analytic" else ")"
+    if batch is not None:
+        line += f"; batch {batch}"
     if loaded.measured_end_to_end is not None:
         line += (f"; kernels sum to {format_seconds(graph.total_work)} of "
                  f"{format_seconds(loaded.measured_end_to_end)} measured end to end")
     console.print(line, highlight=False)
+
+
+def _batch_dims(model: Path, dim: list[str], batch: int) -> list[str]:
+    """``--dim`` with the model's batch dim (:func:`onnxpart.schedule.batch_run.batch_dim`: the symbolic dim
+    on axis 0 of every graph input) set to ``batch`` × its rows per input (its ``--dim`` value, default 1)."""
+    from onnxpart.onnx_io import parse_dims, read_model
+    from onnxpart.schedule.batch_run import batch_dim
+
+    name = batch_dim(read_model(model).model)
+    if name is None:
+        raise UserError(f"--batch {batch}: axis 0 of {model.name}'s graph inputs is a fixed size, so the batch "
+                        "cannot be set (export the model with a symbolic batch dim)")
+    rows = parse_dims(dim).get(name, 1)
+    return [d for d in dim if d.split("=", 1)[0].strip() != name] + [f"{name}={rows * batch}"]

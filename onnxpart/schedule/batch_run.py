@@ -2,7 +2,8 @@
 
 **The batch axis.** The throughput costs take one of the batch's ``L`` inputs to be one run of the model
 at its costed shape (:meth:`~onnxpart.schedule.model.Instance.time_batch` scales an op's per-input time
-by the slice size), so input ``l`` is what one run of the model takes. Which axis carries it follows the
+by the slice size, or reads it off a device's measured batch curve), so input ``l`` is what one run of
+the model takes. Which axis carries it follows the
 usual convention, axis 0 of every graph input (:func:`batch_axis`):
 
 * axis 0 of every graph input is the same symbolic dim ``N`` (``--freeze-dims`` off): input ``l`` is the
@@ -53,13 +54,14 @@ class BatchAxis:
         return {"axis": 0, "dim": self.dim, "rows_per_input": self.rows if self.dim is not None else None}
 
 
-def batch_axis(loaded, freeze: bool) -> BatchAxis:
-    """The batch axis of a model (module docstring); UserError (exit 2) when it is ambiguous."""
+def batch_dim(model) -> str | None:
+    """The symbolic dim on axis 0 of every graph input of the ONNX ``model``, None when those axes are
+    fixed sizes; UserError (exit 2) when there is no one batch axis (module docstring)."""
     rule = ("throughput takes axis 0 of every graph input as the batch (one symbolic dim on all of them, "
             "or fixed sizes, run once per input)")
-    weights = {init.name for init in loaded.model.graph.initializer}
+    weights = {init.name for init in model.graph.initializer}
     firsts = {}
-    for vi in loaded.model.graph.input:
+    for vi in model.graph.input:
         if vi.name in weights:
             continue
         dims = vi.type.tensor_type.shape.dim
@@ -69,7 +71,12 @@ def batch_axis(loaded, freeze: bool) -> BatchAxis:
     if len(set(firsts.values())) != 1:
         said = ", ".join(f"{name}: {dim or 'fixed'}" for name, dim in firsts.items()) or "none"
         raise UserError(f"the graph inputs' axis 0 ({said}) names no one batch, so the batch cannot be sliced: {rule}")
-    dim = next(iter(firsts.values()))
+    return next(iter(firsts.values()))
+
+
+def batch_axis(loaded, freeze: bool) -> BatchAxis:
+    """The batch axis of a model (module docstring); UserError (exit 2) when it is ambiguous."""
+    dim = batch_dim(loaded.model)
     if dim is None or freeze:
         return BatchAxis(None)
     axes = {}
