@@ -496,8 +496,9 @@ def cpsat(inst: Instance, batch: int, time_limit: float, hint: BatchSchedule | N
         hint = None
     from onnxpart.schedule.exact import _scale
 
-    horizon = hint.makespan if hint is not None else sum(
-        max(inst.time_batch(i, u, batch) for u in inst.allowed(i)) for i in range(inst.n)) * 2 + 1.0
+    horizon = hint.makespan if hint is not None else sum(  # any size: a measured curve may fall with the size
+        max(inst.time_batch(i, u, b) for u in inst.allowed(i) for b in (batch, *inst.batch_sizes[u]) if b <= batch)
+        for i in range(inst.n)) * 2 + 1.0
     scale = _scale(horizon)
     top = math.ceil(horizon * scale) + 1
     tick = lambda sec: int(math.floor(sec * scale))  # noqa: E731
