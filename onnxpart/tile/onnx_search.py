@@ -1,5 +1,6 @@
 """Searches over an ONNX layout instance (:mod:`onnxpart.tile.onnx_model`): ``local``, ``greedy`` and
-``exact`` (CP-SAT), after Sections 5–6 of "Matrix Tiling as Constrained Hypergraph Labeling".
+``exact`` (bucket elimination, else CP-SAT), after Sections 5–6 of "Matrix Tiling as Constrained Hypergraph
+Labeling".
 
 * :func:`local` — the paper's Section 6 baseline: ops in topological order, each takes its locally
   cheapest algorithm given the layouts fixed so far; its not-yet-laid-out tensors take that
@@ -8,13 +9,15 @@
   with buckets of one edge (β = 1: lay out all tensors of one op by one of its algorithms) and of one
   vertex (one tensor, every layout in its domain), repeated while the step time drops. Every move keeps
   ``--device-memory``.
-* :func:`exact` — CP-SAT over one-hot layout choices x[t, a] and algorithm choices y[op, c], after the
-  dominance reductions of :mod:`onnxpart.tile.reduce` (which keep an optimum); each slot pays the
+* :func:`exact` — first multi-objective bucket elimination (:mod:`onnxpart.tile.elimination`: the
+  optimum where the graph's induced width is small), else CP-SAT over one-hot layout choices x[t, a] and
+  algorithm choices y[op, c], after the dominance reductions of :mod:`onnxpart.tile.reduce` (which keep an optimum); each slot pays the
   collective a -> b between the stored layout a and the wanted b = Σ_{c reads b} y[op, c] (the paper's
   Hamming term of Section 4, weighted per pair) through transportation variables z[a, b]
   (:func:`_slot_terms`). Costs are floored onto an
   integer grid, so CP-SAT's best objective bound times the grid unit is a proven lower bound on the real
-  step time; warm-started (AddHint) from the greedy plan. Its incumbent is re-costed in seconds.
+  step time; warm-started (AddHint) from the greedy plan or the elimination's Lagrangian plan, the cheaper.
+  Its incumbent is re-costed in seconds.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from onnxpart.board import Board
 from onnxpart.certificate import LowerBound, best_bound
 from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.solvers import solve_cpsat
+from onnxpart.tile import elimination
 from onnxpart.tile.catalog import Layout, collective_time
 from onnxpart.tile.onnx_model import LayoutInstance, Plan
 from onnxpart.tile.reduce import Reduced, reduce_instance
@@ -262,12 +266,41 @@ def brute_force(inst: LayoutInstance) -> tuple[float, dict[str, Layout]] | None:
 # ------------------------------------------------------------------------------------------- exact
 def exact(inst: LayoutInstance, time_limit: float, hint: dict[str, Layout] | None = None, workers: int = 2,
           seed: int = 0) -> tuple[dict[str, Layout] | None, LowerBound]:
-    """CP-SAT (module docstring) on the dominance-reduced instance (:mod:`onnxpart.tile.reduce`):
-    (best layouts or None, the proven lower bound in seconds)."""
+    """Bucket elimination (:mod:`onnxpart.tile.elimination`) on the dominance-reduced instance
+    (:mod:`onnxpart.tile.reduce`), given up to ``ELIMINATION_SHARE`` of the time; where it does not finish,
+    CP-SAT (module docstring), warm-started from the cheaper of ``hint`` and the elimination's Lagrangian
+    plan. -> (best layouts or None, the proven lower bound in seconds)."""
     start = time.perf_counter()
     reduced = reduce_instance(inst)
+    hint = hint if hint is not None and inst.fits(hint) else None
+    found = elimination.solve(inst, reduced, inst.cost(hint) if hint is not None else None,
+                              deadline=start + ELIMINATION_SHARE * time_limit)
+    if found.status == "optimal":
+        layouts = found.layouts
+        value = min(found.seconds, inst.cost(layouts))  # equal up to float rounding: the optimum of both
+        return layouts, LowerBound("tile-elimination", value, "optimal", "bucket-elimination",
+                                   time.perf_counter() - start, note="multi-objective bucket elimination over "
+                                   "(step time, bytes per device) with Lagrangian pruning: the optimum")
+    if found.plan is not None and (hint is None or inst.cost(found.plan) < inst.cost(hint)):
+        hint = found.plan
+    layouts, bound = _cpsat(inst, reduced, max(time_limit - (time.perf_counter() - start), 0.1), hint, workers, seed)
+    if found.lagrangian is not None and (bound.value is None or found.lagrangian > bound.value):
+        bound = LowerBound("tile-lagrangian", found.lagrangian, bound.status, "lagrangian-dual",
+                           time.perf_counter() - start, note=f"max over λ of min (step time + λ·bytes) − λ·M, "
+                           f"above CP-SAT's {bound.value}; elimination {found.status}")
+    return layouts, bound
+
+
+#: Share of exact's time limit that bucket elimination may use before CP-SAT takes over.
+ELIMINATION_SHARE = 2 / 3
+
+
+def _cpsat(inst: LayoutInstance, reduced: Reduced, time_limit: float, hint: dict[str, Layout] | None,
+           workers: int, seed: int) -> tuple[dict[str, Layout] | None, LowerBound]:
+    """CP-SAT (module docstring) on the reduced instance: (best layouts or None, its proven lower bound)."""
+    start = time.perf_counter()
     model, x, y, z, unit = _build(inst, reduced)
-    if hint is not None and inst.fits(hint):
+    if hint is not None:
         _hint(model, inst, reduced, reduced.replace(hint), x, y, z)
     remaining = max(time_limit - (time.perf_counter() - start), 1e-3)
     result, solver = solve_cpsat(model, remaining, workers=workers, seed=seed, parameters=CPSAT_PARAMETERS)
@@ -277,7 +310,7 @@ def exact(inst: LayoutInstance, time_limit: float, hint: dict[str, Layout] | Non
                        note=f"CP-SAT best objective bound of the one-hot layout model after dominance reductions "
                             f"(costs floored to {unit:.3g} s units)")
     if not result.has_solution:
-        return (dict(hint) if hint is not None and inst.fits(hint) else None), bound
+        return (dict(hint) if hint is not None else None), bound
     layouts = {t.name: next(a for a, var in x[t.name].items() if solver.Value(var)) for t in inst.tensors}
     return layouts, bound
 
