@@ -114,7 +114,7 @@ def solve(inst: LayoutInstance, reduced: Reduced, incumbent: float | None = None
         room = network.weighted(order, None, deadline)  # least bytes of the rest
         bound = min(math.inf if incumbent is None else incumbent, dual.plan_cost) * (1 + 1e-9)
         prune = _Pruning(guides, (0.0, dual.lam), room, limit, bound)
-        last = _Eliminator(network.sizes, deadline, max_points or MAX_POINTS, prune).run(order, network.leaves(1.0, 0.0, True))[-1]
+        last = _Eliminator(network.grids, deadline, max_points or MAX_POINTS, prune).run(order, network.leaves(1.0, 0.0, True))[-1]
     except _GiveUp:
         return _given_up(network, dual, start)
     if not np.isfinite(last.cost[0, 0]):  # nothing within M beats the bound: the fitting weighted optimum
@@ -189,6 +189,7 @@ class _Network:
         self.inst, self.reduced = inst, reduced
         domains = [reduced.domains[t.name] for t in inst.tensors]
         self.sizes = [len(d) for d in domains] + [len(k) for k in reduced.choices]
+        self.grids = _Grids(self.sizes)
         unary = [np.zeros(s) for s in self.sizes]
         mem = [np.zeros(s) for s in self.sizes]
         for v, t in enumerate(inst.tensors):
@@ -216,9 +217,9 @@ class _Network:
     def weighted(self, order: list[int], lam: float | None, deadline) -> _Weighted:
         """Min-sum elimination of seconds + λ·bytes (``lam`` None: of bytes alone)."""
         leaves = self.leaves(0.0, 1.0, False) if lam is None else self.leaves(1.0, lam, False)
-        created = _Eliminator(self.sizes, deadline).run(order, leaves)
+        created = _Eliminator(self.grids, deadline).run(order, leaves)
         values = _traceback(created[-1], 0, self.sizes)
-        return _Weighted(created, _outside(created, self.sizes), values, float(created[-1].cost[0, 0]))
+        return _Weighted(created, _outside(created, self.grids), values, float(created[-1].cost[0, 0]))
 
     def bytes(self, values: dict[int, int]) -> float:
         return sum(float(self.memory[v][values[v]]) for v in range(len(self.inst.tensors)))
@@ -255,21 +256,37 @@ def _fill(graph: nx.Graph, n: int) -> int:
     return sum(1 for a, b in itertools.combinations(neighbours, 2) if not graph.has_edge(a, b))
 
 
-def _grid(sizes: list[int], scope: tuple[int, ...], v: int | None) -> tuple[tuple, np.ndarray]:
-    """(axes, [axis, row]): every assignment of ``scope`` × v's values, v varying fastest."""
-    axes = scope + ((v,) if v is not None else ())
-    shape = tuple(sizes[u] for u in axes)
-    return axes, (np.indices(shape).reshape(len(shape), -1) if shape else np.zeros((0, 1), dtype=np.int64))
+class _Grids:
+    """Where each function's rows sit in a bucket's grid (every assignment of the bucket's variables, the
+    eliminated one varying fastest), kept across the passes: they all share one order."""
+
+    def __init__(self, sizes: list[int]):
+        self.sizes, self.cache, self.last = sizes, {}, (None, None)
+
+    def count(self, axes: tuple) -> int:
+        return math.prod(self.sizes[u] for u in axes)
+
+    def rows(self, axes: tuple, scope: tuple) -> np.ndarray:
+        """The row of a function over ``scope`` for each grid row over ``axes``."""
+        key = (axes, scope)
+        if key not in self.cache:
+            if scope:
+                if self.last[0] != axes:
+                    shape = tuple(self.sizes[u] for u in axes)
+                    self.last = (axes, np.indices(shape).reshape(len(shape), -1))
+                grid = self.last[1]
+                self.cache[key] = np.ravel_multi_index(tuple(grid[[axes.index(u) for u in scope]]),
+                                                       tuple(self.sizes[u] for u in scope))
+            else:
+                self.cache[key] = np.zeros(self.count(axes), dtype=np.int64)
+        return self.cache[key]
 
 
-def _rows(f: _Function, axes: tuple, grid: np.ndarray, sizes: list[int]) -> np.ndarray:
-    """f's row for each grid row."""
-    if not f.scope:
-        return np.zeros(grid.shape[1], dtype=np.int64)
-    return np.ravel_multi_index(tuple(grid[[axes.index(u) for u in f.scope]]), tuple(sizes[u] for u in f.scope))
+def _axes(scope: tuple, v: int | None) -> tuple:
+    return scope + ((v,) if v is not None else ())
 
 
-def _outside(created: list[_Function], sizes: list[int]) -> list[np.ndarray]:
+def _outside(created: list[_Function], grids: _Grids) -> list[np.ndarray]:
     """Per created function f, out(s) = min over the rest of the network given f's scope s (module
     docstring), top-down: for f a source of g (made by minimizing v out), out_f = min over g's grid rows
     matching s of out_g + the other sources of g. Single-objective functions (one point per row)."""
@@ -278,10 +295,10 @@ def _outside(created: list[_Function], sizes: list[int]) -> list[np.ndarray]:
     outside[-1] = np.zeros(1)
     for k in range(len(created) - 1, -1, -1):
         g = created[k]
-        axes, grid = _grid(sizes, g.scope, g.eliminated)
-        rows = [_rows(f, axes, grid, sizes) for f in g.sources]
+        axes = _axes(g.scope, g.eliminated)
+        rows = [grids.rows(axes, f.scope) for f in g.sources]
         inside = [f.cost[r, 0] for f, r in zip(g.sources, rows)]
-        total = outside[k][_rows(g, axes, grid, sizes)] + np.sum(inside, axis=0)
+        total = outside[k][grids.rows(axes, g.scope)] + np.sum(inside, axis=0)
         for f, r, own in zip(g.sources, rows, inside):
             if id(f) in index:
                 out = np.full(len(f.cost), np.inf)
@@ -313,8 +330,9 @@ class _Pruning:
 
 
 class _Eliminator:
-    def __init__(self, sizes: list[int], deadline: float | None, max_points: int = MAX_POINTS, prune=None):
-        self.sizes, self.deadline, self.max_points, self.prune, self.points = sizes, deadline, max_points, prune, 0
+    def __init__(self, grids: _Grids, deadline: float | None, max_points: int = MAX_POINTS, prune=None):
+        self.grids, self.sizes = grids, grids.sizes
+        self.deadline, self.max_points, self.prune, self.points = deadline, max_points, prune, 0
 
     def run(self, order: list[int], leaves: list[_Function]) -> list[_Function]:
         """Eliminate along ``order``; every function made, the last one over no variable."""
@@ -341,16 +359,15 @@ class _Eliminator:
     def eliminate(self, v: int | None, bucket: list[_Function], k: int) -> _Function:
         """Sum the bucket over every assignment of its scope and v's values, then minimize v out."""
         scope = tuple(sorted({u for f in bucket for u in f.scope} - {v}))
-        axes, grid = _grid(self.sizes, scope, v)
-        rows = grid.shape[1]
+        axes = _axes(scope, v)
+        rows, count = self.grids.count(axes), (self.sizes[v] if v is not None else 1)
         if self.prune is None and all(f.cost.shape[1] == 1 and not f.mem.any() for f in bucket):
-            return self._min_sum(v, bucket, scope, axes, grid)
-        count = self.sizes[v] if v is not None else 1
+            return self._min_sum(v, bucket, scope, axes)
         bucket = sorted(bucket, key=lambda f: f.cost.shape[1])  # narrow sets first: fewer pairs early on
-        entries = [_rows(f, axes, grid, self.sizes) for f in bucket]
+        entries = [self.grids.rows(axes, f.scope) for f in bucket]
         alive = np.arange(rows)  # the grid rows that still have a point
         mem, cost = np.zeros((rows, 1)), np.zeros((rows, 1))
-        prov = np.asarray(grid[-1] if v is not None else np.zeros(rows, dtype=np.int64))[:, None, None]
+        prov = (alive % count)[:, None, None]  # v's value: it varies fastest
         for i, (f, entry) in enumerate(zip(bucket, entries)):
             mem, cost, prov = _minkowski(mem, cost, prov, f.mem[entry[alive]], f.cost[entry[alive]])
             if self.prune is not None:
@@ -371,9 +388,9 @@ class _Eliminator:
             raise _GiveUp
         return _Function(scope, mem, cost, prov, v, tuple(bucket))
 
-    def _min_sum(self, v, bucket, scope, axes, grid) -> _Function:
+    def _min_sum(self, v, bucket, scope, axes) -> _Function:
         """:meth:`eliminate` when every set is one point with no bytes: a sum and a minimum over v."""
-        entries = [_rows(f, axes, grid, self.sizes) for f in bucket]
+        entries = [self.grids.rows(axes, f.scope) for f in bucket]
         total = np.sum([f.cost[r, 0] for f, r in zip(bucket, entries)], axis=0) if bucket else np.zeros(1)
         total = total.reshape(-1, self.sizes[v] if v is not None else 1)
         best = np.argmin(total, axis=1)
@@ -411,6 +428,8 @@ def _pad(array: np.ndarray, width: int) -> np.ndarray:
 def _pareto(mem: np.ndarray, cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per row, (column indices, valid): the non-dominated finite points first, bytes ascending (ties: the
     cheaper, then the first), padded to the widest row (at least one column) with ``valid`` False."""
+    if mem.shape[1] == 1:
+        return np.zeros(mem.shape, dtype=np.int64), np.isfinite(cost)
     order = np.lexsort((cost, mem), axis=1)
     sorted_cost = np.take_along_axis(cost, order, 1)
     before = np.minimum.accumulate(np.concatenate([np.full((len(cost), 1), np.inf), sorted_cost[:, :-1]], 1), 1)
