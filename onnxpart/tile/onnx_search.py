@@ -292,7 +292,7 @@ def exact(inst: LayoutInstance, time_limit: float, hint: dict[str, Layout] | Non
 
 
 #: Share of exact's time limit that bucket elimination may use before CP-SAT takes over.
-ELIMINATION_SHARE = 2 / 3
+ELIMINATION_SHARE = 0.8
 
 
 def _cpsat(inst: LayoutInstance, reduced: Reduced, time_limit: float, hint: dict[str, Layout] | None,
