@@ -245,6 +245,7 @@ def milp(inst: Instance, time_limit: float, hint: Schedule | None = None, *, see
                 both = [(x[i][u], 1.0), (x[j][u], 1.0)]
                 mip.row([*end_terms(i).items(), (s[j], -1.0), (d, 1.0), *both], upper=3.0)
                 mip.row([*end_terms(j).items(), (s[i], -1.0), (d, -1.0), *both], upper=2.0)
+    used = _milp_heads_tails(mip, inst, x, s, c_max, t, unit)
     # Section 5.2: busy time non-increasing within each class of identical devices
     if symmetry:
         for cls in inst.symmetry_classes():
@@ -253,7 +254,7 @@ def milp(inst: Instance, time_limit: float, hint: Schedule | None = None, *, see
                          *((x[i][b], -t[i, b]) for i in range(inst.n) if b in allowed[i])], lower=0.0)
     h = mip.highs()
     if hint is not None:
-        _warm_start(h, mip.num_cols, x, s, c_max, order_vars, hint, unit)
+        _warm_start(h, mip.num_cols, x, s, c_max, order_vars, used, hint, unit)
     res = solve_highs(h, max(time_limit - (time.perf_counter() - t0), 0.01), seed=seed,
                       on_bound=(lambda b: on_bound(b * unit)) if on_bound else None)
     found = None
@@ -266,12 +267,39 @@ def milp(inst: Instance, time_limit: float, hint: Schedule | None = None, *, see
                        f"{len(order_vars)} disjunction pairs after transitive-closure pruning")
 
 
-def _warm_start(h: highspy.Highs, ncols: int, x, s, c_max, order_vars, hint: Schedule, unit: float) -> None:
+def _milp_heads_tails(mip: SparseModel, inst: Instance, x, s, c_max, t: np.ndarray, unit: float) -> dict[int, int]:
+    """The redundant rows of :func:`_heads_tails` in the MILP (times over ``unit``): ``s_i ≥ Σ_u
+    head(i,u)·x_iu``, ``C ≥ s_i + Σ_u tail(i,u)·x_iu``, ``x_iu = 0`` where ``u`` is unreachable, and
+    Carlier's ``C ≥ Σ_i t(i,u)·x_iu + (lead_u + trail_u)·w_u`` with ``w_u ≥ x_iu``
+    (:func:`.bounds.device_lead_trail`; every row holds at every schedule, proofs in :mod:`.bounds`).
+    Returns the ``w_u`` columns by device."""
+    head, tail = bounds.heads_tails(inst)
+    for i in range(inst.n):
+        reach = [u for u in inst.allowed(i) if math.isfinite(head[i, u] + tail[i, u])]
+        for u in set(inst.allowed(i)) - set(reach):
+            mip.row({x[i][u]: 1.0}, upper=0.0)
+        mip.row({s[i]: 1.0, **{x[i][u]: -head[i, u] / unit for u in reach}}, lower=0.0)
+        mip.row({c_max: 1.0, s[i]: -1.0, **{x[i][u]: -tail[i, u] / unit for u in reach}}, lower=0.0)
+    used = {}
+    for u, idle in enumerate(sum(bounds.device_lead_trail(inst, head, tail))):
+        on_u = [x[i][u] for i in range(inst.n) if u in inst.allowed(i)]
+        if on_u and idle > 0:
+            used[u] = mip.var(0, 1)
+            for col in on_u:
+                mip.row({used[u]: 1.0, col: -1.0}, lower=0.0)
+            mip.row({c_max: 1.0, used[u]: -idle / unit, **{x[i][u]: -t[i, u] for i in range(inst.n)
+                                                            if u in inst.allowed(i)}}, lower=0.0)
+    return used
+
+
+def _warm_start(h: highspy.Highs, ncols: int, x, s, c_max, order_vars, used, hint: Schedule, unit: float) -> None:
     values = np.zeros(ncols)
     for i, row in enumerate(x):
         values[row[int(hint.mapping[i])]] = 1.0
         values[s[i]] = hint.start[i] / unit
     values[c_max] = min(1.0, hint.makespan / unit)
+    for u, col in used.items():
+        values[col] = float(u in hint.mapping)
     for (i, j), col in order_vars.items():
         values[col] = 1.0 if (hint.start[i], i) <= (hint.start[j], j) else 0.0
     sol = highspy.HighsSolution()
