@@ -11,6 +11,9 @@ an incumbent (re-simulated, see below) and the solver's PROVEN lower bound — n
   transfer delay of the chosen device pair, memory (3.7). Times are integers: every duration and
   delay is rounded DOWN to ticks of ``1/scale`` seconds, which relaxes the problem (``⌊a+b⌋ ≥ ⌊a⌋+⌊b⌋``
   keeps every real schedule feasible after flooring its starts), so ``bound/scale`` is proven.
+* Both carry redundant rows that every schedule satisfies (:func:`_heads_tails`,
+  :func:`_milp_heads_tails`): device-aware heads and tails of every op and Carlier's lead + busy +
+  trail per device (:mod:`.bounds`, with proofs) — they strengthen the relaxations, never cut a schedule.
 * Symmetry breaking (Section 5.2): within a class of interchangeable devices (see
   :meth:`Instance.symmetry_classes`) busy time is non-increasing in device index; the hint is
   permuted to satisfy it. Any permutation of a class maps schedules onto schedules, so this keeps an
@@ -164,17 +167,20 @@ def cpsat(inst: Instance, time_limit: float, hint: Schedule | None = None, *, se
 
 
 def _heads_tails(m: cp_model.CpModel, inst: Instance, x, s, makespan, busy, tick) -> None:
-    """Redundant rows from :func:`.bounds.heads_tails`: ``s_i ≥ Σ_u head(i,u)·x_iu`` and ``C ≥ s_i +
-    Σ_u tail(i,u)·x_iu`` (exactly one ``x_iu`` is 1, and both hold for the device ``i`` runs on; floored
-    to ticks they still hold for the floored schedule, ``⌊a⌋ ≥ ⌊b⌋`` when ``a ≥ b`` and ``⌊a+b⌋ ≥ ⌊a⌋+⌊b⌋``),
-    and ``x_iu = 0`` where ``u`` is unreachable (infinite head or tail). The precedence rows (3.3)
-    enforce a transfer only once both ends' devices are fixed, and the LP relaxation spreads an op over
-    devices; these see the transfers that a device choice forces along whole paths to a pinned op or a
-    sink. Measured on 30-op modules of a 1-channel RWNN stack, one worker, 0.5 deterministic seconds:
-    CP-SAT's bound from 0.57 to 0.80 of the best schedule. (Tried and not kept: the same delay per edge
-    enforced by ``x_jv ∧ ¬x_iv`` — no gain; ``optimize_with_lb_tree_search`` or ``optimize_with_core`` —
-    worse, 0.73; ``use_objective_shaving_search`` — same; ``linearization_level`` 2 — +0.02 at 0.5 s,
-    nothing at the small budgets SPLIT's modules get.)"""
+    """Redundant rows from :func:`.bounds.heads_tails` and :func:`.bounds.device_lead_trail`: ``s_i ≥
+    Σ_u head(i,u)·x_iu`` and ``C ≥ s_i + Σ_u tail(i,u)·x_iu`` (exactly one ``x_iu`` is 1, and both hold
+    for the device ``i`` runs on), ``x_iu = 0`` where ``u`` is unreachable (infinite head or tail), and
+    Carlier's ``C ≥ busy_u + (lead_u + trail_u)·used_u`` with ``used_u`` implied by every ``x_iu``.
+    Proofs in :mod:`.bounds`; floored to ticks each still holds for the floored schedule (``⌊a⌋ ≥ ⌊b⌋``
+    when ``a ≥ b``, ``⌊a+b⌋ ≥ ⌊a⌋+⌊b⌋``, so lead and trail are floored separately). The precedence rows
+    (3.3) enforce a transfer only once both ends' devices are fixed, and the LP relaxation spreads an op
+    over devices; these see the transfers that a device choice forces along whole paths to a pinned op
+    or a sink. Measured on 30-op modules of a 1-channel RWNN stack, one worker, 0.5 deterministic
+    seconds: CP-SAT's bound from 0.57 to 0.80 of the best schedule with the head and tail rows, 0.86
+    with Carlier's. (Tried and not kept: the same delay per edge enforced by ``x_jv ∧ ¬x_iv`` — no gain;
+    ``optimize_with_lb_tree_search`` or ``optimize_with_core`` — worse, 0.73;
+    ``use_objective_shaving_search`` — same; ``linearization_level`` 2 — +0.02 at 0.5 s, nothing at the
+    small budgets SPLIT's modules get; the caller's floor as the makespan's lower bound — same.)"""
     head, tail = bounds.heads_tails(inst)
     for i in range(inst.n):
         reach = {u: var for u, var in x[i].items() if math.isfinite(head[i, u] + tail[i, u])}

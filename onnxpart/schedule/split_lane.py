@@ -25,9 +25,10 @@ calls :func:`solve_modules` once for the first pass over every pair and once per
   one-op module does not get a large module's share. A pair past its deadline answers with its warm
   start, the critical path as its bound. Whatever still runs at ``T`` (plus ``GRACE`` for results in
   flight) is terminated and counts as stopped by the wall clock.
-* **Determinism.** Each pair's CP-SAT stops after a budget of its *deterministic* time (its floor is
-  two LPs' optima) — budgets :mod:`.split` fixes from ``T`` and the op counts alone, depending neither on ``W`` nor on the machine's load. Results are keyed by (segment,
-  entry, exit), never by arrival order. So the same seed gives the same tables, hence the same
+* **Determinism.** Each pair's CP-SAT stops after a budget of its *deterministic* time (its floor is a
+  formula and an LP's optimum) — budgets :mod:`.split` fixes from ``T`` and the op counts alone,
+  depending neither on ``W`` nor on the machine's load. Results are keyed by (segment, entry, exit),
+  never by arrival order. So the same seed gives the same tables, hence the same
   refinement rounds and schedule, with any number of workers — more workers buy wall-clock time, not a
   different answer — unless a wall-clock deadline stops a solve first (counted in ``wall_stops`` and
   said in the result's note; then another run may differ).
