@@ -23,7 +23,7 @@ of ``S_k`` start at or after ``start(c_k)`` (they are ``c_k`` or its descendants
 of the ``(u_k, u_{k+1})`` sub-instance of length ``start(c_{k+1}) − start(c_k) ≥ OPT(S_k, u_k,
 u_{k+1}) ≥ LB(S_k, u_k, u_{k+1})``; summing over ``k`` telescopes to the makespan, which is therefore
 at least the DP's minimum over device chains. ``LB`` is the best of the module's CP-SAT bound and its
-critical-path, path-LP and path-MIP bounds (:mod:`.bounds`), never an incumbent.
+critical-path, device-path and path-LP bounds (:mod:`.bounds`), never an incumbent.
 
 Symmetry (Section 5.2). ``OPT(S_k, u, v) = OPT(S_k, σu, σv)`` for every device automorphism ``σ`` of
 the instance, and a schedule or bound for one pair relabelled by ``σ`` is one for the other; so only one
@@ -34,8 +34,8 @@ Time. Half the time goes to one pass over every (module, entry, exit) solve; the
 :func:`_refine`, which re-solves, with doubling budgets, the modules not yet proven on the device
 chains attaining the lower and the upper DP — the only ones whose values move either DP. Both run as
 jobs on the shared runner, in parallel (:mod:`.split_lane`: a pair's floor and CP-SAT solve, wall
-deadlines, the live DP bound on the board, early stop). Every budget (CP-SAT deterministic time, path-MIP
-nodes, the refinement's total) is fixed from ``T`` and the op counts, never the wall clock, so the
+deadlines, the live DP bound on the board, early stop). Every budget (CP-SAT deterministic time, the
+refinement's total) is fixed from ``T`` and the op counts, never the wall clock, so the
 rounds and the answer do not depend on ``workers``; :func:`_dp` and the join stay here.
 
 Memory (3.7) is a sum over the whole graph: the modules are solved with each device's full capacity
@@ -254,7 +254,7 @@ def _jobs(pairs: list[lane.Pair], start: float, limit: float, workers: int, seed
 
 def _refine(tables: lane.ModuleTables, subs: dict, budget: dict, end: float, workers: int, seed: int,
             board: Board | None) -> None:
-    """Re-solve, in rounds with budgets (CP-SAT deterministic time, path-MIP nodes) doubling each round,
+    """Re-solve, in rounds with CP-SAT deterministic budgets doubling each round,
     the pairs not yet proven on the device chains attaining the lower and the upper DP, warm-started
     from their best schedules, until both chains are proven or the refinement's deterministic budget
     (as much as the first pass's) is spent — a budget, not the wall clock, so the rounds do not depend
@@ -272,8 +272,7 @@ def _refine(tables: lane.ModuleTables, subs: dict, budget: dict, end: float, wor
             return
         cost = sum(scale * budget[key] for key in open_)
         share = min(1.0, left / cost)  # the last round gets what is left, in proportion
-        pairs = [lane.Pair(key, subs[key], share * scale * budget[key],
-                           0 if key in tables.final else lane.FLOOR_NODES * scale, tables.found.get(key))
+        pairs = [lane.Pair(key, subs[key], share * scale * budget[key], False, tables.found.get(key))
                  for key in open_]
         left -= cost * share
         now = time.time()

@@ -7,9 +7,10 @@ small modules' solves (K² pairs per module: 576 on a 24-device system — of wh
 the device automorphisms is solved, :mod:`.symmetry`; :class:`ModuleTables` fills the rest). :mod:`.split`
 calls :func:`solve_modules` once for the first pass over every pair and once per refinement round.
 
-* **A pair's work** (:func:`solve_pair`). First its floor (:func:`_floor`): the sub-instance's critical
-  path, path LP and path MIP (:mod:`.bounds`; HiGHS's dual bound after at most ``nodes`` nodes), proven
-  bounds on ``OPT(S, u, v)`` that stand where CP-SAT's is weak; then one-worker CP-SAT warm-started from
+* **A pair's work** (:func:`solve_pair`). First its floor (:func:`_floor`, in the first pass only): the
+  sub-instance's device path and path LP (:mod:`.bounds`: with the device-aware heads, tails and
+  Carlier rows), proven bounds on ``OPT(S, u, v)`` that stand where CP-SAT's is weak; then one-worker
+  CP-SAT (``interleave_search``) warm-started from
   the pair's best schedule so far, else the best of MET, Greedy and HEFT. The pair's bound is the
   maximum of the two (each a proof).
 * **Live bound.** A job posts the floor and CP-SAT's proven bound on ``OPT(S, u, v)`` as they rise.
@@ -24,10 +25,10 @@ calls :func:`solve_modules` once for the first pass over every pair and once per
   one-op module does not get a large module's share. A pair past its deadline answers with its warm
   start, the critical path as its bound. Whatever still runs at ``T`` (plus ``GRACE`` for results in
   flight) is terminated and counts as stopped by the wall clock.
-* **Determinism.** Each pair's CP-SAT stops after a budget of its *deterministic* time and its path
-  MIP after a number of nodes (one HiGHS thread) — budgets :mod:`.split` fixes from ``T`` and the op
-  counts alone, depending neither on ``W`` nor on the machine's load. Results are keyed by (segment,
-  entry, exit), never by arrival order. So the same seed gives the same tables, hence the same
+* **Determinism.** Each pair's CP-SAT stops after a budget of its *deterministic* time (its floor is a
+  formula and an LP's optimum) — budgets :mod:`.split` fixes from ``T`` and the op counts alone,
+  depending neither on ``W`` nor on the machine's load. Results are keyed by (segment, entry, exit),
+  never by arrival order. So the same seed gives the same tables, hence the same
   refinement rounds and schedule, with any number of workers — more workers buy wall-clock time, not a
   different answer — unless a wall-clock deadline stops a solve first (counted in ``wall_stops`` and
   said in the result's note; then another run may differ).
@@ -60,20 +61,20 @@ log = logging.getLogger(__name__)
 #: on a loaded 2-core machine): the deterministic budget then usually ends a job before its deadline does.
 DET_PER_SECOND = 0.1
 INLINE_OPS = 2  # see solve_modules
-FLOOR_NODES = 64  # path-MIP branch-and-bound nodes of a pair's first floor (doubled in each refinement round)
 GRACE = 0.25  # seconds past the end for the last results to arrive before the jobs are terminated
 
 Key = tuple[int, int | None, int | None]  # (segment, entry device | None, exit device | None)
 
 
 class Pair(NamedTuple):
-    """One (segment, entry, exit) solve: its pinned sub-instance, CP-SAT deterministic budget, path-MIP
-    node limit (0: its floor is final, not re-run) and warm start (None: the best constructive)."""
+    """One (segment, entry, exit) solve: its pinned sub-instance, CP-SAT deterministic budget, whether to
+    compute its floor (False in refinement rounds: the tables hold it, and it would come out the same)
+    and warm start (None: the best constructive)."""
 
     key: Key
     sub: Instance
     budget: float
-    nodes: int = FLOOR_NODES
+    floor: bool = True
     warm: Schedule | None = None
 
 
@@ -98,7 +99,6 @@ class ModuleResult:
     bound: float | None  # proven lower bound on OPT(S, u, v)
     status: str
     wall_stop: bool = False  # the wall-clock deadline, not the deterministic budget, stopped it
-    floor_final: bool = False  # the path MIP finished: re-running it cannot raise the floor
 
 
 def run_module_job(job: ModuleJob) -> list[ModuleResult]:
@@ -112,52 +112,51 @@ def run_module_job(job: ModuleJob) -> list[ModuleResult]:
         done += pair.sub.n
         until = start + (job.deadline - start) * done / total
         out.append(solve_pair(pair.key, pair.sub, pair.budget, until, job.seed, BoundPoster(str(p)),
-                              nodes=pair.nodes, warm=pair.warm))
+                              floor=pair.floor, warm=pair.warm))
     return out
 
 
-def _floor(sub: Instance, nodes: int, limit: float) -> tuple[float, bool, bool]:
-    """``(value, final, wall)``: the best of the sub-instance's critical path, path LP and path MIP
-    (:func:`.bounds.path_lp_bound`, at most ``nodes`` nodes, ``limit`` seconds as a safety net) — proven
-    bounds on its optimum, so on ``OPT(S_k, u, v)``; whether the MIP finished (then re-running it cannot
-    raise the bound); whether the wall clock, not the node limit, stopped it."""
-    mip = bounds.path_lp_bound(sub, limit, integer=True, nodes=nodes)
+def _floor(sub: Instance, limit: float) -> tuple[float, bool]:
+    """``(value, wall)``: the best of the sub-instance's device path and path LP (:mod:`.bounds`, ``limit``
+    seconds as a safety net) — proven bounds on its optimum, so on ``OPT(S_k, u, v)`` —, and whether the
+    wall clock stopped the LP. (The path MIP, a floor here before, is not: with the head, tail and
+    Carlier rows its 64-node bound rose over the LP's by 0–2% on 30-op RWNN modules, at 10–50× the LP's
+    time, which CP-SAT's search turns into more.)"""
     lp = bounds.path_lp_bound(sub, limit)
-    value = max(bounds.critical_path_bound(sub).value, lp.value or 0.0, mip.value or 0.0)
-    wall = {mip.status, lp.status} != {"optimal"} and mip.seconds + lp.seconds >= 0.95 * limit
-    return value, mip.status == "optimal", wall
+    return max(bounds.device_path_bound(sub).value, lp.value or 0.0), lp.status == "time_limit"
 
 
 def solve_pair(key: Key, sub: Instance, budget: float, deadline: float, seed: int, on_bound, *,
-               nodes: int = FLOOR_NODES, warm: Schedule | None = None) -> ModuleResult:
-    """One (segment, entry, exit) sub-instance (module docstring): its floor (unless ``nodes`` is 0; the
-    deadline only as a safety net), then one-worker CP-SAT from ``warm`` (else the best constructive
+               floor: bool = True, warm: Schedule | None = None) -> ModuleResult:
+    """One (segment, entry, exit) sub-instance (module docstring): its floor (if ``floor``; the deadline
+    only as a safety net), then one-worker CP-SAT from ``warm`` (else the best constructive
     schedule) posting its proven bound; past its deadline, the warm start is the answer and the critical
     path (a closed form) the bound. A one-op module with its exit stand-in, both pinned, has one
     schedule: simulated, it is optimal (its own bound)."""
     if sub.n <= 2 and (sub.n == 1 or sub.edges) and all(len(sub.allowed(i)) == 1 for i in range(sub.n)):
         only = simulate(sub, [sub.allowed(i)[0] for i in range(sub.n)], sub.topo)
-        return ModuleResult(key, only, only.makespan, "optimal", floor_final=True)
-    floor, final, wall = bounds.critical_path_bound(sub).value, nodes == 0, False  # microseconds
-    if nodes and deadline - time.time() > 0.02:
-        floor, final, wall = _floor(sub, nodes, deadline - time.time())
+        return ModuleResult(key, only, only.makespan, "optimal")
+    value, wall = bounds.critical_path_bound(sub).value, False  # microseconds
+    if floor and deadline - time.time() > 0.02:
+        value, wall = _floor(sub, deadline - time.time())
     if on_bound is not None:
-        on_bound(floor)
+        on_bound(value)
     warm = warm if warm is not None else heuristics.best_constructive(sub)
     limit = deadline - time.time()
     if limit <= 0.01:
-        return ModuleResult(key, warm, floor, "time_limit", wall_stop=True, floor_final=final)
+        return ModuleResult(key, warm, value, "time_limit", wall_stop=True)
     t0 = time.perf_counter()
-    res = exact.cpsat(sub, limit, warm, seed=seed, workers=1, on_bound=on_bound, deterministic_time=budget)
+    res = exact.cpsat(sub, limit, warm, seed=seed, workers=1, on_bound=on_bound, deterministic_time=budget,
+                      interleave=True)
     wall = wall or (res.status == "time_limit" and time.perf_counter() - t0 >= 0.95 * limit)
-    bound = max(floor, res.bound if res.bound is not None else 0.0)
-    return ModuleResult(key, res.schedule, bound, res.status, wall_stop=wall, floor_final=final)
+    bound = max(value, res.bound if res.bound is not None else 0.0)
+    return ModuleResult(key, res.schedule, bound, res.status, wall_stop=wall)
 
 
 @dataclass
 class ModuleTables:
     """What the lane knows: upper and lower cost tables per segment, each pair's best schedule, latest
-    status and whether its floor is final, and counts over every solve (first pass and refinements).
+    status, and counts over every solve (first pass and refinements).
 
     Symmetry (:mod:`.symmetry`): only orbit representatives are solved; ``images[rep]`` lists the
     other pairs of its orbit with the device permutation mapping ``rep`` onto each, ``rep[key]`` a
@@ -171,7 +170,6 @@ class ModuleTables:
     rep: dict[Key, Key] = field(default_factory=dict)
     found: dict[Key, Schedule] = field(default_factory=dict)
     latest: dict[Key, str] = field(default_factory=dict)
-    final: set[Key] = field(default_factory=set)
     solves: int = 0
     wall_stops: int = 0
     interrupted: bool = False
@@ -197,7 +195,6 @@ class ModuleTables:
         better = result.schedule is not None and result.schedule.makespan < self.ub[s][(u, v)]
         for key, schedule in self.orbit(result.key, result.schedule if better else None):
             self.latest[key] = result.status
-            self.final |= {key} if result.floor_final else set()
             if better:
                 self.ub[key[0]][key[1:]] = schedule.makespan
                 self.found[key] = schedule

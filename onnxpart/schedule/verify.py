@@ -5,8 +5,8 @@ fields, re-simulates them with :func:`onnxpart.schedule.simulator.simulate` unde
 semantics (Ghannane 2023, Section 2.3; ../shared/papers/heterogeneous-scheduling-milp-split.txt),
 validates the result independently, and checks: every op's start/end and the makespan equal the
 manifest's, the certificate's upper bound equals the makespan, every lower bound is at most it, the
-closed-form bounds (critical path, work) re-derive, the pieces are the device-contiguous runs of the
-order and no piece reads a later piece's tensor, and the instance hash.
+closed-form bounds (critical path, work, device path) re-derive, the pieces are the device-contiguous
+runs of the order and no piece reads a later piece's tensor, and the instance hash.
 """
 
 from __future__ import annotations
@@ -92,7 +92,8 @@ def _read_mapping(inst: Instance, manifest: dict[str, Any], problems: list[str])
 
 def _check_bounds(inst: Instance, cert: Certificate, upper: float) -> list[str]:
     problems = []
-    formulas = {"critical-path": _bounds.critical_path_bound(inst).value, "work": _bounds.work_bound(inst).value}
+    formulas = {"critical-path": _bounds.critical_path_bound(inst).value, "work": _bounds.work_bound(inst).value,
+                "device-path": _bounds.device_path_bound(inst).value}
     for bound in cert.lower_bounds:
         if bound.method in formulas and bound.value is not None and not same_value(bound.value, formulas[bound.method]):
             problems.append(f"{bound.method} bound {bound.value} != recomputed {formulas[bound.method]}")
