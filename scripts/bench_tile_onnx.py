@@ -204,7 +204,7 @@ def markdown(rows: list[dict], command: str, seconds: float, machine: str, time_
              f"Machine: {machine}, load average {os.getloadavg()[1]:.1f} at the end. Command: `{command}` "
              f"({seconds:.0f} s in all)"
              + (" — a **quick** run: BERT with 4 layers, meshes 4 and 2x4 only" if quick else "") + ". "
-             f"Per row one `solve_layouts` with local, greedy and exact (CP-SAT, warm-started from greedy) "
+             f"Per row one `solve_layouts` with local, greedy and exact (bucket elimination over step time and bytes per device with Lagrangian pruning; CP-SAT, warm-started, where it does not finish) "
              f"sharing {time_limit:g} s; step times in µs (analytic costs on an A100, its interconnect on "
              "every mesh axis); exhaustive enumerates up to "
              f"{EXHAUSTIVE_LIMIT:,} layouts. A bounded row's `--device-memory` lies halfway between the least "
