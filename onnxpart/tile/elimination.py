@@ -36,6 +36,7 @@ refuses an order whose largest table exceeds ``max_table`` and gives up at ``dea
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 import time
@@ -100,11 +101,11 @@ def solve(inst: LayoutInstance, reduced: Reduced, incumbent: float | None = None
     ``max_table`` / ``max_points``: default :data:`MAX_TABLE` / :data:`MAX_POINTS`."""
     start = time.perf_counter()
     network = _Network(inst, reduced)
-    order = network.order(max_table or MAX_TABLE)
-    if order is None:
-        return Elimination("refused", time.perf_counter() - start)
     dual = None
     try:
+        order = network.order(max_table or MAX_TABLE, deadline)
+        if order is None:
+            return Elimination("refused", time.perf_counter() - start)
         free = network.weighted(order, 0.0, deadline)
         if inst.memory is None or network.bytes(free.values) <= inst.memory * (1 + 1e-12):
             return Elimination("optimal", time.perf_counter() - start, network.layouts(free.values), free.value)
@@ -203,7 +204,12 @@ class _Network:
                 table = np.array([[inst.reshard_time(a, op.choices[k].inputs[j], t) if reads else
                                    inst.reshard_time(op.choices[k].outputs[j - len(op.inputs)], a, t)
                                    for k in kept] for a in domains[v]])  # [layout, choice]
-                pairs[(v, var)] = pairs.get((v, var), 0) + table
+                if len(kept) == 1:  # a fixed side makes the term unary: no edge, no clique on elimination
+                    unary[v] += table[:, 0]
+                elif len(domains[v]) == 1:
+                    unary[var] += table[0]
+                else:
+                    pairs[(v, var)] = pairs.get((v, var), 0) + table
         self.memory = mem
         self.terms = [((v,), mem[v], unary[v]) for v in range(len(self.sizes))]
         self.terms += [(key, np.zeros(table.size), table.ravel()) for key, table in sorted(pairs.items())]
@@ -227,28 +233,41 @@ class _Network:
     def layouts(self, values: dict[int, int]) -> dict:
         return {t.name: self.reduced.domains[t.name][values[v]] for v, t in enumerate(self.inst.tensors)}
 
-    def order(self, max_table: int) -> list[int] | None:
-        """A min-fill elimination order (ties: fewest neighbours, then lowest index), or None when its
-        largest function would exceed ``max_table`` assignments. Fill counts are updated only around the
-        eliminated variable (the only place they change)."""
+    def order(self, max_table: int, deadline: float | None = None) -> list[int] | None:
+        """A min-fill elimination order (ties: fewest neighbours, then lowest index) among the variables
+        whose function would have at most ``max_table`` assignments; None when none is left to eliminate
+        that way; _GiveUp past ``deadline``. Keys live in a heap and are recomputed only around the eliminated variable (the only
+        place they change); a variable over the limit is not scored (its fill would cost O(degree²))."""
         graph = nx.Graph()
         graph.add_nodes_from(range(len(self.sizes)))
         for scope, _, _ in self.terms:
             graph.add_edges_from(itertools.combinations(scope, 2))
-        key = {n: (_fill(graph, n), graph.degree(n), n) for n in graph.nodes}
+        key = {n: self._key(graph, n, max_table) for n in graph.nodes}
+        heap = [(k, n) for n, k in key.items()]
+        heapq.heapify(heap)
         order = []
-        while key:
-            v = min(key, key=key.get)
-            neighbours = list(graph[v])
-            if math.prod(self.sizes[n] for n in neighbours) * self.sizes[v] > max_table:
+        while heap:
+            k, v = heapq.heappop(heap)
+            if key.get(v) != k:
+                continue  # stale
+            if deadline is not None and time.perf_counter() > deadline:
+                raise _GiveUp
+            if k[0] == math.inf:
                 return None
+            neighbours = list(graph[v])
             graph.add_edges_from(itertools.combinations(neighbours, 2))
             graph.remove_node(v)
             del key[v]
             order.append(v)
             for n in {m for u in neighbours for m in graph[u]} | set(neighbours):
-                key[n] = (_fill(graph, n), graph.degree(n), n)
+                key[n] = self._key(graph, n, max_table)
+                heapq.heappush(heap, (key[n], n))
         return order
+
+    def _key(self, graph: nx.Graph, n: int, max_table: int) -> tuple:
+        if math.prod(self.sizes[m] for m in graph[n]) * self.sizes[n] > max_table:
+            return (math.inf, graph.degree(n), n)
+        return (_fill(graph, n), graph.degree(n), n)
 
 
 def _fill(graph: nx.Graph, n: int) -> int:
