@@ -49,7 +49,7 @@ from onnxpart.tile.onnx_model import LayoutInstance
 from onnxpart.tile.reduce import Reduced
 
 #: Refuse an elimination order whose largest function has more assignments than this.
-MAX_TABLE = 300_000
+MAX_TABLE = 1_000_000
 #: Give up once the functions hold this many Pareto points in all.
 MAX_POINTS = 5_000_000
 #: Pairs formed at once when summing two functions (bounds the temporary arrays to ~100 MB).
