@@ -98,6 +98,23 @@ class Dag:
             raise ValueError("the graph has a cycle")
         return np.array(order, dtype=np.int64)
 
+    def bfs_order(self) -> np.ndarray:
+        """Breadth-first topological order: Kahn with a FIFO queue, the sources in index order and each
+        node's newly ready successors in index order (the heterogeneous-scheduling thesis's order,
+        Section 4.2). Raises ``ValueError`` on a cycle."""
+        indegree = list(self._indegree)
+        queue = [v for v in range(self.n) if not indegree[v]]
+        succs, head = self.succ_lists, 0
+        while head < len(queue):
+            u, head = queue[head], head + 1
+            for v in succs[u]:
+                indegree[v] -= 1
+                if not indegree[v]:
+                    queue.append(v)
+        if len(queue) != self.n:
+            raise ValueError("the graph has a cycle")
+        return np.array(queue, dtype=np.int64)
+
     def dfs_order(self) -> np.ndarray:
         """Depth-first topological order: Kahn with a stack, following a chain while it lasts (lowest
         index first among the sources and among a node's successors). Raises ``ValueError`` on a cycle."""

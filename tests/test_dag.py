@@ -29,6 +29,21 @@ def _reference_kahn(n, edges, priority):
     return order
 
 
+def _reference_bfs(n, edges):
+    """Textbook FIFO Kahn over the edges as given (duplicates too), sources and successors by index."""
+    succ, indegree = [[] for _ in range(n)], [0] * n
+    for u, v in edges:
+        succ[u].append(v)
+        indegree[v] += 1
+    queue = [v for v in range(n) if indegree[v] == 0]
+    for u in queue:
+        for v in sorted(succ[u]):
+            indegree[v] -= 1
+            if indegree[v] == 0:
+                queue.append(v)
+    return queue
+
+
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(0, 25), seed=st.integers(0, 10_000), ties=st.booleans())
 def test_csr_and_kahn_match_a_reference(n, seed, ties):
@@ -44,6 +59,7 @@ def test_csr_and_kahn_match_a_reference(n, seed, ties):
         assert dag.predecessors(v).tolist() == sorted({a for a, b in edges if b == v})
     assert dag.topological_order(priority).tolist() == _reference_kahn(n, edges, priority)
     assert dag.topological_order().tolist() == _reference_kahn(n, edges, list(range(n)))
+    assert dag.bfs_order().tolist() == _reference_bfs(n, edges)
     position = np.empty(n, dtype=int)
     position[dag.dfs_order()] = np.arange(n)
     assert all(position[u] < position[v] for u, v in edges)
@@ -54,6 +70,8 @@ def test_cycles_and_bad_edges_raise():
         Dag(3, [(0, 1), (1, 2), (2, 1)]).topological_order()
     with pytest.raises(ValueError, match="cycle"):
         Dag(2, [(1, 1)]).dfs_order()
+    with pytest.raises(ValueError, match="cycle"):
+        Dag(3, [(0, 1), (1, 2), (2, 1)]).bfs_order()
     with pytest.raises(ValueError, match="outside"):
         Dag(2, [(0, 2)])
 
@@ -64,6 +82,7 @@ def test_views_are_read_only_and_dfs_follows_chains():
     with pytest.raises(ValueError):
         dag.successors(0)[0] = 3
     assert dag.dfs_order().tolist() == [0, 1, 4, 2, 3]
+    assert dag.bfs_order().tolist() == [0, 1, 2, 4, 3]
     assert dag.topological_order([5, 4, 3, 2, 1]).tolist() == [0, 2, 3, 1, 4]
 
 

@@ -34,6 +34,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
+from onnxpart.dag import Dag
 from onnxpart.errors import InfeasibleError, UserError
 
 
@@ -239,28 +240,9 @@ class Instance:
             self.preds[j].append(i)
             self.out_edges[i].append(e)
             self.in_edges[j].append(e)
-        self.topo = self._bfs_order()
+        self.topo = Dag(self.n, [(i, j) for i, j, _ in self.edges]).bfs_order().tolist()  # Section 4.2's order
 
     # --------------------------------------------------------------------------------- structure
-    def _bfs_order(self) -> list[int]:
-        """Kahn's algorithm, FIFO, smallest index first among the sources: the thesis's breadth-first
-        topological order (Section 4.2, the fitness of SA/EA). Raises ValueError on a cycle."""
-        indeg = [len(p) for p in self.preds]
-        queue = [i for i in range(self.n) if indeg[i] == 0]
-        order: list[int] = []
-        head = 0
-        while head < len(queue):
-            i = queue[head]
-            head += 1
-            order.append(i)
-            for j in sorted(self.succs[i]):
-                indeg[j] -= 1
-                if indeg[j] == 0:
-                    queue.append(j)
-        if len(order) != self.n:
-            raise ValueError("the op graph has a cycle")
-        return order
-
     def _edge_delays(self, system: System | None, latency: Any, bandwidth: Any) -> np.ndarray:
         k = self.k
         delays = np.zeros((len(self.edges), k, k))
