@@ -530,6 +530,28 @@ def cpsat(inst: Instance, batch: int, time_limit: float, hint: BatchSchedule | N
         if math.isfinite(inst.capacity[u]):  # (3.7)
             m.add(sum(math.floor(inst.mem[i] - inst.act_mem[i]) * p[i][u] + math.floor(inst.act_mem[i]) * n[i][u]
                       for i in range(inst.n)) <= math.floor(inst.capacity[u]))
+    _slice_precedence(m, inst, batch, b, n, lo, st, en, tick)
+    m.minimize(cmax)
+    if hint is not None:
+        for i in range(inst.n):
+            for u in range(inst.k):
+                for l, v in b[i][u].items():
+                    m.add_hint(v, hint.splits[i][u] == l)
+                if (i, u) in hint.start:
+                    m.add_hint(st[i][u], tick(hint.start[(i, u)]))
+    res, solver = solve_cpsat(m, max(time_limit - (time.perf_counter() - t0), 0.01), workers=workers, seed=seed,
+                              parameters={"max_deterministic_time": deterministic_time} if deterministic_time else None)
+    found = _resimulated(inst, solver, n, st) if res.has_solution else None
+    cands_s = [s for s in (found, hint) if s is not None]
+    best = min(cands_s, key=lambda s: s.makespan) if cands_s else None
+    bound = math.inf if res.status == "infeasible" else res.bound / scale
+    return BatchExact(res.status, best, bound, time.perf_counter() - t0, f"times floored to 1/{scale:g} s")
+
+
+def _slice_precedence(m: cp_model.CpModel, inst: Instance, batch: int, b, n, lo, st, en, tick) -> None:
+    """(3.3) per edge and device pair: when the slices [lo, lo + n) of producer and consumer share ``c ≥ 1``
+    inputs, the consumer starts after the producer ends plus the transfer of those c inputs (none on one
+    device); a pair with no link never shares inputs."""
     for e, (i, j, _) in enumerate(inst.edges):
         for u in range(inst.k):
             if not b[i][u]:
@@ -553,27 +575,17 @@ def cpsat(inst: Instance, batch: int, time_limit: float, hint: BatchSchedule | N
                 a, r = line
                 m.add(st[j][v] >= en[i][u] + tick(a) + tick(r) * c).only_enforce_if(share)
                 m.add(st[j][v] >= en[i][u]).only_enforce_if(share)
-    m.minimize(cmax)
-    if hint is not None:
-        for i in range(inst.n):
-            for u in range(inst.k):
-                for l, v in b[i][u].items():
-                    m.add_hint(v, hint.splits[i][u] == l)
-                if (i, u) in hint.start:
-                    m.add_hint(st[i][u], tick(hint.start[(i, u)]))
-    res, solver = solve_cpsat(m, max(time_limit - (time.perf_counter() - t0), 0.01), workers=workers, seed=seed,
-                              parameters={"max_deterministic_time": deterministic_time} if deterministic_time else None)
-    found = None
-    if res.has_solution:
-        splits = [tuple(solver.value(n[i][u]) for u in range(inst.k)) for i in range(inst.n)]
-        starts = {(i, u): solver.value(st[i][u]) for i in range(inst.n) for u in range(inst.k) if splits[i][u] > 0}
-        found = simulate_batch(inst, splits, _order_by_start(inst, splits, starts))
-        if memory_violations(inst, splits) or not math.isfinite(found.makespan):
-            found = None  # byte counts are floored in the model (a relaxation): keep only valid answers
-    cands_s = [s for s in (found, hint) if s is not None]
-    best = min(cands_s, key=lambda s: s.makespan) if cands_s else None
-    bound = math.inf if res.status == "infeasible" else res.bound / scale
-    return BatchExact(res.status, best, bound, time.perf_counter() - t0, f"times floored to 1/{scale:g} s")
+
+
+def _resimulated(inst: Instance, solver, n, st) -> BatchSchedule | None:
+    """The solver's splits and slice order, re-simulated; None when they break memory or links (byte counts
+    are floored in the model, a relaxation: only valid answers are kept)."""
+    splits = [tuple(solver.value(n[i][u]) for u in range(inst.k)) for i in range(inst.n)]
+    starts = {(i, u): solver.value(st[i][u]) for i in range(inst.n) for u in range(inst.k) if splits[i][u] > 0}
+    found = simulate_batch(inst, splits, _order_by_start(inst, splits, starts))
+    if memory_violations(inst, splits) or not math.isfinite(found.makespan):
+        return None
+    return found
 
 
 def _order_by_start(inst: Instance, splits, starts: dict) -> list[tuple[int, int]]:
