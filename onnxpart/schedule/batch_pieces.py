@@ -85,14 +85,19 @@ def merge(inst: Instance, sched: BatchSchedule, max_pieces: int) -> BatchSchedul
     """At most ``max_pieces`` pieces (module docstring); raises :class:`InfeasibleError` when no move
     lowers the count."""
     choices = op_splits(inst, sched.batch)
+    position = {op: k for k, op in enumerate(inst.topo)}
     while len(parts := pieces(inst, sched)) > max_pieces:
         best: tuple[tuple[float, int, int, int], BatchSchedule] | None = None
+        first: dict[int, float] = {}  # each op's first slice start: the order every trial re-simulates in
+        for (i, _), start in sched.start.items():
+            first[i] = min(first.get(i, math.inf), start)
+        op_order = sorted(range(inst.n), key=lambda i: (first[i], position[i]))
         for p, piece in enumerate(parts):
             for q in (p - 1, p + 1):
                 if not 0 <= q < len(parts):
                     continue
                 for move in _moves(sched, piece, parts[q]):
-                    trial = _trial(inst, sched, move, choices)
+                    trial = _trial(inst, sched, move, choices, op_order)
                     if trial is None or (best is not None and trial.makespan > best[0][0]):
                         continue  # infeasible, or slower than a move already found: no need to count
                     count = len(pieces(inst, trial))
@@ -118,10 +123,10 @@ def _moves(sched: BatchSchedule, piece: Piece, other: Piece) -> list[dict[int, S
     return [onto] + [dict.fromkeys(piece.ops, split) for split in dict.fromkeys(sched.splits[j] for j in other.ops)]
 
 
-def _trial(inst: Instance, sched: BatchSchedule, move: dict[int, Split],
-           choices: list[list[Split]]) -> BatchSchedule | None:
-    """``sched`` with the splits of ``move``, re-simulated in its op order (ops by their first slice's
-    start); None when an op cannot use its new split, memory overflows or a transfer has no route."""
+def _trial(inst: Instance, sched: BatchSchedule, move: dict[int, Split], choices: list[list[Split]],
+           op_order: list[int]) -> BatchSchedule | None:
+    """``sched`` with the splits of ``move``, re-simulated in ``op_order`` (``sched``'s ops by their first
+    slice's start); None when an op cannot use its new split, memory overflows or a transfer has no route."""
     if any(split not in choices[i] for i, split in move.items()):
         return None
     splits = list(sched.splits)
@@ -129,10 +134,5 @@ def _trial(inst: Instance, sched: BatchSchedule, move: dict[int, Split],
         splits[i] = split
     if memory_violations(inst, splits):
         return None
-    first: dict[int, float] = {}
-    for (i, _), start in sched.start.items():
-        first[i] = min(first.get(i, math.inf), start)
-    position = {op: k for k, op in enumerate(inst.topo)}
-    op_order = sorted(range(inst.n), key=lambda i: (first[i], position[i]))
     trial = simulate_batch(inst, splits, slice_order(inst, splits, op_order))
     return trial if math.isfinite(trial.makespan) else None

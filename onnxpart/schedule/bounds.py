@@ -67,7 +67,7 @@ def _fastest(inst: Instance) -> list[float]:
 
 def heads_tails(inst: Instance) -> tuple[np.ndarray, np.ndarray]:
     """``(head, tail)``, (n, K) seconds, ``inf`` where the op cannot run (module docstring)."""
-    ok = np.array([[u in inst.allowed(i) for u in range(inst.k)] for i in range(inst.n)])
+    ok = inst.allowed_mask()
     time_ = np.where(ok, inst.time, math.inf)
     head = np.zeros((inst.n, inst.k))
     tail = time_.copy()

@@ -269,6 +269,10 @@ class Instance:
                 reach[i] |= reach[j]
         return reach
 
+    def allowed_mask(self) -> np.ndarray:
+        """(n, K) booleans: op ``i`` can run on device ``u`` (:meth:`allowed`, for every op at once)."""
+        return np.isfinite(self.time) & (self.mem[:, None] <= self.capacity[None, :])
+
     def allowed(self, i: int) -> list[int]:
         """Devices op ``i`` can run on (finite time, fits the device's memory alone)."""
         return [u for u in range(self.k) if math.isfinite(self.time[i, u]) and self.mem[i] <= self.capacity[u]]
@@ -319,7 +323,7 @@ class Instance:
         nowhere or fits no device's memory, an edge whose every allowed device pair lacks a transfer
         route, and (``linked``) a graph too big for every group of linked devices
         (:meth:`_check_linked_memory`). Vectorized: SPLIT builds K² pinned sub-instances per module."""
-        allowed = np.isfinite(self.time) & (self.mem[:, None] <= self.capacity[None, :])
+        allowed = self.allowed_mask()
         for i in np.flatnonzero(~allowed.any(axis=1))[:1]:
             runs = [u for u in range(self.k) if math.isfinite(self.time[i, u])]
             if not runs:

@@ -36,6 +36,7 @@ refuses an order whose largest table exceeds ``max_table`` and gives up at ``dea
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import math
@@ -54,8 +55,9 @@ MAX_TABLE = 1_000_000
 MAX_POINTS = 5_000_000
 #: Pairs formed at once when summing two functions (bounds the temporary arrays to ~100 MB).
 CHUNK = 2_000_000
-#: Bisection steps on the Lagrange multiplier (each one min-sum elimination).
-LAGRANGE_STEPS = 12
+#: At most this many min-sum eliminations while searching the Lagrange multiplier (bracketing by factors
+#: of 4, then bisection in log λ down to a ratio of 1.02).
+LAGRANGE_RUNS = 72
 
 
 class _GiveUp(Exception):
@@ -111,7 +113,7 @@ def solve(inst: LayoutInstance, reduced: Reduced, incumbent: float | None = None
             return Elimination("optimal", time.perf_counter() - start, network.layouts(free.values), free.value)
         limit = inst.memory * (1 + 1e-12)
         dual = _dual(network, order, limit, free, deadline)
-        guides = [free, network.weighted(order, dual.lam, deadline)]
+        guides = [free, dual.run]
         room = network.weighted(order, None, deadline)  # least bytes of the rest
         bound = min(math.inf if incumbent is None else incumbent, dual.plan_cost) * (1 + 1e-9)
         prune = _Pruning(guides, (0.0, dual.lam), room, limit, bound)
@@ -139,26 +141,31 @@ def _fallback(network: "_Network", dual: "_Dual | None") -> tuple[dict | None, f
 
 @dataclass
 class _Weighted:
-    """One min-sum elimination of seconds + λ·bytes: its inside functions, outside tables, optimum."""
+    """One min-sum elimination of seconds + λ·bytes: its inside functions, optimum and (on demand, for
+    pruning) outside tables."""
 
     created: list[_Function]
-    outside: list[np.ndarray]
+    grids: "_Grids"
     values: dict[int, int]
     value: float
+
+    @functools.cached_property
+    def outside(self) -> list[np.ndarray]:
+        return _outside(self.created, self.grids)
 
 
 def _dual(network: "_Network", order: list[int], limit: float, free: _Weighted, deadline) -> _Dual:
     """Bisection (in log λ) for the multiplier where the weighted optimum's bytes cross M;
     L(λ) = min (seconds + λ·bytes) − λ·M is a lower bound for every λ ≥ 0, the best seen is kept, and so
     is the cheapest weighted optimum that fits (a plan, hence an upper bound)."""
-    best = _Dual(0.0, free.value)
+    best = _Dual(0.0, free.value, free)
     low, high = 0.0, None
     lam = free.value / limit  # one step time per M bytes: the scale of λ
-    for _ in range(LAGRANGE_STEPS + 60):
+    for _ in range(LAGRANGE_RUNS):
         run = network.weighted(order, lam, deadline)
         used = network.bytes(run.values)
         if run.value - lam * limit > best.bound:
-            best.lam, best.bound = lam, run.value - lam * limit
+            best.lam, best.bound, best.run = lam, run.value - lam * limit, run
         if used <= limit and run.value - lam * used < best.plan_cost:
             best.plan, best.plan_cost = run.values, run.value - lam * used
         low, high = (lam, high) if used > limit else (low, lam)
@@ -179,6 +186,7 @@ def _dual(network: "_Network", order: list[int], limit: float, free: _Weighted, 
 class _Dual:
     lam: float
     bound: float  # L(lam)
+    run: _Weighted  # the elimination at lam
     plan: dict[int, int] | None = None  # the cheapest weighted optimum within M
     plan_cost: float = math.inf
 
@@ -225,7 +233,7 @@ class _Network:
         leaves = self.leaves(0.0, 1.0, False) if lam is None else self.leaves(1.0, lam, False)
         created = _Eliminator(self.grids, deadline).run(order, leaves)
         values = _traceback(created[-1], 0, self.sizes)
-        return _Weighted(created, _outside(created, self.grids), values, float(created[-1].cost[0, 0]))
+        return _Weighted(created, self.grids, values, float(created[-1].cost[0, 0]))
 
     def bytes(self, values: dict[int, int]) -> float:
         return sum(float(self.memory[v][values[v]]) for v in range(len(self.inst.tensors)))

@@ -264,6 +264,10 @@ def brute_force(inst: LayoutInstance) -> tuple[float, dict[str, Layout]] | None:
 
 
 # ------------------------------------------------------------------------------------------- exact
+#: Share of exact's time limit that bucket elimination may use before CP-SAT takes over.
+ELIMINATION_SHARE = 0.8
+
+
 def exact(inst: LayoutInstance, time_limit: float, hint: dict[str, Layout] | None = None, workers: int = 2,
           seed: int = 0) -> tuple[dict[str, Layout] | None, LowerBound]:
     """Bucket elimination (:mod:`onnxpart.tile.elimination`) on the dominance-reduced instance
@@ -273,15 +277,15 @@ def exact(inst: LayoutInstance, time_limit: float, hint: dict[str, Layout] | Non
     start = time.perf_counter()
     reduced = reduce_instance(inst)
     hint = hint if hint is not None and inst.fits(hint) else None
-    found = elimination.solve(inst, reduced, inst.cost(hint) if hint is not None else None,
-                              deadline=start + ELIMINATION_SHARE * time_limit)
+    hint_cost = inst.cost(hint) if hint is not None else math.inf
+    found = elimination.solve(inst, reduced, hint_cost, deadline=start + ELIMINATION_SHARE * time_limit)
     if found.status == "optimal":
         layouts = found.layouts
         value = min(found.seconds, inst.cost(layouts))  # equal up to float rounding: the optimum of both
         return layouts, LowerBound("tile-elimination", value, "optimal", "bucket-elimination",
                                    time.perf_counter() - start, note="multi-objective bucket elimination over "
                                    "(step time, bytes per device) with Lagrangian pruning: the optimum")
-    if found.plan is not None and (hint is None or inst.cost(found.plan) < inst.cost(hint)):
+    if found.plan is not None and found.plan_seconds < hint_cost:
         hint = found.plan
     layouts, bound = _cpsat(inst, reduced, max(time_limit - (time.perf_counter() - start), 0.1), hint, workers, seed)
     if found.lagrangian is not None and (bound.value is None or found.lagrangian > bound.value):
@@ -289,10 +293,6 @@ def exact(inst: LayoutInstance, time_limit: float, hint: dict[str, Layout] | Non
                            time.perf_counter() - start, note=f"max over λ of min (step time + λ·bytes) − λ·M, "
                            f"above CP-SAT's {bound.value}; elimination {found.status}")
     return layouts, bound
-
-
-#: Share of exact's time limit that bucket elimination may use before CP-SAT takes over.
-ELIMINATION_SHARE = 0.8
 
 
 def _cpsat(inst: LayoutInstance, reduced: Reduced, time_limit: float, hint: dict[str, Layout] | None,
