@@ -148,7 +148,7 @@ def solve(instance: Instance, options: Options = Options(), board: Board | None 
         chain = _chain_modules(instance) if method == "split" else None
         if chain is not None:  # no single-op cuts, but multi-channel modules (Section 3.3.2)
             channels, modules = chain
-            sched, status, secs, note = chain_split.chain_split(instance, modules, share / 2, options.seed)
+            sched, status, secs, note = chain_split.chain_split(instance, modules, share / 2, options.seed, hint)
             keep(method, sched, status, secs, note=note)
             t0 = time.perf_counter()
             value, status, note = multichannel.multichannel_bound(instance, modules, share / 2, options.seed)
