@@ -33,8 +33,8 @@ import onnx
 from onnxpart.certificate import Certificate, instance_hash
 from onnxpart.parts import annotate, part_io, part_models
 from onnxpart.schedule.batch import BatchSchedule, Split, ranges, slice_transfers
-from onnxpart.schedule.emit import (CONFIGURATION, MANIFEST_SCHEMA, edge_tensors, instance_digest, method_result, onnx_nodes,
-                                    piece_graph_name, system_payload)
+from onnxpart.schedule.emit import (CONFIGURATION, MANIFEST_SCHEMA, edge_tensors, instance_digest, method_result,
+                                    onnx_nodes, piece_graph_name, system_payload)
 from onnxpart.schedule.model import Instance
 from onnxpart.schedule.pieces import Piece
 

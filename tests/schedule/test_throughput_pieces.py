@@ -303,7 +303,8 @@ def _assert_annotated(out, manifest) -> dict[str, list]:
     batch = manifest["batch"]
     for op in {s["name"] for s in manifest["ops"]}:
         slices = [s for s in manifest["ops"] if s["name"] == op]
-        expected = [names.index(s["device"]) for l in range(batch) for s in slices if s["inputs"][0] <= l < s["inputs"][1]]
+        expected = [names.index(s["device"]) for l in range(batch) for s in slices
+                    if s["inputs"][0] <= l < s["inputs"][1]]
         for spec in specs[op]:
             if len(slices) == 1:
                 assert list(spec.device) == [names.index(slices[0]["device"])] and not spec.sharded_dim
