@@ -171,7 +171,9 @@ def _write(out, solution, sched, graph, loaded, source: tuple[str, Optional[str]
     report, files = None, {}
     with out:
         if loaded is not None:
-            files = _write_models(out, inst, sched, parts, graph, loaded, policy, check["freeze"])
+            annotated = emit.annotated_model(loaded.model, graph, inst, sched)
+            files = _write_models(out, inst, parts, emit.piece_models, annotated, graph, loaded, policy,
+                                  check["freeze"])
         manifest = emit.manifest(solution, sched, parts, graph, source[0], source[1], files)
         if loaded is not None:
             _write_gantt(out, manifest, f"{graph.name}: makespan {format_seconds(sched.makespan)}")
@@ -187,8 +189,8 @@ def _write(out, solution, sched, graph, loaded, source: tuple[str, Optional[str]
 
 def _write_throughput(out, solution, sched, graph, loaded, source: tuple[str, Optional[str]], recorded: dict,
                       policy, check: dict) -> dict:
-    """Pieces (ONNX input; :mod:`onnxpart.schedule.batch_pieces`), ``gantt.png``, ``manifest.json`` and
-    ``certificate.json`` of a batched schedule (:mod:`onnxpart.schedule.emit_batch`); with
+    """Pieces and ``annotated.onnx`` (ONNX input; :mod:`onnxpart.schedule.batch_pieces`), ``gantt.png``,
+    ``manifest.json`` and ``certificate.json`` of a batched schedule (:mod:`onnxpart.schedule.emit_batch`); with
     ``check["verify"]`` the pieces are run on the batch's inputs against the original first
     (:func:`onnxpart.schedule.batch_run.verify_pieces`), and a mismatch writes nothing."""
     import functools
@@ -205,7 +207,9 @@ def _write_throughput(out, solution, sched, graph, loaded, source: tuple[str, Op
     report, files = None, {}
     with out:
         if loaded is not None:
-            files = _write_pieces(out, inst, parts, emit_batch.piece_models, graph, loaded, policy, check["freeze"])
+            annotated = emit_batch.annotated_model(loaded, graph, inst, sched, check["axis"])
+            files = _write_models(out, inst, parts, emit_batch.piece_models, annotated, graph, loaded, policy,
+                                  check["freeze"])
         manifest = emit_batch.manifest(solution, sched, parts, graph, source[0], source[1], files, check["axis"])
         if loaded is not None:
             _write_gantt(out, manifest, f"{graph.name}: batch of {sched.batch}, makespan "
@@ -231,13 +235,13 @@ def _write_gantt(out, manifest: dict, title: str) -> None:
     atomic_write_bytes(out.path("gantt.png"), emit.gantt_png(devices, manifest["ops"], manifest["transfers"], title))
 
 
-def _write_models(out, inst, sched, parts, graph, loaded, policy, freeze: bool) -> dict[int, str]:
-    """``piece_<i>_<device>.onnx`` (+ ``.data``) per piece and ``annotated.onnx``; -> {piece: file}."""
-    from onnxpart.schedule import emit
+def _write_models(out, inst, parts, make, annotated, graph, loaded, policy, freeze: bool) -> dict[int, str]:
+    """The pieces (:func:`_write_pieces`, each model from ``make``) and the ``annotated`` model as
+    ``annotated.onnx`` (weights kept as the input stored them, :func:`onnxpart.writer.write_annotated`),
+    for either objective; -> {piece: file}."""
     from onnxpart.writer import write_annotated
 
-    files = _write_pieces(out, inst, parts, emit.piece_models, graph, loaded, policy, freeze)
-    annotated = emit.annotated_model(loaded.model, graph, inst, sched)
+    files = _write_pieces(out, inst, parts, make, graph, loaded, policy, freeze)
     write_annotated(annotated, out.path("annotated.onnx"), policy)
     return files
 

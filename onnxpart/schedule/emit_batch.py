@@ -13,6 +13,12 @@ throughput ``L/C`` and the proven ceiling ``L/LB``. ``gantt.png`` is drawn from 
 and ``run`` (on rows or once per input, :mod:`onnxpart.schedule.batch_run`) — and ``batch_axis`` says
 which axis the pieces slice; :func:`piece_models` makes each piece's ONNX model with the shared parts
 emitter (:func:`onnxpart.parts.part_models`, one piece's ops against the rest).
+
+``annotated.onnx`` (:func:`annotated_model`, through :func:`onnxpart.parts.annotate`) is the original
+model with latency's ``DeviceConfigurationProto`` named ``schedule`` and, on every node, a
+``NodeDeviceConfigurationProto`` whose ``ShardingSpecProto`` per output encodes the op's slices exactly
+(:func:`sharding_spec`): the batch axis split into ``S`` equal contiguous shards, ``device[s]`` the device
+whose slice holds shard ``s``.
 """
 
 from __future__ import annotations
@@ -25,10 +31,10 @@ import numpy as np
 import onnx
 
 from onnxpart.certificate import Certificate, instance_hash
-from onnxpart.parts import part_io, part_models
-from onnxpart.schedule.batch import BatchSchedule, ranges, slice_transfers
-from onnxpart.schedule.emit import (MANIFEST_SCHEMA, edge_tensors, instance_digest, method_result, onnx_nodes,
-                                    piece_graph_name, system_payload)
+from onnxpart.parts import annotate, part_io, part_models
+from onnxpart.schedule.batch import BatchSchedule, Split, ranges, slice_transfers
+from onnxpart.schedule.emit import (CONFIGURATION, MANIFEST_SCHEMA, edge_tensors, instance_digest, method_result,
+                                    onnx_nodes, piece_graph_name, system_payload)
 from onnxpart.schedule.model import Instance
 from onnxpart.schedule.pieces import Piece
 
@@ -127,3 +133,59 @@ def certificate(solution, sched: BatchSchedule, model_sha256: str | None, option
     lb = cert.best_lower_bound
     cert.details["throughput_ceiling"] = sched.batch / lb if lb else None  # proven: no schedule does better
     return cert
+
+
+def shards(split: Split) -> tuple[list[int], int]:
+    """``(device of each shard, inputs per shard g)`` of an op's ``split``: ``g`` is the gcd of every slice
+    boundary, so each slice ``[lo, hi)`` is ``(hi − lo) / g`` whole shards, contiguous and in device order
+    (:func:`~onnxpart.schedule.batch.ranges`); a device appears once per shard it holds."""
+    spans = [(u, lo, hi) for u, (lo, hi) in enumerate(ranges(split)) if hi > lo]
+    g = math.gcd(*(bound for _, lo, hi in spans for bound in (lo, hi)))
+    return [u for u, lo, hi in spans for _ in range((hi - lo) // g)], g
+
+
+def sharding_spec(tensor: str, split: Split, axis: int | None, dim: str | None) -> onnx.ShardingSpecProto:
+    """How ``tensor``, an output of an op split as ``split``, lies on the devices. ONNX's semantics
+    (onnx-ml.proto, ``ShardingSpecProto``/``ShardedDimProto``/``SimpleShardedDimProto``; the sharding
+    formalism, onnx/docs/proposals/ShardingFormalism.md): ``device`` lists the devices the tensor is
+    sharded or replicated across; a ``ShardedDimProto`` on ``axis`` with one ``SimpleShardedDimProto``
+    divides that dim's blocks (``dim_value`` or symbolic ``dim_param``) into ``num_shards`` equal shards,
+    shard ``s`` on ``device[s]``; axes without one are replicated.
+
+    * One slice (the op runs whole on device ``u``): ``device=[u]``, no sharded dim (as latency).
+    * Split, batch axis known: ``device`` = :func:`shards`, ``num_shards`` = ``S = L / g``, the dim is
+      ``dim_param=dim`` (rows mode: the symbolic batch dim, ``L × rows`` rows for the batch) or
+      ``dim_value=L`` (per input: the ``L`` inputs' tensors laid along axis 0, one block each).
+    * Split, no batch axis (``axis`` None: a weight generator's output, a tensor that folds the batch
+      dim away, a scalar): ``device`` = the devices running a slice, in device order, no sharded dim —
+      each makes its own copy for its inputs."""
+    used = [u for u, x in enumerate(split) if x > 0]
+    if len(used) == 1 or axis is None:
+        return onnx.ShardingSpecProto(tensor_name=tensor, device=used)
+    devices, g = shards(split)
+    size = {"dim_param": dim} if dim is not None else {"dim_value": sum(split)}
+    simple = onnx.SimpleShardedDimProto(num_shards=sum(split) // g, **size)
+    return onnx.ShardingSpecProto(tensor_name=tensor, device=devices,
+                                  sharded_dim=[onnx.ShardedDimProto(axis=axis, simple_sharding=[simple])])
+
+
+def annotated_model(loaded, graph, inst: Instance, sched: BatchSchedule, axis) -> onnx.ModelProto:
+    """The original model (``loaded``: :class:`~onnxpart.onnx_io.LoadedModel`) annotated by
+    :func:`onnxpart.parts.annotate` (one part per op) with a :func:`sharding_spec` per node output.
+    The batch axis of a tensor is the pieces' (``axis``: :class:`~onnxpart.schedule.batch_run.BatchAxis`):
+    with a symbolic batch dim, the tensor's one axis named by it (none when no single axis is); per
+    input, axis 0 (none for a scalar). A weight generator's output has none."""
+    generated = {name for op in graph.ops for name in op.const_nodes}
+
+    def tensor_axis(name: str) -> int | None:
+        if axis.dim is not None:
+            return axis.axes.get(name)
+        known = loaded.types.get(name)
+        return 0 if known is not None and known.dims else None
+
+    def fields(i: int, node: onnx.NodeProto) -> dict[str, Any]:
+        return {"sharding_spec": [sharding_spec(out, sched.splits[i], None if node.name in generated
+                                                else tensor_axis(out), axis.dim) for out in node.output if out]}
+
+    return annotate(loaded.model, graph, np.arange(inst.n), CONFIGURATION, list(inst.device_names), fields,
+                    per_node=True)

@@ -263,7 +263,8 @@ def test_throughput_objective(tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     cert = json.loads((out / "certificate.json").read_text())
     files = sorted(p.name for p in out.iterdir())
-    assert files == sorted(["certificate.json", "gantt.png", "manifest.json", *(p["file"] for p in manifest["pieces"])])
+    assert files == sorted(["annotated.onnx", "certificate.json", "gantt.png", "manifest.json",
+                            *(p["file"] for p in manifest["pieces"])])
     assert matplotlib.image.imread(out / "gantt.png").shape[2] in (3, 4)  # a PNG matplotlib reads back
     assert manifest["objective"] == "throughput" and manifest["batch"] == 8 and "transfers" in manifest
     for op in {s["name"] for s in manifest["ops"]}:  # every op processes each of the 8 inputs once

@@ -1,6 +1,7 @@
 """Throughput pieces (``--objective throughput``): lane runs of batch slices, acyclic, written as ONNX,
 run on the batch's inputs by ``--verify`` (rows along a symbolic batch axis, else once per input),
-bounded by ``--max-pieces``, and re-checked by ``--check-certificate``."""
+bounded by ``--max-pieces``, re-checked by ``--check-certificate``, and ``annotated.onnx``: each op's slices as
+ONNX sharding specs."""
 
 from __future__ import annotations
 
@@ -223,12 +224,10 @@ def test_a_model_without_a_batch_axis_is_refused(model, pattern, tmp_path):
     assert "axis 0 of every graph input" in text and not out.exists()
 
 
-def test_pieces_on_rows_and_per_input_in_one_dynamic_model(tmp_path):
-    """A reshape folds ``N`` away: the pieces whose tensors all keep an axis named ``N`` run on rows, those
-    reading or making the flattened tensor run once per input, and together they reproduce the model."""
+def _folded(tmp_path):
+    """``y = W2·reshape(reshape(relu(W1·x), [-1]), [-1, 8])`` on ``x: [N, 8]`` (the reshape folds ``N``
+    away), scheduled on two devices with hand-chosen splits: -> (Instance, OpGraph, LoadedModel, BatchSchedule)."""
     from onnxpart.cli.schedule_cmd import _load
-    from onnxpart.schedule.batch_run import PER_INPUT, ROWS, batch_axis, verify_pieces
-    from onnxpart.writer import write_model
 
     rng = np.random.default_rng(1)
     weights = [numpy_helper.from_array(rng.standard_normal((8, 8)).astype(np.float32), name) for name in ("w1", "w2")]
@@ -250,7 +249,16 @@ def test_pieces_on_rows_and_per_input_in_one_dynamic_model(tmp_path):
                                    input_shape=None, coarsen=False, dim=["N=2"])
     order = {name: i for i, name in enumerate(inst.op_names)}
     split = {"mm1": (4, 0), "relu": (2, 2), "fold": (2, 2), "unfold": (4, 0), "mm2": (4, 0)}
-    sched = B.simulate_batch(inst, [split[name] for name in sorted(order, key=order.get)])
+    return inst, op_graph, loaded, B.simulate_batch(inst, [split[name] for name in sorted(order, key=order.get)])
+
+
+def test_pieces_on_rows_and_per_input_in_one_dynamic_model(tmp_path):
+    """A reshape folds ``N`` away: the pieces whose tensors all keep an axis named ``N`` run on rows, those
+    reading or making the flattened tensor run once per input, and together they reproduce the model."""
+    from onnxpart.schedule.batch_run import PER_INPUT, ROWS, batch_axis, verify_pieces
+    from onnxpart.writer import write_model
+
+    inst, op_graph, loaded, sched = _folded(tmp_path)
     parts = BP.pieces(inst, sched)
     axis = batch_axis(loaded, freeze=False)
     files = {}
@@ -264,3 +272,94 @@ def test_pieces_on_rows_and_per_input_in_one_dynamic_model(tmp_path):
         (["unfold", "mm2"], [0, 4], PER_INPUT)]
     report = verify_pieces(loaded, [(tmp_path / e["file"], e) for e in entries], axis=axis, batch=4, tolerance=1e-4)
     assert report.ok and "1 of 4 pieces ran once on their inputs' rows along N" in report.notes[0]
+
+
+# ------------------------------------------------------------------------------------ annotated.onnx
+def _per_input(spec, batch: int) -> list[int]:
+    """A sharding spec expanded to the device of each of the batch's inputs: ``S`` equal contiguous shards
+    along its one sharded dim (ONNX's ``SimpleShardedDimProto``), shard ``s`` on ``device[s]``."""
+    (dim,) = spec.sharded_dim
+    (simple,) = dim.simple_sharding
+    assert len(spec.device) == simple.num_shards and batch % simple.num_shards == 0
+    return [spec.device[l * simple.num_shards // batch] for l in range(batch)]
+
+
+def _assert_annotated(out, manifest) -> dict[str, list]:
+    """``annotated.onnx`` passes the checker, lists the system's devices, and every op's node output specs
+    put each input of the batch on the device of the manifest's slice holding it (an op run whole: its
+    device, no sharded dim); -> {op: its specs}."""
+    path = out / "annotated.onnx"
+    onnx.checker.check_model(str(path), full_check=True)
+    annotated = onnx.load(str(path))
+    names = [d["name"] for d in manifest["system"]["devices"]]
+    (config,) = annotated.configuration
+    assert config.name == "schedule" and list(config.device) == names and config.num_devices == len(names)
+    specs = {}
+    for node in annotated.graph.node:
+        (nodeconf,) = node.device_configurations
+        assert nodeconf.configuration_id == "schedule"
+        assert [spec.tensor_name for spec in nodeconf.sharding_spec] == [name for name in node.output if name]
+        specs[node.name] = list(nodeconf.sharding_spec)
+    batch = manifest["batch"]
+    for op in {s["name"] for s in manifest["ops"]}:
+        slices = [s for s in manifest["ops"] if s["name"] == op]
+        expected = [names.index(s["device"]) for l in range(batch) for s in slices
+                    if s["inputs"][0] <= l < s["inputs"][1]]
+        for spec in specs[op]:
+            if len(slices) == 1:
+                assert list(spec.device) == [names.index(slices[0]["device"])] and not spec.sharded_dim
+            else:
+                assert _per_input(spec, batch) == expected, (op, spec)
+    return specs
+
+
+@pytest.mark.parametrize("case", ["per input", "rows", "one device"])
+def test_annotated_model_encodes_the_slices(case, tmp_path):
+    """Split ops shard their outputs along the batch axis exactly as the manifest's slices (per input:
+    ``dim_value`` = L on axis 0; rows: the symbolic ``N``, a device holding several shards listed once
+    per shard); a device too small for any op leaves every op whole on the other: ``device=[u]``."""
+    out = tmp_path / "out"
+    if case == "per input":
+        _run(DIAMOND, out, "--batch", "8")
+    else:
+        small = "memory: 40KB" if case == "one device" else ""
+        system = tmp_path / "system.yaml"
+        system.write_text(f"devices:\n  - {{name: a, spec: cpu, batch_sizes: [2], {small}}}\n"
+                          "  - {name: b, spec: t4, batch_sizes: [4, 6]}\nlinks:\n  default: {bandwidth: 1GB/s}\n")
+        model = DIAMOND if case == "one device" else _dynamic_chain(tmp_path / "chain.onnx")
+        extra = ["--dim", "N=2"] if case == "rows" else []
+        result = invoke(model, "--system", system, "-o", out, "--objective", "throughput", "--batch", "6",
+                        "--time-limit", "2", *extra)
+        assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    specs = [spec for op_specs in _assert_annotated(out, manifest).values() for spec in op_specs]
+    sharded = [spec for spec in specs if spec.sharded_dim]
+    if case == "one device":
+        assert specs and not sharded and {tuple(spec.device) for spec in specs} == {(1,)}
+    elif case == "rows":
+        assert len(sharded) == len(specs) == 5
+        assert all(s.sharded_dim[0].axis == 0 and s.sharded_dim[0].simple_sharding[0].dim_param == "N" for s in sharded)
+        assert {tuple(s.device) for s in sharded} == {(0, 1, 1)}  # slices of 2 and 4: three shards of 2
+    else:
+        assert sharded and all(s.sharded_dim[0].axis == 0 and s.sharded_dim[0].simple_sharding[0].dim_value == 8
+                               for s in sharded)
+
+
+def test_annotated_model_without_a_batch_axis_lists_the_devices(tmp_path):
+    """A tensor with no axis named ``N`` (a reshape folded it away) is listed on the devices of its op's
+    slices, unsharded; one with it is sharded along that axis; an op on one device has ``device=[u]``."""
+    from onnxpart.schedule.batch_run import batch_axis
+
+    inst, op_graph, loaded, sched = _folded(tmp_path)
+    annotated = emit_batch.annotated_model(loaded, op_graph, inst, sched, batch_axis(loaded, freeze=False))
+    specs = {node.name: node.device_configurations[0].sharding_spec[0] for node in annotated.graph.node}
+    assert list(specs["mm1"].device) == [0] and not specs["mm1"].sharded_dim
+    assert list(specs["relu"].device) == [0, 1] and specs["relu"].sharded_dim[0].simple_sharding[0].dim_param == "N"
+    assert list(specs["fold"].device) == [0, 1] and not specs["fold"].sharded_dim
+
+
+@pytest.mark.parametrize("split, devices, size", [((2, 0, 4, 2), [0, 2, 2, 3], 2), ((0, 8, 0), [1], 8),
+                                                  ((1, 3), [0, 1, 1, 1], 1), ((3, 6), [0, 1, 1], 3)])
+def test_shards_of_a_split(split, devices, size):
+    """Shards of the gcd of the slice boundaries, in input order, one device entry per shard."""
+    assert emit_batch.shards(split) == (devices, size)
