@@ -212,8 +212,8 @@ def verify_written(out, loaded, entries: list[dict], check: dict, what: str, run
     with err_console.status(f"running the {what} in onnxruntime…"):
         if run is None:
             report = verify_parts(loaded, [(path, entry["inputs"]) for path, entry in runs], seed=check["seed"],
-                                  tolerance=check["tolerance"])
+                                  tolerance=check["tolerance"], freeze=check["freeze"])
         else:
-            report = run(loaded, runs, seed=check["seed"], tolerance=check["tolerance"])
+            report = run(loaded, runs, seed=check["seed"], tolerance=check["tolerance"], freeze=check["freeze"])
     report.raise_if_failed()
     return report

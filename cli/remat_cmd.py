@@ -203,7 +203,7 @@ def _verify(out, reference, best, check: dict) -> dict:
 
     with err_console.status("verifying in onnxruntime…"):
         report = run_verify(reference, out.path("remat.onnx"), best.profile.peak, seed=check["seed"],
-                            tolerance=check["tolerance"])
+                            tolerance=check["tolerance"], freeze=check["freeze"])
     VerifyReport(seed=report["seed"], tolerance=report["tolerance"], sizes=report["sizes"]).raise_if_failed()
     return report
 

@@ -48,7 +48,23 @@ def part_io(graph, assignment: np.ndarray, count: int) -> list[tuple[list[str], 
         if name in graph.inputs and name not in io[last][0]:
             io[last][0].append(name)
         io[last][1].append(name)
+    _dead_results(graph, assignment, io)
     return io
+
+
+def _dead_results(graph, assignment: np.ndarray, io: list[tuple[list[str], list[str]]]) -> None:
+    """A part whose ops make only results nobody reads (dead code, which onnxruntime accepts in a model)
+    would have no outputs, and onnxruntime refuses a graph without one: it gets those results as outputs.
+    (A non-empty part always has one then: its last op's results are read by no later op of the part.)"""
+    empty = {part for part, (_, outputs) in enumerate(io) if not outputs}
+    for op in graph.ops:
+        part = int(assignment[op.index])
+        if part not in empty:
+            continue
+        for name in op.outputs:
+            tensor = graph.tensors.get(name)
+            if tensor is not None and not tensor.consumers and name not in io[part][1]:
+                io[part][1].append(name)
 
 
 def part_models(model: onnx.ModelProto, graph, assignment: np.ndarray, count: int,

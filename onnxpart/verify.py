@@ -64,10 +64,11 @@ class VerifyReport:
                 "nothing was written")
 
 
-def check_dims(loaded) -> list[dict[str, int]]:
-    """The dims to verify at: those costed, and twice each when the model has dynamic dims."""
+def check_dims(loaded, freeze: bool = False) -> list[dict[str, int]]:
+    """The dims to verify at: those costed, and twice each when the model has dynamic dims the emitted
+    files keep (not with ``freeze``, ``--freeze-dims``: those files take the costed dims only)."""
     sizes = [dict(loaded.dims)]
-    if loaded.dynamic and any(loaded.dims.values()):
+    if loaded.dynamic and not freeze and any(loaded.dims.values()):
         sizes.append({name: 2 * value for name, value in loaded.dims.items()})
     return sizes
 
@@ -88,13 +89,13 @@ def input_shapes(loaded, dims: Mapping[str, int]) -> dict[str, list[int]]:
 
 
 def verify_parts(loaded, parts: Sequence[tuple[Path, Sequence[str]]], seed: int = 0,
-                 tolerance: float = DEFAULT_TOLERANCE) -> VerifyReport:
+                 tolerance: float = DEFAULT_TOLERANCE, freeze: bool = False) -> VerifyReport:
     """Run ``parts`` (file, the tensors it reads) in order against the original at every :func:`check_dims`
     (each model is loaded into onnxruntime once, for all the sizes)."""
     report = VerifyReport(seed=seed, tolerance=tolerance)
     original = runtime.make_session(loaded.model, loaded.folder)
     sessions = [(path, runtime.make_session(path), reads) for path, reads in parts]
-    for dims in check_dims(loaded):
+    for dims in check_dims(loaded, freeze):
         feeds, reference = reference_run(original, loaded, dims, seed, report)
         if reference is None:
             continue

@@ -106,6 +106,56 @@ def test_remat_at_the_smallest_budget_verifies_at_two_sizes(tmp_path, name, buil
     assert any(d.dim_param == "batch" for vi in remat.graph.input for d in vi.type.tensor_type.shape.dim)
 
 
+@pytest.mark.parametrize("command", [
+    ["partition", "-k", 2, "--bounds", "simple"], ["remat", "--budget", "min"],
+    ["schedule", "--system", "fixtures/systems/cpu_t4_a100.yaml"],
+    ["schedule", "--system", "fixtures/systems/cpu_t4_a100.yaml", "--objective", "throughput", "--batch", 2]],
+    ids=["partition", "remat", "schedule-latency", "schedule-throughput"])
+def test_frozen_dims_verify_at_the_costed_dims_only(tmp_path, command):
+    """--freeze-dims writes the costed dims into every emitted file, so --verify must not also run them at
+    twice the dims (onnxruntime refused those shapes: exit 1 with a traceback)."""
+    name, builder, dims = ALL_DYNAMIC[1]  # the KV-cache decoder: four symbolic dims
+    path = saved(tmp_path, name, builder)
+    out = tmp_path / "out"
+    result = cli(command[0], path, *command[1:], "-o", out, "--freeze-dims", "--verify", *dim_args(dims), *FAST)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)["verify"]
+    assert report["ok"] and [size["dims"] for size in report["sizes"]] == [dims]
+
+
+def test_throughput_pieces_verify_at_two_sizes(tmp_path):
+    """Throughput --verify runs the batch at the costed dims and at twice each, as latency does: the
+    pieces stay dynamic (a symbolic batch axis: each input twice the rows)."""
+    name, builder, dims = ALL_DYNAMIC[1]
+    path = saved(tmp_path, name, builder)
+    result = cli("schedule", path, "--system", "fixtures/systems/cpu_t4_a100.yaml", "--objective", "throughput",
+                 "--batch", 3, "-o", tmp_path / "out", "--verify", *dim_args(dims), *FAST)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)["verify"]
+    assert report["ok"] and [size["dims"] for size in report["sizes"]] == [dims, {k: 2 * v for k, v in dims.items()}]
+
+
+def test_a_part_of_dead_ops_only_emits_their_results(tmp_path):
+    """The KV-cache decoder keeps a dead chain (Gather → Unsqueeze, read by nothing). Alone in a part it made
+    no outputs, and onnxruntime refuses a graph without one ("At least one output should be requested")."""
+    from onnxpart.parts import part_io, part_models
+
+    name, builder, dims = ALL_DYNAMIC[1]
+    path = saved(tmp_path, name, builder)
+    graph, loaded = load_graph(path, dims=dims)
+    dead = [op for op in graph.ops if all(not graph.tensors[out].consumers and out not in graph.outputs
+                                          for out in op.outputs if out in graph.tensors)]
+    assert dead  # the case this test is about
+    assignment = np.zeros(len(graph.ops), dtype=np.int64)
+    assignment[dead[-1].index] = 1
+    io = part_io(graph, assignment, 2)
+    assert io[1][1] == [out for out in dead[-1].outputs if out in graph.tensors]
+    model = part_models(loaded.model, graph, assignment, 2, lambda part: f"part{part}", loaded.value_info, only=[1])[1]
+    session = runtime.make_session(model)
+    feeds = runtime.random_inputs(session, 0)
+    assert list(runtime.run_session(session, feeds)) == io[1][1]
+
+
 def test_weight_generators_sit_just_before_their_first_reader(tmp_path):
     """The tied LM head's Transpose is node 0 in the file; remat.onnx and the last stage move it to just
     before the MatMul that reads it, where onnxruntime starts to hold its output."""

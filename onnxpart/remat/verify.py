@@ -41,16 +41,16 @@ def measured_run(model, feeds: dict, folder=None) -> tuple[dict, float | None]:
 
 
 def verify(reference, remat_path, predicted_peak: float, seed: int = 0,
-           tolerance: float = DEFAULT_TOLERANCE) -> dict[str, Any]:
+           tolerance: float = DEFAULT_TOLERANCE, freeze: bool = False) -> dict[str, Any]:
     """Run ``remat_path`` against the original model ``reference`` (a LoadedModel) at every
-    :func:`onnxpart.verify.check_dims`, and compare onnxruntime's measured arena peak with the plan's."""
+    :func:`onnxpart.verify.check_dims` (``freeze``: ``--freeze-dims``, the costed dims only), and compare onnxruntime's measured arena peak with the plan's."""
     from onnxpart.remat.emit import SESSION_OPTIONS
 
     report = VerifyReport(seed=seed, tolerance=tolerance)
     memory: dict[str, Any] = {}
     count = 0
     original = runtime.make_session(reference.model, reference.folder)
-    for dims in check_dims(reference):
+    for dims in check_dims(reference, freeze):
         feeds, expected = reference_run(original, reference, dims, seed, report)
         if expected is None:
             continue

@@ -32,7 +32,7 @@ import numpy as np
 
 from onnxpart import runtime
 from onnxpart.errors import UserError
-from onnxpart.verify import VerifyReport, add_size, input_shapes
+from onnxpart.verify import VerifyReport, add_size, check_dims, reference_run
 
 ROWS, PER_INPUT = "rows", "per input"  # how a piece runs (a piece entry's ``run``)
 
@@ -108,22 +108,29 @@ def run_pieces(pieces: Sequence[tuple[Any, Mapping[str, Any]]], rows: list[dict[
 
 
 def verify_pieces(loaded, runs: Sequence[tuple[Path, Mapping[str, Any]]], *, axis: BatchAxis, batch: int,
-                  seed: int = 0, tolerance: float) -> VerifyReport:
+                  seed: int = 0, tolerance: float, freeze: bool = False) -> VerifyReport:
     """``--verify`` for throughput: ``batch`` seeded inputs (input ``l`` from seed ``seed + l``), the
-    original run once per input at its costed shape, the pieces (file, manifest entry) run in order by
-    :func:`run_pieces`, every model output compared over all inputs (:func:`onnxpart.runtime.compare`)."""
+    original run once per input, the pieces (file, manifest entry) run in order by :func:`run_pieces`,
+    every model output compared over all inputs (:func:`onnxpart.runtime.compare`) — at each of
+    :func:`onnxpart.verify.check_dims`: the costed dims and, for a dynamic model not frozen (``freeze``),
+    twice each (latency's rule; on rows, each input is then twice the rows), skipped with a note where the
+    original itself does not run there. Each piece is loaded into onnxruntime once, for both sizes."""
     report = VerifyReport(seed=seed, tolerance=tolerance)
     original = runtime.make_session(loaded.model, loaded.folder)
-    shapes = input_shapes(loaded, loaded.dims)
-    feeds = [runtime.random_inputs(original, seed + l, shapes=shapes) for l in range(batch)]
-    reference = [runtime.run_session(original, feed) for feed in feeds]
-    rows = [dict(feed) for feed in feeds]
-    run_pieces([(runtime.make_session(path), entry) for path, entry in runs], rows, axis)
-    expected = {name: np.stack([out[name] for out in reference]) for name in reference[0]}
-    got = {name: np.stack([row[name] for row in rows]) for name in expected if all(name in row for row in rows)}
-    add_size(report, loaded.dims, runtime.compare(expected, got, tolerance))
+    pieces = [(runtime.make_session(path), entry) for path, entry in runs]
+    for dims in check_dims(loaded, freeze):
+        first = reference_run(original, loaded, dims, seed, report)  # None: the original cannot run there
+        if first[1] is None:
+            continue
+        runs_at = [first] + [reference_run(original, loaded, dims, seed + l, report) for l in range(1, batch)]
+        rows = [dict(feed) for feed, _ in runs_at]
+        run_pieces(pieces, rows, axis)
+        expected = {name: np.stack([out[name] for _, out in runs_at]) for name in first[1]}
+        got = {name: np.stack([row[name] for row in rows]) for name in expected if all(name in row for row in rows)}
+        add_size(report, dims, runtime.compare(expected, got, tolerance))
     on_rows = sum(1 for _, entry in runs if entry["run"] == ROWS)
     report.notes.append(f"{batch} inputs; " + (f"{on_rows} of {len(runs)} pieces ran once on their inputs' rows "
                                                 f"along {axis.dim}, the rest once per input" if axis.dim else
                                                 "every piece ran once per input of its slice"))
     return report
+
