@@ -264,7 +264,8 @@ def geomean(xs):
 
 def render(res: dict, limit: float, args, mods: int, n_nodes: int) -> str:
     out = ["## schedule — heterogeneous mapping & scheduling (CPU + T4 + A100, analytic costs)\n",
-           f"{machine_line()}; {limit:g} s per method{' (--quick)' if args.quick else ''}; "
+           f"{machine_line()}; command: `python scripts/bench_schedule.py {' '.join(sys.argv[1:])}`; "
+           f"{limit:g} s per method{' (--quick)' if args.quick else ''}; "
            f"RWNN stacks of {mods} ER(0.2) modules of N={n_nodes} nodes, {CH}×{HW}×{HW} tensors (Xie et al.'s "
            "width C=78 at 56×56: the thesis gives no tensor sizes; this reproduces Table 4.2's CPU/A100 ratio, "
            "7.3× vs 7.10×, not its T4 ratio, 1.8× vs 1.26×); throughput slices B/4, B/2, 3B/4, B (Section 4.4). "
