@@ -261,7 +261,7 @@ def _solve_throughput(instance: Instance, options: Options, board: Board) -> Sol
         hint = min(pool, key=lambda s: s.makespan) if pool else None
         if method == "split":
             sched, status, secs, note = batch_split.split_throughput(instance, L, share, options.seed,
-                                                                     options.workers)
+                                                                     options.workers, hint)
             keep(method, sched, status, secs, note=note)
             continue
         res = B.cpsat(instance, L, share, hint, seed=options.seed, workers=options.workers)

@@ -177,6 +177,23 @@ def test_split_throughput_keeps_cut_splits_consistent():
     assert sched.makespan == pytest.approx(whole.schedule.makespan) == pytest.approx(8.0)
 
 
+def test_split_throughput_never_answers_worse_than_its_warm_start():
+    """A chain of six cut ops where the modules, each solved to optimality in sequence, join to 35 s while
+    the whole-graph optimum is 29 s: given that schedule as its warm start, SPLIT returns it and says so."""
+    from onnxpart.schedule import batch_split
+
+    rng = np.random.default_rng(6)
+    edges = [(i, i + 1, float(rng.integers(1, 5))) for i in range(5)]
+    inst = Instance(rng.integers(1, 9, size=(6, 2)).astype(float), edges, batch_sizes=[(1, 2), (1, 2)],
+                    latency=0.5, bandwidth=2.0)
+    whole = B.cpsat(inst, 2, 5.0)
+    joined, status, _, _ = batch_split.split_throughput(inst, 2, time_limit=2.0)
+    assert status == "optimal-modules" and whole.status == "optimal"
+    assert joined.makespan > whole.schedule.makespan + 1e-9  # the case this test is about
+    sched, _, _, note = batch_split.split_throughput(inst, 2, time_limit=2.0, warm=whole.schedule)
+    assert sched.makespan == pytest.approx(whole.schedule.makespan) and "warm start is shorter" in note
+
+
 def test_split_throughput_leaves_memory_for_later_modules():
     # chain 0 → 1 → 2, one op of memory 1 per device slot: the fast device 0 holds 2 ops. Modules
     # solved with the full capacity each put all three on device 0 and the join overflows (3.7);
