@@ -35,7 +35,10 @@ Every value here is a proof, never an incumbent (ARCHITECTURE.md, "Bounds"):
   ``e_i ≥ Σ_u (head(i,u) + t(i,u))·x_iu``, ``C ≥ e_i + Σ_u (tail(i,u) − t(i,u))·x_iu``, ``e_j ≥ e_i +
   Σ_v t(j,v)·x_jv + Σ_v m_ev·y_ev`` for every edge ``e = (i, j)`` with ``y_ev ≥ x_jv − x_iv``, ``y ≥ 0``
   and ``m_ev = min_{u≠v} delay_e(u, v)``, ``C ≥ e_i``, and the load rows with Carlier's idle time,
-  ``C ≥ Σ_i t(i,u)·x_iu + (lead_u + trail_u)·w_u`` with ``w_u ≥ x_iu`` for every ``i``. *Proof:* a
+  ``C ≥ Σ_i t(i,u)·x_iu + (lead_u + trail_u)·w_u`` with ``w_u ≥ x_iu`` for every ``i`` and ``w_u ∈ {0, 1}``
+  — the only integer columns, ``K`` of them (:data:`NODE_LIMIT`): with ``w`` fractional the LP moves a
+  sliver of many ops to a device and pays the same sliver of its idle time, so a round trip that makes
+  offloading useless barely counted. *Proof:* a
   schedule's 0/1 mapping with ``e`` = its end times and ``w_u`` = [``u`` runs anything] satisfies every
   row: ``j`` on ``v`` ends at least its duration after ``i`` ends, plus, when ``i`` is on another device
   (``y_ev = 1``), at least the cheapest transfer into ``v``; the head, tail and Carlier rows hold by
@@ -44,7 +47,9 @@ Every value here is a proof, never an incumbent (ARCHITECTURE.md, "Bounds"):
   :func:`device_path_bound`, which the floors also take. Measured on six 30-op (entry, exit) modules of
   the 1-channel RWNN stack (CPU + T4 + A100) against their best known schedules: the path LP rose from
   0.665 to 0.796 of it (the old 64-node path MIP: 0.731), the critical path being 0.29 and the device
-  path 0.37.
+  path 0.37. With ``w`` binary, on the sd 2-channel stack's modules pinned to the A100 at both ends, it rose from
+  0.268 to 0.307 ms on one whose best known schedule is 0.321 (CP-SAT at 20 s proves 0.257), at 0.04 s a
+  module; on the whole graph, with no end pinned, the idle times are 0 and nothing changes.
 * :func:`combine` — the best of the entries (exact's proven bound, SPLIT's, the simple ones).
 """
 
@@ -59,6 +64,11 @@ import numpy as np
 from onnxpart.certificate import LowerBound
 from onnxpart.schedule.model import Instance
 from onnxpart.solvers import SparseModel, solve_highs
+
+#: Branch-and-bound nodes of :func:`path_lp_bound` (its K binary "device used" columns; the 0/1 mapping
+#: too with ``integer``): a limit in nodes, not seconds, so the bound reached does not depend on the
+#: machine's load. With 3 devices the search ends in a few nodes; the proven dual bound stands at the limit.
+NODE_LIMIT = 512
 
 
 def _fastest(inst: Instance) -> list[float]:
@@ -157,7 +167,7 @@ def path_lp_bound(inst: Instance, time_limit: float = 10.0, integer: bool = Fals
         lp.row({c: 1.0, end[i]: -1.0, **{col: inst.time[i, u] - tail[i, u] for u, col in x[i].items()}}, lower=0.0)
     idle = sum(device_lead_trail(inst, head, tail))
     for u in range(inst.k):
-        used = lp.var(0, 1)  # ≥ every x_iu: 1 if u runs anything
+        used = lp.var(0, 1, integer=True)  # ≥ every x_iu: u runs anything (0/1, module docstring)
         for i in range(inst.n):
             if u in x[i]:
                 lp.row({used: 1.0, x[i][u]: -1.0}, lower=0.0)
@@ -174,7 +184,7 @@ def path_lp_bound(inst: Instance, time_limit: float = 10.0, integer: bool = Fals
             lp.row({moved: 1.0, xjv: -1.0, **({x[i][v]: 1.0} if v in x[i] else {})}, lower=0.0)
             row[moved] = -min(into)
         lp.row(row, lower=0.0)
-    res = solve_highs(lp.highs(), time_limit)
+    res = solve_highs(lp.highs(), time_limit, node_limit=NODE_LIMIT)
     value = res.bound if math.isfinite(res.bound) or res.status == "infeasible" else None
     return LowerBound("path-mip" if integer else "path-lp", value, res.status, "highs", time.perf_counter() - t0,
                       f"{'MIP' if integer else 'LP'} relaxation: device loads ≤ C, precedence with transfers (3.3)")

@@ -121,12 +121,12 @@ def run_module_job(job: ModuleJob) -> list[ModuleResult]:
 
 def _floor(sub: Instance, limit: float) -> tuple[float, bool]:
     """``(value, wall)``: the best of the sub-instance's device path and path LP (:mod:`.bounds`, ``limit``
-    seconds as a safety net) — proven bounds on its optimum, so on ``OPT(S_k, u, v)`` —, and whether the
-    wall clock stopped the LP. (The path MIP, a floor here before, is not: with the head, tail and
+    seconds as a safety net; its binary device-used columns searched to a node limit) — proven bounds on
+    its optimum, so on ``OPT(S_k, u, v)`` —, and whether the wall clock stopped it. (The path MIP, a floor here before, is not: with the head, tail and
     Carlier rows its 64-node bound rose over the LP's by 0–2% on 30-op RWNN modules, at 10–50× the LP's
     time, which CP-SAT's search turns into more.)"""
-    lp = bounds.path_lp_bound(sub, limit)
-    return max(bounds.device_path_bound(sub).value, lp.value or 0.0), lp.status == "time_limit"
+    lp = bounds.path_lp_bound(sub, limit)  # its node limit also reads "time_limit": the clock tells them apart
+    return max(bounds.device_path_bound(sub).value, lp.value or 0.0), lp.status == "time_limit" and lp.seconds >= limit
 
 
 def solve_pair(key: Key, sub: Instance, budget: float, deadline: float, seed: int, on_bound, *,

@@ -51,6 +51,21 @@ def test_the_carlier_row_makes_the_path_lp_exact_on_a_round_trip():
     assert (lead[1], trail[1]) == pytest.approx((7.0, 7.0))
 
 
+def test_the_device_used_indicator_is_binary_so_a_sliver_of_offload_pays_the_whole_round_trip():
+    """Entry and exit pinned to device 0, three ops that take 2 there and 1 on device 1, a round trip of 6
+    each way: the optimum keeps them home, 8 (brute force). With a fractional "device 1 runs anything"
+    indicator the path LP moves a sliver of each op over and pays the same sliver of the idle time,
+    6.59; with the indicator 0/1 it proves 8 — fails if ``w_u`` is relaxed again."""
+    inf = math.inf
+    time = [[1.0, inf], [2.0, 1.0], [2.0, 1.0], [2.0, 1.0], [1.0, inf]]
+    edges = [(0, j, 1.0) for j in (1, 2, 3)] + [(j, 4, 1.0) for j in (1, 2, 3)]
+    inst = Instance(time, edges, latency=5.0, bandwidth=1.0)
+    opt, mapping = brute_force(time, edges, 5.0, 1.0)
+    assert opt == pytest.approx(8.0) and set(mapping) == {0}
+    assert bounds.path_lp_bound(inst).value == pytest.approx(8.0)
+    assert bounds.device_path_bound(inst).value == pytest.approx(4.0)
+
+
 @pytest.mark.parametrize("seed,n,k", [(0, 5, 2), (1, 6, 2), (2, 5, 3), (3, 6, 3), (4, 7, 2), (5, 4, 3)])
 def test_heads_tails_and_carlier_hold_in_every_schedule(seed, n, k):
     """``s_i ≥ head(i, π(i))``, ``C ≥ s_i + tail(i, π(i))`` for every op, and ``first start ≥ lead_u``,
