@@ -24,7 +24,7 @@ from onnxpart.board import Board
 from onnxpart.certificate import LowerBound
 from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.schedule import bounds as _bounds
-from onnxpart.schedule import batch_split, chain_split, exact, heuristics, multichannel, split
+from onnxpart.schedule import barrier, batch_split, chain_split, exact, heuristics, multichannel, split
 from onnxpart.schedule.model import Device, Instance, Link, System, from_graph, load_system
 from onnxpart.schedule.simulator import Schedule, simulate, validate
 
@@ -147,12 +147,7 @@ def solve(instance: Instance, options: Options = Options(), board: Board | None 
         hint = min(found, key=lambda f: f[0])[2] if found else None
         chain = _chain_modules(instance) if method == "split" else None
         if chain is not None:  # no single-op cuts, but multi-channel modules (Section 3.3.2)
-            channels, modules = chain
-            sched, status, secs, note = chain_split.chain_split(instance, modules, share / 2, options.seed, hint)
-            keep(method, sched, status, secs, note=note)
-            t0 = time.perf_counter()
-            value, status, note = multichannel.multichannel_bound(instance, modules, share / 2, options.seed)
-            lbs.append(LowerBound(f"multichannel-{channels}", value, status, "cp-sat", time.perf_counter() - t0, note))
+            lbs += _multichannel_split(instance, options, chain, share, hint, keep)
         elif method == "split":
             res = split.milp_split(instance, share, seed=options.seed, workers=options.workers, board=board)
             keep(method, res.schedule, res.status, res.seconds, res.bound, res.reason)
@@ -208,6 +203,28 @@ def _run_heuristics(instance: Instance, options: Options, keep, deadline: float,
         res = run(instance, start.mapping, iterations=options.iterations, seed=options.seed,
                   time_limit=share)
         keep(method, res.schedule, "ok", res.seconds, note=f"{res.evaluations} evaluations")
+
+
+def _multichannel_split(instance: Instance, options: Options, chain: tuple[int, list[list[int]]], share: float,
+                        hint: Schedule | None, keep) -> list[LowerBound]:
+    """SPLIT where no single op cuts the graph: the barrier DP bound (:mod:`.barrier`, where barriers of
+    several ops exist; up to a third of ``share``), the chain modules solved in sequence
+    (:mod:`.chain_split`, half the rest) and their recursive bound (:mod:`.multichannel`)."""
+    channels, modules = chain
+    end = time.perf_counter() + share
+    out = []
+    t0 = time.perf_counter()
+    value, status, note = barrier.barrier_bound(instance, barrier.barrier_cuts(instance, barrier.MAX_RECEIVERS), share / 3)
+    if value is not None:
+        out.append(LowerBound("barrier-dp", value, status, "highs", time.perf_counter() - t0, note))
+    sched, status, secs, note = chain_split.chain_split(instance, modules, (end - time.perf_counter()) / 2,
+                                                        options.seed, hint)
+    keep("split", sched, status, secs, note=note)
+    t0 = time.perf_counter()
+    value, status, note = multichannel.multichannel_bound(instance, modules, max(0.05, end - time.perf_counter()),
+                                                          options.seed)
+    out.append(LowerBound(f"multichannel-{channels}", value, status, "cp-sat", time.perf_counter() - t0, note))
+    return out
 
 
 def _chain_modules(instance: Instance) -> tuple[int, list[list[int]]] | None:

@@ -187,7 +187,8 @@ def path_lp_bound(inst: Instance, time_limit: float = 10.0, integer: bool = Fals
     res = solve_highs(lp.highs(), time_limit, node_limit=NODE_LIMIT)
     value = res.bound if math.isfinite(res.bound) or res.status == "infeasible" else None
     return LowerBound("path-mip" if integer else "path-lp", value, res.status, "highs", time.perf_counter() - t0,
-                      f"{'MIP' if integer else 'LP'} relaxation: device loads ≤ C, precedence with transfers (3.3)")
+                      f"{'MIP' if integer else 'LP'} relaxation (device-used indicators 0/1): device loads ≤ C, "
+                      "precedence with transfers (3.3)")
 
 
 def simple_bounds(inst: Instance, lp: bool = True) -> list[LowerBound]:
