@@ -273,7 +273,8 @@ def render(res: dict, limit: float, args, mods: int, n_nodes: int) -> str:
            "Throughput = B / C, the batch makespan of B inputs (thesis Section 3.2, f = L/C; Section 4.4's "
            "low-latency regime, no pipelining across batches). Bound = the best proven lower bound on C; "
            "LB/UB = bound / best makespan found; the bound's method in brackets (split-dp: SPLIT's DP over module "
-           "bounds; multichannel-c: Section 3.3.2's recursion; path-lp/load-lp: LP relaxations; cpsat: the "
+           "bounds; barrier-dp: its DP over the device tuples of op sets every later op waits for; multichannel-c: "
+           "Section 3.3.2's recursion; path-lp/load-lp: LP relaxations; cpsat: the "
            "whole-graph solve's).\n",
            "### Latency (ms), thesis Table 4.1 layout\n", fmt_table(res["latency"], "ms", 1), "",
            f"### Throughput (inputs/s, B={args.batch}), thesis Table 4.4 layout\n",
