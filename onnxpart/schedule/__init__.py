@@ -214,7 +214,8 @@ def _multichannel_split(instance: Instance, options: Options, chain: tuple[int, 
     end = time.perf_counter() + share
     out = []
     t0 = time.perf_counter()
-    value, status, note = barrier.barrier_bound(instance, barrier.barrier_cuts(instance, barrier.MAX_RECEIVERS), share / 3)
+    cuts = barrier.barrier_cuts(instance, barrier.MAX_RECEIVERS)
+    value, status, note = barrier.barrier_bound(instance, cuts, share / 3)
     if value is not None:
         out.append(LowerBound("barrier-dp", value, status, "highs", time.perf_counter() - t0, note))
     sched, status, secs, note = chain_split.chain_split(instance, modules, (end - time.perf_counter()) / 2,

@@ -27,8 +27,8 @@ at 0) and a zero-time, zero-memory stand-in of ``r`` pinned to ``x`` as its exit
 starts first; the schedule's ops of ``S_k`` shifted by ``σ_k``, with the stand-in at ``start(r*) − σ_k
 = σ_{k+1} − σ_k``, schedule that sub-instance (each op of ``S_k`` ends, data sent, before ``r*`` starts)
 within that length. Summing over the windows, ``C`` is at least the DP's minimum over the barriers'
-device tuples of ``Σ_k min_r LB(S_k, e_k, r, x_k[r])`` (:func:`onnxpart.schedule.split._dp`), with ``LB``
-the sub-instance's device path and path LP (:mod:`.bounds`: with the pinned ends, their heads, tails and
+device tuples of ``Σ_k min_r LB(S_k, e_k, r, x_k[r])`` (:func:`onnxpart.schedule.split.join_dp`), with
+``LB`` the sub-instance's device path and path LP (:mod:`.bounds`: with the pinned ends, their heads, tails and
 binary Carlier rows count the round trip that moving work off the channels' devices costs). Memory
 (3.7) is relaxed to each device's full capacity per segment (a relaxation: the bound stands).
 
@@ -53,11 +53,12 @@ import numpy as np
 from onnxpart.errors import InfeasibleError
 from onnxpart.schedule import bounds
 from onnxpart.schedule.model import Instance
-from onnxpart.schedule.split import _dp
+from onnxpart.schedule.split import join_dp
 
 #: Most ops in a barrier :func:`onnxpart.schedule.solve` looks for (the chain modules' most channels).
 MAX_RECEIVERS = 4
-#: Most sub-instance floors the bound computes (two channels on three devices over ten modules: 594).
+#: Most sub-instance floors the bound computes (ten modules on three devices: 276 with two channels, 816
+#: with three).
 MAX_FLOORS = 1500
 
 Cut = tuple[int, tuple[int, ...]]  # (position in inst.topo, receivers R)
@@ -158,7 +159,7 @@ def barrier_bound(inst: Instance, cuts: list[Cut], time_limit: float) -> tuple[f
     receivers: list[tuple[int, ...] | None] = [None] + [rs for _, rs in cuts] + [None]
     tables = [_segment_costs(inst, list(inst.topo[bounds_at[k]:bounds_at[k + 1]]), receivers[k], receivers[k + 1],
                              deadline) for k in range(len(cuts) + 1)]
-    value, _ = _dp(tables)
+    value, _ = join_dp(tables)
     late = time.perf_counter() > deadline
     widest = max(len(rs) for _, rs in cuts)
     return value, "time_limit" if late else "bound", (

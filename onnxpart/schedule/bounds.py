@@ -35,21 +35,20 @@ Every value here is a proof, never an incumbent (ARCHITECTURE.md, "Bounds"):
   ``e_i ≥ Σ_u (head(i,u) + t(i,u))·x_iu``, ``C ≥ e_i + Σ_u (tail(i,u) − t(i,u))·x_iu``, ``e_j ≥ e_i +
   Σ_v t(j,v)·x_jv + Σ_v m_ev·y_ev`` for every edge ``e = (i, j)`` with ``y_ev ≥ x_jv − x_iv``, ``y ≥ 0``
   and ``m_ev = min_{u≠v} delay_e(u, v)``, ``C ≥ e_i``, and the load rows with Carlier's idle time,
-  ``C ≥ Σ_i t(i,u)·x_iu + (lead_u + trail_u)·w_u`` with ``w_u ≥ x_iu`` for every ``i`` and ``w_u ∈ {0, 1}``
-  — the only integer columns, ``K`` of them (:data:`NODE_LIMIT`): with ``w`` fractional the LP moves a
-  sliver of many ops to a device and pays the same sliver of its idle time, so a round trip that makes
-  offloading useless barely counted. *Proof:* a
-  schedule's 0/1 mapping with ``e`` = its end times and ``w_u`` = [``u`` runs anything] satisfies every
-  row: ``j`` on ``v`` ends at least its duration after ``i`` ends, plus, when ``i`` is on another device
+  ``C ≥ Σ_i t(i,u)·x_iu + (lead_u + trail_u)·w_u`` with ``w_u ≥ x_iu`` for every ``i`` and
+  ``w_u ∈ {0, 1}`` — the only integer columns, ``K`` of them (:data:`NODE_LIMIT`): with ``w`` fractional
+  the LP moves a sliver of many ops to a device and pays the same sliver of its idle time, so a round
+  trip that makes offloading useless barely counted. *Proof:* a schedule's 0/1 mapping with ``e`` = its
+  end times and ``w_u`` = [``u`` runs anything] satisfies every row: ``j`` on ``v`` ends at least its duration after ``i`` ends, plus, when ``i`` is on another device
   (``y_ev = 1``), at least the cheapest transfer into ``v``; the head, tail and Carlier rows hold by
   :func:`heads_tails` and :func:`device_lead_trail`. It is at least the load LP and the critical path
   (its rows contain theirs); fractional mappings average the heads and tails, so it can be below
   :func:`device_path_bound`, which the floors also take. Measured on six 30-op (entry, exit) modules of
   the 1-channel RWNN stack (CPU + T4 + A100) against their best known schedules: the path LP rose from
   0.665 to 0.796 of it (the old 64-node path MIP: 0.731), the critical path being 0.29 and the device
-  path 0.37. With ``w`` binary, on the sd 2-channel stack's modules pinned to the A100 at both ends, it rose from
-  0.268 to 0.307 ms on one whose best known schedule is 0.321 (CP-SAT at 20 s proves 0.257), at 0.04 s a
-  module; on the whole graph, with no end pinned, the idle times are 0 and nothing changes.
+  path 0.37. With ``w`` binary, on an sd 2-channel stack's module pinned to the A100 at both ends, it
+  rose from 0.268 to 0.307 ms against a best known schedule of 0.321 (CP-SAT at 20 s proves 0.257), at
+  0.04 s a module (0.01 s fractional); on the whole graph, no end pinned, nothing changes.
 * :func:`combine` — the best of the entries (exact's proven bound, SPLIT's, the simple ones).
 """
 

@@ -36,7 +36,7 @@ chains attaining the lower and the upper DP — the only ones whose values move 
 jobs on the shared runner, in parallel (:mod:`.split_lane`: a pair's floor and CP-SAT solve, wall
 deadlines, the live DP bound on the board, early stop). Every budget (CP-SAT deterministic time, the
 refinement's total) is fixed from ``T`` and the op counts, never the wall clock, so the
-rounds and the answer do not depend on ``workers``; :func:`_dp` and the join stay here.
+rounds and the answer do not depend on ``workers``; :func:`join_dp` and the join stay here.
 
 Memory (3.7) is a sum over the whole graph: the modules are solved with each device's full capacity
 (a relaxation, so the bound stands); if the joined mapping overflows a device, SPLIT returns no
@@ -140,7 +140,7 @@ def _segment_instance(inst: Instance, ops: list[int], entry: tuple[int, int] | N
     return sub, index
 
 
-def _dp(segs_costs: list[dict[tuple, float]]) -> tuple[float, list[tuple]]:
+def join_dp(segs_costs: list[dict[tuple, float]]) -> tuple[float, list[tuple]]:
     """``dp(M_i, v) = min_u dp(M_{i−1}, u) + cost(M_i, u, v)`` over segments whose cost tables map
     (entry device | None, exit device | None) to a value; returns the minimum and the chosen pairs."""
     dp: dict = {u: (0.0, []) for u, _ in segs_costs[0]}  # None, or the first cut's devices
@@ -182,7 +182,7 @@ def milp_split(inst: Instance, time_limit: float = 10.0, seed: int = 0, workers:
     now = time.time()
     first = [lane.Pair(key, sub, budget[key]) for key, sub in subs.items()]
     lane.solve_modules(_jobs(first, now, (end - now) / 2, workers, seed), tables, workers, board,
-                       lambda lb: _dp(lb)[0], now + (end - now) / 2)
+                       lambda lb: join_dp(lb)[0], now + (end - now) / 2)
     _refine(tables, subs, budget, end, workers, seed, board)
     return _result(inst, segs, tables, index, dict(cuts=cuts, modules=modules, solves=tables.solves,
                                                    module_status=tables.status, pairs=len(index),
@@ -191,8 +191,8 @@ def milp_split(inst: Instance, time_limit: float = 10.0, seed: int = 0, workers:
 
 def _result(inst: Instance, segs, tables: lane.ModuleTables, index: dict, base: dict, t0: float) -> SplitResult:
     """The DP join of what the tables hold, with the status and note that explain it."""
-    lower, _ = _dp(tables.lb)
-    upper, choice = _dp(tables.ub)
+    lower, _ = join_dp(tables.lb)
+    upper, choice = join_dp(tables.ub)
     if not math.isfinite(upper):
         failed = tables.status.get("error", 0)
         status, reason = (("interrupted", "stopped early (the incumbent met a proven bound, or Ctrl-C)")
@@ -264,7 +264,7 @@ def _refine(tables: lane.ModuleTables, subs: dict, budget: dict, end: float, wor
         if board is not None and board.closed():  # the incumbent met a proven bound: nothing to refine
             return
         scale *= 2
-        chains = [_dp(table)[1] for table in (tables.lb, tables.ub)]
+        chains = [join_dp(table)[1] for table in (tables.lb, tables.ub)]
         open_ = sorted({tables.rep.get((s, u, v), (s, u, v)) for chain in chains for s, (u, v) in enumerate(chain)
                         if tables.latest.get((s, u, v)) == "time_limit"  # and its bound below its best:
                         and tables.lb[s][(u, v)] < tables.ub[s][(u, v)] - 1e-9}, key=str)  # representatives
@@ -277,7 +277,7 @@ def _refine(tables: lane.ModuleTables, subs: dict, budget: dict, end: float, wor
         left -= cost * share
         now = time.time()
         lane.solve_modules(_jobs(pairs, now, end - now, workers, seed), tables, workers, board,
-                           lambda lb: _dp(lb)[0], end)
+                           lambda lb: join_dp(lb)[0], end)
 
 
 def _join(inst: Instance, segs, choice: list[tuple], found: dict) -> Schedule | None:

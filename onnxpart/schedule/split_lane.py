@@ -15,7 +15,7 @@ calls :func:`solve_modules` once for the first pass over every pair and once per
   maximum of the two (each a proof).
 * **Live bound.** A job posts the floor and CP-SAT's proven bound on ``OPT(S, u, v)`` as they rise.
   Until a pair has reported, its table entry is 0 (every segment cost is ≥ 0), so the DP recursion over
-  the current table (:func:`onnxpart.schedule.split._dp`) is a proven lower bound of the whole makespan
+  the current table (:func:`onnxpart.schedule.split.join_dp`) is a proven lower bound of the whole makespan
   at every moment; the lane posts it to the board as ``split-dp`` whenever it rises, which moves the
   progress bar.
 * **Time.** A job weighs its sub-instances' op counts ``w_i``; jobs go largest first, ``W`` at a time, a
@@ -122,11 +122,12 @@ def run_module_job(job: ModuleJob) -> list[ModuleResult]:
 def _floor(sub: Instance, limit: float) -> tuple[float, bool]:
     """``(value, wall)``: the best of the sub-instance's device path and path LP (:mod:`.bounds`, ``limit``
     seconds as a safety net; its binary device-used columns searched to a node limit) — proven bounds on
-    its optimum, so on ``OPT(S_k, u, v)`` —, and whether the wall clock stopped it. (The path MIP, a floor here before, is not: with the head, tail and
-    Carlier rows its 64-node bound rose over the LP's by 0–2% on 30-op RWNN modules, at 10–50× the LP's
-    time, which CP-SAT's search turns into more.)"""
+    its optimum, so on ``OPT(S_k, u, v)`` —, and whether the wall clock stopped it. (The path MIP, a
+    floor here before, is not: with the head, tail and Carlier rows its 64-node bound rose over the LP's
+    by 0–2% on 30-op RWNN modules, at 10–50× the LP's time, which CP-SAT's search turns into more.)"""
     lp = bounds.path_lp_bound(sub, limit)  # its node limit also reads "time_limit": the clock tells them apart
-    return max(bounds.device_path_bound(sub).value, lp.value or 0.0), lp.status == "time_limit" and lp.seconds >= limit
+    wall = lp.status == "time_limit" and lp.seconds >= limit
+    return max(bounds.device_path_bound(sub).value, lp.value or 0.0), wall
 
 
 def solve_pair(key: Key, sub: Instance, budget: float, deadline: float, seed: int, on_bound, *,
