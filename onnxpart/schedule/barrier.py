@@ -44,16 +44,17 @@ T4 + A100): 2 channels 2.814 ms against the whole-graph path LP's 2.462 (276 flo
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import time
+from collections.abc import Callable
 
 import numpy as np
 
-from onnxpart.errors import InfeasibleError
-from onnxpart.schedule import bounds
 from onnxpart.schedule.model import Instance
-from onnxpart.schedule.split import join_dp
+from onnxpart.schedule.split import join_dp, segment_instance
+from onnxpart.schedule.split_lane import floor_bound
 
 #: Most ops in a barrier :func:`onnxpart.schedule.solve` looks for (the chain modules' most channels).
 MAX_RECEIVERS = 4
@@ -87,43 +88,21 @@ def barrier_cuts(inst: Instance, max_size: int) -> list[Cut]:
     return cuts
 
 
-def _floor(inst: Instance, ops: list[int], entry: dict[int, int], exit_: tuple[int, int] | None,
-           deadline: float) -> float:
-    """The device path and path LP of the segment's sub-instance (module docstring); ``inf`` where the
-    pins are infeasible; past ``deadline`` (``time.perf_counter()``) 0, every segment cost's trivial
-    bound."""
-    if time.perf_counter() >= deadline:
-        return 0.0
-    fixed = dict(entry) | (dict([exit_]) if exit_ else {})
-    try:
-        sub, _ = inst.subinstance(ops + ([exit_[0]] if exit_ else []), fixed)
-    except InfeasibleError:
-        return math.inf
-    if exit_:
-        sub.time[-1, exit_[1]] = 0.0
-        sub.mem = sub.mem.copy()
-        sub.mem[-1] = 0.0
-    lp = bounds.path_lp_bound(sub, max(0.01, deadline - time.perf_counter()))
-    return max(bounds.device_path_bound(sub).value, lp.value if lp.value is not None else 0.0)
-
-
 def _segment_costs(inst: Instance, ops: list[int], entry: tuple[int, ...] | None,
-                   exit_: tuple[int, ...] | None, deadline: float) -> dict[tuple, float]:
-    """``(entry devices | None, exit devices | None) → min_r LB(S, e, r, x[r])`` for one segment."""
+                   exit_: tuple[int, ...] | None, floor: Callable[[dict, tuple[int, int] | None], float]
+                   ) -> dict[tuple, float]:
+    """``(entry devices | None, exit devices | None) → min_r LB(S, e, r, x[r])`` for one segment, with
+    ``floor(pins, stand-in)`` the sub-instance's LB."""
     entries = [None] if entry is None else list(itertools.product(*(inst.allowed(r) for r in entry)))
-    exits = [None] if exit_ is None else list(itertools.product(*(inst.allowed(r) for r in exit_)))
+    if exit_ is None:
+        return {(e, None): floor(dict(zip(entry or (), e or ())), None) for e in entries}
+    exits = list(itertools.product(*(inst.allowed(r) for r in exit_)))
+    kinds = {r: _stand_in_kind(inst, r) for r in exit_}
+    stand_ins = {(kinds[r], x): (r, x) for r in reversed(exit_) for x in inst.allowed(r)}  # one per kind
     costs = {}
     for e in entries:
-        pins = dict(zip(entry, e)) if entry is not None else {}
-        if exit_ is None:
-            costs[(e, None)] = _floor(inst, ops, pins, None, deadline)
-            continue
-        kinds = {r: _stand_in_kind(inst, r) for r in exit_}
-        per: dict[tuple, float] = {}
-        for r in exit_:
-            for x in inst.allowed(r):
-                if (kinds[r], x) not in per:
-                    per[(kinds[r], x)] = _floor(inst, ops, pins, (r, x), deadline)
+        pins = dict(zip(entry or (), e or ()))
+        per = {key: floor(pins, stand_in) for key, stand_in in stand_ins.items()}
         for xs in exits:
             costs[(e, xs)] = min(per[(kinds[r], x)] for r, x in zip(exit_, xs))
     return costs
@@ -157,11 +136,25 @@ def barrier_bound(inst: Instance, cuts: list[Cut], time_limit: float) -> tuple[f
         return None, "none", f"{needed} segment floors needed, more than {MAX_FLOORS}: not attempted"
     bounds_at = [0] + [p for p, _ in cuts] + [inst.n]
     receivers: list[tuple[int, ...] | None] = [None] + [rs for _, rs in cuts] + [None]
-    tables = [_segment_costs(inst, list(inst.topo[bounds_at[k]:bounds_at[k + 1]]), receivers[k], receivers[k + 1],
-                             deadline) for k in range(len(cuts) + 1)]
+    skipped = 0
+
+    def floor(ops: list[int], pins: dict[int, int], stand_in: tuple[int, int] | None) -> float:
+        """The segment's device path and path LP (``inf`` where the pins are infeasible); past the
+        deadline 0, every segment cost's trivial bound."""
+        nonlocal skipped
+        if time.perf_counter() >= deadline:
+            skipped += 1
+            return 0.0
+        built = segment_instance(inst, ops, pins, stand_in)
+        return math.inf if built is None else floor_bound(built[0], max(0.01, deadline - time.perf_counter()))[0]
+
+    tables = []
+    for k in range(len(cuts) + 1):
+        ops = list(inst.topo[bounds_at[k]:bounds_at[k + 1]])
+        tables.append(_segment_costs(inst, ops, receivers[k], receivers[k + 1], functools.partial(floor, ops)))
     value, _ = join_dp(tables)
-    late = time.perf_counter() > deadline
+    late = skipped > 0
     widest = max(len(rs) for _, rs in cuts)
     return value, "time_limit" if late else "bound", (
         f"{len(cuts)} barriers of up to {widest} ops, {needed} segment floors"
-        f"{' (the time limit cut some: they count 0)' if late else ''}, {time.perf_counter() - t0:.2f} s")
+        f"{f' ({skipped} cut by the time limit: they count 0)' if late else ''}, {time.perf_counter() - t0:.2f} s")

@@ -39,8 +39,8 @@ Every value here is a proof, never an incumbent (ARCHITECTURE.md, "Bounds"):
   ``w_u ∈ {0, 1}`` — the only integer columns, ``K`` of them (:data:`NODE_LIMIT`): with ``w`` fractional
   the LP moves a sliver of many ops to a device and pays the same sliver of its idle time, so a round
   trip that makes offloading useless barely counted. *Proof:* a schedule's 0/1 mapping with ``e`` = its
-  end times and ``w_u`` = [``u`` runs anything] satisfies every row: ``j`` on ``v`` ends at least its duration after ``i`` ends, plus, when ``i`` is on another device
-  (``y_ev = 1``), at least the cheapest transfer into ``v``; the head, tail and Carlier rows hold by
+  end times and ``w_u`` = [``u`` runs anything] satisfies every row: ``j`` on ``v`` ends at least its
+  duration after ``i`` ends, plus, when ``i`` is on another device (``y_ev = 1``), at least the cheapest transfer into ``v``; the head, tail and Carlier rows hold by
   :func:`heads_tails` and :func:`device_lead_trail`. It is at least the load LP and the critical path
   (its rows contain theirs); fractional mappings average the heads and tails, so it can be below
   :func:`device_path_bound`, which the floors also take. Measured on six 30-op (entry, exit) modules of

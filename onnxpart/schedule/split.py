@@ -122,9 +122,11 @@ def _segments(inst: Instance, cuts: list[int]) -> list[tuple[list[int], int | No
     return segs
 
 
-def _segment_instance(inst: Instance, ops: list[int], entry: tuple[int, int] | None,
-                      exit_: tuple[int, int] | None) -> tuple[Instance, list[int]] | None:
-    fixed = dict([entry] if entry else []) | dict([exit_] if exit_ else [])
+def segment_instance(inst: Instance, ops: list[int], entry: dict[int, int],
+                     exit_: tuple[int, int] | None) -> tuple[Instance, list[int]] | None:
+    """The sub-instance of ``ops`` with the ``entry`` ops pinned (op → device) and, for ``exit_ = (op,
+    device)``, a zero-time, zero-memory stand-in of that op pinned last; None where a pin is infeasible."""
+    fixed = dict(entry) | dict([exit_] if exit_ else [])
     members = ops + ([exit_[0]] if exit_ else [])
     for g, u in fixed.items():
         if not math.isfinite(inst.time[g, u]):
@@ -226,7 +228,7 @@ def _module_pairs(inst: Instance, segs, symmetric: bool = True) -> tuple[lane.Mo
                  for v in ([None] if exit_ is None else inst.allowed(exit_))]
         for (u, v), (rep, perm) in symmetry.pair_orbits(pairs, gens, inst.k).items():  # representatives first
             if (u, v) == rep:
-                sub = _segment_instance(inst, ops, (entry, u) if entry is not None else None,
+                sub = segment_instance(inst, ops, {entry: u} if entry is not None else {},
                                         (exit_, v) if exit_ is not None else None)
                 if sub is not None:
                     subs[(s, u, v)], index[(s, u, v)] = sub

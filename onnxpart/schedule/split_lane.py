@@ -7,7 +7,7 @@ small modules' solves (K² pairs per module: 576 on a 24-device system — of wh
 the device automorphisms is solved, :mod:`.symmetry`; :class:`ModuleTables` fills the rest). :mod:`.split`
 calls :func:`solve_modules` once for the first pass over every pair and once per refinement round.
 
-* **A pair's work** (:func:`solve_pair`). First its floor (:func:`_floor`, in the first pass only): the
+* **A pair's work** (:func:`solve_pair`). First its floor (:func:`floor_bound`, in the first pass only): the
   sub-instance's device path and path LP (:mod:`.bounds`: with the device-aware heads, tails and
   Carlier rows), proven bounds on ``OPT(S, u, v)`` that stand where CP-SAT's is weak; then one-worker
   CP-SAT (``interleave_search``) warm-started from
@@ -119,7 +119,7 @@ def run_module_job(job: ModuleJob) -> list[ModuleResult]:
     return out
 
 
-def _floor(sub: Instance, limit: float) -> tuple[float, bool]:
+def floor_bound(sub: Instance, limit: float) -> tuple[float, bool]:
     """``(value, wall)``: the best of the sub-instance's device path and path LP (:mod:`.bounds`, ``limit``
     seconds as a safety net; its binary device-used columns searched to a node limit) — proven bounds on
     its optimum, so on ``OPT(S_k, u, v)`` —, and whether the wall clock stopped it. (The path MIP, a
@@ -142,7 +142,7 @@ def solve_pair(key: Key, sub: Instance, budget: float, deadline: float, seed: in
         return ModuleResult(key, only, only.makespan, "optimal")
     value, wall = bounds.critical_path_bound(sub).value, False  # microseconds
     if floor and deadline - time.time() > 0.02:
-        value, wall = _floor(sub, deadline - time.time())
+        value, wall = floor_bound(sub, deadline - time.time())
     if on_bound is not None:
         on_bound(value)
     warm = warm if warm is not None else heuristics.best_constructive(sub)

@@ -173,7 +173,7 @@ def test_a_pinned_one_op_module_is_simulated_not_solved():
     inst = Instance([[1.0, 2.0, 3.0]] * 3, [(0, 1, 4.0), (1, 2, 4.0)], latency=0.5, bandwidth=2.0)  # a chain
     ops, entry, exit_ = split._segments(inst, split.cut_ops(inst))[1]
     assert ops == [1] and (entry, exit_) == (1, 2)
-    sub, _ = split._segment_instance(inst, ops, (entry, 1), (exit_, 2))
+    sub, _ = split.segment_instance(inst, ops, {entry: 1}, (exit_, 2))
     res = split_lane.solve_pair((1, 1, 2), sub, budget=0.0, deadline=0.0, seed=0, on_bound=None)
     assert res.status == "optimal" and res.bound == res.schedule.makespan and not res.wall_stop
     assert res.schedule.makespan == pytest.approx(2.0 + 0.5 + 4.0 / 2.0)  # op 1 on device 1, then the transfer

@@ -149,8 +149,8 @@ def test_relabelled_module_schedules_are_valid_and_optimal_for_their_pair(seed):
         assert best.status == "optimal"
         for (s, u, v), perm in mates:
             ops, entry, exit_ = segs[s]
-            own, _ = split._segment_instance(inst, ops, (entry, u) if entry is not None else None,
-                                             (exit_, v) if exit_ is not None else None)
+            own, _ = split.segment_instance(inst, ops, {entry: u} if entry is not None else {},
+                                            (exit_, v) if exit_ is not None else None)
             moved = symmetry.relabel(best.schedule, perm)
             assert validate(own, moved) == []
             assert moved.makespan == pytest.approx(exact.cpsat(own, 10.0).makespan)
