@@ -208,18 +208,20 @@ def _run_heuristics(instance: Instance, options: Options, keep, deadline: float,
 def _multichannel_split(instance: Instance, options: Options, chain: tuple[int, list[list[int]]], share: float,
                         hint: Schedule | None, keep) -> list[LowerBound]:
     """SPLIT where no single op cuts the graph: the barrier DP bound (:mod:`.barrier`, where barriers of
-    several ops exist; up to a third of ``share``), the chain modules solved in sequence
-    (:mod:`.chain_split`, half the rest) and their recursive bound (:mod:`.multichannel`)."""
+    several ops exist; up to a third of ``share``), the chain modules solved in sequence with the
+    barriers' receivers on the devices of the DP's best chain (:mod:`.chain_split`, half the rest, three
+    quarters with such a chain) and their recursive bound (:mod:`.multichannel`)."""
     channels, modules = chain
     end = time.perf_counter() + share
     out = []
     t0 = time.perf_counter()
     cuts = barrier.barrier_cuts(instance, barrier.MAX_RECEIVERS)
-    value, status, note = barrier.barrier_bound(instance, cuts, share / 3)
-    if value is not None:
-        out.append(LowerBound("barrier-dp", value, status, "highs", time.perf_counter() - t0, note))
-    sched, status, secs, note = chain_split.chain_split(instance, modules, (end - time.perf_counter()) / 2,
-                                                        options.seed, hint)
+    found = barrier.barrier_bound(instance, cuts, share / 3)
+    if found.value is not None:
+        out.append(LowerBound("barrier-dp", found.value, found.status, "highs", time.perf_counter() - t0, found.note))
+    left = end - time.perf_counter()  # the recursion is the weaker bound where a barrier one stands
+    sched, status, secs, note = chain_split.chain_split(instance, modules, left * (0.75 if found.pins else 0.5),
+                                                        options.seed, hint, found.pins)
     keep("split", sched, status, secs, note=note)
     t0 = time.perf_counter()
     value, status, note = multichannel.multichannel_bound(instance, modules, max(0.05, end - time.perf_counter()),

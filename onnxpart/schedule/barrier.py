@@ -44,23 +44,23 @@ T4 + A100): 2 channels 2.814 ms against the whole-graph path LP's 2.462 (276 flo
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 import time
-from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
 from onnxpart.schedule.model import Instance
 from onnxpart.schedule.split import join_dp, segment_instance
+from onnxpart.schedule.bounds import device_path_bound, path_lp_bound
 from onnxpart.schedule.split_lane import floor_bound
 
 #: Most ops in a barrier :func:`onnxpart.schedule.solve` looks for (the chain modules' most channels).
 MAX_RECEIVERS = 4
 #: Most sub-instance floors the bound computes (ten modules on three devices: 276 with two channels, 816
 #: with three).
-MAX_FLOORS = 1500
+MAX_FLOORS = 5000
 
 Cut = tuple[int, tuple[int, ...]]  # (position in inst.topo, receivers R)
 
@@ -88,24 +88,66 @@ def barrier_cuts(inst: Instance, max_size: int) -> list[Cut]:
     return cuts
 
 
-def _segment_costs(inst: Instance, ops: list[int], entry: tuple[int, ...] | None,
-                   exit_: tuple[int, ...] | None, floor: Callable[[dict, tuple[int, int] | None], float]
-                   ) -> dict[tuple, float]:
-    """``(entry devices | None, exit devices | None) → min_r LB(S, e, r, x[r])`` for one segment, with
-    ``floor(pins, stand-in)`` the sub-instance's LB."""
-    entries = [None] if entry is None else list(itertools.product(*(inst.allowed(r) for r in entry)))
-    if exit_ is None:
-        return {(e, None): floor(dict(zip(entry or (), e or ())), None) for e in entries}
-    exits = list(itertools.product(*(inst.allowed(r) for r in exit_)))
-    kinds = {r: _stand_in_kind(inst, r) for r in exit_}
-    stand_ins = {(kinds[r], x): (r, x) for r in reversed(exit_) for x in inst.allowed(r)}  # one per kind
-    costs = {}
-    for e in entries:
-        pins = dict(zip(entry or (), e or ()))
-        per = {key: floor(pins, stand_in) for key, stand_in in stand_ins.items()}
-        for xs in exits:
-            costs[(e, xs)] = min(per[(kinds[r], x)] for r, x in zip(exit_, xs))
-    return costs
+class _SegmentFloors:
+    """One segment's floors ``LB(S, e, r, x)`` by (entry devices ``e``, exit stand-in kind and device), in
+    three levels, each a proven bound on the sub-instance's optimum: the device path for every pair up
+    front (:meth:`fill`), then, for the pairs the DP asks for (:meth:`refine`), the path LP with its
+    device-used columns fractional, and last the full floor (device path and path LP with them 0/1)."""
+
+    FULL = 2
+
+    def __init__(self, inst: Instance, ops: list[int], entry: tuple[int, ...] | None,
+                 exit_: tuple[int, ...] | None):
+        self.inst, self.ops, self.entry, self.exit = inst, ops, entry, exit_
+        self.entries = [None] if entry is None else list(itertools.product(*(inst.allowed(r) for r in entry)))
+        self.exits = [None] if exit_ is None else list(itertools.product(*(inst.allowed(r) for r in exit_)))
+        self.kinds = {r: _stand_in_kind(inst, r) for r in exit_ or ()}
+        self.stand_ins = ({(self.kinds[r], x): (r, x) for r in reversed(exit_) for x in inst.allowed(r)}
+                          if exit_ is not None else {None: None})  # one per kind
+        self.value: dict[tuple, float] = {}  # (e, stand-in key) → floor
+        self.level: dict[tuple, int] = {}  # its level (0: device path, 1: fractional path LP, 2: full)
+        self.lps = 0
+
+    def _sub(self, key: tuple) -> Instance | None:
+        e, stand_in = key
+        built = segment_instance(self.inst, self.ops, dict(zip(self.entry or (), e or ())), self.stand_ins[stand_in])
+        return None if built is None else built[0]
+
+    def fill(self, deadline: float) -> int:
+        """Every pair's device path (``inf``, final, where the pins are infeasible); past the deadline 0,
+        the trivial bound. Returns how many the deadline skipped."""
+        skipped = 0
+        for key in itertools.product(self.entries, self.stand_ins):
+            if time.perf_counter() >= deadline:
+                self.value[key], self.level[key], skipped = 0.0, 0, skipped + 1
+                continue
+            sub = self._sub(key)
+            self.value[key] = math.inf if sub is None else device_path_bound(sub).value
+            self.level[key] = self.FULL if sub is None else 0
+        return skipped
+
+    def _least(self, e: tuple | None, xs: tuple | None) -> tuple:
+        parts = [(e, None)] if xs is None else [(e, (self.kinds[r], x)) for r, x in zip(self.exit, xs)]
+        return min(parts, key=lambda p: (self.value[p], -self.level[p]))
+
+    def costs(self) -> dict[tuple, float]:
+        """``(e, exit devices) → min_r`` floor (module docstring), from what is known so far."""
+        return {(e, xs): self.value[self._least(e, xs)] for e in self.entries for xs in self.exits}
+
+    def refine(self, e: tuple | None, xs: tuple | None, deadline: float) -> None:
+        """Raise the least part of the pair's cost one level (the DP then looks again: a fractional LP
+        often already lifts it above another chain)."""
+        least = self._least(e, xs)
+        sub, left = self._sub(least), max(0.01, deadline - time.perf_counter())
+        if self.level[least] == 0:
+            lp = path_lp_bound(sub, left, relaxed=True).value or 0.0
+        else:
+            lp = floor_bound(sub, left)[0]
+        self.value[least], self.level[least] = max(self.value[least], lp), self.level[least] + 1
+        self.lps += 1
+
+    def exact(self, e: tuple | None, xs: tuple | None) -> bool:
+        return self.level[self._least(e, xs)] == self.FULL
 
 
 def _stand_in_kind(inst: Instance, r: int) -> tuple:
@@ -122,39 +164,46 @@ def floors_needed(inst: Instance, cuts: list[Cut]) -> int:
     return sum(s * x for s, x in zip(states, exits))
 
 
-def barrier_bound(inst: Instance, cuts: list[Cut], time_limit: float) -> tuple[float | None, str, str]:
-    """``(bound | None, status, note)``: the DP over the barriers' device tuples (module docstring);
-    None, with the reason, when there is no cut with two or more ops or more than :data:`MAX_FLOORS`
-    floors. Floors not computed within ``time_limit`` count 0 (status ``time_limit``: still a bound,
-    but the clock decided how strong)."""
+class BarrierBound(NamedTuple):
+    value: float | None  # None: not attempted (``note`` says why)
+    status: str  # "bound", "time_limit" or "none"
+    note: str
+    pins: dict[int, int]  # receiver → device on the DP's best chain (a guide for a schedule, not a proof)
+
+
+def barrier_bound(inst: Instance, cuts: list[Cut], time_limit: float) -> BarrierBound:
+    """The DP over the barriers' device tuples (module docstring); no value, with the reason, when there
+    is no cut with two or more ops or more than :data:`MAX_FLOORS` floors. Lazy: the DP runs on every pair's device path, then, round by round, the path LPs of the
+    pairs on its best chain, until that chain is all full floors — the DP's value over the full floors,
+    with a fraction of their LPs. Past ``time_limit`` the DP stops there (its value a bound still;
+    status ``time_limit``: the clock decided how strong)."""
     t0 = time.perf_counter()
     deadline = t0 + time_limit
     if not any(len(rs) > 1 for _, rs in cuts):
-        return None, "none", "no barrier of two or more ops"
+        return BarrierBound(None, "none", "no barrier of two or more ops", {})
     needed = floors_needed(inst, cuts)
     if needed > MAX_FLOORS:
-        return None, "none", f"{needed} segment floors needed, more than {MAX_FLOORS}: not attempted"
+        return BarrierBound(None, "none", f"{needed} segment floors needed, more than {MAX_FLOORS}: not attempted",
+                            {})
     bounds_at = [0] + [p for p, _ in cuts] + [inst.n]
     receivers: list[tuple[int, ...] | None] = [None] + [rs for _, rs in cuts] + [None]
-    skipped = 0
-
-    def floor(ops: list[int], pins: dict[int, int], stand_in: tuple[int, int] | None) -> float:
-        """The segment's device path and path LP (``inf`` where the pins are infeasible); past the
-        deadline 0, every segment cost's trivial bound."""
-        nonlocal skipped
-        if time.perf_counter() >= deadline:
-            skipped += 1
-            return 0.0
-        built = segment_instance(inst, ops, pins, stand_in)
-        return math.inf if built is None else floor_bound(built[0], max(0.01, deadline - time.perf_counter()))[0]
-
-    tables = []
-    for k in range(len(cuts) + 1):
-        ops = list(inst.topo[bounds_at[k]:bounds_at[k + 1]])
-        tables.append(_segment_costs(inst, ops, receivers[k], receivers[k + 1], functools.partial(floor, ops)))
-    value, _ = join_dp(tables)
-    late = skipped > 0
+    segments = [_SegmentFloors(inst, list(inst.topo[bounds_at[k]:bounds_at[k + 1]]), receivers[k], receivers[k + 1])
+                for k in range(len(cuts) + 1)]
+    skipped = sum(seg.fill(deadline) for seg in segments)
+    rounds = 0
+    while True:
+        value, chain = join_dp([seg.costs() for seg in segments])
+        open_ = [(seg, e, xs) for seg, (e, xs) in zip(segments, chain) if not seg.exact(e, xs)]
+        if not open_ or time.perf_counter() >= deadline:
+            break
+        rounds += 1
+        for seg, e, xs in open_:
+            if time.perf_counter() < deadline:
+                seg.refine(e, xs, deadline)
+    late = skipped > 0 or bool(open_)
     widest = max(len(rs) for _, rs in cuts)
-    return value, "time_limit" if late else "bound", (
-        f"{len(cuts)} barriers of up to {widest} ops, {needed} segment floors"
-        f"{f' ({skipped} cut by the time limit: they count 0)' if late else ''}, {time.perf_counter() - t0:.2f} s")
+    pins = {r: d for rs, (e, _) in zip(receivers, chain) if rs for r, d in zip(rs, e)}
+    return BarrierBound(value, "time_limit" if late else "bound", (
+        f"{len(cuts)} barriers of up to {widest} ops, {needed} segment device paths"
+        f"{f' ({skipped} cut by the time limit: they count 0)' if skipped else ''}, {sum(seg.lps for seg in segments)} path LPs in {rounds} "
+        f"rounds{' (stopped by the time limit)' if open_ else ''}, {time.perf_counter() - t0:.2f} s"), pins)

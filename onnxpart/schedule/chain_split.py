@@ -29,43 +29,69 @@ from onnxpart.schedule.model import Instance
 from onnxpart.schedule.simulator import Schedule, order_by_start, simulate
 
 
-def _module_instance(inst: Instance, ops: list[int], mapping: np.ndarray) -> tuple[Instance, list[int], int]:
-    """The sub-instance of ``ops`` with their already-mapped feeders first, as zero-time, zero-memory
-    ops pinned to their devices; returns it, the local → global map and the number of feeders."""
+def _module_instance(inst: Instance, ops: list[int], mapping: np.ndarray,
+                     pins: dict[int, int]) -> tuple[Instance, list[int], int, int]:
+    """The sub-instance of ``ops`` (those in ``pins`` pinned) with their already-mapped feeders first and
+    the pinned ops they feed last, both as zero-time, zero-memory ops pinned to their devices (so the
+    module's makespan includes delivering its data there); returns it, the local → global map and the
+    local range ``[first, last)`` of ``ops``."""
+    inside = set(ops)
     feeders = sorted({p for j in ops for p in inst.preds[j] if mapping[p] >= 0})
-    sub, index = inst.subinstance(feeders + list(ops), {f: int(mapping[f]) for f in feeders})
+    exits = sorted({j for i in ops for j in inst.succs[i] if j not in inside and j in pins})
+    fixed = {f: int(mapping[f]) for f in feeders} | {j: pins[j] for j in ops + exits if j in pins}
+    sub, index = inst.subinstance(feeders + list(ops) + exits, fixed)
     sub.mem = sub.mem.copy()
-    for local, f in enumerate(feeders):
-        sub.time[local, mapping[f]] = 0.0
+    stand_ins = list(range(len(feeders))) + list(range(len(feeders) + len(ops), sub.n))
+    for local in stand_ins:
+        sub.time[local, fixed[index[local]]] = 0.0
         sub.mem[local] = 0.0
-    return sub, index, len(feeders)
+    return sub, index, len(feeders), len(feeders) + len(ops)
 
 
-def chain_split(inst: Instance, modules: list[list[int]], time_limit: float, seed: int = 0,
-                warm: Schedule | None = None) -> tuple[Schedule | None, str, float, str]:
-    """``(schedule | None, status, seconds, note)``: the modules solved in sequence (module docstring)
-    with an equal share each of the time left; ``warm`` instead where it is shorter than their join."""
-    t0 = time.perf_counter()
-    deadline = t0 + time_limit
+def _in_sequence(inst: Instance, modules: list[list[int]], deadline: float, seed: int,
+                 pins: dict[int, int]) -> tuple[Schedule | None, str, str]:
+    """``(schedule | None, status, reason)``: the modules solved one after the other (module docstring),
+    each with an equal share of the time left until ``deadline``, the ops in ``pins`` on their devices."""
     mapping = np.full(inst.n, -1, dtype=np.int64)
     start = np.zeros(inst.n)
     offset, statuses = 0.0, set()
     for s, ops in enumerate(modules):
-        sub, index, skip = _module_instance(inst, ops, mapping)
+        sub, index, first, last = _module_instance(inst, ops, mapping, pins)
         limit = max(0.05, (deadline - time.perf_counter()) / (len(modules) - s))
-        res = exact.cpsat(sub, limit, heuristics.best_constructive(sub), seed=seed)
+        res = exact.cpsat(sub, limit, heuristics.best_constructive(sub), seed=seed, interleave=True)
         if res.schedule is None:
-            return None, "failed", time.perf_counter() - t0, f"module {s} got no schedule"
+            return None, "failed", f"module {s} got no schedule"
         statuses.add(res.status)
-        for local in range(skip, sub.n):
+        for local in range(first, last):
             mapping[index[local]] = res.schedule.mapping[local]
             start[index[local]] = offset + res.schedule.start[local]
         offset += res.schedule.makespan
     if inst.mapping_violations(mapping):
-        return None, "memory", time.perf_counter() - t0, "the joined modules overflow a device's memory (3.7)"
-    sched = simulate(inst, mapping, order_by_start(inst, start))
+        return None, "memory", "the joined modules overflow a device's memory (3.7)"
     status = "optimal-modules" if statuses == {"optimal"} else "time_limit"
+    return simulate(inst, mapping, order_by_start(inst, start)), status, ""
+
+
+def chain_split(inst: Instance, modules: list[list[int]], time_limit: float, seed: int = 0,
+                warm: Schedule | None = None, pins: dict[int, int] | None = None
+                ) -> tuple[Schedule | None, str, float, str]:
+    """``(schedule | None, status, seconds, note)``: the modules solved in sequence (module docstring)
+    with an equal share each of the time left; with ``pins`` (op → device: the barrier DP's chain, a
+    guide that may mislead), once with those ops pinned and once free, half the time each, the shorter
+    join returned; ``warm`` instead where it is shorter than the join."""
+    t0 = time.perf_counter()
+    tries = [pins, {}] if pins else [{}]
+    joins = []
+    for n, fixed in enumerate(tries):
+        deadline = time.perf_counter() + (time_limit - (time.perf_counter() - t0)) / (len(tries) - n)
+        joins.append(_in_sequence(inst, modules, deadline, seed, fixed))
+    done = [(sched.makespan, n) for n, (sched, _, _) in enumerate(joins) if sched is not None]
+    if not done:
+        return None, joins[0][1], time.perf_counter() - t0, joins[0][2]
+    sched, status, _ = joins[min(done)[1]]
     note = f"{len(modules)} multi-channel modules solved in sequence"
+    if pins:
+        note += f" ({'with' if min(done)[1] == 0 else 'without'} the barrier DP's devices for {len(pins)} receivers)"
     if warm is not None and warm.makespan < sched.makespan:
         note += f" (joined: {sched.makespan:.6g} s; the warm start is shorter: returned it)"
         sched = warm

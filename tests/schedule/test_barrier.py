@@ -4,12 +4,17 @@ transfers make offloading useless it proves more than the whole-graph bounds."""
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import numpy as np
 import pytest
 
 from tests.schedule.helpers import brute_force
 from onnxpart.schedule import Options, barrier, bounds, solve
 from onnxpart.schedule.model import Instance
+from onnxpart.schedule.split import join_dp, segment_instance
+from onnxpart.schedule.split_lane import floor_bound
 
 TOL = 1e-9
 # s → {r1, r2} (every later op reads a receiver) → m1, m2, m3 → {t1, t2} (each reads all three) → z
@@ -45,8 +50,37 @@ def test_barrier_bound_is_below_the_brute_force_optimum(seed, edges):
     latency = float(rng.integers(0, 4))
     inst = make(edges, time, latency=latency)
     opt, _ = brute_force(time, [(i, j, 1.0) for i, j in edges], latency, 1.0)
-    value, status, _ = barrier.barrier_bound(inst, barrier.barrier_cuts(inst, 4), 30.0)
+    value, status, _, _ = barrier.barrier_bound(inst, barrier.barrier_cuts(inst, 4), 30.0)
     assert status == "bound" and 0.0 < value <= opt + TOL
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_lazy_dp_equals_the_dp_over_every_full_floor(seed):
+    """The lazy DP (device paths first, path LPs only on its best chain) proves the value of the DP over
+    every pair's full floor, computed here eagerly — fails if it stops while its chain still holds a
+    cheaper level, or raises a part that is not the least."""
+    rng = np.random.default_rng(100 + seed)
+    time = rng.integers(1, 9, size=(9, 3)).astype(float)
+    inst = make(SD_EDGES, time, latency=float(rng.integers(0, 4)))
+    cuts = barrier.barrier_cuts(inst, 4)
+    starts = [0] + [p for p, _ in cuts] + [inst.n]
+    receivers = [None] + [rs for _, rs in cuts] + [None]
+    tables = []
+    for k in range(len(cuts) + 1):
+        ops = list(inst.topo[starts[k]:starts[k + 1]])
+        entries = [None] if receivers[k] is None else list(itertools.product(range(3), repeat=len(receivers[k])))
+        exits = [None] if receivers[k + 1] is None else list(itertools.product(range(3), repeat=len(receivers[k + 1])))
+
+        def full(e, stand_in, ops=ops, entry=receivers[k]):
+            built = segment_instance(inst, ops, dict(zip(entry or (), e or ())), stand_in)
+            return math.inf if built is None else floor_bound(built[0], 30.0)[0]
+
+        tables.append({(e, xs): full(e, None) if xs is None else
+                       min(full(e, (r, x)) for r, x in zip(receivers[k + 1], xs)) for e in entries for xs in exits})
+    eager, _ = join_dp(tables)
+    lazy = barrier.barrier_bound(inst, cuts, 60.0)
+    assert lazy.status == "bound" and lazy.value == pytest.approx(eager, rel=1e-9)
+    assert set(lazy.pins) == {r for _, rs in cuts for r in rs}
 
 
 def test_barrier_bound_counts_the_round_trip_the_whole_graph_bounds_miss():
@@ -56,7 +90,7 @@ def test_barrier_bound_counts_the_round_trip_the_whole_graph_bounds_miss():
     time = np.array([[2.0, 1.0]] * 9)
     inst = make(SD_EDGES, time, latency=5.0)
     opt, mapping = brute_force(time, [(i, j, 1.0) for i, j in SD_EDGES], 5.0, 1.0)
-    value, _, _ = barrier.barrier_bound(inst, barrier.barrier_cuts(inst, 4), 30.0)
+    value = barrier.barrier_bound(inst, barrier.barrier_cuts(inst, 4), 30.0).value
     whole = max(bounds.device_path_bound(inst).value, bounds.path_lp_bound(inst).value)
     assert whole < value - 1.0
     assert value == pytest.approx(opt)
@@ -70,7 +104,7 @@ def test_too_many_floors_are_not_attempted_and_the_solver_says_which_bound():
     old = barrier.MAX_FLOORS
     try:
         barrier.MAX_FLOORS = barrier.floors_needed(inst, cuts) - 1
-        value, status, note = barrier.barrier_bound(inst, cuts, 30.0)
+        value, status, note, _ = barrier.barrier_bound(inst, cuts, 30.0)
         assert value is None and status == "none" and "not attempted" in note
     finally:
         barrier.MAX_FLOORS = old

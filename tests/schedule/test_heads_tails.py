@@ -66,6 +66,39 @@ def test_the_device_used_indicator_is_binary_so_a_sliver_of_offload_pays_the_who
     assert bounds.device_path_bound(inst).value == pytest.approx(4.0)
 
 
+def test_carlier_rows_over_the_late_ops_count_the_idle_time_before_them(monkeypatch):
+    """Receivers pinned one to each device, three ops reading both (3 on device 0, 1 on device 1), a sink
+    on device 1, transfers of 6: every op waits 7 wherever it runs, so device 1 idles after its receiver;
+    the optimum is 11 (brute force). Carlier's row over all of device 1's ops starts at its receiver's
+    head 0 and proves only the device path, 9; the row over the ops whose head is at least 7 proves
+    more — fails if :func:`bounds.carlier_sets` offers only the all-ops set."""
+    inf = math.inf
+    time = [[1.0, inf], [inf, 1.0], [3.0, 1.0], [3.0, 1.0], [3.0, 1.0], [inf, 1.0]]
+    edges = [(r, m, 1.0) for r in (0, 1) for m in (2, 3, 4)] + [(m, 5, 1.0) for m in (2, 3, 4)]
+    inst = Instance(time, edges, latency=5.0, bandwidth=1.0)
+    opt, _ = brute_force(time, edges, 5.0, 1.0)
+    assert opt == pytest.approx(11.0)
+    with_sets = bounds.path_lp_bound(inst).value
+    monkeypatch.setattr(bounds, "CARLIER_SETS", 0)
+    assert bounds.path_lp_bound(inst).value == pytest.approx(9.0)
+    assert 10.0 < with_sets <= opt + TOL
+
+
+@pytest.mark.parametrize("seed,n,k", [(0, 5, 2), (1, 6, 2), (2, 5, 3), (3, 6, 3), (4, 7, 2), (5, 4, 3)])
+def test_every_carlier_set_row_holds_in_every_schedule(seed, n, k):
+    """``C ≥ Σ_{i∈J on u} t(i,u) + idle_J`` on every device that runs an op of ``J``, for every set that
+    :func:`bounds.carlier_sets` offers — fails if a set's idle time took a head or tail from outside it."""
+    inst = instance(pinned_case(seed, n, k))
+    head, tail = bounds.heads_tails(inst)
+    for sched in schedules(inst):
+        for u in range(inst.k):
+            ops = [i for i in range(inst.n) if np.isfinite(head[i, u] + tail[i, u])]
+            for members, idle in bounds.carlier_sets(inst, head, tail, u, ops):
+                on = [i for i in members if sched.mapping[i] == u]
+                if on:
+                    assert sched.makespan >= sum(inst.time[i, u] for i in on) + idle - TOL
+
+
 @pytest.mark.parametrize("seed,n,k", [(0, 5, 2), (1, 6, 2), (2, 5, 3), (3, 6, 3), (4, 7, 2), (5, 4, 3)])
 def test_heads_tails_and_carlier_hold_in_every_schedule(seed, n, k):
     """``s_i ≥ head(i, π(i))``, ``C ≥ s_i + tail(i, π(i))`` for every op, and ``first start ≥ lead_u``,

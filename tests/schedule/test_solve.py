@@ -4,6 +4,7 @@ path, and property tests on random DAGs (schedules valid, every lower bound ≤ 
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import numpy as np
@@ -210,3 +211,22 @@ def test_chain_split_on_multichannel_modules(seed):
     assert whole.status == "optimal" and sched.makespan >= whole.makespan - TOL
     sol = solve(inst, Options(methods=("heft", "split"), time_limit=2.0))
     assert next(r for r in sol.results if r.method == "split").makespan == pytest.approx(sched.makespan)
+
+
+def test_chain_split_puts_pinned_ops_on_their_devices_and_delivers_each_module_to_them():
+    """a → b → c, modules [a, b] and [c], c pinned to device 0, device 1 a little faster for a and b, a
+    transfer 11: the first module must count delivering b's output to c's device (a zero-time stand-in
+    of c as its exit), so it stays on device 0 — 4, where solving it alone puts it on device 1 and c
+    then waits for the transfer (14.5). Fails if pins are ignored or the exit stand-in is missing. The
+    pins are a guide (the barrier DP's chain): chain_split also joins the modules free, and returns the
+    shorter join (3.5, all on device 1) and says which."""
+    from onnxpart.schedule import chain_split
+
+    inst = Instance([[1.0, 1.0], [2.0, 1.5], [1.0, 1.0]], [(0, 1, 1.0), (1, 2, 1.0)], latency=10.0, bandwidth=1.0)
+    deadline = time.perf_counter() + 2.0
+    pinned, status, _ = chain_split._in_sequence(inst, [[0, 1], [2]], deadline, 0, {2: 0})
+    assert validate(inst, pinned) == [] and status == "optimal-modules"
+    assert list(pinned.mapping) == [0, 0, 0] and pinned.makespan == pytest.approx(4.0)
+    best, _, _, note = chain_split.chain_split(inst, [[0, 1], [2]], time_limit=2.0, pins={2: 0})
+    assert list(best.mapping) == [1, 1, 1] and best.makespan == pytest.approx(3.5)
+    assert "without the barrier DP's devices" in note
