@@ -32,14 +32,18 @@ device tuples of ``Σ_k min_r LB(S_k, e_k, r, x_k[r])`` (:func:`onnxpart.schedul
 binary Carlier rows count the round trip that moving work off the channels' devices costs). Memory
 (3.7) is relaxed to each device's full capacity per segment (a relaxation: the bound stands).
 
-Cost. Per segment, (the device tuples of ``R_k``) × (``Σ_{r ∈ R_{k+1}}`` devices of ``r``) floors, an
-LP each (tens of milliseconds on 50 ops), receivers with the same in-edges and devices counted once
-(their stand-ins give the same sub-instance): 27 a segment for two channels on three devices, 81 for
-three; past :data:`MAX_FLOORS` the bound is not attempted and says so. Its values are a formula and LP
-optima, so they do not depend on the machine's load — unless ``time_limit`` runs out first (then the
-floors left count 0, and the status says so). Measured on the benchmark's ten-module sd stacks (CPU +
-T4 + A100): 2 channels 2.814 ms against the whole-graph path LP's 2.462 (276 floors, 8 s), 3 channels
-3.006 against 2.631 (816 floors, 21 s); best schedules known 3.681 and 4.287.
+Cost. Per segment, (the device tuples of ``R_k``) × (``Σ_{r ∈ R_{k+1}}`` devices of ``r``) floors,
+receivers with the same in-edges and devices counted once (their stand-ins give the same sub-instance):
+27 a segment for two channels on three devices, 81 for three; past :data:`MAX_FLOORS` the bound is not
+attempted and says so. Lazily (:class:`_SegmentFloors`): every floor's device path (a closed form), then
+only the floors the DP's best chain rests on are raised, each first to the path LP with fractional
+device-used columns, then to the full floor, until that chain is all full floors — the same value as
+the DP over every full floor. Its values are formulas and LP optima, so they do not depend on the
+machine's load — unless ``time_limit`` runs out first (then the DP stops where it is, or the device
+paths left count 0, and the status says so). Measured on the benchmark's ten-module sd stacks (CPU + T4
++ A100; with :func:`.bounds.carlier_sets`' rows): 2 channels 3.032 ms against the whole-graph path LP's
+2.462 (276 device paths, 220 LPs, 6–8 s), 3 channels 3.118 (816, 434, 19 s), 4 channels 3.413 (2,436,
+about 2,000, over 100 s).
 """
 
 from __future__ import annotations
@@ -58,8 +62,8 @@ from onnxpart.schedule.split_lane import floor_bound
 
 #: Most ops in a barrier :func:`onnxpart.schedule.solve` looks for (the chain modules' most channels).
 MAX_RECEIVERS = 4
-#: Most sub-instance floors the bound computes (ten modules on three devices: 276 with two channels, 816
-#: with three).
+#: Most sub-instance floors the bound sets up (their device paths; ten modules on three devices: 276 with
+#: two channels, 816 with three, 2,436 with four).
 MAX_FLOORS = 5000
 
 Cut = tuple[int, tuple[int, ...]]  # (position in inst.topo, receivers R)

@@ -31,12 +31,18 @@ Every value here is a proof, never an incumbent (ARCHITECTURE.md, "Bounds"):
   t(l,u) ≥ e_l + trail_u``: ``C ≥ lead_u + busy_u + trail_u``. With a module's entry and exit pinned to
   the A100, a GPU that takes a branch pays both transfers; with the exit pinned to the T4, every A100
   op ends at least one A100→T4 transfer before ``C``.
+* :func:`carlier_sets` — the same argument over a subset ``J`` of the ops that can run on ``u``:
+  ``C ≥ min_J head(i,u) + busy_J + min_J (tail(i,u) − t(i,u))`` when ``u`` runs an op of ``J``. With
+  ``J`` the ops whose head (or tail) reaches a threshold it sees a device idle between an early op and
+  the rest (an sd segment's A100 runs one pinned receiver at 0, then waits a transfer for everything
+  else; the all-ops row starts it at 0).
 * :func:`path_lp_bound` — the load LP with per-op end times ``e`` and the precedence of 3.3:
   ``e_i ≥ Σ_u (head(i,u) + t(i,u))·x_iu``, ``C ≥ e_i + Σ_u (tail(i,u) − t(i,u))·x_iu``, ``e_j ≥ e_i +
   Σ_v t(j,v)·x_jv + Σ_v m_ev·y_ev`` for every edge ``e = (i, j)`` with ``y_ev ≥ x_jv − x_iv``, ``y ≥ 0``
   and ``m_ev = min_{u≠v} delay_e(u, v)``, ``C ≥ e_i``, and the load rows with Carlier's idle time,
   ``C ≥ Σ_i t(i,u)·x_iu + (lead_u + trail_u)·w_u`` with ``w_u ≥ x_iu`` for every ``i`` and
-  ``w_u ∈ {0, 1}`` — the only integer columns, ``K`` of them (:data:`NODE_LIMIT`): with ``w`` fractional
+  ``w_u ∈ {0, 1}``, and the rows of :func:`carlier_sets` with their own (fractional) ``w_{u,J} ≥ x_iu``
+  over ``J`` — the ``w_u`` are the only integer columns, ``K`` of them (:data:`NODE_LIMIT`): with ``w`` fractional
   the LP moves a sliver of many ops to a device and pays the same sliver of its idle time, so a round
   trip that makes offloading useless barely counted. *Proof:* a schedule's 0/1 mapping with ``e`` = its
   end times and ``w_u`` = [``u`` runs anything] satisfies every row: ``j`` on ``v`` ends at least its
@@ -108,9 +114,10 @@ def device_lead_trail(inst: Instance, head: np.ndarray, tail: np.ndarray) -> tup
 def carlier_sets(inst: Instance, head: np.ndarray, tail: np.ndarray, u: int,
                  ops: list[int]) -> list[tuple[list[int], float]]:
     """``(set J, idle_J)`` pairs for Carlier's rows on device ``u``, ``C ≥ Σ_{i∈J} t(i,u)·x_iu + idle_J·w``
-    with ``idle_J = min_J head(i,u) + min_J (tail(i,u) − t(i,u))``: all of ``ops``, then the ops whose head
-    reaches each of up to :data:`CARLIER_SETS` thresholds (those with the largest ``idle_J + Σ_J t(i,u)``: the rows
-    that bind when the ops run on ``u``) and likewise by tail. *Proof* (any ``J``): if ``u`` runs an op of
+    with ``idle_J = min_J head(i,u) + min_J (tail(i,u) − t(i,u))``: all of ``ops``, then up to
+    :data:`CARLIER_SETS` of the sets of ops whose head, or whose tail, reaches a threshold (those with the
+    largest ``idle_J + Σ_J t(i,u)``: the rows that bind hardest when the ops run on ``u``; ties in order
+    of threshold, so the choice is deterministic). *Proof* (any ``J``): if ``u`` runs an op of
     ``J`` its first one starts at or after ``min_J head``, the ops of ``J`` on ``u`` run one at a time, and
     ``C`` is at least ``min_J (tail − t)`` after the last one ends."""
     if not ops:
@@ -193,9 +200,9 @@ def path_lp_bound(inst: Instance, time_limit: float = 10.0, integer: bool = Fals
         lp.row({end[i]: 1.0, **{col: -head[i, u] - inst.time[i, u] for u, col in x[i].items()}}, lower=0.0)
         lp.row({c: 1.0, end[i]: -1.0, **{col: inst.time[i, u] - tail[i, u] for u, col in x[i].items()}}, lower=0.0)
     for u in range(inst.k):
-        n_u = sum(u in x[i] for i in range(inst.n))
-        for ops, idle in carlier_sets(inst, head, tail, u, [i for i in range(inst.n) if u in x[i]]):
-            used = lp.var(0, 1, integer=len(ops) == n_u)  # ≥ x_iu over the set: u runs one of them
+        sets = carlier_sets(inst, head, tail, u, [i for i in range(inst.n) if u in x[i]])
+        for n, (ops, idle) in enumerate(sets):
+            used = lp.var(0, 1, integer=n == 0)  # ≥ x_iu over the set: u runs one of them (0/1 for all ops)
             for i in ops:
                 lp.row({used: 1.0, x[i][u]: -1.0}, lower=0.0)
             lp.row({**{x[i][u]: inst.time[i, u] for i in ops}, used: idle, c: -1.0}, upper=0.0)
