@@ -55,9 +55,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from onnxpart.schedule.bounds import device_path_bound, path_lp_bound
 from onnxpart.schedule.model import Instance
 from onnxpart.schedule.split import join_dp, segment_instance
-from onnxpart.schedule.bounds import device_path_bound, path_lp_bound
 from onnxpart.schedule.split_lane import floor_bound
 
 #: Most ops in a barrier :func:`onnxpart.schedule.solve` looks for (the chain modules' most channels).
@@ -177,10 +177,11 @@ class BarrierBound(NamedTuple):
 
 def barrier_bound(inst: Instance, cuts: list[Cut], time_limit: float) -> BarrierBound:
     """The DP over the barriers' device tuples (module docstring); no value, with the reason, when there
-    is no cut with two or more ops or more than :data:`MAX_FLOORS` floors. Lazy: the DP runs on every pair's device path, then, round by round, the path LPs of the
-    pairs on its best chain, until that chain is all full floors — the DP's value over the full floors,
-    with a fraction of their LPs. Past ``time_limit`` the DP stops there (its value a bound still;
-    status ``time_limit``: the clock decided how strong)."""
+    is no cut with two or more ops or more than :data:`MAX_FLOORS` floors. Lazy: the DP runs on every
+    pair's device path, then, round by round, raises the floors its best chain rests on one level, until
+    that chain is all full floors — the DP's value over the full floors, with a fraction of their LPs.
+    Past ``time_limit`` the DP stops where it is (its value a bound still; status ``time_limit``: the
+    clock decided how strong)."""
     t0 = time.perf_counter()
     deadline = t0 + time_limit
     if not any(len(rs) > 1 for _, rs in cuts):
@@ -207,7 +208,8 @@ def barrier_bound(inst: Instance, cuts: list[Cut], time_limit: float) -> Barrier
     late = skipped > 0 or bool(open_)
     widest = max(len(rs) for _, rs in cuts)
     pins = {r: d for rs, (e, _) in zip(receivers, chain) if rs for r, d in zip(rs, e)}
+    lps = sum(seg.lps for seg in segments)
     return BarrierBound(value, "time_limit" if late else "bound", (
         f"{len(cuts)} barriers of up to {widest} ops, {needed} segment device paths"
-        f"{f' ({skipped} cut by the time limit: they count 0)' if skipped else ''}, {sum(seg.lps for seg in segments)} path LPs in {rounds} "
+        f"{f' ({skipped} cut by the time limit: they count 0)' if skipped else ''}, {lps} path LPs in {rounds} "
         f"rounds{' (stopped by the time limit)' if open_ else ''}, {time.perf_counter() - t0:.2f} s"), pins)
