@@ -14,7 +14,7 @@ With ``pins`` (op → device: :func:`onnxpart.schedule.solve` passes the barrier
 guide from lower bounds, not a proof) the modules are also solved with those ops pinned, each module's
 exit then holding zero-time stand-ins of the pinned ops it feeds (so its makespan includes delivering
 its data to their devices); the shorter of the pinned and the free join is kept. On the benchmark's sd
-2-channel stack that chain is every receiver on the A100, and the joins 3.39–3.56 ms (3.70 before).
+2-channel stack that chain is every receiver on the A100, and the joins 3.39–3.63 ms in three runs (3.70 before).
 
 Modules run one after the other in the join, so a graph whose channels are nearly independent (the
 benchmark's wd stacks: each channel a chain of its own) loses the overlap across modules that a
