@@ -112,8 +112,8 @@ def device_lead_trail(inst: Instance, head: np.ndarray, tail: np.ndarray) -> tup
 
 
 def carlier_sets(inst: Instance, head: np.ndarray, tail: np.ndarray, u: int,
-                 ops: list[int]) -> list[tuple[list[int], float]]:
-    """``(set J, idle_J)`` pairs for Carlier's rows on device ``u``, ``C ≥ Σ_{i∈J} t(i,u)·x_iu + idle_J·w``
+                 ops: list[int]) -> list[tuple[float, list[int]]]:
+    """``(idle_J, set J)`` pairs for Carlier's rows on device ``u``, ``C ≥ Σ_{i∈J} t(i,u)·x_iu + idle_J·w``
     with ``idle_J = min_J head(i,u) + min_J (tail(i,u) − t(i,u))``: all of ``ops``, then up to
     :data:`CARLIER_SETS` of the sets of ops whose head, or whose tail, reaches a threshold (those with the
     largest ``idle_J + Σ_J t(i,u)``: the rows that bind hardest when the ops run on ``u``; ties in order
@@ -125,15 +125,17 @@ def carlier_sets(inst: Instance, head: np.ndarray, tail: np.ndarray, u: int,
     ops = np.asarray(ops)
     t = inst.time[ops, u]
     lead, trail = head[ops, u], tail[ops, u] - t
-    candidates = []
+    everything = (float(lead.min() + trail.min()), [int(i) for i in ops])
+    candidates = []  # (row value with all of J on u, idle_J, J), thresholds ascending per key
     for key in (lead, trail):
-        for threshold in np.unique(key)[1:]:
-            member = key >= threshold
-            idle = lead[member].min() + trail[member].min()
-            candidates.append((idle + t[member].sum(), idle, member))
+        order = np.argsort(-key, kind="stable")  # each threshold's set is a prefix of this order
+        idle = np.minimum.accumulate(lead[order]) + np.minimum.accumulate(trail[order])
+        busy = np.cumsum(t[order])
+        ends = np.flatnonzero(np.diff(key[order]))  # last index of each distinct key, bar the smallest
+        for end in ends[::-1]:
+            candidates.append((idle[end] + busy[end], float(idle[end]), [int(i) for i in ops[order[:end + 1]]]))
     chosen = sorted(candidates, key=lambda c: -c[0])[:CARLIER_SETS]
-    everything = (lead.min() + trail.min(), np.ones(len(ops), dtype=bool))
-    return [([int(i) for i in ops[member]], float(idle)) for idle, member in [everything] + [c[1:] for c in chosen]]
+    return [everything] + [(idle, members) for _, idle, members in chosen]
 
 
 def device_path_bound(inst: Instance) -> LowerBound:
@@ -201,7 +203,7 @@ def path_lp_bound(inst: Instance, time_limit: float = 10.0, integer: bool = Fals
         lp.row({c: 1.0, end[i]: -1.0, **{col: inst.time[i, u] - tail[i, u] for u, col in x[i].items()}}, lower=0.0)
     for u in range(inst.k):
         sets = carlier_sets(inst, head, tail, u, [i for i in range(inst.n) if u in x[i]])
-        for n, (ops, idle) in enumerate(sets):
+        for n, (idle, ops) in enumerate(sets):
             used = lp.var(0, 1, integer=n == 0)  # ≥ x_iu over the set: u runs one of them (0/1 for all ops)
             for i in ops:
                 lp.row({used: 1.0, x[i][u]: -1.0}, lower=0.0)

@@ -94,10 +94,11 @@ def chain_split(inst: Instance, modules: list[list[int]], time_limit: float, see
     done = [(sched.makespan, n) for n, (sched, _, _) in enumerate(joins) if sched is not None]
     if not done:
         return None, joins[0][1], time.perf_counter() - t0, joins[0][2]
-    sched, status, _ = joins[min(done)[1]]
+    best = min(done)[1]
+    sched, status, _ = joins[best]
     note = f"{len(modules)} multi-channel modules solved in sequence"
     if pins:
-        note += f" ({'with' if min(done)[1] == 0 else 'without'} the barrier DP's devices for {len(pins)} receivers)"
+        note += f" ({'with' if best == 0 else 'without'} the barrier DP's devices for {len(pins)} receivers)"
     if warm is not None and warm.makespan < sched.makespan:
         note += f" (joined: {sched.makespan:.6g} s; the warm start is shorter: returned it)"
         sched = warm

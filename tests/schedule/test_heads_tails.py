@@ -93,7 +93,7 @@ def test_every_carlier_set_row_holds_in_every_schedule(seed, n, k):
     for sched in schedules(inst):
         for u in range(inst.k):
             ops = [i for i in range(inst.n) if np.isfinite(head[i, u] + tail[i, u])]
-            for members, idle in bounds.carlier_sets(inst, head, tail, u, ops):
+            for idle, members in bounds.carlier_sets(inst, head, tail, u, ops):
                 on = [i for i in members if sched.mapping[i] == u]
                 if on:
                     assert sched.makespan >= sum(inst.time[i, u] for i in on) + idle - TOL
