@@ -110,6 +110,28 @@ class SparseModel:
         self.integer.append(bool(integer))
         return len(self.cost) - 1
 
+    def vars(self, count: int, lower: float = 0.0, upper: float | np.ndarray = math.inf,
+             integer: bool = False) -> np.ndarray:
+        """Add ``count`` columns of zero cost at once (``upper`` one value or one per column); returns their
+        indices."""
+        first = len(self.cost)
+        self.lower += [float(lower)] * count
+        self.upper += np.broadcast_to(np.asarray(upper, dtype=float), (count,)).tolist()
+        self.cost += [0.0] * count
+        self.integer += [bool(integer)] * count
+        return np.arange(first, first + count, dtype=np.int64)
+
+    def rows(self, index: np.ndarray, value: np.ndarray, lower: float = -math.inf, upper: float = math.inf) -> None:
+        """Add one row ``lower ≤ Σ_w value[r, w]·x[index[r, w]] ≤ upper`` per row ``r`` of the (R, W) arrays,
+        leaving out the entries with a negative index or a zero value (so rows of different lengths are
+        padded with index −1); the columns of a row must be distinct (:meth:`row` sums repeats)."""
+        keep = (index >= 0) & (value != 0.0)
+        self.index += index[keep].tolist()
+        self.value += value[keep].astype(float).tolist()
+        self.starts += (self.starts[-1] + np.cumsum(keep.sum(axis=1))).tolist()
+        self.row_lower += [float(lower)] * index.shape[0]
+        self.row_upper += [float(upper)] * index.shape[0]
+
     def row(self, terms: Mapping[int, float] | Iterable[tuple[int, float]], lower: float = -math.inf,
             upper: float = math.inf) -> None:
         """Add ``lower ≤ Σ coef·x[col] ≤ upper``; zero coefficients are dropped, repeated columns summed."""

@@ -220,8 +220,11 @@ def _multichannel_split(instance: Instance, options: Options, chain: tuple[int, 
     if found.value is not None:
         out.append(LowerBound("barrier-dp", found.value, found.status, "highs", time.perf_counter() - t0, found.note))
     left = end - time.perf_counter()  # the recursion is the weaker bound where a barrier one stands
-    sched, status, secs, note = chain_split.chain_split(instance, modules, left * (0.75 if found.pins else 0.5),
-                                                        options.seed, hint, found.pins)
+    # a chain resting on full floors (status "bound") is the better guide: it gets most of the join's time
+    guide = (chain_split.Guide(barrier.segments(instance, cuts), found.pins, 0.75 if found.status == "bound" else 0.25)
+             if found.pins else None)
+    sched, status, secs, note = chain_split.chain_split(instance, modules, left * (0.75 if guide else 0.5),
+                                                        options.seed, hint, guide)
     keep("split", sched, status, secs, note=note)
     t0 = time.perf_counter()
     value, status, note = multichannel.multichannel_bound(instance, modules, max(0.05, end - time.perf_counter()),

@@ -92,6 +92,13 @@ def barrier_cuts(inst: Instance, max_size: int) -> list[Cut]:
     return cuts
 
 
+def segments(inst: Instance, cuts: list[Cut]) -> list[list[int]]:
+    """The segments ``S_0, …, S_m`` of the barriers ``cuts`` (module docstring, "Windows"): their ops in
+    topological order."""
+    at = [0] + [p for p, _ in cuts] + [inst.n]
+    return [list(inst.topo[at[k]:at[k + 1]]) for k in range(len(cuts) + 1)]
+
+
 class _SegmentFloors:
     """One segment's floors ``LB(S, e, r, x)`` by (entry devices ``e``, exit stand-in kind and device), in
     three levels, each a proven bound on the sub-instance's optimum: the device path for every pair up
@@ -108,12 +115,18 @@ class _SegmentFloors:
         self.kinds = {r: _stand_in_kind(inst, r) for r in exit_ or ()}
         self.stand_ins = ({(self.kinds[r], x): (r, x) for r in reversed(exit_) for x in inst.allowed(r)}
                           if exit_ is not None else {None: None})  # one per kind
-        self.value: dict[tuple, float] = {}  # (e, stand-in key) → floor
-        self.level: dict[tuple, int] = {}  # its level (0: device path, 1: fractional path LP, 2: full)
+        self.row = {e: n for n, e in enumerate(self.entries)}
+        self.keys = list(self.stand_ins)
+        self.col = {key: n for n, key in enumerate(self.keys)}
+        self.exit_at = {xs: n for n, xs in enumerate(self.exits)}
+        # parts[xs]: the stand-in columns of an exit tuple's receivers (the pair's cost is their least)
+        self.parts = np.array([[0] if xs is None else [self.col[(self.kinds[r], x)] for r, x in zip(exit_, xs)]
+                               for xs in self.exits], dtype=np.int64)
+        self.value = np.zeros((len(self.entries), len(self.col)))  # floor by (e, stand-in)
+        self.level = np.zeros(self.value.shape, dtype=np.int64)  # 0: device path, 1: fractional path LP, 2: full
         self.lps = 0
 
-    def _sub(self, key: tuple) -> Instance | None:
-        e, stand_in = key
+    def _sub(self, e: tuple | None, stand_in: tuple | None) -> Instance | None:
         built = segment_instance(self.inst, self.ops, dict(zip(self.entry or (), e or ())), self.stand_ins[stand_in])
         return None if built is None else built[0]
 
@@ -121,33 +134,37 @@ class _SegmentFloors:
         """Every pair's device path (``inf``, final, where the pins are infeasible); past the deadline 0,
         the trivial bound. Returns how many the deadline skipped."""
         skipped = 0
-        for key in itertools.product(self.entries, self.stand_ins):
+        for e, stand_in in itertools.product(self.entries, self.stand_ins):
             if time.perf_counter() >= deadline:
-                self.value[key], self.level[key], skipped = 0.0, 0, skipped + 1
+                skipped += 1
                 continue
-            sub = self._sub(key)
-            self.value[key] = math.inf if sub is None else device_path_bound(sub).value
-            self.level[key] = self.FULL if sub is None else 0
+            sub = self._sub(e, stand_in)
+            at = self.row[e], self.col[stand_in]
+            self.value[at] = math.inf if sub is None else device_path_bound(sub).value
+            self.level[at] = self.FULL if sub is None else 0
         return skipped
 
-    def _least(self, e: tuple | None, xs: tuple | None) -> tuple:
-        parts = [(e, None)] if xs is None else [(e, (self.kinds[r], x)) for r, x in zip(self.exit, xs)]
-        return min(parts, key=lambda p: (self.value[p], -self.level[p]))
+    def _least(self, e: tuple | None, xs: tuple | None) -> tuple[int, int]:
+        """``(row, column)`` of the pair's least part (the highest level among equal values)."""
+        row, cols = self.row[e], self.parts[self.exit_at[xs]]
+        return row, int(min(cols, key=lambda c: (self.value[row, c], -self.level[row, c])))
 
     def costs(self) -> dict[tuple, float]:
         """``(e, exit devices) → min_r`` floor (module docstring), from what is known so far."""
-        return {(e, xs): self.value[self._least(e, xs)] for e in self.entries for xs in self.exits}
+        least = self.value[:, self.parts].min(axis=2)  # (entries, exits)
+        return {(e, xs): v for e, values in zip(self.entries, least.tolist()) for xs, v in zip(self.exits, values)}
 
     def refine(self, e: tuple | None, xs: tuple | None, deadline: float) -> None:
         """Raise the least part of the pair's cost one level (the DP then looks again: a fractional LP
         often already lifts it above another chain)."""
-        least = self._least(e, xs)
-        sub, left = self._sub(least), max(0.01, deadline - time.perf_counter())
-        if self.level[least] == 0:
+        at = self._least(e, xs)
+        sub = self._sub(self.entries[at[0]], self.keys[at[1]])
+        left = max(0.01, deadline - time.perf_counter())
+        if self.level[at] == 0:
             lp = path_lp_bound(sub, left, relaxed=True).value or 0.0
         else:
             lp = floor_bound(sub, left)[0]
-        self.value[least], self.level[least] = max(self.value[least], lp), self.level[least] + 1
+        self.value[at], self.level[at] = max(self.value[at], lp), self.level[at] + 1
         self.lps += 1
 
     def exact(self, e: tuple | None, xs: tuple | None) -> bool:
@@ -190,15 +207,13 @@ def barrier_bound(inst: Instance, cuts: list[Cut], time_limit: float) -> Barrier
     if needed > MAX_FLOORS:
         return BarrierBound(None, "none", f"{needed} segment floors needed, more than {MAX_FLOORS}: not attempted",
                             {})
-    bounds_at = [0] + [p for p, _ in cuts] + [inst.n]
     receivers: list[tuple[int, ...] | None] = [None] + [rs for _, rs in cuts] + [None]
-    segments = [_SegmentFloors(inst, list(inst.topo[bounds_at[k]:bounds_at[k + 1]]), receivers[k], receivers[k + 1])
-                for k in range(len(cuts) + 1)]
-    skipped = sum(seg.fill(deadline) for seg in segments)
+    floors = [_SegmentFloors(inst, ops, receivers[k], receivers[k + 1]) for k, ops in enumerate(segments(inst, cuts))]
+    skipped = sum(seg.fill(deadline) for seg in floors)
     rounds = 0
     while True:
-        value, chain = join_dp([seg.costs() for seg in segments])
-        open_ = [(seg, e, xs) for seg, (e, xs) in zip(segments, chain) if not seg.exact(e, xs)]
+        value, chain = join_dp([seg.costs() for seg in floors])
+        open_ = [(seg, e, xs) for seg, (e, xs) in zip(floors, chain) if not seg.exact(e, xs)]
         if not open_ or time.perf_counter() >= deadline:
             break
         rounds += 1
@@ -208,7 +223,7 @@ def barrier_bound(inst: Instance, cuts: list[Cut], time_limit: float) -> Barrier
     late = skipped > 0 or bool(open_)
     widest = max(len(rs) for _, rs in cuts)
     pins = {r: d for rs, (e, _) in zip(receivers, chain) if rs for r, d in zip(rs, e)}
-    lps = sum(seg.lps for seg in segments)
+    lps = sum(seg.lps for seg in floors)
     return BarrierBound(value, "time_limit" if late else "bound", (
         f"{len(cuts)} barriers of up to {widest} ops, {needed} segment device paths"
         f"{f' ({skipped} cut by the time limit: they count 0)' if skipped else ''}, {lps} path LPs in {rounds} "

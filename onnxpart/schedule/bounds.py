@@ -192,39 +192,56 @@ def path_lp_bound(inst: Instance, time_limit: float = 10.0, integer: bool = Fals
     t0 = time.perf_counter()
     lp = SparseModel()
     c = lp.var(0, math.inf, cost=1.0)
-    head, tail = heads_tails(inst)  # a device with an infinite head or tail is unreachable: no column
-    x = [{u: lp.var(0, 1, integer=integer) for u in inst.allowed(i) if math.isfinite(head[i, u] + tail[i, u])}
-         for i in range(inst.n)]
-    end = [lp.var(0, math.inf) for _ in range(inst.n)]
-    dur = [{col: inst.time[i, u] for u, col in x[i].items()} for i in range(inst.n)]
-    for i in range(inst.n):
-        lp.row({col: 1.0 for col in x[i].values()}, 1.0, 1.0)
-        lp.row({end[i]: 1.0, **{col: -head[i, u] - inst.time[i, u] for u, col in x[i].items()}}, lower=0.0)
-        lp.row({c: 1.0, end[i]: -1.0, **{col: inst.time[i, u] - tail[i, u] for u, col in x[i].items()}}, lower=0.0)
+    head, tail = heads_tails(inst)
+    has = np.isfinite(head + tail)  # a device with an infinite head or tail is unreachable: no column
+    x = np.full((inst.n, inst.k), -1, dtype=np.int64)  # x[i, u]: column of op i on device u, −1 for none
+    x[has] = lp.vars(int(has.sum()), 0, 1, integer=integer)
+    end = lp.vars(inst.n)
+    t = np.where(has, inst.time, 0.0)
+    ones = np.ones(inst.n)
+    lp.rows(x, np.ones(x.shape), 1.0, 1.0)  # (3.1)
+    lp.rows(np.column_stack([end, x]), np.column_stack([ones, np.where(has, -head - t, 0.0)]), lower=0.0)
+    lp.rows(np.column_stack([np.full(inst.n, c), end, x]),
+            np.column_stack([ones, -ones, np.where(has, t - tail, 0.0)]), lower=0.0)
     for u in range(inst.k):
-        sets = carlier_sets(inst, head, tail, u, [i for i in range(inst.n) if u in x[i]])
+        sets = carlier_sets(inst, head, tail, u, np.flatnonzero(has[:, u]).tolist())
         for n, (idle, ops) in enumerate(sets):
             used = lp.var(0, 1, integer=n == 0)  # ≥ x_iu over the set: u runs one of them (0/1 for all ops)
-            for i in ops:
-                lp.row({used: 1.0, x[i][u]: -1.0}, lower=0.0)
-            lp.row({**{x[i][u]: inst.time[i, u] for i in ops}, used: idle, c: -1.0}, upper=0.0)
+            lp.rows(np.column_stack([np.full(len(ops), used), x[ops, u]]), np.tile([1.0, -1.0], (len(ops), 1)),
+                    lower=0.0)
+            lp.row({**{int(x[i, u]): t[i, u] for i in ops}, used: idle, c: -1.0}, upper=0.0)
         if math.isfinite(inst.capacity[u]):
-            lp.row({x[i][u]: inst.mem[i] for i in range(inst.n) if u in x[i]}, upper=inst.capacity[u])
-    for e, (i, j, _) in enumerate(inst.edges):
-        row = {end[j]: 1.0, end[i]: -1.0, **{col: -t for col, t in dur[j].items()}}
-        for v, xjv in x[j].items():
-            into = [inst.delays[e, u, v] for u in x[i] if u != v]
-            if not into or min(into) <= 0:
-                continue
-            moved = lp.var(0, math.inf)  # ≥ x_jv − x_iv: j on v, i elsewhere
-            lp.row({moved: 1.0, xjv: -1.0, **({x[i][v]: 1.0} if v in x[i] else {})}, lower=0.0)
-            row[moved] = -min(into)
-        lp.row(row, lower=0.0)
+            lp.row({int(x[i, u]): inst.mem[i] for i in np.flatnonzero(has[:, u])}, upper=inst.capacity[u])
+    src, dst = (np.array([e[k] for e in inst.edges], dtype=np.int64) for k in (0, 1))
+    moved, into = _moved_columns(lp, inst, x, has, src, dst)
+    lp.rows(np.column_stack([end[dst], end[src], x[dst], moved]),
+            np.column_stack([np.ones(len(src)), -np.ones(len(src)), -t[dst], -into]), lower=0.0)
     res = solve_highs(lp.highs(relax=relaxed), time_limit, node_limit=NODE_LIMIT)
     value = res.bound if math.isfinite(res.bound) or res.status == "infeasible" else None
     return LowerBound("path-mip" if integer else "path-lp", value, res.status, "highs", time.perf_counter() - t0,
                       f"{'MIP' if integer else 'LP'} relaxation (device-used indicators 0/1): device loads ≤ C, "
                       "precedence with transfers (3.3)")
+
+
+def _moved_columns(lp: SparseModel, inst: Instance, x: np.ndarray, has: np.ndarray, src: np.ndarray,
+                   dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For every edge ``(i, j)`` (``src``, ``dst``) and device ``v`` of ``j`` with a positive least transfer
+    into ``v`` from ``i``'s other devices, a column ``moved ≥ x_jv − x_iv`` (``j`` on ``v``, ``i``
+    elsewhere) and that least delay; returns the (E, K) columns (−1: none) and delays (0: none). Where
+    every other device's transfer is impossible (infinite), ``moved`` is fixed to 0: ``j`` on ``v`` forces
+    ``i`` onto ``v``."""
+    moved = np.full((len(src), inst.k), -1, dtype=np.int64)
+    into = np.zeros((len(src), inst.k))
+    for v in range(inst.k):
+        others = has[src] & (np.arange(inst.k) != v)
+        least = np.where(others, inst.delays[:, :, v], math.inf).min(axis=1, initial=math.inf)
+        want = (x[dst, v] >= 0) & others.any(axis=1) & (least > 0)
+        rows = np.flatnonzero(want)
+        moved[rows, v] = lp.vars(len(rows), upper=np.where(np.isfinite(least[rows]), math.inf, 0.0))
+        into[rows, v] = np.where(np.isfinite(least[rows]), least[rows], 0.0)
+        lp.rows(np.column_stack([moved[rows, v], x[dst[rows], v], x[src[rows], v]]),
+                np.tile([1.0, -1.0, 1.0], (len(rows), 1)), lower=0.0)
+    return moved, into
 
 
 def simple_bounds(inst: Instance, lp: bool = True) -> list[LowerBound]:

@@ -10,11 +10,15 @@ inputs live), though not when they arrive. The join re-simulates the whole mappi
 start orders in sequence (:func:`.simulator.simulate`), so the returned schedule is exact for the cost
 model whatever the module solves assumed.
 
-With ``pins`` (op → device: :func:`onnxpart.schedule.solve` passes the barrier DP's best chain, a
-guide from lower bounds, not a proof) the modules are also solved with those ops pinned, each module's
-exit then holding zero-time stand-ins of the pinned ops it feeds (so its makespan includes delivering
-its data to their devices); the shorter of the pinned and the free join is kept. On the benchmark's sd
-2-channel stack that chain is every receiver on the A100, and the joins 3.39–3.63 ms in three runs (3.70 before).
+With a :class:`Guide` (:func:`onnxpart.schedule.solve` passes the barrier DP's segments and its best
+chain's devices for their receivers: a guide from lower bounds, not a proof) the guide's segments are
+solved as the modules, with the receivers pinned. Each module's exit then holds zero-time stand-ins of
+the pinned ops it feeds (so its makespan includes delivering its data to their devices), and a pinned op
+gets no feeder stand-ins: its data is there when the module that fed it ended (counting that transfer
+again made every segment wait twice). The modules are also joined free, and the shorter join is kept.
+On the benchmark's sd 2-channel stack the chain is every receiver on the A100; ten 41–51-op segments
+at 3 s each joined to 3.31 ms against the barrier DP's 3.03 (LB/UB 0.92; the chain modules with feeders
+counted twice, 3.39–3.63).
 
 Modules run one after the other in the join, so a graph whose channels are nearly independent (the
 benchmark's wd stacks: each channel a chain of its own) loses the overlap across modules that a
@@ -27,6 +31,7 @@ than its start.
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,14 +40,23 @@ from onnxpart.schedule.model import Instance
 from onnxpart.schedule.simulator import Schedule, order_by_start, simulate
 
 
+class Guide(NamedTuple):
+    """Modules and op → device pins to try first (the barrier DP's segments and best chain), and the
+    fraction of the time that try gets."""
+    modules: list[list[int]]
+    pins: dict[int, int]
+    share: float = 0.5
+
+
 def _module_instance(inst: Instance, ops: list[int], mapping: np.ndarray,
                      pins: dict[int, int]) -> tuple[Instance, list[int], int, int]:
-    """The sub-instance of ``ops`` (those in ``pins`` pinned) with their already-mapped feeders first and
-    the pinned ops they feed last, both as zero-time, zero-memory ops pinned to their devices (so the
-    module's makespan includes delivering its data there); returns it, the local → global map and the
-    local range ``[first, last)`` of ``ops``."""
+    """The sub-instance of ``ops`` (those in ``pins`` pinned) with the already-mapped feeders of its
+    unpinned ops first and the pinned ops they feed last, both as zero-time, zero-memory ops pinned to
+    their devices (so the module's makespan includes delivering its data there; a pinned op's data was
+    delivered by the module that fed it); returns it, the local → global map and the local range
+    ``[first, last)`` of ``ops``."""
     inside = set(ops)
-    feeders = sorted({p for j in ops for p in inst.preds[j] if mapping[p] >= 0})
+    feeders = sorted({p for j in ops if j not in pins for p in inst.preds[j] if mapping[p] >= 0})
     exits = sorted({j for i in ops for j in inst.succs[i] if j not in inside and j in pins})
     fixed = {f: int(mapping[f]) for f in feeders} | {j: pins[j] for j in ops + exits if j in pins}
     sub, index = inst.subinstance(feeders + list(ops) + exits, fixed)
@@ -64,7 +78,7 @@ def _in_sequence(inst: Instance, modules: list[list[int]], deadline: float, seed
     for s, ops in enumerate(modules):
         sub, index, first, last = _module_instance(inst, ops, mapping, pins)
         limit = max(0.05, (deadline - time.perf_counter()) / (len(modules) - s))
-        res = exact.cpsat(sub, limit, heuristics.best_constructive(sub), seed=seed, interleave=True)
+        res = exact.cpsat(sub, limit, heuristics.best_constructive(sub), seed=seed, interleave=True, probing=False)
         if res.schedule is None:
             return None, "failed", f"module {s} got no schedule"
         statuses.add(res.status)
@@ -79,26 +93,27 @@ def _in_sequence(inst: Instance, modules: list[list[int]], deadline: float, seed
 
 
 def chain_split(inst: Instance, modules: list[list[int]], time_limit: float, seed: int = 0,
-                warm: Schedule | None = None, pins: dict[int, int] | None = None
+                warm: Schedule | None = None, guide: Guide | None = None
                 ) -> tuple[Schedule | None, str, float, str]:
     """``(schedule | None, status, seconds, note)``: the modules solved in sequence (module docstring)
-    with an equal share each of the time left; with ``pins`` (op → device: the barrier DP's chain, a
-    guide that may mislead), once with those ops pinned and once free, half the time each, the shorter
-    join returned; ``warm`` instead where it is shorter than the join."""
+    with an equal share each of the time left; with a ``guide`` (the barrier DP's segments and chain,
+    which may mislead), its modules with its pins first (``guide.share`` of the time) and then
+    ``modules`` free, the shorter join returned; ``warm`` instead where it is shorter than the join."""
     t0 = time.perf_counter()
-    tries = [pins, {}] if pins else [{}]
+    tries = [guide, Guide(modules, {})] if guide else [Guide(modules, {})]
     joins = []
-    for n, fixed in enumerate(tries):
-        deadline = time.perf_counter() + (time_limit - (time.perf_counter() - t0)) / (len(tries) - n)
-        joins.append(_in_sequence(inst, modules, deadline, seed, fixed))
+    for parts, fixed, share in tries:
+        deadline = t0 + time_limit * (share if len(joins) + 1 < len(tries) else 1.0)
+        joins.append(_in_sequence(inst, parts, deadline, seed, fixed))
     done = [(sched.makespan, n) for n, (sched, _, _) in enumerate(joins) if sched is not None]
     if not done:
         return None, joins[0][1], time.perf_counter() - t0, joins[0][2]
     best = min(done)[1]
     sched, status, _ = joins[best]
-    note = f"{len(modules)} multi-channel modules solved in sequence"
-    if pins:
-        note += f" ({'with' if best == 0 else 'without'} the barrier DP's devices for {len(pins)} receivers)"
+    note = f"{len(tries[best].modules)} multi-channel modules solved in sequence"
+    if guide:
+        note += (f" (the barrier DP's segments with its devices for {len(guide.pins)} receivers)" if best == 0 else
+                 f" (shorter than the {len(guide.modules)} barrier DP segments with its devices)")
     if warm is not None and warm.makespan < sched.makespan:
         note += f" (joined: {sched.makespan:.6g} s; the warm start is shorter: returned it)"
         sched = warm

@@ -156,3 +156,16 @@ def test_lower_bounds_never_exceed_a_schedule(inst):
         assert lb.value <= heft.makespan + TOL, lb.method
     res = exact.cpsat(inst, 2.0, heft, deterministic_time=0.05)
     assert res.bound <= res.makespan + TOL and res.makespan <= heft.makespan + TOL
+
+
+def test_the_path_lp_where_a_tensor_cannot_move_between_two_devices():
+    """Two devices with no link (infinite transfer): an op can only follow its producer's device. The
+    path LP fixes "moved" to 0 there (j on v forces i onto v) instead of a −∞ coefficient HiGHS
+    rejects (no bound at all before); its bound is the optimum 5 (all on one device: 1 + 3 + 1)."""
+    lat = np.array([[0.0, math.inf], [math.inf, 0.0]])
+    inst = Instance([[1.0, 3.0], [3.0, 1.0], [1.0, 1.0]], [(0, 1, 1.0), (1, 2, 1.0)], latency=lat, bandwidth=1.0)
+    optimum = exact.cpsat(inst, 5.0)
+    assert optimum.status == "optimal" and optimum.makespan == pytest.approx(5.0)
+    for relaxed in (False, True):
+        found = bounds.path_lp_bound(inst, relaxed=relaxed)
+        assert found.status == "optimal" and found.value == pytest.approx(5.0)

@@ -150,10 +150,11 @@ def two_channel_chain(rng: np.random.Generator, modules: int, k: int) -> Instanc
     return Instance(time, edges, latency=0.5, bandwidth=1.0)
 
 
-def test_chain_split_never_answers_worse_than_its_warm_start():
+def test_chain_split_never_answers_worse_than_its_warm_start(monkeypatch):
     """Modules solved to optimality one after the other lose the overlap across modules: on this instance
     their join (52) is longer than HEFT's whole-graph schedule (44.5). Given HEFT as the warm start,
-    chain_split returns it and says so; solve passes its best heuristic as that warm start."""
+    chain_split returns it and says so; solve passes its best heuristic as that warm start (and its
+    answer is no longer: there the barrier DP's guided join, 43, is shorter still)."""
     from onnxpart.schedule import chain_split, multichannel
 
     inst = two_channel_chain(np.random.default_rng(3), modules=3, k=2)
@@ -163,9 +164,11 @@ def test_chain_split_never_answers_worse_than_its_warm_start():
     assert status == "optimal-modules" and joined.makespan > warm.makespan + TOL  # the case this test is about
     sched, _, _, note = chain_split.chain_split(inst, modules, time_limit=2.0, warm=warm)
     assert sched.makespan == pytest.approx(warm.makespan) and "warm start is shorter" in note
+    passed, real = [], chain_split.chain_split
+    monkeypatch.setattr(chain_split, "chain_split", lambda *a, **kw: passed.append(a[4]) or real(*a, **kw))
     sol = solve(inst, Options(methods=("heft", "split"), time_limit=2.0))
-    result = next(r for r in sol.results if r.method == "split")
-    assert result.makespan == pytest.approx(warm.makespan) and "warm start" in result.note
+    assert passed and passed[0].makespan == pytest.approx(warm.makespan)
+    assert next(r for r in sol.results if r.method == "split").makespan <= warm.makespan + TOL
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -209,8 +212,8 @@ def test_chain_split_on_multichannel_modules(seed):
     assert validate(inst, sched) == [] and status == "optimal-modules" and "3 multi-channel" in note
     whole = exact.cpsat(inst, 2.0, heuristics.heft(inst).schedule)
     assert whole.status == "optimal" and sched.makespan >= whole.makespan - TOL
-    sol = solve(inst, Options(methods=("heft", "split"), time_limit=2.0))
-    assert next(r for r in sol.results if r.method == "split").makespan == pytest.approx(sched.makespan)
+    sol = solve(inst, Options(methods=("heft", "split"), time_limit=2.0))  # also tries the barrier DP's guide
+    assert next(r for r in sol.results if r.method == "split").makespan <= sched.makespan + TOL
 
 
 def test_chain_split_puts_pinned_ops_on_their_devices_and_delivers_each_module_to_them():
@@ -227,6 +230,30 @@ def test_chain_split_puts_pinned_ops_on_their_devices_and_delivers_each_module_t
     pinned, status, _ = chain_split._in_sequence(inst, [[0, 1], [2]], deadline, 0, {2: 0})
     assert validate(inst, pinned) == [] and status == "optimal-modules"
     assert list(pinned.mapping) == [0, 0, 0] and pinned.makespan == pytest.approx(4.0)
-    best, _, _, note = chain_split.chain_split(inst, [[0, 1], [2]], time_limit=2.0, pins={2: 0})
+    guide = chain_split.Guide([[0, 1], [2]], {2: 0})
+    best, _, _, note = chain_split.chain_split(inst, [[0, 1], [2]], time_limit=2.0, guide=guide)
     assert list(best.mapping) == [1, 1, 1] and best.makespan == pytest.approx(3.5)
-    assert "without the barrier DP's devices" in note
+    assert "shorter than the 2 barrier DP segments" in note
+
+
+def test_a_module_entered_only_through_pinned_ops_gets_no_feeder_stand_ins():
+    """a → b → {c1, c2} → d, modules [a, b] and [c1, c2, d], c1 and c2 pinned (a barrier's receivers):
+    the first module's exit already delivers b's data to them, so the second is solved from time 0
+    without b (a feeder stand-in would make c1 wait for that transfer a second time), and the guided
+    join is the segments' schedules one after the other. Unpinned, b stays as the feeder."""
+    from onnxpart.schedule import chain_split
+
+    edges = [(0, 1, 1.0), (1, 2, 1.0), (1, 3, 1.0), (2, 4, 1.0), (3, 4, 1.0)]
+    inst = Instance([[5.0, 1.0], [5.0, 1.0], [1.0, 1.0], [1.0, 1.0], [1.0, 0.5]], edges, latency=10.0, bandwidth=1.0)
+    pins = {2: 0, 3: 1}
+    mapping = np.array([1, 1, -1, -1, -1])
+    sub, index, first, last = chain_split._module_instance(inst, [2, 3, 4], mapping, pins)
+    assert (first, last, index) == (0, 3, [2, 3, 4])
+    _, index, first, _ = chain_split._module_instance(inst, [2, 3, 4], mapping, {})
+    assert first == 1 and index[0] == 1
+    deadline = time.perf_counter() + 2.0
+    joined, status, _ = chain_split._in_sequence(inst, [[0, 1], [2, 3, 4]], deadline, 0, pins)
+    assert validate(inst, joined) == [] and status == "optimal-modules"
+    # module 1 on device 1 ends delivering to c1 at 1 + 1 + 11 = 13; module 2 from there: c1, c2 in
+    # parallel, d on device 1 after c1's transfer: 1 + 11 + 0.5
+    assert list(joined.mapping) == [1, 1, 0, 1, 1] and joined.makespan == pytest.approx(13 + 12.5)
