@@ -51,6 +51,7 @@ from onnxpart.onnx_io import load_graph  # noqa: E402
 from onnxpart.schedule import Options, System, from_graph, load_system, solve  # noqa: E402
 
 SYSTEM = ROOT / "fixtures" / "systems" / "cpu_t4_a100.yaml"
+SPEEDUP = 30  # the Table 4.3 target: SPLIT this many times faster than exact
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 METHODS = ("met", "greedy", "heft", "ea", "sa", "exact", "split")
 CH, HW = 78, 56  # channels and spatial size of the RWNN tensors (module docstring: Xie et al., 224 input)
@@ -239,10 +240,12 @@ def main() -> None:
                                  seed=100 + m), path)
             inst = instance_from(path, system)
             row = {}
-            for meth in ("exact", "split"):
-                sol = solve(inst, Options(methods=("met", "greedy", "heft", meth), time_limit=limit))
+            # split_30: SPLIT with a thirtieth of the time (is it 30× faster to exact's answer?)
+            for key, meth, secs in (("exact", "exact", limit), ("split", "split", limit),
+                                    ("split_30", "split", limit / SPEEDUP)):
+                sol = solve(inst, Options(methods=("met", "greedy", "heft", meth), time_limit=secs))
                 r = next(r for r in sol.results if r.method == meth)
-                row[meth] = (r.makespan, r.seconds, r.status)
+                row[key] = (r.makespan, r.seconds, r.status)
             results["speedup"][f"{m}|{var}"] = row
     for name in (["squeezenet"] if args.quick else ["inception_v1", "resnet50", "squeezenet"]):
         inst = instance_from(LIGHT / f"light_{name}.onnx", system)
@@ -280,12 +283,17 @@ def render(res: dict, limit: float, args, mods: int, n_nodes: int) -> str:
            f"### Throughput (inputs/s, B={args.batch}), thesis Table 4.4 layout\n",
            fmt_table(res["throughput"], "tput", args.batch), "",
            "### Exact vs SPLIT time (latency), thesis Table 4.3 layout\n",
-           "| Modules | stack | exact s (status) | SPLIT s (status) | factor | SPLIT/exact |", "|---|---|---|---|---|---|"]
+           f"Neither method proves optimality within {limit:g} s on these stacks, so the time factor compares "
+           f"limits, not solves; the last columns give SPLIT a {SPEEDUP}th of the time (≥ {SPEEDUP}× faster "
+           f"where that answer is no longer than exact's with all of it).\n",
+           f"| Modules | stack | exact s (status) | SPLIT s (status) | factor | SPLIT/exact | SPLIT at {limit / SPEEDUP:.3g} s, ms "
+           f"| its answer / exact's at {limit:g} s |", "|---|---|---|---|---|---|---|---|"]
     for key, row in res["speedup"].items():
         m, var = key.split("|")
-        (ex, ext, exs), (sp, spt, sps) = row["exact"], row["split"]
+        (ex, ext, exs), (sp, spt, sps), (fast, _, _) = row["exact"], row["split"], row["split_30"]
         ratio = f"{sp / ex:.4f}" if ex and sp else "—"
-        out.append(f"| {m} | {var} | {ext:.2f} ({exs}) | {spt:.2f} ({sps}) | {ext / max(spt, 1e-9):.1f}x | {ratio} |")
+        out.append(f"| {m} | {var} | {ext:.2f} ({exs}) | {spt:.2f} ({sps}) | {ext / max(spt, 1e-9):.1f}x | {ratio} | "
+                   f"{fast * 1e3:.3f} | {fast / ex:.4f} |")
     out += ["", "### Single RWNN modules (thesis Figures 4.2 / 4.4; throughput at B=16)\n",
             "| module | ops | latency HEFT ms | best ms (method) | LB/UB | throughput HEFT /s | best /s (method) | LB/UB |",
             "|---|---|---|---|---|---|---|---|"]
@@ -312,7 +320,8 @@ def render(res: dict, limit: float, args, mods: int, n_nodes: int) -> str:
     tp = {k: r["lb_ub"] for k, r in res["throughput"].items() if not r.get("infeasible")}
     tp_out = [k for k, r in res["throughput"].items() if r.get("infeasible")]
     sp1 = [row["split"][0] / row["exact"][0] for k, row in res["speedup"].items() if k.endswith("1-ch")]
-    sp20 = [row["exact"][1] / max(row["split"][1], 1e-9) for k, row in res["speedup"].items() if k.startswith("20|")]
+    sp20 = {k.split("|")[1]: row["split_30"][0] / row["exact"][0] for k, row in res["speedup"].items()
+            if k.startswith("20|")}
     ok = lambda c: "MET" if c else "NOT MET"  # noqa: E731
     out += ["", "### Thesis anchors and targets\n",
             "Thesis (10 ER modules, 600 s limits): latency HEFT 99.9 / MILP 80.1 / SPLIT 80.1 / Bound 80.1 ms on "
@@ -331,9 +340,9 @@ def render(res: dict, limit: float, args, mods: int, n_nodes: int) -> str:
                "static memory of constraint 3.7)" if tp_out else ""),
             f"* SPLIT within 2% of the full exact solve on 1-channel stacks (SPLIT/exact {', '.join(f'{x:.4f}' for x in sp1)}): "
             f"**{ok(sp1 and all(x <= 1.02 for x in sp1))}**",
-            "* SPLIT ≥ 30× faster at 20 modules: "
-            + (f"{', '.join(f'{x:.1f}x' for x in sp20)} **{ok(all(x >= 30 for x in sp20))}**" if sp20 else
-               "not measured in this run (--quick)")]
+            f"* SPLIT ≥ {SPEEDUP}× faster at 20 modules: SPLIT with {limit / SPEEDUP:.3g} s against exact with {limit:g} s "
+            "(neither proves optimality; " + (f"{', '.join(f'{k} {x:.4f}' for k, x in sp20.items())} of exact's makespan) "
+            f"**{ok(all(x <= 1.0 for x in sp20.values()))}**" if sp20 else "not measured in this run (--quick))")]
     return "\n".join(out)
 
 
