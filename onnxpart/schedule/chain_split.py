@@ -17,8 +17,8 @@ the pinned ops it feeds (so its makespan includes delivering its data to their d
 gets no feeder stand-ins: its data is there when the module that fed it ended (counting that transfer
 again made every segment wait twice). The modules are also joined free, and the shorter join is kept.
 On the benchmark's sd 2-channel stack the chain is every receiver on the A100; ten 41–51-op segments
-at 3 s each joined to 3.31 ms against the barrier DP's 3.03 (LB/UB 0.92; the chain modules with feeders
-counted twice, 3.39–3.63).
+at about 3 s each joined to 3.29–3.30 ms against the barrier DP's 3.03 (LB/UB 0.92), where the chain
+modules with the same pins and their feeders kept joined to 3.37.
 
 Modules run one after the other in the join, so a graph whose channels are nearly independent (the
 benchmark's wd stacks: each channel a chain of its own) loses the overlap across modules that a
