@@ -247,7 +247,7 @@ def test_a_module_entered_only_through_pinned_ops_gets_no_feeder_stand_ins():
     inst = Instance([[5.0, 1.0], [5.0, 1.0], [1.0, 1.0], [1.0, 1.0], [1.0, 0.5]], edges, latency=10.0, bandwidth=1.0)
     pins = {2: 0, 3: 1}
     mapping = np.array([1, 1, -1, -1, -1])
-    sub, index, first, last = chain_split._module_instance(inst, [2, 3, 4], mapping, pins)
+    _, index, first, last = chain_split._module_instance(inst, [2, 3, 4], mapping, pins)
     assert (first, last, index) == (0, 3, [2, 3, 4])
     _, index, first, _ = chain_split._module_instance(inst, [2, 3, 4], mapping, {})
     assert first == 1 and index[0] == 1
