@@ -134,7 +134,8 @@ def solve(instance: Instance, options: Options = Options(), board: Board | None 
     deadline = time.perf_counter() + options.time_limit
     results: list[MethodResult] = []
     found: list[tuple[float, str, Schedule]] = []
-    lbs = _bounds.simple_bounds(instance, lp=options.lp_bound)
+    # the LPs within a quarter of the run (at most 10 s): a short run is left time to find a schedule
+    lbs = _bounds.simple_bounds(instance, lp=options.lp_bound, time_limit=min(10.0, options.time_limit / 4))
     for bound in lbs:
         board.add(bound)
 

@@ -244,11 +244,12 @@ def _moved_columns(lp: SparseModel, inst: Instance, x: np.ndarray, has: np.ndarr
     return moved, into
 
 
-def simple_bounds(inst: Instance, lp: bool = True) -> list[LowerBound]:
-    """The closed-form bounds, and the load and path LPs unless ``lp`` is False."""
+def simple_bounds(inst: Instance, lp: bool = True, time_limit: float = 10.0) -> list[LowerBound]:
+    """The closed-form bounds, and the load and path LPs (each within ``time_limit`` seconds) unless
+    ``lp`` is False."""
     out = [critical_path_bound(inst), device_path_bound(inst), work_bound(inst)]
     if lp:
-        out += [load_lp_bound(inst), path_lp_bound(inst)]
+        out += [load_lp_bound(inst, time_limit), path_lp_bound(inst, time_limit)]
     return out
 
 

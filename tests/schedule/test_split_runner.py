@@ -153,17 +153,24 @@ def test_no_job_runs_once_the_incumbent_meets_a_proven_bound(monkeypatch):
     assert "not run" in res.reason
 
 
-def test_jobs_still_running_at_the_time_limit_are_ended(monkeypatch):
+def test_jobs_still_running_at_the_time_limit_are_ended_and_their_pairs_answered_with_a_heuristic(monkeypatch):
+    """A job the wall clock ends never reports: its pairs get their constructive schedule in the parent,
+    as a pair past its deadline does in its job, so a short limit still joins a schedule (at 2 s on the
+    benchmark's 20-module stack no job reported and SPLIT had none)."""
+    from onnxpart.schedule import validate
+
     inst = chain_of_modules(np.random.default_rng(5), modules=2, size=2, k=2)
     monkeypatch.setattr(split_lane, "run_module_job", _sleeps)  # never returns by itself
     monkeypatch.setattr(split_lane, "INLINE_OPS", 0)
     monkeypatch.setattr(split_lane, "GRACE", 0.0)
     before = set(mp.active_children())
     res = split.milp_split(inst, time_limit=0.5, workers=2, board=Board())
-    assert res.status == "time_limit" and res.schedule is None and set(mp.active_children()) <= before
+    assert set(mp.active_children()) <= before
+    assert res.status == "time_limit" and res.schedule is not None and validate(inst, res.schedule) == []
     pairs = res.module_status["time_limit"]  # refinement rounds re-solve some: solves ≥ pairs
     assert set(res.module_status) == {"time_limit"} and res.solves >= pairs
-    assert res.reason == f"{pairs} module pairs found no schedule in time"
+    assert "stopped by the wall clock" in res.reason
+    assert 0 < res.bound <= res.schedule.makespan  # each pair's critical path, a closed form
 
 
 def test_a_pinned_one_op_module_is_simulated_not_solved():
