@@ -203,10 +203,10 @@ def simulate_batch(inst: Instance, splits: Sequence[Split], order: Sequence[tupl
     return BatchSchedule(batch, splits, start, end, order)
 
 
-def batch_makespan(inst: Instance, splits: Sequence[Split], op_order=None) -> float:
+def batch_makespan(inst: Instance, splits: Sequence[Split], op_order=None, insertion: bool = False) -> float:
     if memory_violations(inst, splits):
         return math.inf
-    return simulate_batch(inst, splits, slice_order(inst, splits, op_order)).makespan
+    return simulate_batch(inst, splits, slice_order(inst, splits, op_order), insertion).makespan
 
 
 def validate_batch(inst: Instance, sched: BatchSchedule, tol: float = 1e-9) -> list[str]:
@@ -343,23 +343,31 @@ def bgreedy(inst: Instance, batch: int) -> BatchResult:
 
 def bheft(inst: Instance, batch: int) -> BatchResult:
     """bHEFT: ops by decreasing upward rank (mean whole-batch time over the devices), insertion."""
+    return _list_eft(inst, batch, _rank_order(inst, batch), True, "heft")
+
+
+def _rank_order(inst: Instance, batch: int) -> list[int]:
+    """The ops by decreasing upward rank with whole-batch times (HEFT's order)."""
     from onnxpart.schedule.heuristics import rank_order
 
     scaled = Instance.__new__(Instance)
     scaled.__dict__.update(inst.__dict__)
     scaled.time = np.array([[inst.time_batch(i, u, batch) for u in range(inst.k)] for i in range(inst.n)])
-    return _list_eft(inst, batch, rank_order(scaled), True, "heft")
+    return rank_order(scaled)
 
 
 def _search(inst: Instance, batch: int, init: Sequence[Split], iterations: int, seed: int, time_limit: float,
             method: str) -> BatchResult:
-    """SA (``sa``) or biased (1+1) EA (``ea``) over splits; fitness = the BFS-order append makespan."""
+    """SA (``sa``) or biased (1+1) EA (``ea``) over splits; fitness = the makespan of the slices list-
+    scheduled in bHEFT's rank order with insertion (in BFS order without, as before, bHEFT's own splits
+    re-simulated lost up to half their throughput, so a search started from them began far behind)."""
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     cands = op_splits(inst, batch)
     movable = [i for i in range(inst.n) if len(cands[i]) > 1]
     cur = list(init)
-    f = f0 = batch_makespan(inst, cur)
+    order = _rank_order(inst, batch)
+    f = f0 = batch_makespan(inst, cur, order, True)
     best, fbest = list(cur), f
     scale = f0 if math.isfinite(f0) and f0 > 0 else 1.0
     evals = 1
@@ -372,7 +380,7 @@ def _search(inst: Instance, batch: int, init: Sequence[Split], iterations: int, 
         for i in flips:
             opts = [s for s in cands[i] if s != cur[i]]
             child[i] = opts[int(rng.integers(len(opts)))]
-        fc = batch_makespan(inst, child)
+        fc = batch_makespan(inst, child, order, True)
         evals += 1
         if method == "sa":
             temp = 0.05 * (1e-4 / 0.05) ** (it / max(1, iterations - 1))
@@ -383,7 +391,8 @@ def _search(inst: Instance, batch: int, init: Sequence[Split], iterations: int, 
             cur, f = child, fc
             if f < fbest:
                 best, fbest = list(cur), f
-    return BatchResult(method, simulate_batch(inst, best), time.perf_counter() - t0, evals)
+    return BatchResult(method, simulate_batch(inst, best, slice_order(inst, best, order), True),
+                       time.perf_counter() - t0, evals)
 
 
 def bsa(inst, batch, init, iterations=2000, seed=0, time_limit=math.inf) -> BatchResult:
@@ -410,14 +419,26 @@ def critical_path_bound(inst: Instance, batch: int) -> LowerBound:
                       "per-input longest path at each op's fastest slice; transfers free")
 
 
-def load_lp_bound(inst: Instance, batch: int, time_limit: float = 10.0) -> LowerBound:
+@dataclass
+class LoadLP:
+    """The load LP's proven bound and its fractional splits rounded to a schedule (None where the LP
+    found no optimum or no rounding fits memory)."""
+
+    bound: LowerBound
+    rounded: BatchSchedule | None
+
+
+def load_lp(inst: Instance, batch: int, time_limit: float = 10.0) -> LoadLP:
     """LP over fractional splits: ``Σ_s z_is = 1``, ``Σ_i Σ_s z_is·t(i,u,s_u) ≤ C`` per device (each
     device computes at most ``C`` seconds), and path rows ``e_i ≥ e_p + Σ_s z_is·m_i(s)``, ``C ≥ e_i``
     with ``m_i(s)`` the shortest slice of split ``s``, and memory (3.7) per device as a sum over the
     chosen splits. *Proof:* a schedule's splits are a 0/1 ``z`` (meeting 3.7);
     for any one input ``x``, ``e_i`` = the end of the slice of ``i`` holding ``x`` satisfies the path
     rows (that slice starts after the slice of each predecessor holding ``x`` ends, and lasts at least
-    ``m_i``). At least the work bound "total work at the best split over the number of devices"."""
+    ``m_i``). At least the work bound "total work at the best split over the number of devices".
+    Its optimum, rounded (:func:`_rounded`), is also a start for the searches: it chooses which ops
+    hold the activations that do not fit the fast devices by the compute they cost, where list
+    scheduling fills the fast devices first and leaves the graph's end to the slowest."""
     t0 = time.perf_counter()
     cands = op_splits(inst, batch)
     lp = SparseModel()
@@ -445,15 +466,30 @@ def load_lp_bound(inst: Instance, batch: int, time_limit: float = 10.0) -> Lower
         lp.row({e[i]: 1.0, c: -1.0}, upper=0.0)
     res = solve_highs(lp.highs(), time_limit)
     value = res.bound if res.status == "optimal" else None
-    return LowerBound("load-lp", value, res.status, "highs", time.perf_counter() - t0,
-                      "LP relaxation over splits: device loads ≤ C, per-input paths ≤ C, memory (3.7)")
+    bound = LowerBound("load-lp", value, res.status, "highs", time.perf_counter() - t0,
+                       "LP relaxation over splits: device loads ≤ C, per-input paths ≤ C, memory (3.7)")
+    weights = [np.asarray(res.values)[cols] for cols in z] if value is not None else None
+    return LoadLP(bound, _rounded(inst, batch, cands, weights) if weights is not None else None)
 
 
-def simple_bounds(inst: Instance, batch: int, lp: bool = True) -> list[LowerBound]:
-    out = [critical_path_bound(inst, batch)]
-    if lp:
-        out.append(load_lp_bound(inst, batch))
-    return out
+def load_lp_bound(inst: Instance, batch: int, time_limit: float = 10.0) -> LowerBound:
+    """The load LP's bound (:func:`load_lp`)."""
+    return load_lp(inst, batch, time_limit).bound
+
+
+def _rounded(inst: Instance, batch: int, cands: list[list[Split]], weights: list[np.ndarray]) -> BatchSchedule | None:
+    """Each op's split of largest LP weight that still fits memory, the ops taken most decided first
+    (so the ops the LP leaves fractional give way), then list-scheduled in bHEFT's rank order with
+    insertion; None if some op fits nowhere."""
+    load = np.zeros(inst.k)
+    splits: list = [None] * inst.n
+    for i in sorted(range(inst.n), key=lambda i: (-weights[i].max(), i)):
+        ok = [n for n in np.argsort(-weights[i], kind="stable") if _fits(inst, load, i, cands[i][n])]
+        if not ok:
+            return None
+        splits[i] = cands[i][ok[0]]
+        _add(inst, load, i, splits[i])
+    return simulate_batch(inst, splits, slice_order(inst, splits, _rank_order(inst, batch)), insertion=True)
 
 
 # ----------------------------------------------------------------------------------------- CP-SAT

@@ -82,14 +82,45 @@ def test_exact_equals_brute_force(solved):
 
 def test_bounds_below_and_heuristics_above(solved):
     _, inst, opt = solved
-    for lb in B.simple_bounds(inst, BATCH):
+    relaxed = B.load_lp(inst, BATCH)
+    for lb in (B.critical_path_bound(inst, BATCH), relaxed.bound):
         assert lb.value <= opt + TOL, lb.name
-    results = [B.bmet(inst, BATCH), B.bgreedy(inst, BATCH), B.bheft(inst, BATCH), B.uniform(inst, BATCH)]
+    results = [B.bmet(inst, BATCH), B.bgreedy(inst, BATCH), B.bheft(inst, BATCH), B.uniform(inst, BATCH),
+               B.BatchResult("lp-rounded", relaxed.rounded, 0.0)]
     init = results[0].schedule.splits
     results += [B.bsa(inst, BATCH, init, iterations=100, seed=1), B.bea(inst, BATCH, init, iterations=100, seed=1)]
     for r in results:
         assert not B.validate_batch(inst, r.schedule), r.method
         assert r.schedule.makespan >= opt - TOL, r.method
+
+
+def test_the_load_lps_rounded_optimum_puts_the_memory_on_the_op_cheapest_to_move():
+    """Op A holds 20 bytes and costs little, B holds 2 and costs much; the fast device holds one of them.
+    bMET, bHEFT and data parallelism all keep A there (first come) and leave B to the slow device (C ≥
+    10.1); the load LP moves A instead (C = 1.2), and the searches start from its rounding."""
+    inst = Instance([[0.05, 0.1], [0.5, 5.0]], [(0, 1, 1.0)], mem=[10.0, 1.0], act_mem=[10.0, 1.0],
+                    capacity=[21.0, 100.0], batch_sizes=[(2,), (2,)])
+    rounded = B.load_lp(inst, 2).rounded
+    assert rounded.splits == [(0, 2), (2, 0)] and not B.validate_batch(inst, rounded)
+    baselines = [B.bmet(inst, 2), B.bheft(inst, 2), B.uniform(inst, 2)]
+    assert min(r.schedule.makespan for r in baselines) > 10.0 > rounded.makespan
+    sol = solve(inst, Options(methods=("heft", "sa"), objective="throughput", batch=2, iterations=1, time_limit=2.0))
+    assert sol.method == "sa" and sol.makespan <= rounded.makespan + TOL
+
+
+def test_a_search_started_from_bheft_keeps_its_schedule():
+    """The searches' fitness list-schedules in bHEFT's order with insertion: from bHEFT's splits with no
+    move they give back bHEFT's makespan. (In BFS order without insertion these splits take 40 s,
+    not 32: a search started there began behind its start.)"""
+    rng = np.random.default_rng(19)
+    edges = [(i, j, float(rng.integers(1, 4))) for i in range(8) for j in range(i + 1, 8) if rng.random() < 0.4]
+    inst = Instance(rng.integers(1, 9, size=(8, 3)).astype(float), edges, latency=1.0, bandwidth=2.0,
+                    batch_sizes=[(2, 4)] * 3)
+    heft = B.bheft(inst, 4).schedule
+    assert B.simulate_batch(inst, heft.splits).makespan > heft.makespan  # what the old fitness saw
+    for search in (B.bsa, B.bea):
+        res = search(inst, 4, heft.splits, iterations=0)
+        assert res.schedule.makespan == pytest.approx(heft.makespan) and not B.validate_batch(inst, res.schedule)
 
 
 def test_solve_throughput(solved):
