@@ -257,6 +257,7 @@ def _solve_throughput(instance: Instance, options: Options, board: Board) -> Sol
     from onnxpart.schedule import batch as B
 
     L = options.batch
+    deadline = time.perf_counter() + options.time_limit
     B.op_splits(instance, L)  # one-line UserError for a batch no device combination supports
     results: list[MethodResult] = []
     found: list[tuple[float, str, B.BatchSchedule]] = []
@@ -278,15 +279,15 @@ def _solve_throughput(instance: Instance, options: Options, board: Board) -> Sol
                                          B.uniform(instance, L).schedule, relaxed.rounded if relaxed else None]
     starts = [s for s in starts if s is not None]
     start = min(starts, key=lambda s: s.makespan) if starts else None
-    for method, fn in (("sa", B.bsa), ("ea", B.bea)):
-        if method in options.methods and start is not None:
-            r = fn(instance, L, start.splits, iterations=options.iterations, seed=options.seed,
-                   time_limit=options.time_limit)
-            keep(method, r.schedule, "ok", r.seconds, note=f"{r.evaluations} evaluations")
     exact_methods = [m for m in options.methods if m in EXACT]
-    t0 = time.perf_counter()
+    searches = [m for m in ("sa", "ea") if m in options.methods and start is not None]
+    for n, method in enumerate(searches):  # an equal share of the time left, the exact methods counted too
+        share = max(0.05, (deadline - time.perf_counter()) / (len(searches) - n + len(exact_methods)))
+        r = (B.bsa if method == "sa" else B.bea)(instance, L, start.splits, iterations=options.iterations,
+                                                 seed=options.seed, time_limit=share)
+        keep(method, r.schedule, "ok", r.seconds, note=f"{r.evaluations} evaluations")
     for k, method in enumerate(exact_methods):
-        share = max(0.05, (options.time_limit - (time.perf_counter() - t0)) / (len(exact_methods) - k))
+        share = max(0.05, (deadline - time.perf_counter()) / (len(exact_methods) - k))
         pool = [f[2] for f in found] + ([start] if start is not None else [])
         hint = min(pool, key=lambda s: s.makespan) if pool else None
         if method == "split":

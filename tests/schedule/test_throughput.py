@@ -123,6 +123,25 @@ def test_a_search_started_from_bheft_keeps_its_schedule():
         assert res.schedule.makespan == pytest.approx(heft.makespan) and not B.validate_batch(inst, res.schedule)
 
 
+def test_the_searches_and_the_exact_methods_share_one_time_limit(monkeypatch):
+    """SA and EA each got the whole limit, and CP-SAT the whole limit again after them (a 20 s run took
+    40 s on the benchmark's stacks): now each gets a share of the time left."""
+    inst = Instance([[1.0, 2.0], [2.0, 1.0]], [(0, 1, 1.0)], batch_sizes=[(2, 4), (2, 4)])
+    given = {}
+    for name in ("bsa", "bea", "cpsat"):
+        real = getattr(B, name)
+
+        def spy(*args, _real=real, _name=name, **kw):
+            given[_name] = kw["time_limit"] if "time_limit" in kw else args[2]
+            return _real(*args, **kw)
+        monkeypatch.setattr(B, name, spy)
+    solve(inst, Options(methods=("heft", "sa", "ea", "exact"), objective="throughput", batch=4, iterations=5,
+                        time_limit=9.0))
+    # SA a third of 9 s (SA, EA, CP-SAT); EA half of what SA left, CP-SAT the rest (SA and EA end in ms)
+    assert given["bsa"] == pytest.approx(3.0, abs=0.5) and given["bea"] == pytest.approx(4.5, abs=0.5)
+    assert 8.0 < given["cpsat"] <= 9.0
+
+
 def test_solve_throughput(solved):
     _, inst, opt = solved
     sol = solve(inst, Options(methods=("met", "greedy", "heft", "sa", "ea", "exact", "split"),
