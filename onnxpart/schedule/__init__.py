@@ -228,7 +228,8 @@ def _multichannel_split(instance: Instance, options: Options, chain: tuple[int, 
     guide = (chain_split.Guide(barrier.segments(instance, cuts), found.pins, 0.75 if completed else 0.25)
              if found.pins else None)
     join_share = 0.9 if guide and completed else 0.75 if guide else 0.5
-    sched, status, secs, note = chain_split.chain_split(instance, modules, left * join_share, options.seed, hint, guide)
+    sched, status, secs, note = chain_split.chain_split(instance, modules, left * join_share, options.seed, hint, guide,
+                                                        options.workers)
     keep("split", sched, status, secs, note=note)
     t0 = time.perf_counter()
     value, status, note = multichannel.multichannel_bound(instance, modules, max(0.05, end - time.perf_counter()),

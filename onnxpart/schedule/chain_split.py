@@ -15,7 +15,9 @@ chain's devices for their receivers: a guide from lower bounds, not a proof) the
 solved as the modules, with the receivers pinned. Each module's exit then holds zero-time stand-ins of
 the pinned ops it feeds (so its makespan includes delivering its data to their devices), and a pinned op
 gets no feeder stand-ins: its data is there when the module that fed it ended (counting that transfer
-again made every segment wait twice). The modules are also joined free, and the shorter join is kept.
+again made every segment wait twice). Such segments are independent where their only way in is their
+pinned receivers (:func:`_independent`): with ``workers`` > 1 they are solved at once on the shared
+runner. The modules are also joined free, and the shorter join is kept.
 On the benchmark's sd 2-channel stack the chain is every receiver on the A100; ten 41–51-op segments
 at about 3 s each joined to 3.29–3.30 ms against the barrier DP's 3.03 (LB/UB 0.92), where the chain
 modules with the same pins and their feeders kept joined to 3.37.
@@ -35,7 +37,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from onnxpart.parallel import Runner
 from onnxpart.schedule import exact, heuristics
+from onnxpart.schedule import split_lane as lane
 from onnxpart.schedule.model import Instance
 from onnxpart.schedule.simulator import Schedule, order_by_start, simulate
 
@@ -68,17 +72,60 @@ def _module_instance(inst: Instance, ops: list[int], mapping: np.ndarray,
     return sub, index, len(feeders), len(feeders) + len(ops)
 
 
+def _solve_module(sub: Instance, until: float, seed: int) -> exact.ExactResult:
+    """One module's CP-SAT solve from its best constructive schedule, until ``until`` (``time.time()``)."""
+    return exact.cpsat(sub, max(0.05, until - time.time()), heuristics.best_constructive(sub), seed=seed,
+                       interleave=True, probing=False)
+
+
+def _independent(inst: Instance, modules: list[list[int]], pins: dict[int, int]) -> bool:
+    """Whether every module's unpinned ops are fed from inside it only: then no module's instance
+    depends on the devices chosen for another (it has no feeder stand-ins), and they can be solved at
+    once (the barrier DP's segments, whose edges in enter at the pinned receivers)."""
+    home = {i: s for s, ops in enumerate(modules) for i in ops}
+    return all(home.get(p) == s for s, ops in enumerate(modules) for j in ops if j not in pins
+               for p in inst.preds[j])
+
+
+def _solved_apart(inst: Instance, modules: list[list[int]], deadline: float, seed: int, pins: dict[int, int],
+                  workers: int) -> list:
+    """Independent modules' solves as jobs on ``workers`` processes (:class:`onnxpart.parallel.Runner`),
+    a round of ``workers`` jobs lasting in proportion to its largest module (:func:`.split_lane.deadlines`);
+    a module the clock stops before it reports gets its best constructive schedule."""
+    empty = np.full(inst.n, -1, dtype=np.int64)
+    subs = [_module_instance(inst, ops, empty, pins)[0] for ops in modules]
+    now = time.time()
+    ends = lane.deadlines([float(sub.n) for sub in subs], workers, now, max(0.05, deadline - time.perf_counter()))
+    out: list = [None] * len(subs)
+    with Runner(workers) as runner:
+        jobs = {runner.submit(_solve_module, sub, end, seed): s for s, (sub, end) in enumerate(zip(subs, ends))}
+
+        def take(events) -> bool:
+            for event in events:
+                if event.kind == "done":
+                    out[jobs[event.job]] = event.value
+            return time.time() > ends[-1] + lane.GRACE
+
+        runner.wait(take)
+    return [res if res is not None else
+            exact.ExactResult("cpsat", "time_limit", heuristics.best_constructive(sub), None, 0.0, "cp-sat")
+            for res, sub in zip(out, subs)]
+
+
 def _in_sequence(inst: Instance, modules: list[list[int]], deadline: float, seed: int,
-                 pins: dict[int, int]) -> tuple[Schedule | None, str, str]:
+                 pins: dict[int, int], workers: int = 1) -> tuple[Schedule | None, str, str]:
     """``(schedule | None, status, reason)``: the modules solved one after the other (module docstring),
-    each with an equal share of the time left until ``deadline``, the ops in ``pins`` on their devices."""
+    each with an equal share of the time left until ``deadline``, the ops in ``pins`` on their devices —
+    at once on ``workers`` processes where they are independent (:func:`_independent`)."""
     mapping = np.full(inst.n, -1, dtype=np.int64)
     start = np.zeros(inst.n)
     offset, statuses = 0.0, set()
+    apart = (_solved_apart(inst, modules, deadline, seed, pins, workers)
+             if workers > 1 and _independent(inst, modules, pins) else None)
     for s, ops in enumerate(modules):
         sub, index, first, last = _module_instance(inst, ops, mapping, pins)
-        limit = max(0.05, (deadline - time.perf_counter()) / (len(modules) - s))
-        res = exact.cpsat(sub, limit, heuristics.best_constructive(sub), seed=seed, interleave=True, probing=False)
+        res = apart[s] if apart else _solve_module(
+            sub, time.time() + max(0.05, (deadline - time.perf_counter()) / (len(modules) - s)), seed)
         if res.schedule is None:
             return None, "failed", f"module {s} got no schedule"
         statuses.add(res.status)
@@ -93,18 +140,19 @@ def _in_sequence(inst: Instance, modules: list[list[int]], deadline: float, seed
 
 
 def chain_split(inst: Instance, modules: list[list[int]], time_limit: float, seed: int = 0,
-                warm: Schedule | None = None, guide: Guide | None = None
+                warm: Schedule | None = None, guide: Guide | None = None, workers: int = 1
                 ) -> tuple[Schedule | None, str, float, str]:
     """``(schedule | None, status, seconds, note)``: the modules solved in sequence (module docstring)
     with an equal share each of the time left; with a ``guide`` (the barrier DP's segments and chain,
-    which may mislead), its modules with its pins first (``guide.share`` of the time) and then
-    ``modules`` free, the shorter join returned; ``warm`` instead where it is shorter than the join."""
+    which may mislead), its modules with its pins first (``guide.share`` of the time; on ``workers``
+    processes at once where they are independent) and then ``modules`` free, the shorter join returned;
+    ``warm`` instead where it is shorter than the join."""
     t0 = time.perf_counter()
     tries = [guide, Guide(modules, {})] if guide else [Guide(modules, {})]
     joins = []
     for parts, fixed, share in tries:
         deadline = t0 + time_limit * (share if len(joins) + 1 < len(tries) else 1.0)
-        joins.append(_in_sequence(inst, parts, deadline, seed, fixed))
+        joins.append(_in_sequence(inst, parts, deadline, seed, fixed, workers))
     done = [(sched.makespan, n) for n, (sched, _, _) in enumerate(joins) if sched is not None]
     if not done:
         return None, joins[0][1], time.perf_counter() - t0, joins[0][2]

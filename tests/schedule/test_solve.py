@@ -250,7 +250,7 @@ def test_chain_split_puts_pinned_ops_on_their_devices_and_delivers_each_module_t
     assert "shorter than the 2 barrier DP segments" in note
 
 
-def test_a_module_entered_only_through_pinned_ops_gets_no_feeder_stand_ins():
+def test_a_module_entered_only_through_pinned_ops_gets_no_feeder_stand_ins(monkeypatch):
     """a → b → {c1, c2} → d, modules [a, b] and [c1, c2, d], c1 and c2 pinned (a barrier's receivers):
     the first module's exit already delivers b's data to them, so the second is solved from time 0
     without b (a feeder stand-in would make c1 wait for that transfer a second time), and the guided
@@ -265,9 +265,16 @@ def test_a_module_entered_only_through_pinned_ops_gets_no_feeder_stand_ins():
     assert (first, last, index) == (0, 3, [2, 3, 4])
     _, index, first, _ = chain_split._module_instance(inst, [2, 3, 4], mapping, {})
     assert first == 1 and index[0] == 1
-    deadline = time.perf_counter() + 2.0
-    joined, status, _ = chain_split._in_sequence(inst, [[0, 1], [2, 3, 4]], deadline, 0, pins)
-    assert validate(inst, joined) == [] and status == "optimal-modules"
-    # module 1 on device 1 ends delivering to c1 at 1 + 1 + 11 = 13; module 2 from there: c1, c2 in
-    # parallel, d on device 1 after c1's transfer: 1 + 11 + 0.5
-    assert list(joined.mapping) == [1, 1, 0, 1, 1] and joined.makespan == pytest.approx(13 + 12.5)
+    assert chain_split._independent(inst, [[0, 1], [2, 3, 4]], pins)
+    assert not chain_split._independent(inst, [[0, 1], [2, 3, 4]], {2: 0})  # c2 is fed by b
+    apart = []
+    real = chain_split._solved_apart
+    monkeypatch.setattr(chain_split, "_solved_apart", lambda *a: apart.append(a[-1]) or real(*a))
+    for workers in (1, 2):  # with 2, the two modules are solved at once in two processes
+        deadline = time.perf_counter() + 2.0
+        joined, status, _ = chain_split._in_sequence(inst, [[0, 1], [2, 3, 4]], deadline, 0, pins, workers)
+        assert validate(inst, joined) == [] and status == "optimal-modules"
+        # module 1 on device 1 ends delivering to c1 at 1 + 1 + 11 = 13; module 2 from there: c1, c2 in
+        # parallel, d on device 1 after c1's transfer: 1 + 11 + 0.5
+        assert list(joined.mapping) == [1, 1, 0, 1, 1] and joined.makespan == pytest.approx(13 + 12.5)
+    assert apart == [2]
