@@ -16,7 +16,7 @@ is not a lower bound on the batch makespan ``C`` (two modules of equal work on t
 almost entirely). What does hold is ``C ≥ LB_lat(before c_k) + LB_batch(S_k) + LB_lat(after S_k)``: the
 first slice of ``c_k`` starts only after one input crossed everything before it, and the inputs of
 the last slice of ``S_k`` to end still cross everything after. With one module's batch work against
-single-input latencies it is dominated by the whole-graph load LP (:func:`.batch.load_lp_bound`) on the
+single-input latencies it is dominated by the whole-graph load LP (:func:`.batch.load_lp`) on the
 batched stacks, so it is not computed; the throughput certificate uses the whole-graph bounds.
 
 No symmetry reduction. Latency SPLIT solves one (entry, exit) pair per orbit of the device
