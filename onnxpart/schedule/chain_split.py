@@ -87,13 +87,10 @@ def _independent(inst: Instance, modules: list[list[int]], pins: dict[int, int])
                for p in inst.preds[j])
 
 
-def _solved_apart(inst: Instance, modules: list[list[int]], deadline: float, seed: int, pins: dict[int, int],
-                  workers: int) -> list:
+def _solved_apart(subs: list[Instance], deadline: float, seed: int, workers: int) -> list:
     """Independent modules' solves as jobs on ``workers`` processes (:class:`onnxpart.parallel.Runner`),
     a round of ``workers`` jobs lasting in proportion to its largest module (:func:`.split_lane.deadlines`);
     a module the clock stops before it reports gets its best constructive schedule."""
-    empty = np.full(inst.n, -1, dtype=np.int64)
-    subs = [_module_instance(inst, ops, empty, pins)[0] for ops in modules]
     now = time.time()
     ends = lane.deadlines([float(sub.n) for sub in subs], workers, now, max(0.05, deadline - time.perf_counter()))
     out: list = [None] * len(subs)
@@ -120,10 +117,12 @@ def _in_sequence(inst: Instance, modules: list[list[int]], deadline: float, seed
     mapping = np.full(inst.n, -1, dtype=np.int64)
     start = np.zeros(inst.n)
     offset, statuses = 0.0, set()
-    apart = (_solved_apart(inst, modules, deadline, seed, pins, workers)
-             if workers > 1 and _independent(inst, modules, pins) else None)
+    built = apart = None
+    if workers > 1 and _independent(inst, modules, pins):  # no feeders: built before any is mapped
+        built = [_module_instance(inst, ops, mapping, pins) for ops in modules]
+        apart = _solved_apart([sub for sub, *_ in built], deadline, seed, workers)
     for s, ops in enumerate(modules):
-        sub, index, first, last = _module_instance(inst, ops, mapping, pins)
+        sub, index, first, last = built[s] if built else _module_instance(inst, ops, mapping, pins)
         res = apart[s] if apart else _solve_module(
             sub, time.time() + max(0.05, (deadline - time.perf_counter()) / (len(modules) - s)), seed)
         if res.schedule is None:
