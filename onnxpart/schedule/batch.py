@@ -119,14 +119,19 @@ def slice_order(inst: Instance, splits: Sequence[Split], op_order: Sequence[int]
     return [(i, u) for i in (inst.topo if op_order is None else op_order) for u in slices(splits, i)]
 
 
-def _ready(inst: Instance, i: int, u: int, lohi: tuple[int, int], splits, end) -> float:
+def _ready(inst: Instance, i: int, u: int, lohi: tuple[int, int], spans: Sequence[list[tuple[int, int]]], end) -> float:
+    """When the inputs ``lohi`` of slice ``(i, u)`` have arrived: each predecessor's slice sharing ``c``
+    of them ends, plus the transfer of ``c`` inputs (``spans[p]`` is :func:`ranges` of ``p``'s split)."""
     ready = 0.0
+    lo, hi = lohi
     for e in inst.in_edges[i]:
         p = inst.edges[e][0]
-        for w, r in enumerate(ranges(splits[p])):
-            c = overlap(r, lohi)
+        for w, (plo, phi) in enumerate(spans[p]):
+            c = min(hi, phi) - max(lo, plo)
             if c > 0:
-                ready = max(ready, end[(p, w)] + inst.delay_count(e, w, u, c))
+                t = end[(p, w)] if w == u else end[(p, w)] + inst.delay_count(e, w, u, c)
+                if t > ready:
+                    ready = t
     return ready
 
 
@@ -187,14 +192,14 @@ def simulate_batch(inst: Instance, splits: Sequence[Split], order: Sequence[tupl
     splits = [tuple(s) for s in splits]
     batch = sum(splits[0]) if splits else 0
     order = list(slice_order(inst, splits) if order is None else order)
+    spans = [ranges(s) for s in splits]
     start: dict = {}
     end: dict = {}
     free = np.zeros(inst.k)
     busy: list[list[tuple[float, float]]] = [[] for _ in range(inst.k)]
     for i, u in order:
-        lohi = ranges(splits[i])[u]
         d = inst.time_batch(i, u, splits[i][u])
-        ready = _ready(inst, i, u, lohi, splits, end)
+        ready = _ready(inst, i, u, spans[i][u], spans, end)
         s = earliest_gap(busy[u], ready, d) if insertion else max(ready, free[u])
         start[(i, u)], end[(i, u)] = s, s + d
         free[u] = max(free[u], s + d)
@@ -304,6 +309,7 @@ def _list_eft(inst: Instance, batch: int, order: Sequence[int], insertion: bool,
     cands = op_splits(inst, batch)
     load = np.zeros(inst.k)
     splits: list = [None] * inst.n
+    spans: list = [None] * inst.n
     end: dict = {}
     free = np.zeros(inst.k)
     busy: list[list[tuple[float, float]]] = [[] for _ in range(inst.k)]
@@ -312,12 +318,11 @@ def _list_eft(inst: Instance, batch: int, order: Sequence[int], insertion: bool,
         for s in cands[i]:
             if not _fits(inst, load, i, s):
                 continue
-            splits[i] = s
-            r = ranges(s)
+            splits[i], spans[i] = s, ranges(s)
             plan, finish = [], 0.0
             for u in slices(splits, i):
                 d = inst.time_batch(i, u, s[u])
-                ready = _ready(inst, i, u, r[u], splits, end)
+                ready = _ready(inst, i, u, spans[i][u], spans, end)
                 st = earliest_gap(busy[u], ready, d) if insertion else max(ready, free[u])
                 plan.append((u, st, st + d))
                 finish = max(finish, st + d)
@@ -327,7 +332,7 @@ def _list_eft(inst: Instance, batch: int, order: Sequence[int], insertion: bool,
         if best is None or not math.isfinite(best[0][0]):
             return BatchResult(method, None, time.perf_counter() - t0)
         _, s, plan = best
-        splits[i] = s
+        splits[i], spans[i] = s, ranges(s)
         _add(inst, load, i, s)
         for u, st, en in plan:
             end[(i, u)] = en

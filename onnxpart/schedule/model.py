@@ -221,13 +221,18 @@ class Instance:
         device): the route of ``count × bytes`` (direct link, or one hop) — the same rule as ``delays``."""
         if u == v or count <= 0:
             return 0.0
-        nbytes = self.edges[e][2] * count
         if count == 1:
             return float(self.delays[e, u, v])
-        if self.system is not None:
-            return float(self.system.route(u, v, nbytes)[0])
-        bw = self._bw[u, v]
-        return float(self._lat[u, v] + (nbytes / bw if bw > 0 else math.inf))
+        memo = self.__dict__.setdefault("_delay_memo", {})  # the batch simulator asks the same ones often
+        key = (e, u, v, count)
+        if key not in memo:
+            nbytes = self.edges[e][2] * count
+            if self.system is not None:
+                memo[key] = float(self.system.route(u, v, nbytes)[0])
+            else:
+                bw = self._bw[u, v]
+                memo[key] = float(self._lat[u, v] + (nbytes / bw if bw > 0 else math.inf))
+        return memo[key]
 
     def _index_edges(self) -> None:
         """Predecessors, successors, in/out edge lists and the BFS order from ``self.edges``."""

@@ -17,6 +17,7 @@ no overlap per device, memory (constraint 3.7), the makespan — without trustin
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -95,15 +96,18 @@ def ready_time(inst: Instance, i: int, u: int, mapping: Sequence[int], end: Sequ
 
 
 def earliest_gap(slots: list[tuple[float, float]], ready: float, duration: float) -> float:
-    """Earliest start ≥ ``ready`` of a ``duration`` job in a device's sorted busy ``slots``."""
+    """Earliest start ≥ ``ready`` of a ``duration`` job in a device's sorted busy ``slots``. The slots do
+    not overlap, so their ends are sorted too: the slots ending by ``ready`` are skipped by bisection."""
     t = ready
-    for s, e in slots:
-        if e <= t:
-            continue
+    for s, e in itertools.islice(slots, bisect.bisect_right(slots, ready, key=_slot_end), None):
         if s >= t + duration:
             return t
         t = max(t, e)
     return t
+
+
+def _slot_end(slot: tuple[float, float]) -> float:
+    return slot[1]
 
 
 def simulate(inst: Instance, mapping: Sequence[int], order: Sequence[int] | None = None,

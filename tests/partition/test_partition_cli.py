@@ -22,8 +22,9 @@ def partition(*args: str):
 @pytest.mark.parametrize("name,k", [("squeezenet", 3), ("inception_v1", 4), ("resnet50", 5), ("zfnet512", 2)])
 def test_stages_reproduce_the_model(tmp_path, name, k):
     out = tmp_path / "out"
+    # 5 s: with no bound job the local search runs its kicks until the time limit on inception and resnet50
     result = partition(light(name), "-k", k, "-o", out, "--verify", "--bounds", "simple", "--ideal-limit", "0",
-                       "--json", *FAST)
+                       "--json", *FAST, "--time-limit", "5")
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["verify"]["ok"] and summary["verify"]["max_rel_error"] < 1e-4
@@ -114,10 +115,12 @@ def test_ideal_dp_and_certificate_check(tmp_path):
 
 
 def test_same_seed_same_files(tmp_path):
+    """squeezenet: its local search ends after its fixed number of kicks, well within the time limit (on
+    inception the limit cut it, so two runs agreed only as long as the machine was equally fast)."""
     outputs = []
     for run in range(2):
         out = tmp_path / f"run{run}"
-        args = [light("inception_v1"), "-k", 4, "-o", out, "--seed", 5, "--bounds", "none", "--ideal-limit", 0]
+        args = [light("squeezenet"), "-k", 4, "-o", out, "--seed", 5, "--bounds", "none", "--ideal-limit", 0]
         assert partition(*args, *FAST).exit_code == 0
         outputs.append(out)
     for name in ["manifest.json", "annotated.onnx"] + [p.name for p in outputs[0].glob("stage_*.onnx")]:
