@@ -42,29 +42,107 @@ Split = tuple[int, ...]  # slice size per device
 
 
 # ----------------------------------------------------------------------------------------- splits
-def device_splits(inst: Instance, batch: int) -> list[Split]:
-    """Every split of ``batch`` inputs over the devices' supported sizes (UserError if none)."""
-    choices = [(0,) + tuple(b for b in bs if b <= batch) for bs in inst.batch_sizes]
-    out = [s for s in itertools.product(*choices) if sum(s) == batch]
-    if not out:
-        sizes = "; ".join(f"{n}: {', '.join(map(str, bs))}" for n, bs in zip(inst.device_names, inst.batch_sizes))
-        raise UserError(f"batch {batch} cannot be made of the devices' batch sizes ({sizes}): "
+MAX_SPLITS = 1024  # candidate splits per op; past it, the ones with the fewest slices (split_family)
+
+Sizes = tuple[tuple[int, ...], ...]  # per device, the nonzero slice sizes an op may take there
+
+
+@dataclass(frozen=True)
+class SplitFamily:
+    """The splits the batched heuristics choose from (:func:`split_family`). ``canonical``: on each class
+    of interchangeable devices (:meth:`Instance.symmetry_classes`) the sizes are nonincreasing in device
+    order; ``complete``: every such split is listed. The bounds read both (:func:`load_lp`)."""
+
+    splits: list[Split]
+    canonical: bool
+    complete: bool
+
+
+def op_sizes(inst: Instance, i: int, batch: int) -> Sizes:
+    """The slice sizes op ``i`` may take on each device: supported there, at most ``batch``, on a device it
+    can run on, and fitting the device's memory alone (3.7 for one op)."""
+    ok = set(inst.allowed(i))
+    return tuple(tuple(sorted(b for b in set(bs) if b <= batch and u in ok
+                              and inst.mem[i] + inst.act_mem[i] * (b - 1) <= inst.capacity[u]))
+                 for u, bs in enumerate(inst.batch_sizes))
+
+
+def split_family(inst: Instance, batch: int, sizes: Sizes | None = None) -> SplitFamily:
+    """The splits of ``batch`` inputs into slices of ``sizes`` (default: every supported size), fewest
+    slices first, then in lexicographic order. Where they are more than :data:`MAX_SPLITS` (24 GPUs with
+    six sizes each have more than 10^15), two reductions keep the heuristics tractable: on interchangeable
+    devices only the canonical order of the sizes (a relabelling of identical copies per op: the class's
+    summed loads and memory and the split's slice times are those of the split it stands for), and at
+    most :data:`MAX_SPLITS` of those. Below it every split is kept: the canonical order alone would bar
+    two whole-batch ops from running side by side on two identical copies. Memoized per instance,
+    batch and sizes; the family may be empty."""
+    if sizes is None:
+        sizes = tuple(tuple(sorted(b for b in set(bs) if b <= batch)) for bs in inst.batch_sizes)
+    memo = inst.__dict__.setdefault("_split_memo", {})
+    if (batch, sizes) not in memo:
+        free = [-1] * inst.k
+        out, complete = _first_splits(sizes, free, batch)
+        canonical = False
+        if not complete:
+            before = list(free)  # the previous copy in u's symmetry class, when it offers the same sizes
+            for cls in inst.symmetry_classes():
+                for a, b in zip(cls, cls[1:]):
+                    before[b] = a if sizes[a] == sizes[b] else -1
+            if before != free:
+                (out, complete), canonical = _first_splits(sizes, before, batch), True
+        memo[(batch, sizes)] = SplitFamily(out, canonical, complete)
+    return memo[(batch, sizes)]
+
+
+def _first_splits(sizes: Sizes, before: list[int], batch: int) -> tuple[list[Split], bool]:
+    """The first :data:`MAX_SPLITS` splits (:func:`_splits_using`, fewest slices first) and whether that
+    is all of them."""
+    every = itertools.chain.from_iterable(_splits_using(sizes, before, batch, m) for m in range(1, len(sizes) + 1))
+    out = list(itertools.islice(every, MAX_SPLITS))
+    return out, next(every, None) is None
+
+
+def _splits_using(sizes: Sizes, before: list[int], batch: int, count: int):
+    """The splits of ``batch`` with exactly ``count`` slices, in lexicographic order, where device ``u``'s
+    slice is at most that of ``before[u]`` (≥ 0: canonical on a symmetry class); a depth-first walk over
+    the devices, pruned where the devices left cannot hold what is left."""
+    k = len(sizes)
+    top = [max((max(sizes[w], default=0) for w in range(u, k)), default=0) for u in range(k + 1)]
+    cur: list[int] = []
+
+    def extend(u: int, left: int, slots: int):
+        if slots == 0:
+            if left == 0:
+                yield tuple(cur) + (0,) * (k - u)
+            return
+        if u == k or slots > k - u or left > slots * top[u] or left < slots:
+            return
+        cap = min(left, cur[before[u]] if before[u] >= 0 else left)
+        for x in (0, *(b for b in sizes[u] if b <= cap)):
+            cur.append(x)
+            yield from extend(u + 1, left - x, slots - (x > 0))
+            cur.pop()
+
+    yield from extend(0, batch, count)
+
+
+def op_families(inst: Instance, batch: int) -> list[SplitFamily]:
+    """Each op's :func:`split_family` over its :func:`op_sizes`; UserError if the batch cannot be made of
+    the devices' sizes at all, or some op has no split."""
+    if not split_family(inst, batch).splits:
+        names = "; ".join(f"{n}: {', '.join(map(str, bs))}" for n, bs in zip(inst.device_names, inst.batch_sizes))
+        raise UserError(f"batch {batch} cannot be made of the devices' batch sizes ({names}): "
                         f"choose a batch that is a sum of supported sizes, one per device")
-    return sorted(out, key=lambda s: (sum(1 for x in s if x), s))
+    out = [split_family(inst, batch, op_sizes(inst, i, batch)) for i in range(inst.n)]
+    for i, fam in enumerate(out):
+        if not fam.splits:
+            raise UserError(f"op {inst.op_names[i]} cannot process a batch of {batch} on the devices it can run on")
+    return out
 
 
 def op_splits(inst: Instance, batch: int) -> list[list[Split]]:
-    """The splits each op may use: only devices it can run on (finite time, fits memory alone)."""
-    every = device_splits(inst, batch)
-    out = []
-    for i in range(inst.n):
-        ok = set(inst.allowed(i))
-        mine = [s for s in every if all(x == 0 or u in ok for u, x in enumerate(s))
-                and all(x == 0 or inst.mem[i] + inst.act_mem[i] * (x - 1) <= inst.capacity[u] for u, x in enumerate(s))]
-        if not mine:
-            raise UserError(f"op {inst.op_names[i]} cannot process a batch of {batch} on the devices it can run on")
-        out.append(mine)
-    return out
+    """The candidate splits of each op (:func:`op_families`)."""
+    return [fam.splits for fam in op_families(inst, batch)]
 
 
 def ranges(split: Split) -> list[tuple[int, int]]:
@@ -442,26 +520,37 @@ def load_lp(inst: Instance, batch: int, time_limit: float = 10.0) -> LoadLP:
     for any one input ``x``, ``e_i`` = the end of the slice of ``i`` holding ``x`` satisfies the path
     rows (that slice starts after the slice of each predecessor holding ``x`` ends, and lasts at least
     ``m_i``). At least the work bound "total work at the best split over the number of devices".
+    Where the split families are canonical (:func:`split_family`), the load and memory rows are summed
+    over each class of interchangeable devices (``≤ |class|·C``, ``≤ |class|·capacity``): sorting a
+    split's sizes within a class keeps those sums and ``m_i``, so every schedule still gives a feasible
+    ``z``. Where some family is cut at :data:`MAX_SPLITS`, :func:`_slice_lp` replaces it.
     Its optimum, rounded (:func:`_rounded`), is also a start for the searches: it chooses which ops
     hold the activations that do not fit the fast devices by the compute they cost, where list
     scheduling fills the fast devices first and leaves the graph's end to the slowest."""
     t0 = time.perf_counter()
-    cands = op_splits(inst, batch)
+    families = op_families(inst, batch)
+    if not all(f.complete for f in families):
+        return _slice_lp(inst, batch, time_limit, t0)
+    cands = [f.splits for f in families]
+    groups = inst.symmetry_classes() if any(f.canonical for f in families) else [[u] for u in range(inst.k)]
     lp = SparseModel()
     c = lp.var(0, math.inf, cost=1.0)
     z = [[lp.var(0, 1) for _ in cands[i]] for i in range(inst.n)]
     for i in range(inst.n):
         lp.row({col: 1.0 for col in z[i]}, 1.0, 1.0)
-    for u in range(inst.k):
-        row = {c: -1.0}
+    for group in groups:  # (3.7) and the loads per device, or per class of interchangeable devices
+        load: dict[int, float] = {c: -float(len(group))}
+        memory: dict[int, float] = {}
         for i in range(inst.n):
             for col, s in zip(z[i], cands[i]):
-                if s[u] > 0:
-                    row[col] = row.get(col, 0.0) + inst.time_batch(i, u, s[u])
-        lp.row(row, upper=0.0)
-        if math.isfinite(inst.capacity[u]):  # (3.7): weights once, activations per input, per device
-            lp.row({col: inst.mem[i] + inst.act_mem[i] * (s[u] - 1) for i in range(inst.n)
-                    for col, s in zip(z[i], cands[i]) if s[u] > 0}, upper=inst.capacity[u])
+                for u in group:
+                    if s[u] > 0:
+                        load[col] = load.get(col, 0.0) + inst.time_batch(i, u, s[u])
+                        memory[col] = memory.get(col, 0.0) + inst.mem[i] + inst.act_mem[i] * (s[u] - 1)
+        lp.row(load, upper=0.0)
+        cap = sum(inst.capacity[u] for u in group)
+        if math.isfinite(cap):
+            lp.row(memory, upper=cap)
     # per-input paths: e_i ≥ e_p + Σ_s z_is·(shortest slice of s), C ≥ e_i
     e = [lp.var(0, math.inf) for _ in range(inst.n)]
     for i in range(inst.n):
@@ -472,10 +561,43 @@ def load_lp(inst: Instance, batch: int, time_limit: float = 10.0) -> LoadLP:
         lp.row({e[i]: 1.0, c: -1.0}, upper=0.0)
     res = solve_highs(lp.highs(), time_limit)
     value = res.bound if res.status == "optimal" else None
+    rows = "per class of interchangeable devices" if len(groups) < inst.k else "per device"
     bound = LowerBound("load-lp", value, res.status, "highs", time.perf_counter() - t0,
-                       "LP relaxation over splits: device loads ≤ C, per-input paths ≤ C, memory (3.7)")
+                       f"LP relaxation over splits: loads ≤ C and memory (3.7) {rows}, per-input paths ≤ C")
     weights = [np.asarray(res.values)[cols] for cols in z] if value is not None else None
     return LoadLP(bound, _rounded(inst, batch, cands, weights) if weights is not None else None)
+
+
+def _slice_lp(inst: Instance, batch: int, time_limit: float, t0: float) -> LoadLP:
+    """The load LP for systems whose splits are too many to list: a variable ``y_iub`` per op, device and
+    size (:func:`op_sizes`) instead of one per split, with ``Σ_b y_iub ≤ 1`` (3.5), ``Σ_u Σ_b b·y_iub =
+    L`` (3.4), the device loads ``≤ C`` and memory (3.7). *Proof:* a schedule's slices are a 0/1 ``y``
+    meeting every row. It has no path rows (the shortest slice of a split is not linear in ``y``; the
+    critical-path bound covers paths) and no rounding."""
+    lp = SparseModel()
+    c = lp.var(0, math.inf, cost=1.0)
+    load: list[dict[int, float]] = [{c: -1.0} for _ in range(inst.k)]
+    memory: list[dict[int, float]] = [{} for _ in range(inst.k)]
+    for i in range(inst.n):
+        inputs: dict[int, float] = {}
+        for u, sizes in enumerate(op_sizes(inst, i, batch)):
+            ys = {lp.var(0, 1): b for b in sizes}
+            if ys:
+                lp.row({y: 1.0 for y in ys}, upper=1.0)
+            for y, b in ys.items():
+                inputs[y] = float(b)
+                load[u][y] = inst.time_batch(i, u, b)
+                memory[u][y] = inst.mem[i] + inst.act_mem[i] * (b - 1)
+        lp.row(inputs, float(batch), float(batch))
+    for u in range(inst.k):
+        lp.row(load[u], upper=0.0)
+        if math.isfinite(inst.capacity[u]) and memory[u]:
+            lp.row(memory[u], upper=inst.capacity[u])
+    res = solve_highs(lp.highs(), time_limit)
+    value = res.bound if res.status == "optimal" else None
+    return LoadLP(LowerBound("load-lp", value, res.status, "highs", time.perf_counter() - t0,
+                             "LP relaxation over slices (too many splits to list): device loads ≤ C, "
+                             "memory (3.7)"), None)
 
 
 def _rounded(inst: Instance, batch: int, cands: list[list[Split]], weights: list[np.ndarray]) -> BatchSchedule | None:
@@ -523,12 +645,14 @@ def cpsat(inst: Instance, batch: int, time_limit: float, hint: BatchSchedule | N
     device, 3.5), ``Σ_u Σ_l l·b_{i,u,l} = L`` (3.4), slice ranges ``lo_{i,u} = Σ_{w<u} n_{i,w}``,
     overlap counts ``c = max(0, min(hi) − max(lo))`` gating the per-input precedence with transfers
     (3.3), optional intervals with NoOverlap per device (3.8), memory (3.7). Durations and delays are
-    floored to ticks (a relaxation: the bound is proven); the solution is re-simulated. ``pinned``
+    floored to ticks (a relaxation: the bound is proven); the solution is re-simulated. The sizes are
+    all of :func:`op_sizes`, not the heuristics' candidate splits, so the bound holds on any system. ``pinned``
     (op → split) fixes those ops' splits; a hint that disagrees with a pin is not used."""
     t0 = time.perf_counter()
-    cands = op_splits(inst, batch)
+    op_families(inst, batch)  # UserError where an op has no split
+    sizes = [{u: list(bs) for u, bs in enumerate(op_sizes(inst, i, batch))} for i in range(inst.n)]
     for i, sp in (pinned or {}).items():
-        cands[i] = [tuple(sp)]
+        sizes[i] = {u: [x] if x > 0 else [] for u, x in enumerate(sp)}
     if hint is not None and any(tuple(hint.splits[i]) != tuple(sp) for i, sp in (pinned or {}).items()):
         hint = None
     from onnxpart.schedule.exact import _scale
@@ -540,7 +664,6 @@ def cpsat(inst: Instance, batch: int, time_limit: float, hint: BatchSchedule | N
     top = math.ceil(horizon * scale) + 1
     tick = lambda sec: int(math.floor(sec * scale))  # noqa: E731
     m = cp_model.CpModel()
-    sizes = [{u: sorted({s[u] for s in cands[i] if s[u] > 0}) for u in range(inst.k)} for i in range(inst.n)]
     b = [{u: {l: m.new_bool_var(f"b{i}_{u}_{l}") for l in sizes[i][u]} for u in range(inst.k)} for i in range(inst.n)]
     n = [[m.new_int_var(0, batch, f"n{i}_{u}") for u in range(inst.k)] for i in range(inst.n)]
     p = [[m.new_bool_var(f"p{i}_{u}") for u in range(inst.k)] for i in range(inst.n)]

@@ -84,7 +84,7 @@ def test_bounds_below_and_heuristics_above(solved):
     _, inst, opt = solved
     relaxed = B.load_lp(inst, BATCH)
     for lb in (B.critical_path_bound(inst, BATCH), relaxed.bound):
-        assert lb.value <= opt + TOL, lb.name
+        assert lb.value <= opt + TOL, lb.method
     results = [B.bmet(inst, BATCH), B.bgreedy(inst, BATCH), B.bheft(inst, BATCH), B.uniform(inst, BATCH),
                B.BatchResult("lp-rounded", relaxed.rounded, 0.0)]
     init = results[0].schedule.splits

@@ -1,0 +1,98 @@
+"""The throughput objective on systems with many devices (:func:`onnxpart.schedule.batch.split_family`):
+the 6-node × 4-GPU system's splits are listed without enumerating its 10^15 products, in canonical order
+on each node; the load LP stays a proven bound when the heuristics' families are canonical or cut at
+MAX_SPLITS; CP-SAT keeps every size."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from onnxpart.schedule import Options, from_graph, load_system, solve
+from onnxpart.schedule import batch as B
+from onnxpart.schedule.model import Instance
+from tests.schedule.test_throughput import BATCH, CASES, TOL, _brute, _case
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def multinode() -> Instance:
+    from onnxpart.onnx_io import load_graph
+
+    graph, _ = load_graph(ROOT / "fixtures" / "diamond.onnx")
+    return from_graph(graph, load_system(str(ROOT / "fixtures" / "systems" / "multinode_6x4.yaml")))
+
+
+def test_the_multinode_system_gets_canonical_splits(multinode):
+    fam = B.split_family(multinode, 64)
+    assert fam.canonical and not fam.complete and len(fam.splits) == B.MAX_SPLITS
+    classes = multinode.symmetry_classes()
+    counts = [sum(1 for x in s if x) for s in fam.splits]
+    assert counts == sorted(counts) and len(set(fam.splits)) == len(fam.splits)
+    for s in fam.splits:
+        assert sum(s) == 64 and all(x == 0 or x in multinode.batch_sizes[u] for u, x in enumerate(s))
+        for cls in classes:  # the copies of one node: nonincreasing slices
+            sizes = [s[u] for u in cls]
+            assert sizes == sorted(sizes, reverse=True)
+    assert [len(c) for c in classes] == [4] * 6
+
+
+def test_throughput_on_the_multinode_system(multinode):
+    sol = solve(multinode, Options(methods=("heft", "exact"), objective="throughput", batch=64, time_limit=3.0))
+    assert not B.validate_batch(multinode, sol.schedule)
+    lp = next(b for b in sol.lower_bounds if b.method == "load-lp")
+    assert lp.status == "optimal" and "over slices" in lp.note
+    assert 0 < sol.best_lower_bound <= sol.makespan * (1 + 1e-9)
+
+
+def test_small_systems_keep_every_split():
+    """Two identical devices and whole-batch slices only: both orders are kept, so two independent ops
+    run side by side (a canonical family would put both on the first copy, C = 2)."""
+    inst = Instance([[1.0, 1.0], [1.0, 1.0]], [], batch_sizes=[(2,), (2,)], fixed=[[1.0, 1.0], [1.0, 1.0]])
+    fam = B.split_family(inst, 2)
+    assert fam.splits == [(0, 2), (2, 0)] and fam.complete and not fam.canonical
+    assert B.bheft(inst, 2).schedule.makespan == pytest.approx(1.0)
+
+
+def test_canonical_families_sum_the_load_lp_rows_per_class(monkeypatch):
+    """Past MAX_SPLITS the family keeps (2, 0) only; per-device load rows over it would prove C ≥ 2 while
+    the two ops run side by side in C = 1. Summed per class the LP proves 1."""
+    monkeypatch.setattr(B, "MAX_SPLITS", 1)
+    inst = Instance([[1.0, 1.0], [1.0, 1.0]], [], batch_sizes=[(2,), (2,)], fixed=[[1.0, 1.0], [1.0, 1.0]])
+    fam = B.split_family(inst, 2)
+    assert fam.splits == [(2, 0)] and fam.canonical and fam.complete
+    lp = B.load_lp(inst, 2).bound
+    assert lp.status == "optimal" and lp.value == pytest.approx(1.0) and "per class" in lp.note
+    exact = B.cpsat(inst, 2, 2.0)  # every size, not the family's: finds the optimum
+    assert exact.status == "optimal" and exact.schedule.makespan == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("case", CASES[:4], ids=lambda c: f"seed{c[0]}-n{c[1]}")
+def test_cut_families_keep_the_bounds_below_and_the_methods_above(case, monkeypatch):
+    """With families cut at two splits the load LP becomes the slice LP; it, CP-SAT's bound and every
+    heuristic still sit on the right side of the brute-force optimum."""
+    monkeypatch.setattr(B, "MAX_SPLITS", 2)
+    c = _case(*case)
+    inst = Instance(c["time"], c["edges"], latency=c["lat"], bandwidth=c["bw"], batch_sizes=c["sizes"],
+                    fixed=c["fixed"])
+    opt = _brute(c)
+    relaxed = B.load_lp(inst, BATCH)
+    cut = not all(f.complete for f in B.op_families(inst, BATCH))
+    assert ("over slices" in relaxed.bound.note) == cut and relaxed.bound.value <= opt + TOL
+    exact = B.cpsat(inst, BATCH, 2.0, B.bheft(inst, BATCH).schedule)
+    assert exact.status == "optimal" and exact.schedule.makespan == pytest.approx(opt, abs=TOL)
+    for r in (B.bmet(inst, BATCH), B.bgreedy(inst, BATCH), B.bheft(inst, BATCH)):
+        assert not B.validate_batch(inst, r.schedule) and r.schedule.makespan >= opt - TOL
+
+
+def test_slice_lp_is_a_relaxation_of_the_split_lp():
+    """On a complete family the split LP is at least the slice LP (every split is a 0/1 slice choice)."""
+    rng = np.random.default_rng(3)
+    inst = Instance(rng.integers(1, 9, size=(5, 3)).astype(float), [(0, 1, 1.0), (1, 2, 1.0), (3, 4, 2.0)],
+                    latency=1.0, bandwidth=2.0, batch_sizes=[(1, 2, 4)] * 3)
+    split_lp = B.load_lp(inst, 4).bound.value
+    slice_lp = B._slice_lp(inst, 4, 10.0, 0.0).bound.value
+    assert 0 < slice_lp <= split_lp + TOL
