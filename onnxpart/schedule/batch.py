@@ -73,9 +73,10 @@ def split_family(inst: Instance, batch: int, sizes: Sizes | None = None) -> Spli
     six sizes each have more than 10^15), two reductions keep the heuristics tractable: on interchangeable
     devices only the canonical order of the sizes (a relabelling of identical copies per op: the class's
     summed loads and memory and the split's slice times are those of the split it stands for), and at
-    most :data:`MAX_SPLITS` of those. Below it every split is kept: the canonical order alone would bar
-    two whole-batch ops from running side by side on two identical copies. Memoized per instance,
-    batch and sizes; the family may be empty."""
+    most :data:`MAX_SPLITS` of those, followed by :func:`_even_splits` (data parallelism over many
+    devices needs many slices, past any cut by slice count). Below it every split is kept: the canonical
+    order alone would bar two whole-batch ops from running side by side on two identical copies.
+    Memoized per instance, batch and sizes; the family may be empty."""
     if sizes is None:
         sizes = tuple(tuple(sorted(b for b in set(bs) if b <= batch)) for bs in inst.batch_sizes)
     memo = inst.__dict__.setdefault("_split_memo", {})
@@ -90,6 +91,9 @@ def split_family(inst: Instance, batch: int, sizes: Sizes | None = None) -> Spli
                     before[b] = a if sizes[a] == sizes[b] else -1
             if before != free:
                 (out, complete), canonical = _first_splits(sizes, before, batch), True
+        if not complete:
+            listed = set(out)
+            out += [s for s in _even_splits(sizes, batch) if s not in listed]
         memo[(batch, sizes)] = SplitFamily(out, canonical, complete)
     return memo[(batch, sizes)]
 
@@ -100,6 +104,33 @@ def _first_splits(sizes: Sizes, before: list[int], batch: int) -> tuple[list[Spl
     every = itertools.chain.from_iterable(_splits_using(sizes, before, batch, m) for m in range(1, len(sizes) + 1))
     out = list(itertools.islice(every, MAX_SPLITS))
     return out, next(every, None) is None
+
+
+def _even_splits(sizes: Sizes, batch: int) -> list[Split]:
+    """For each ``m``, the split over the first ``m`` devices that offer sizes (in device order, so the
+    copies of a class are taken first to last) whose largest slice is smallest, the lexicographically
+    largest among those (nonincreasing on identical copies: canonical); ``m`` with no such split is
+    skipped. A subset-sum table per slice cap ``c``: ``reach[u][s]`` says devices ``u..m−1`` can each take
+    a size in ``[1, c]`` summing to ``s``."""
+    devices = [u for u, bs in enumerate(sizes) if bs]
+    caps = sorted({b for u in devices for b in sizes[u]})
+    out = []
+    for m in range(1, len(devices) + 1):
+        used = devices[:m]
+        for c in caps:
+            reach = [np.zeros(batch + 1, dtype=bool) for _ in range(m + 1)]
+            reach[m][0] = True
+            for pos in range(m - 1, -1, -1):
+                for b in (b for b in sizes[used[pos]] if b <= c):
+                    reach[pos][b:] |= reach[pos + 1][:batch + 1 - b]
+            if reach[0][batch]:
+                split, left = [0] * len(sizes), batch
+                for pos, u in enumerate(used):
+                    split[u] = max(b for b in sizes[u] if b <= min(c, left) and reach[pos + 1][left - b])
+                    left -= split[u]
+                out.append(tuple(split))
+                break
+    return out
 
 
 def _splits_using(sizes: Sizes, before: list[int], batch: int, count: int):
@@ -335,6 +366,7 @@ class BatchResult:
     schedule: BatchSchedule | None
     seconds: float
     evaluations: int = 0
+    timed_out: bool = False
 
 
 def _fits(inst: Instance, load: np.ndarray, i: int, s: Split) -> bool:
@@ -348,14 +380,16 @@ def _add(inst: Instance, load: np.ndarray, i: int, s: Split) -> None:
             load[u] += inst.mem[i] + inst.act_mem[i] * (x - 1)
 
 
-def bmet(inst: Instance, batch: int) -> BatchResult:
+def bmet(inst: Instance, batch: int, time_limit: float = math.inf) -> BatchResult:
     """bMET: each op (BFS order) on its best batch–device combination — the split whose slowest slice
-    is fastest (fewest slices on ties) — ignoring transfers."""
+    is fastest (fewest slices on ties) — ignoring transfers; ``timed_out`` as in :func:`_list_eft`."""
     t0 = time.perf_counter()
     cands = op_splits(inst, batch)
     load = np.zeros(inst.k)
     splits: list = [None] * inst.n
     for i in inst.topo:
+        if time.perf_counter() - t0 > time_limit:
+            return BatchResult("met", None, time.perf_counter() - t0, timed_out=True)
         ok = [s for s in cands[i] if _fits(inst, load, i, s)]
         if not ok:
             return BatchResult("met", None, time.perf_counter() - t0)
@@ -368,21 +402,32 @@ def bmet(inst: Instance, batch: int) -> BatchResult:
 def uniform(inst: Instance, batch: int) -> BatchResult:
     """Plain data parallelism: one split for every op (each device runs its share of the inputs
     through the whole graph, no transfers between devices), the best over the splits every op can
-    use — the "naive data parallelism" of the thesis's Section 5.1. ``schedule`` None if none fits."""
+    use — the "naive data parallelism" of the thesis's Section 5.1. With one split for all, a device's
+    slices wait only on its own earlier slices, so a split's makespan is its busiest device's total
+    ``Σ_i t(i, u, s_u)`` and its memory ``Σ_i mem_i + act_i·(s_u − 1)``: both are tabled per device and
+    size, and only the best split is simulated. ``schedule`` None if none fits."""
     t0 = time.perf_counter()
     cands = op_splits(inst, batch)
     common = set(cands[0]).intersection(*map(set, cands[1:])) if cands else set()
+    used = {(u, x) for s in common for u, x in enumerate(s) if x > 0}
+    total = {(u, x): sum(inst.time_batch(i, u, x) for i in range(inst.n)) for u, x in used}
+    memory = {(u, x): float(np.sum(inst.mem + inst.act_mem * (x - 1))) for u, x in used}
     best = None
     for s in sorted(common):
-        f = batch_makespan(inst, [s] * inst.n)
-        if math.isfinite(f) and (best is None or f < best[0]):
+        if any(memory[(u, x)] > inst.capacity[u] * (1 + 1e-12) for u, x in enumerate(s) if x > 0):
+            continue
+        f = max(total[(u, x)] for u, x in enumerate(s) if x > 0)
+        if best is None or f < best[0]:
             best = (f, s)
     sched = simulate_batch(inst, [best[1]] * inst.n) if best else None
     return BatchResult("uniform", sched, time.perf_counter() - t0)
 
 
-def _list_eft(inst: Instance, batch: int, order: Sequence[int], insertion: bool, method: str) -> BatchResult:
-    """Ops in ``order``, each given the split whose last slice finishes first given those placed."""
+def _list_eft(inst: Instance, batch: int, order: Sequence[int], insertion: bool, method: str,
+              time_limit: float = math.inf) -> BatchResult:
+    """Ops in ``order``, each given the split whose last slice finishes first given those placed; no
+    schedule (``timed_out``) when ``time_limit`` ends first (24 devices give each op a thousand splits
+    to try)."""
     t0 = time.perf_counter()
     cands = op_splits(inst, batch)
     load = np.zeros(inst.k)
@@ -392,6 +437,8 @@ def _list_eft(inst: Instance, batch: int, order: Sequence[int], insertion: bool,
     free = np.zeros(inst.k)
     busy: list[list[tuple[float, float]]] = [[] for _ in range(inst.k)]
     for i in order:
+        if time.perf_counter() - t0 > time_limit:
+            return BatchResult(method, None, time.perf_counter() - t0, timed_out=True)
         best = None
         for s in cands[i]:
             if not _fits(inst, load, i, s):
@@ -420,13 +467,13 @@ def _list_eft(inst: Instance, batch: int, order: Sequence[int], insertion: bool,
     return BatchResult(method, sched, time.perf_counter() - t0)
 
 
-def bgreedy(inst: Instance, batch: int) -> BatchResult:
-    return _list_eft(inst, batch, inst.topo, False, "greedy")
+def bgreedy(inst: Instance, batch: int, time_limit: float = math.inf) -> BatchResult:
+    return _list_eft(inst, batch, inst.topo, False, "greedy", time_limit)
 
 
-def bheft(inst: Instance, batch: int) -> BatchResult:
+def bheft(inst: Instance, batch: int, time_limit: float = math.inf) -> BatchResult:
     """bHEFT: ops by decreasing upward rank (mean whole-batch time over the devices), insertion."""
-    return _list_eft(inst, batch, _rank_order(inst, batch), True, "heft")
+    return _list_eft(inst, batch, _rank_order(inst, batch), True, "heft", time_limit)
 
 
 def _rank_order(inst: Instance, batch: int) -> list[int]:
@@ -690,7 +737,9 @@ def cpsat(inst: Instance, batch: int, time_limit: float, hint: BatchSchedule | N
         if math.isfinite(inst.capacity[u]):  # (3.7)
             m.add(sum(math.floor(inst.mem[i] - inst.act_mem[i]) * p[i][u] + math.floor(inst.act_mem[i]) * n[i][u]
                       for i in range(inst.n)) <= math.floor(inst.capacity[u]))
-    _slice_precedence(m, inst, batch, b, n, lo, st, en, tick)
+    if not _slice_precedence(m, inst, batch, b, n, lo, st, en, tick, t0 + time_limit):
+        return BatchExact("time_limit", hint, None, time.perf_counter() - t0,
+                          f"the model ({inst.k} devices) was not built within the time limit")
     m.minimize(cmax)
     if hint is not None:
         for i in range(inst.n):
@@ -708,11 +757,15 @@ def cpsat(inst: Instance, batch: int, time_limit: float, hint: BatchSchedule | N
     return BatchExact(res.status, best, bound, time.perf_counter() - t0, f"times floored to 1/{scale:g} s")
 
 
-def _slice_precedence(m: cp_model.CpModel, inst: Instance, batch: int, b, n, lo, st, en, tick) -> None:
+def _slice_precedence(m: cp_model.CpModel, inst: Instance, batch: int, b, n, lo, st, en, tick,
+                      deadline: float) -> bool:
     """(3.3) per edge and device pair: when the slices [lo, lo + n) of producer and consumer share ``c ≥ 1``
     inputs, the consumer starts after the producer ends plus the transfer of those c inputs (none on one
-    device); a pair with no link never shares inputs."""
+    device); a pair with no link never shares inputs. False when the clock passes ``deadline`` first
+    (``K²`` pairs per edge: 24 devices make 576)."""
     for e, (i, j, _) in enumerate(inst.edges):
+        if time.perf_counter() > deadline:
+            return False
         for u in range(inst.k):
             if not b[i][u]:
                 continue
@@ -735,6 +788,7 @@ def _slice_precedence(m: cp_model.CpModel, inst: Instance, batch: int, b, n, lo,
                 a, r = line
                 m.add(st[j][v] >= en[i][u] + tick(a) + tick(r) * c).only_enforce_if(share)
                 m.add(st[j][v] >= en[i][u]).only_enforce_if(share)
+    return True
 
 
 def _resimulated(inst: Instance, solver, n, st) -> BatchSchedule | None:

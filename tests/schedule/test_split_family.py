@@ -28,10 +28,11 @@ def multinode() -> Instance:
 
 def test_the_multinode_system_gets_canonical_splits(multinode):
     fam = B.split_family(multinode, 64)
-    assert fam.canonical and not fam.complete and len(fam.splits) == B.MAX_SPLITS
+    assert fam.canonical and not fam.complete and len(fam.splits) > B.MAX_SPLITS
     classes = multinode.symmetry_classes()
-    counts = [sum(1 for x in s if x) for s in fam.splits]
+    counts = [sum(1 for x in s if x) for s in fam.splits[:B.MAX_SPLITS]]
     assert counts == sorted(counts) and len(set(fam.splits)) == len(fam.splits)
+    assert max(counts) < 16 and (4,) * 16 + (0,) * 8 in fam.splits  # data parallelism: an even split
     for s in fam.splits:
         assert sum(s) == 64 and all(x == 0 or x in multinode.batch_sizes[u] for u, x in enumerate(s))
         for cls in classes:  # the copies of one node: nonincreasing slices
@@ -96,3 +97,27 @@ def test_slice_lp_is_a_relaxation_of_the_split_lp():
     split_lp = B.load_lp(inst, 4).bound.value
     slice_lp = B._slice_lp(inst, 4, 10.0, 0.0).bound.value
     assert 0 < slice_lp <= split_lp + TOL
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_data_parallelism_in_closed_form_is_the_best_simulated_split(seed):
+    """``uniform`` tables each device's total and memory instead of simulating every common split; the
+    simulation of every split, kept here, agrees on the best makespan."""
+    rng = np.random.default_rng(seed)
+    edges = [(i, j, float(rng.integers(1, 4))) for i in range(6) for j in range(i + 1, 6) if rng.random() < 0.5]
+    inst = Instance(rng.uniform(1, 9, size=(6, 3)), edges, latency=1.0, bandwidth=2.0, mem=rng.uniform(1, 3, 6),
+                    act_mem=rng.uniform(0.5, 1, 6), capacity=[60.0, 30.0, 20.0], batch_sizes=[(1, 2, 4, 8)] * 3,
+                    fixed=rng.uniform(0, 1, size=(6, 3)))
+    cands = B.op_splits(inst, 8)
+    common = set(cands[0]).intersection(*map(set, cands[1:]))
+    simulated = min(B.batch_makespan(inst, [s] * inst.n) for s in common)
+    found = B.uniform(inst, 8).schedule
+    assert not B.validate_batch(inst, found) and found.makespan == pytest.approx(simulated)
+
+
+def test_the_list_baselines_stop_at_their_time_limit(multinode):
+    for fn in (B.bmet, B.bgreedy, B.bheft):
+        res = fn(multinode, 64, 0.0)
+        assert res.timed_out and res.schedule is None
+    exact = B.cpsat(multinode, 64, 0.0)
+    assert exact.status == "time_limit" and exact.bound is None and "not built" in exact.note
