@@ -121,3 +121,18 @@ def test_the_list_baselines_stop_at_their_time_limit(multinode):
         assert res.timed_out and res.schedule is None
     exact = B.cpsat(multinode, 64, 0.0)
     assert exact.status == "time_limit" and exact.bound is None and "not built" in exact.note
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_list_baselines_skip_only_splits_that_cannot_win(seed, monkeypatch):
+    """bGreedy and bHEFT try the splits by a lower bound on their finish and stop past the best; with the
+    bound disabled (zero slice times: every split tried) they choose the same splits."""
+    rng = np.random.default_rng(seed)
+    edges = [(i, j, float(rng.integers(1, 4))) for i in range(8) for j in range(i + 1, 8) if rng.random() < 0.4]
+    inst = Instance(rng.uniform(1, 9, size=(8, 4)), edges, latency=0.5, bandwidth=2.0, batch_sizes=[(1, 2, 4, 8)] * 4,
+                    fixed=rng.uniform(0, 1, size=(8, 4)))
+    pruned = [B.bgreedy(inst, 8).schedule, B.bheft(inst, 8).schedule]
+    monkeypatch.setattr(B, "_slice_times", lambda inst, i, cands: np.zeros((len(cands), inst.k)))
+    every = [B.bgreedy(inst, 8).schedule, B.bheft(inst, 8).schedule]
+    for a, b in zip(pruned, every):
+        assert a.splits == b.splits and a.makespan == b.makespan
