@@ -269,10 +269,11 @@ def _solve_throughput(instance: Instance, options: Options, board: Board) -> Sol
 
     keep = _keeper(lambda sched: B.validate_batch(instance, sched), "batched schedule", found, results, board)
 
+    # the list baselines share half the run at most (24 devices give each op a thousand splits: on
+    # resnet50 bHEFT took 19 s of a 10 s run)
     baselines = [(m, fn) for m, fn in (("met", B.bmet), ("greedy", B.bgreedy), ("heft", B.bheft))
                  if m in options.methods]
-    for n, (method, fn) in enumerate(baselines):  # half the run at most between them (a thousand splits
-        # per op on 24 devices: on resnet50 bHEFT took 19 s of a 10 s run)
+    for n, (method, fn) in enumerate(baselines):
         share = max(0.05, (deadline - options.time_limit / 2 - time.perf_counter()) / (len(baselines) - n))
         r = fn(instance, L, share)
         keep(method, r.schedule, "time_limit" if r.timed_out else "ok" if r.schedule else "failed", r.seconds)
