@@ -390,11 +390,13 @@ def bmet(inst: Instance, batch: int, time_limit: float = math.inf) -> BatchResul
     for i in inst.topo:
         if time.perf_counter() - t0 > time_limit:
             return BatchResult("met", None, time.perf_counter() - t0, timed_out=True)
-        ok = [s for s in cands[i] if _fits(inst, load, i, s)]
-        if not ok:
+        sizes, slowest = np.asarray(cands[i]), _slice_times(inst, i, cands[i]).max(axis=1)
+        fits = np.all((sizes == 0) | (load + inst.mem[i] + inst.act_mem[i] * (sizes - 1)
+                                      <= inst.capacity * (1 + 1e-12)), axis=1)  # _fits, for every split
+        if not fits.any():
             return BatchResult("met", None, time.perf_counter() - t0)
-        splits[i] = min(ok, key=lambda s: (max(inst.time_batch(i, u, x) for u, x in enumerate(s)),
-                                           sum(1 for x in s if x)))
+        ranked = np.lexsort((np.arange(len(sizes)), (sizes > 0).sum(axis=1), slowest))
+        splits[i] = cands[i][ranked[fits[ranked]][0]]
         _add(inst, load, i, splits[i])
     return BatchResult("met", simulate_batch(inst, splits), time.perf_counter() - t0)
 

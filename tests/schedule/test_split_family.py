@@ -136,3 +136,19 @@ def test_the_list_baselines_skip_only_splits_that_cannot_win(seed, monkeypatch):
     every = [B.bgreedy(inst, 8).schedule, B.bheft(inst, 8).schedule]
     for a, b in zip(pruned, every):
         assert a.splits == b.splits and a.makespan == b.makespan
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bmet_takes_the_fitting_split_whose_slowest_slice_is_fastest(seed):
+    """bMET (vectorized) against its definition, op by op in BFS order with the memory already taken."""
+    rng = np.random.default_rng(seed)
+    inst = Instance(rng.uniform(1, 9, size=(7, 3)), [(0, 1, 1.0), (1, 2, 1.0), (3, 4, 2.0), (5, 6, 1.0)],
+                    mem=rng.uniform(1, 3, 7), act_mem=rng.uniform(0.5, 1, 7), capacity=[30.0, 16.0, 12.0],
+                    batch_sizes=[(1, 2, 4)] * 3, fixed=rng.uniform(0, 1, size=(7, 3)))
+    got = B.bmet(inst, 4).schedule.splits
+    load = np.zeros(inst.k)
+    for i in inst.topo:
+        ok = [s for s in B.op_splits(inst, 4)[i] if B._fits(inst, load, i, s)]
+        want = min(ok, key=lambda s: (max(inst.time_batch(i, u, x) for u, x in enumerate(s)), sum(x > 0 for x in s)))
+        assert got[i] == want
+        B._add(inst, load, i, want)
