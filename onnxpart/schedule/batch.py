@@ -401,21 +401,24 @@ def bmet(inst: Instance, batch: int, time_limit: float = math.inf) -> BatchResul
     return BatchResult("met", simulate_batch(inst, splits), time.perf_counter() - t0)
 
 
-def uniform(inst: Instance, batch: int) -> BatchResult:
+def uniform(inst: Instance, batch: int, max_slices: int | None = None) -> BatchResult:
     """Plain data parallelism: one split for every op (each device runs its share of the inputs
     through the whole graph, no transfers between devices), the best over the splits every op can
     use — the "naive data parallelism" of the thesis's Section 5.1. With one split for all, a device's
     slices wait only on its own earlier slices, so a split's makespan is its busiest device's total
     ``Σ_i t(i, u, s_u)`` and its memory ``Σ_i mem_i + act_i·(s_u − 1)``: both are tabled per device and
-    size, and only the best split is simulated. ``schedule`` None if none fits."""
+    size, and only the best split is simulated. ``max_slices``: only splits with at most that many slices
+    (each slice's lane is then one piece: :func:`.batch_pieces.merge`). ``schedule`` None if none fits."""
     t0 = time.perf_counter()
     cands = op_splits(inst, batch)
     common = set(cands[0]).intersection(*map(set, cands[1:])) if cands else set()
+    if max_slices is not None:
+        common = {s for s in common if sum(x > 0 for x in s) <= max_slices}
     used = {(u, x) for s in common for u, x in enumerate(s) if x > 0}
     total = {(u, x): sum(inst.time_batch(i, u, x) for i in range(inst.n)) for u, x in used}
     memory = {(u, x): float(np.sum(inst.mem + inst.act_mem * (x - 1))) for u, x in used}
     best = None
-    for s in sorted(common):
+    for s in sorted(common, reverse=True):  # ties: the earlier devices (node0 before node5)
         if any(memory[(u, x)] > inst.capacity[u] * (1 + 1e-12) for u, x in enumerate(s) if x > 0):
             continue
         f = max(total[(u, x)] for u, x in enumerate(s) if x > 0)

@@ -19,8 +19,10 @@ on one device on the same inputs, so consecutive ones can run as one model.
   ``P ± 1``) and either moves ``P``'s slices onto ``Q``'s device (each op of ``P`` gives its inputs
   there: that device's slice grows by them) or gives ``P``'s ops the split of an op of ``Q`` (their
   slices line up with ``Q``'s lanes). Each round applies the move that leaves fewer pieces with the
-  smallest batch makespan (the slices re-simulated in the schedule's op order); when no move lowers the
-  count within the batch sizes (3.5), memory (3.7) and links, :class:`InfeasibleError` (exit 4).
+  smallest batch makespan (the slices re-simulated in the schedule's op order), until no move lowers the
+  count within the batch sizes (3.5), memory (3.7) and links. Plain data parallelism over at most ``N``
+  devices is the other candidate; the faster one that has at most ``N`` pieces is kept, and
+  :class:`InfeasibleError` (exit 4) when neither has.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from collections.abc import Sequence
 
 from onnxpart.errors import InfeasibleError
 from onnxpart.schedule.batch import (BatchSchedule, Split, memory_violations, op_splits, overlapping_slices, ranges,
-                                     simulate_batch, slice_order)
+                                     simulate_batch, slice_order, uniform)
 from onnxpart.schedule.model import Instance
 from onnxpart.schedule.pieces import Piece
 
@@ -82,8 +84,22 @@ def later_reads(inst: Instance, sched: BatchSchedule, parts: Sequence[Piece]) ->
 
 
 def merge(inst: Instance, sched: BatchSchedule, max_pieces: int) -> BatchSchedule:
-    """At most ``max_pieces`` pieces (module docstring); raises :class:`InfeasibleError` when no move
-    lowers the count."""
+    """At most ``max_pieces`` pieces: the faster of the greedy moves (module docstring) and plain data
+    parallelism over at most ``max_pieces`` devices (one piece per lane; the moves alone cannot turn 16
+    data-parallel lanes into 4, since each move keeps the other pieces' splits). :class:`InfeasibleError`
+    when neither gets there."""
+    found = [s for s in (_merge_moves(inst, sched, max_pieces), uniform(inst, sched.batch, max_pieces).schedule)
+             if s is not None and len(pieces(inst, s)) <= max_pieces]
+    if not found:
+        raise InfeasibleError(f"cannot merge {len(pieces(inst, sched))} pieces into --max-pieces {max_pieces}: "
+                              "no move of a piece's slices onto a neighbouring piece's device or split leaves "
+                              "fewer pieces within the devices' batch sizes, memory and links, and no data-"
+                              f"parallel split over at most {max_pieces} devices fits")
+    return min(found, key=lambda s: s.makespan)
+
+
+def _merge_moves(inst: Instance, sched: BatchSchedule, max_pieces: int) -> BatchSchedule | None:
+    """Greedy moves until at most ``max_pieces`` pieces; None when no move lowers the count."""
     choices = op_splits(inst, sched.batch)
     position = {op: k for k, op in enumerate(inst.topo)}
     while len(parts := pieces(inst, sched)) > max_pieces:
@@ -104,9 +120,7 @@ def merge(inst: Instance, sched: BatchSchedule, max_pieces: int) -> BatchSchedul
                     if count < len(parts) and (best is None or (trial.makespan, count, p, q) < best[0]):
                         best = ((trial.makespan, count, p, q), trial)
         if best is None:
-            raise InfeasibleError(f"cannot merge {len(parts)} pieces into --max-pieces {max_pieces}: no move of a "
-                                  "piece's slices onto a neighbouring piece's device or split leaves fewer pieces "
-                                  "within the devices' batch sizes, memory and links")
+            return None
         sched = best[1]
     return sched
 

@@ -106,6 +106,18 @@ def test_merge_refuses_when_no_move_lowers_the_count():
         BP.merge(inst, B.simulate_batch(inst, [(2, 2), (2, 2)]), 1)
 
 
+def test_merge_falls_back_on_data_parallelism_over_fewer_devices():
+    """Four lanes of one input each on devices that run 1 or 4 inputs: no move helps (two inputs on one
+    device is no supported size, and every op already has its neighbours' split); plain data parallelism
+    over at most two devices is one lane, one piece."""
+    inst = Instance(np.ones((3, 4)), [(0, 1, 1.0), (1, 2, 1.0)], latency=0.0, bandwidth=1.0,
+                    batch_sizes=[(1, 4)] * 4)
+    spread = B.simulate_batch(inst, [(1, 1, 1, 1)] * 3)
+    assert len(BP.pieces(inst, spread)) == 4 and BP._merge_moves(inst, spread, 2) is None
+    merged = BP.merge(inst, spread, 2)
+    assert len(BP.pieces(inst, merged)) == 1 and not B.validate_batch(inst, merged)
+
+
 # ------------------------------------------------------------------------------------ CLI
 def _run(model, out, *args):
     result = invoke(model, "--system", SYSTEM, "-o", out, "--objective", "throughput", "--time-limit", "2",
