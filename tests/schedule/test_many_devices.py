@@ -1,7 +1,9 @@
 """The throughput objective on systems with many devices (:func:`onnxpart.schedule.batch.split_family`):
 the 6-node × 4-GPU system's splits are listed without enumerating its 10^15 products, in canonical order
-on each node; the load LP stays a proven bound when the heuristics' families are canonical or cut at
-MAX_SPLITS; CP-SAT keeps every size."""
+on each node, with the even data-parallel splits; the load LP stays a proven bound when the heuristics'
+families are canonical or cut at MAX_SPLITS; CP-SAT keeps every size; the baselines stop at their time
+limit, and their faster forms (pruned list scheduling, vectorized bMET, data parallelism in closed form)
+choose what their definitions choose."""
 
 from __future__ import annotations
 
