@@ -93,7 +93,7 @@ def split_family(inst: Instance, batch: int, sizes: Sizes | None = None) -> Spli
                 (out, complete), canonical = _first_splits(sizes, before, batch), True
         if not complete:
             listed = set(out)
-            out += [s for s in _even_splits(sizes, batch) if s not in listed]
+            out += [s for s in _even_splits(sizes, batch, _fastest_first(inst)) if s not in listed]
         memo[(batch, sizes)] = SplitFamily(out, canonical, complete)
     return memo[(batch, sizes)]
 
@@ -106,13 +106,20 @@ def _first_splits(sizes: Sizes, before: list[int], batch: int) -> tuple[list[Spl
     return out, next(every, None) is None
 
 
-def _even_splits(sizes: Sizes, batch: int) -> list[Split]:
-    """For each ``m``, the split over the first ``m`` devices that offer sizes (in device order, so the
-    copies of a class are taken first to last) whose largest slice is smallest, the lexicographically
-    largest among those (nonincreasing on identical copies: canonical); ``m`` with no such split is
-    skipped. A subset-sum table per slice cap ``c``: ``reach[u][s]`` says devices ``u..m−1`` can each take
-    a size in ``[1, c]`` summing to ``s``."""
-    devices = [u for u, bs in enumerate(sizes) if bs]
+def _fastest_first(inst: Instance) -> list[int]:
+    """The devices by their time for every op it can run at batch 1, fastest first; ties (identical
+    copies) in device order."""
+    finite = np.where(np.isfinite(inst.time), inst.time, 0.0)
+    return sorted(range(inst.k), key=lambda u: (float(finite[:, u].sum()), u))
+
+
+def _even_splits(sizes: Sizes, batch: int, order: Sequence[int]) -> list[Split]:
+    """For each ``m``, the split over the first ``m`` devices of ``order`` that offer sizes (the copies of
+    a class first to last: :func:`_fastest_first` keeps them in device order) whose largest slice is
+    smallest, the lexicographically largest among those (nonincreasing on identical copies: canonical);
+    ``m`` with no such split is skipped. A subset-sum table per slice cap ``c``: ``reach[pos][s]`` says
+    the devices from position ``pos`` to ``m − 1`` can each take a size in ``[1, c]`` summing to ``s``."""
+    devices = [u for u in order if sizes[u]]
     caps = sorted({b for u in devices for b in sizes[u]})
     out = []
     for m in range(1, len(devices) + 1):

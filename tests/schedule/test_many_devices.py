@@ -154,3 +154,15 @@ def test_bmet_takes_the_fitting_split_whose_slowest_slice_is_fastest(seed):
         want = min(ok, key=lambda s: (max(inst.time_batch(i, u, x) for u, x in enumerate(s)), sum(x > 0 for x in s)))
         assert got[i] == want
         B._add(inst, load, i, want)
+
+
+def test_the_even_splits_take_the_fastest_devices_first():
+    """A slow host listed first and two kinds of twelve GPUs: the data-parallel splits past the cut use the
+    24 GPUs, not the host (in device order every even split over 24 devices has a slice on the host)."""
+    time = np.array([[50.0] + [1.0] * 12 + [1.1] * 12] * 3)
+    inst = Instance(time, [(0, 1, 1.0), (1, 2, 1.0)], latency=0.0, bandwidth=1.0, batch_sizes=[(1, 2, 4, 8)] * 25)
+    fam = B.split_family(inst, 96)
+    gpus = (0,) + (4,) * 24
+    assert not fam.complete and gpus in fam.splits and gpus not in fam.splits[:B.MAX_SPLITS]
+    best = B.uniform(inst, 96).schedule
+    assert best.splits[0] == gpus and not B.validate_batch(inst, best)
