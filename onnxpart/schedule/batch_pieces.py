@@ -87,7 +87,9 @@ def merge(inst: Instance, sched: BatchSchedule, max_pieces: int) -> BatchSchedul
     """At most ``max_pieces`` pieces: the faster of the greedy moves (module docstring) and plain data
     parallelism over at most ``max_pieces`` devices (one piece per lane; the moves alone cannot turn 16
     data-parallel lanes into 4, since each move keeps the other pieces' splits). :class:`InfeasibleError`
-    when neither gets there."""
+    when neither gets there. A schedule already within the limit is returned as it is."""
+    if len(pieces(inst, sched)) <= max_pieces:
+        return sched
     found = [s for s in (_merge_moves(inst, sched, max_pieces), uniform(inst, sched.batch, max_pieces).schedule)
              if s is not None and len(pieces(inst, s)) <= max_pieces]
     if not found:
