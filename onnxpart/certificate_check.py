@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from onnxpart.certificate import SCHEMA, Certificate, above, same_value
+from onnxpart.certificate import SCHEMA, Certificate, LowerBound, above, same_value
 from onnxpart.validation import NonNegative, Schema, validate_json
 
 
@@ -59,9 +59,10 @@ def read_certificate(path: Path) -> tuple[Certificate, CertificateSchema]:
     """``certificate.json`` validated -> (the certificate, the fields as stored, derived ones included)."""
     from onnxpart.files import read_json
 
-    data = read_json(path, "certificate")
-    stored = validate_json(CertificateSchema, data, str(path))
-    return Certificate.from_dict(data), stored
+    stored = validate_json(CertificateSchema, read_json(path, "certificate"), str(path))
+    bounds = [LowerBound(b.method, b.value, b.status, b.solver, b.seconds, b.note) for b in stored.lower_bounds]
+    return Certificate(stored.problem, stored.instance_sha256, stored.objective, stored.upper_bound, bounds,
+                       stored.details), stored
 
 
 def consistency_problems(cert: Certificate, stored: CertificateSchema) -> list[str]:

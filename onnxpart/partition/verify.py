@@ -12,14 +12,15 @@ be the bottleneck, and Lemma 3.3's simple bound and the single-block min-cut bou
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import Field
 
 from onnxpart.certificate import Certificate, instance_hash
 from onnxpart.certificate_check import ModelRef, differences, hash_problems, mismatch
 from onnxpart.partition.cuts import single_block_bound
-from onnxpart.partition.model import Instance, block_costs, check_assignment, simple_lower_bound
+from onnxpart.partition.model import Instance, check_assignment, simple_lower_bound
 from onnxpart.validation import Count, NonNegative, Schema, validate_json
 
 
@@ -43,7 +44,7 @@ class ManifestSchema(Schema):
 
     model: ModelRef
     graph: str
-    k: Count
+    k: Annotated[int, Field(ge=1)]
     bandwidth: NonNegative | None
     stage_memory: NonNegative | None
     objective: str

@@ -8,6 +8,9 @@ the weights that nodes such as ``ConstantOfShape`` build at run time, and kernel
 caller's input buffers). Its maximum is reported next to the predicted activation peak; the two differ
 by those extras and the arena's alignment, so the meaningful comparison is against the original model
 run the same way.
+
+``--check-certificate`` (:func:`check_certificate`, :class:`SequenceSchema`): sequence.json re-simulated
+on the model and every field of it recomputed, without trusting the solver.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from pathlib import Path
 from typing import Any
 
 from onnxpart import runtime
@@ -102,6 +106,13 @@ class SequenceSchema(Schema):
     events: list[EventSchema]
 
 
+class RematDetails(Schema):
+    """The certificate's ``details`` the instance hash depends on."""
+
+    include_params: bool = False
+    instance_order: list[Count] | None = None  # --order minmem/free: the order solved with
+
+
 def check_certificate(graph, sequence: Any, certificate, model_sha256: str | None, where: str) -> list[str]:
     """``--check-certificate``: read ``sequence.json`` (from ``where``) through :class:`SequenceSchema`,
     check it was made for this model (its ``model.sha256``, the certificate's instance hash), re-simulate
@@ -118,9 +129,10 @@ def check_certificate(graph, sequence: Any, certificate, model_sha256: str | Non
     from onnxpart.remat.sequence import InvalidSequence, baseline, simulate
 
     checked = validate_json(SequenceSchema, sequence, where)
-    instance = build_instance(graph, bool(certificate.details.get("include_params")))
+    details = validate_json(RematDetails, certificate.details, f"{Path(where).with_name('certificate.json')}: details")
+    instance = build_instance(graph, details.include_params)
     budget = checked.budget_bytes
-    order = tuple(certificate.details.get("instance_order", instance.order))  # minmem/free: the order solved with
+    order = tuple(instance.order if details.instance_order is None else details.instance_order)
     expected_hash = instance_hash(model_sha256 or instance.name, instance.durations, instance.value_sizes, order,
                                   budget, instance.constant_bytes)
     problems = hash_problems(certificate, expected_hash, checked.model, model_sha256, "costs or budget")

@@ -19,6 +19,7 @@ bounds (critical path, work, device path) must re-derive.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any, Callable, Literal
 
 import numpy as np
@@ -98,6 +99,16 @@ class ThroughputManifest(_Manifest):
     transfers: list[SliceTransferEntry]
 
 
+class _Options(Schema):
+    max_pieces: Annotated[int, Field(ge=1)] | None = None
+
+
+class CertificateDetails(Schema):
+    """The certificate's ``details`` the instance hash depends on (``--max-pieces``)."""
+
+    options: _Options = Field(default_factory=_Options)
+
+
 #: how the diff names the entries of the manifest's lists (a throughput entry by its device or inputs too)
 ENTITIES = {
     "ops": lambda e: f"ops[{e.get('name')!r}" + (f"@{e.get('device')}" if "inputs" in e else "") + "]",
@@ -126,8 +137,7 @@ def check_certificate(inst: Instance, graph, manifest: Any, cert: Certificate, m
     from onnxpart.schedule.simulator import Schedule, simulate, transfers_of, validate
 
     checked = validate_json(LatencyManifest, manifest, where)
-    options = cert.details.get("options", {}) if isinstance(cert.details, dict) else {}
-    problems = hash_problems(cert, emit.certificate_hash(inst, model_sha256, options.get("max_pieces")),
+    problems = hash_problems(cert, emit.certificate_hash(inst, model_sha256, _max_pieces(cert, where)),
                              checked.model, model_sha256, "costs or system")
     read = _read_ops(inst, checked.ops, problems)
     if read is None:
@@ -152,6 +162,12 @@ def check_certificate(inst: Instance, graph, manifest: Any, cert: Certificate, m
                 "device-path": _bounds.device_path_bound(inst).value}
     problems += _formula_problems(cert, formulas)
     return CertificateCheck(sched.makespan, problems)
+
+
+def _max_pieces(cert: Certificate, where: str) -> int | None:
+    """The ``--max-pieces`` the certificate was made with (part of its instance hash)."""
+    details = validate_json(CertificateDetails, cert.details, f"{Path(where).with_name('certificate.json')}: details")
+    return details.options.max_pieces
 
 
 def _read_ops(inst: Instance, entries: list[OpEntry], problems: list[str]):
@@ -208,8 +224,7 @@ def check_batch_certificate(inst: Instance, graph, manifest: Any, cert: Certific
     from onnxpart.schedule.batch import critical_path_bound, validate_batch
 
     checked = validate_json(ThroughputManifest, manifest, where)
-    options = cert.details.get("options", {}) if isinstance(cert.details, dict) else {}
-    expected_hash = emit_batch.certificate_hash(inst, model_sha256, checked.batch, options.get("max_pieces"))
+    expected_hash = emit_batch.certificate_hash(inst, model_sha256, checked.batch, _max_pieces(cert, where))
     problems = hash_problems(cert, expected_hash, checked.model, model_sha256, "costs, system or batch")
     sched = _read_slices(inst, checked, problems)
     if sched is None:
@@ -246,6 +261,8 @@ def _read_slices(inst: Instance, manifest: ThroughputManifest, problems: list[st
         lo, hi = entry.inputs
         if key in listed:
             found.append(f"{name} is listed twice")
+        elif not lo < hi <= manifest.batch:
+            found.append(f"{name}: inputs {entry.inputs} are not a range of the batch's {manifest.batch} inputs")
         elif entry.batch != hi - lo or entry.input != lo:
             found.append(f"{name}: batch {entry.batch} and input {entry.input} disagree with inputs {entry.inputs}")
         else:

@@ -205,6 +205,7 @@ REMAT: dict[str, tuple[Tamper, str]] = {
     "event memory changed": (lambda m, c: m["events"][3].update(memory_bytes=0.0), "events[3].memory_bytes"),
     "peak changed": (lambda m, c: m.update(peak_bytes=m["peak_bytes"] / 2), "peak_bytes"),
     "budget below the peak": (lambda m, c: m.update(budget_bytes=int(m["peak_bytes"]) - 1), "over the budget"),
+    "certificate details malformed": (lambda m, c: c["details"].update(instance_order=5), "details: instance_order"),
 }
 
 
@@ -252,6 +253,7 @@ SCHEDULE: dict[str, tuple[Tamper, str]] = {
     "makespan changed": (lambda m, c: m.update(makespan=m["makespan"] * 1.1), "makespan "),
     "device busy time changed": (lambda m, c: m["devices"][0].update(busy=0.0), "].busy "),
     "piece changed": (lambda m, c: m["pieces"][0].update(end=m["pieces"][0]["end"] * 2), "pieces[0].end "),
+    "certificate details malformed": (lambda m, c: c["details"].update(options=[]), "details: options"),
 }
 
 
