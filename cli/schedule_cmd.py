@@ -326,8 +326,8 @@ def _rate(value: float) -> str:
 
 def _check(inst, graph, folder: Path, model_sha, axis: Callable[[], Any], onnx_input: bool, as_json: bool) -> None:
     """Latency folders are re-simulated from the mapping and order; throughput folders validated slice
-    by slice; every field of both recomputed (the manifest's ``objective`` says which);  ``axis()``
-    gives throughput pieces' batch axis."""
+    by slice; every field of both recomputed (the manifest's ``objective`` says which); ``axis()``
+    gives the throughput pieces' batch axis."""
     from onnxpart.schedule.verify import check_batch_certificate, check_certificate
 
     where = str(folder / "manifest.json")

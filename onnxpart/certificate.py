@@ -118,4 +118,3 @@ def instance_hash(*parts: Any) -> str:
     """sha256 over a canonical JSON rendering of the parts (model hash, costs, k, options...)."""
     text = json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
-

@@ -79,6 +79,7 @@ def outcome(folder: T.Folder, checked: Path, model: Path, mention: str, cwd: Pat
 
 def run(root: Path) -> dict[str, dict[str, str]]:
     """kind -> objective -> outcome, with the code found on this process's PYTHONPATH."""
+    root.mkdir(parents=True, exist_ok=True)
     system = root / "two_cpus.yaml"
     system.write_text(T.TWO_CPUS)
     folders = {kind: T.Folder(kind, root, system) for kind in OBJECTIVES}
