@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(BIN)/python scripts/bench_scale.py
 	$(BIN)/python scripts/bench_schedule.py
 	$(BIN)/python scripts/bench_schedule_many.py
+	$(BIN)/python scripts/bench_check_certificate.py
 	$(BIN)/python scripts/bench_tile.py
 
 clean:

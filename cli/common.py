@@ -170,23 +170,29 @@ def result(output, manifest: dict, certificate: dict, verify: Optional[dict], **
 
 
 def check_folder(folder: Path, manifest_name: str, check: Callable[[Any, Any], tuple[list[str], dict]],
-                 ok_line: Callable[[dict], str], as_json: bool) -> None:
-    """``--check-certificate`` for every command: read ``folder``'s ``manifest_name`` and certificate.json,
-    run ``check(manifest, certificate) -> (problems, facts)`` (the strategy's independent recomputation),
-    then print the facts (``--json``) or ``ok_line(facts)``; problems exit 2, listed on one line."""
-    from onnxpart.certificate import Certificate
+                 ok_line: Callable[[dict], str], as_json: bool, problem: Optional[str] = None) -> None:
+    """``--check-certificate`` for every command: the folder must exist; its ``manifest_name`` must be
+    JSON and its certificate.json pass the certificate schema (:mod:`onnxpart.certificate_check`; else
+    exit 2 naming the file and field). ``check(manifest, certificate) -> (problems, facts)`` is the
+    strategy's independent recomputation (it validates its manifest's own schema); the certificate's own
+    formulas are checked after it, and its ``problem`` against ``problem`` when given. Facts go to
+    ``--json`` or ``ok_line(facts)``; problems exit 2, the first named (all of them under ``--json``)."""
+    from onnxpart.certificate_check import consistency_problems, read_certificate
     from onnxpart.files import read_json
 
+    if not folder.is_dir():
+        raise UserError(f"--check-certificate {folder}: no such folder")
     manifest = read_json(folder / manifest_name, manifest_name)
-    try:
-        cert = Certificate.from_dict(read_json(folder / "certificate.json", "certificate"))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UserError(f"{folder}/certificate.json is not an onnxpart certificate: {exc}") from None
+    cert, stored = read_certificate(folder / "certificate.json")
+    if problem is not None and cert.problem != problem:
+        raise UserError(f"{folder / 'certificate.json'} is a {cert.problem!r} certificate, not {problem!r}")
     problems, facts = check(manifest, cert)
+    problems = problems + consistency_problems(cert, stored)
     if as_json:
         print_json({"ok": not problems, **facts, "problems": problems})
     if problems:
-        raise UserError("certificate check failed: " + "; ".join(problems))
+        more = f" (and {len(problems) - 1} more problems; --json lists them)" if len(problems) > 1 else ""
+        raise UserError(f"certificate check failed: {problems[0]}{more}")
     log.info("certificate %s checked", folder)
     if not as_json:
         console.print(ok_line(facts), highlight=False)

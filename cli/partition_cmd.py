@@ -75,7 +75,7 @@ def partition(
                                 coarsen=coarsen, bandwidth=bandwidth, stage_memory=stage_memory, dim=dim)
     model_sha = loaded.sha256 if loaded is not None else graph.model_sha256
     if check_certificate is not None:
-        _check(inst, check_certificate, model_sha, as_json)
+        _check(inst, graph, check_certificate, model_sha, loaded is not None, as_json)
         return
     _warn(inst, graph, stages)
     if verify and loaded is None:
@@ -184,7 +184,7 @@ def _write_models(out, solution, graph, loaded, policy, freeze: bool) -> dict[in
     files = {}
     declare = functools.partial(loaded.value_info, freeze=freeze)
     for index, stage in emit.stage_models(loaded.model, graph, solution, declare).items():
-        files[index] = f"stage_{index}.onnx"
+        files[index] = emit.stage_file(index)
         write_model(stage, out.path(files[index]), policy)
     annotated = emit.annotated_model(loaded.model, graph, solution)
     write_annotated(annotated, out.path("annotated.onnx"), policy)
@@ -219,15 +219,14 @@ def _certificate_line(cert: dict) -> str:
     return certificate_line(cert, "bottleneck", format_seconds)
 
 
-def _check(inst, folder: Path, model_sha, as_json: bool) -> None:
+def _check(inst, graph, folder: Path, model_sha, onnx_input: bool, as_json: bool) -> None:
     from onnxpart.partition.verify import check_certificate
 
     def check(manifest, cert):
-        result = check_certificate(inst, manifest, cert, model_sha)
+        result = check_certificate(inst, graph, manifest, cert, model_sha, str(folder / "manifest.json"), onnx_input)
         return result.problems, {"upper_bound": result.upper_bound, "simple_bound": result.simple_bound}
 
     check_folder(folder, "manifest.json", check, lambda facts: (
-        f"certificate ok: bottleneck {format_seconds(facts['upper_bound'])} recomputed from the manifest, "
-        f"simple bound {format_seconds(facts['simple_bound'])} re-checked"), as_json)
-
-
+        f"certificate ok: every stage recomputed from the manifest's op lists, bottleneck "
+        f"{format_seconds(facts['upper_bound'])}; simple bound {format_seconds(facts['simple_bound'])} re-checked"),
+        as_json, problem="mtpp")

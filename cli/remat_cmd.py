@@ -87,7 +87,7 @@ def remat(
             raise UserError("--verify needs an ONNX model; a graph file has nothing to run")
         out = _output_dir(output, force, verify, scratch)
         solution = _solve(loaded.graph, options, time_limit, compare and not as_json, as_json)
-        summary = _emit(out, loaded, solution, prepass, dict(
+        summary = _emit(out, loaded, model, solution, prepass, dict(
             verify=verify, seed=seed, tolerance=verify_tol, freeze=freeze_dims, threshold=external_data_threshold,
             include_params=include_params))
     summary["output"] = None if output is None else str(output)
@@ -141,7 +141,7 @@ def _solve(graph, options, time_limit: float, table_on_error: bool, quiet: bool)
         raise
 
 
-def _emit(out, loaded, solution, prepass, check: dict) -> dict:
+def _emit(out, loaded, model_path: Path, solution, prepass, check: dict) -> dict:
     """remat.onnx (+ .data), sequence.json, certificate.json, memory.png into ``out`` (one atomic commit);
     with --verify the written remat.onnx is run against the original first, and a mismatch leaves nothing
     written. -> the JSON result."""
@@ -160,9 +160,10 @@ def _emit(out, loaded, solution, prepass, check: dict) -> dict:
             if check["verify"]:
                 verify = _verify(out, prepass.original_model if prepass is not None else source, best, check)
                 extra["verify"] = verify
-            _write_reports(out, graph, solution, cert, extra)
+            _write_reports(out, graph, model_path, solution, cert, extra)
         files += ["sequence.json", "certificate.json", "memory.png"]
-    manifest = sequence_payload(graph, best.profile, solution.budget, solution.baseline, best.result.method, extra)
+    manifest = sequence_payload(graph, str(model_path), best.profile, solution.budget, solution.baseline,
+                                best.result.method, extra)
     others = {key: value for key, value in extra.items() if key != "verify"}
     return result(None, manifest, cert.to_dict(), verify, **rm.summary(solution), **others, files=files)
 
@@ -208,14 +209,14 @@ def _verify(out, reference, best, check: dict) -> dict:
     return report
 
 
-def _write_reports(out, graph, solution, cert, extra: dict) -> None:
+def _write_reports(out, graph, model_path: Path, solution, cert, extra: dict) -> None:
     """sequence.json (with the --ort-optimize and --verify reports as they are), certificate.json, memory.png."""
     from onnxpart.files import write_json
     from onnxpart.remat.emit import plot_memory, sequence_payload
 
     best = solution.best
-    write_json(out.path("sequence.json"), sequence_payload(graph, best.profile, solution.budget, solution.baseline,
-                                                           best.result.method, extra))
+    write_json(out.path("sequence.json"), sequence_payload(graph, str(model_path), best.profile, solution.budget,
+                                                           solution.baseline, best.result.method, extra))
     write_json(out.path("certificate.json"), cert.to_dict())
     plot_memory(out.path("memory.png"), solution.baseline, best.profile, solution.budget,
                 f"{graph.name}{' after ort-optimize' if 'ort_optimize' in extra else ''}: "
@@ -227,11 +228,12 @@ def _check(graph, folder: Path, as_json: bool) -> None:
     from onnxpart.remat.verify import check_certificate
 
     def check(sequence, cert):
-        return check_certificate(graph, sequence, cert, graph.model_sha256), {"upper_bound": cert.upper_bound}
+        problems = check_certificate(graph, sequence, cert, graph.model_sha256, str(folder / "sequence.json"))
+        return problems, {"upper_bound": cert.upper_bound}
 
     check_folder(folder, "sequence.json", check, lambda facts: (
         f"certificate ok: the sequence re-simulates within the budget at duration "
-        f"{format_seconds(facts['upper_bound'])}, no lower bound above it"), as_json)
+        f"{format_seconds(facts['upper_bound'])}, every field of sequence.json recomputed"), as_json, problem="remat")
 
 
 def _print(summary: dict, solution, prepass, table: bool) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import typer
 from rich.table import Table
@@ -71,7 +71,8 @@ def schedule(
                                 input_shape=input_shape, coarsen=coarsen, dim=dim)
     model_sha = loaded.sha256 if loaded is not None else graph.model_sha256
     if check_certificate is not None:
-        _check(inst, check_certificate, model_sha, as_json)
+        _check(inst, graph, check_certificate, model_sha, lambda: _batch_axis(loaded, freeze_dims), loaded is not None,
+               as_json)
         return
     if verify and loaded is None:
         raise UserError("--verify needs an ONNX model (graph-only input has nothing to run)")
@@ -323,23 +324,30 @@ def _rate(value: float) -> str:
     return f"{value:,.0f}" if value >= 1000 else f"{value:.4g}"
 
 
-def _check(inst, folder: Path, model_sha, as_json: bool) -> None:
+def _check(inst, graph, folder: Path, model_sha, axis: Callable[[], Any], onnx_input: bool, as_json: bool) -> None:
     """Latency folders are re-simulated from the mapping and order; throughput folders validated slice
-    by slice, their transfers recomputed (the manifest's ``objective`` says which)."""
+    by slice; every field of both recomputed (the manifest's ``objective`` says which); ``axis()``
+    gives the throughput pieces' batch axis."""
     from onnxpart.schedule.verify import check_batch_certificate, check_certificate
 
+    where = str(folder / "manifest.json")
+
     def check(manifest, cert):
-        throughput = isinstance(manifest, dict) and manifest.get("objective") == "throughput"
-        checked = (check_batch_certificate if throughput else check_certificate)(inst, manifest, cert, model_sha)
-        return checked.problems, {"upper_bound": checked.upper_bound, "objective": manifest.get("objective")}
+        if isinstance(manifest, dict) and manifest.get("objective") == "throughput":
+            checked = check_batch_certificate(inst, graph, manifest, cert, model_sha, where, onnx_input, axis)
+        else:
+            checked = check_certificate(inst, graph, manifest, cert, model_sha, where, onnx_input)
+        return checked.problems, {"upper_bound": checked.upper_bound, "objective": manifest["objective"]}
 
     def ok_line(facts: dict) -> str:
         if facts["objective"] == "throughput":
             return (f"certificate ok: batch makespan {format_seconds(facts['upper_bound'])} validated slice by "
-                    "slice from the manifest, every transfer recomputed; every lower bound is at most it")
+                    "slice from the manifest, every transfer, piece and device recomputed; every lower bound is "
+                    "at most it")
         return (f"certificate ok: makespan {format_seconds(facts['upper_bound'])} re-simulated from the "
-                "manifest's mapping and order; every lower bound is at most it")
+                "manifest's mapping and order, every transfer, piece and device recomputed; every lower bound "
+                "is at most it")
 
-    check_folder(folder, "manifest.json", check, ok_line, as_json)
+    check_folder(folder, "manifest.json", check, ok_line, as_json, problem="schedule")
 
 

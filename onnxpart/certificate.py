@@ -5,6 +5,10 @@ every lower bound that was computed — each with the method, the proven value, 
 solver and the seconds it took — the best of them, and the gap ``1 - LB/UB``. Lower bounds are only ever
 proven values (a MIP dual bound, a CP-SAT best objective bound, or a formula with a proof), never an
 incumbent; a solver stopped by its time limit reports its proven bound with status ``time_limit``.
+
+Every check that compares a recomputed number with one read back (``--check-certificate``,
+:mod:`onnxpart.certificate_check`; a solver's answer) uses the one tolerance rule here:
+:func:`same_value`, :func:`above`, :func:`slack`.
 """
 
 from __future__ import annotations
@@ -28,19 +32,27 @@ class LowerBound:
     note: str = ""
 
 
-#: relative slack when a checker compares a recomputed value with one read back from JSON or a solver
-#: (HiGHS and CP-SAT tolerances, float round trips)
-RTOL = 1e-6
+#: The one tolerance rule of every check that compares a recomputed number with one read back (from a
+#: file or a solver): relative 1e-9 of the larger magnitude (float round trips and summation order stay
+#: far below it; solvers' bounds are floored or proven on the same floats), plus 1e-12 absolute so
+#: that values next to 0 (a start time, an empty stage's cost) compare equal.
+RTOL = 1e-9
+ATOL = 1e-12
+
+
+def slack(scale: float) -> float:
+    """How far a value of magnitude ``scale`` may be from its recomputation."""
+    return RTOL * abs(scale) + ATOL
 
 
 def same_value(a: float, b: float) -> bool:
-    """``a`` and ``b`` agree within :data:`RTOL` (relative to the larger, at least 1) or 1e-12 absolute."""
-    return abs(a - b) <= RTOL * max(1.0, abs(a), abs(b)) or abs(a - b) <= 1e-12
+    """``a`` and ``b`` agree within the :func:`slack` of the larger."""
+    return abs(a - b) <= slack(max(abs(a), abs(b)))
 
 
-def above(bound: float, upper: float) -> bool:
-    """A claimed lower ``bound`` exceeds the recomputed ``upper`` bound beyond the tolerances."""
-    return bound > upper * (1 + RTOL) + 1e-12
+def above(value: float, limit: float) -> bool:
+    """``value`` exceeds ``limit`` beyond its :func:`slack` (a lower bound above an upper bound)."""
+    return value > limit + slack(limit)
 
 
 def best_bound(bounds) -> float | None:
@@ -74,7 +86,7 @@ class Certificate:
 
     @property
     def proven_optimal(self) -> bool:
-        return self.gap is not None and self.gap <= 1e-9
+        return self.gap is not None and self.gap <= RTOL
 
     def to_dict(self) -> dict[str, Any]:
         return {

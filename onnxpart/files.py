@@ -64,6 +64,8 @@ def read_json(path: str | os.PathLike, what: str = "file") -> Any:
         raise UserError(f"cannot read {what} {path}: {exc.strerror}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"{path} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise UserError(f"{path} is nested too deeply to be an onnxpart file") from None
 
 
 def _jsonable(value: Any) -> Any:

@@ -26,6 +26,11 @@ OBJECTIVE = "bottleneck stage time (s)"
 CONFIGURATION = "pipeline"
 
 
+def stage_file(index: int) -> str:
+    """The file of stage ``index``'s model."""
+    return f"stage_{index}.onnx"
+
+
 def stage_io(graph, assignment: np.ndarray, k: int) -> list[tuple[list[str], list[str]]]:
     """(inputs, outputs) tensor names per stage (:func:`onnxpart.parts.part_io`)."""
     return part_io(graph, assignment, k)

@@ -1,22 +1,57 @@
-"""Checking a partition without trusting the code that made it.
+"""Checking a partition without trusting the code that made it (``--check-certificate``).
 
-* :func:`check_certificate` re-derives the upper bound from ``manifest.json`` and the instance's costs
-  (Eq. 3 from scratch, not the segment structure), checks the partition is valid (every op once, no edge
-  to an earlier stage), re-computes Lemma 3.3's simple bound and the single-block min-cut bound, and
-  checks the instance hash and that no lower bound exceeds the upper bound: the ``--check-certificate``
-  option.
+:func:`check_certificate` reads ``manifest.json`` through its schema (:class:`ManifestSchema`), checks
+it was made from the model and instance given, rebuilds the op → stage assignment from the stages' op
+lists (every op exactly once, no edge to an earlier stage), recomputes Eq. 3 from scratch
+(:func:`onnxpart.partition.model.block_costs`, not the segment structure) and from it every field of
+the manifest — per stage its ops' ONNX nodes, tensors in and out, work, io, overflow, parameters and
+cost, the bottleneck and its stage — naming the first that differs; the certificate's upper bound must
+be the bottleneck, and Lemma 3.3's simple bound and the single-block min-cut bound must re-derive.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import Field
 
-from onnxpart.certificate import Certificate, above, instance_hash, same_value
+from onnxpart.certificate import Certificate, instance_hash
+from onnxpart.certificate_check import ModelRef, differences, hash_problems, mismatch
 from onnxpart.partition.cuts import single_block_bound
-from onnxpart.partition.model import Instance, block_costs, check_assignment, simple_lower_bound
+from onnxpart.partition.model import Instance, check_assignment, simple_lower_bound
+from onnxpart.validation import Count, NonNegative, Schema, validate_json
+
+
+class StageSchema(Schema):
+    index: Count
+    file: str | None
+    ops: list[str]
+    onnx_nodes: list[str]
+    inputs: list[str]
+    outputs: list[str]
+    work: NonNegative
+    io_in: NonNegative
+    io_out: NonNegative
+    overflow: NonNegative
+    param_bytes: NonNegative
+    cost: NonNegative
+
+
+class ManifestSchema(Schema):
+    """``manifest.json`` (``onnxpart.partition-manifest/1``) as :func:`onnxpart.partition.emit.manifest` writes it."""
+
+    model: ModelRef
+    graph: str
+    k: Annotated[int, Field(ge=1)]
+    bandwidth: NonNegative | None
+    stage_memory: NonNegative | None
+    objective: str
+    method: str
+    bottleneck: NonNegative
+    bottleneck_stage: Count
+    stages: list[StageSchema]
 
 
 @dataclass
@@ -30,45 +65,57 @@ class CertificateCheck:
         return not self.problems
 
 
-def check_certificate(inst: Instance, manifest: dict[str, Any], cert: Certificate,
-                      model_sha256: str | None) -> CertificateCheck:
-    """Recompute the upper bound from the manifest's stage op lists and re-check the simple bound."""
-    k = int(manifest["k"])
+def check_certificate(inst: Instance, graph, manifest: Any, cert: Certificate, model_sha256: str | None,
+                      where: str, onnx_input: bool) -> CertificateCheck:
+    """Re-check ``manifest`` (read from ``where``) and ``cert`` against ``inst`` (module docstring);
+    ``graph`` is the OpGraph ``inst`` was built from, ``onnx_input`` whether stage files were written."""
+    from onnxpart.partition import Solution
+    from onnxpart.partition import emit
+
+    checked = validate_json(ManifestSchema, manifest, where)
+    k = checked.k
+    problems = hash_problems(cert, instance_hash(model_sha256, inst.digest(), k), checked.model, model_sha256,
+                             "costs, bandwidth, stage memory or k")
+    assignment = _assignment(inst, checked, problems)
+    if assignment is None:
+        return CertificateCheck(float("nan"), float("nan"), problems)
+    solution = Solution(inst, k, assignment, checked.method, [])
+    files = {b: emit.stage_file(b) for b in np.unique(assignment).tolist()} if onnx_input else {}
+    expected = emit.manifest(solution, graph, checked.model.path, model_sha256, files)
+    problems += differences(manifest, expected)
+    upper = solution.value
+    problems += mismatch("certificate upper bound", cert.upper_bound, upper)
+    simple = simple_lower_bound(inst, k)
+    formulas = {"simple": simple, "single-block": single_block_bound(inst).value}
+    for bound in cert.lower_bounds:
+        if bound.method in formulas:
+            problems += mismatch(f"{bound.method} bound", bound.value, formulas[bound.method])
+    return CertificateCheck(upper, simple, problems)
+
+
+def _assignment(inst: Instance, manifest: ManifestSchema, problems: list[str]) -> np.ndarray | None:
+    """op -> stage from the stages' op lists (None, with ``problems``, unless they form a partition into
+    stages 0..k-1 with no edge to an earlier stage)."""
     where = {name: i for i, name in enumerate(inst.op_names)}
     assignment = np.full(inst.n, -1, dtype=np.int64)
-    problems: list[str] = []
-    for stage in manifest["stages"]:
-        for name in stage["ops"]:
+    found = []
+    if [stage.index for stage in manifest.stages] != list(range(manifest.k)):
+        found.append(f"the stages are not numbered 0..{manifest.k - 1} in order")
+    for stage in manifest.stages:
+        for name in stage.ops:
             if name not in where:
-                problems.append(f"stage {stage['index']} lists op {name!r}, which the model does not have")
+                found.append(f"stage {stage.index} lists op {name!r}, which the model does not have")
             elif assignment[where[name]] >= 0:
-                problems.append(f"op {name!r} is in two stages")
+                found.append(f"op {name!r} is in two stages")
             else:
-                assignment[where[name]] = int(stage["index"])
+                assignment[where[name]] = stage.index
     unplaced = [inst.op_names[i] for i in np.flatnonzero(assignment < 0)]
     if unplaced:
-        problems.append(f"{len(unplaced)} ops are in no stage (first: {unplaced[0]!r})")
-        return CertificateCheck(float("nan"), float("nan"), problems)
-    try:
-        check_assignment(inst, assignment, k)
-    except ValueError as exc:
-        problems.append(f"invalid partition: {exc}")
-    costs = block_costs(inst, assignment, k)
-    upper = max((c.cost for c in costs), default=0.0)
-    for stage, cost in zip(manifest["stages"], costs):
-        if not same_value(stage["cost"], cost.cost):
-            problems.append(f"stage {stage['index']}: manifest says cost {stage['cost']}, recomputed {cost.cost}")
-    if not same_value(upper, cert.upper_bound):
-        problems.append(f"certificate upper bound {cert.upper_bound} != recomputed bottleneck {upper}")
-    simple = simple_lower_bound(inst, k)
-    for bound in cert.lower_bounds:
-        if bound.method == "simple" and not same_value(bound.value, simple):
-            problems.append(f"simple bound {bound.value} != recomputed {simple}")
-        if bound.method == "single-block" and not same_value(bound.value, single_block_bound(inst).value):
-            problems.append(f"single-block bound {bound.value} != recomputed {single_block_bound(inst).value}")
-        if bound.value is not None and above(bound.value, upper):
-            problems.append(f"lower bound {bound.method} = {bound.value} exceeds the upper bound {upper}")
-    expected = instance_hash(model_sha256, inst.digest(), k)
-    if cert.instance_sha256 != expected:
-        problems.append("instance sha256 differs: the certificate was made for another model, costs, options or k")
-    return CertificateCheck(upper, simple, problems)
+        found.append(f"{len(unplaced)} ops are in no stage (first: {unplaced[0]!r})")
+    if not found:
+        try:
+            check_assignment(inst, assignment, manifest.k)
+        except ValueError as exc:
+            found.append(f"invalid partition: {exc}")
+    problems += found
+    return None if found else assignment

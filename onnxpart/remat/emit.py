@@ -127,11 +127,13 @@ def check_emitted(remat: onnx.ModelProto, budget: int, include_params: bool, hin
     return peak
 
 
-def sequence_payload(graph: OpGraph, profile: SequenceProfile, budget: int, baseline: SequenceProfile,
-                     method: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``sequence.json``: the events in order with the memory at each, and the totals."""
+def sequence_payload(graph: OpGraph, model_path: str | None, profile: SequenceProfile, budget: int,
+                     baseline: SequenceProfile, method: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``sequence.json``: the model planned on (its path and the sha256 of the graph, after
+    ``--ort-optimize`` the optimized one's), the events in order with the memory at each, and the totals."""
     return {
         "schema": SEQUENCE_SCHEMA,
+        "model": {"path": model_path, "sha256": graph.model_sha256},
         "graph": graph.name,
         "method": method,
         "budget_bytes": budget,

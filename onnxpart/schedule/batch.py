@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from ortools.sat.python import cp_model
 
-from onnxpart.certificate import LowerBound
+from onnxpart.certificate import LowerBound, slack
 from onnxpart.errors import UserError
 from onnxpart.schedule.model import Instance
 from onnxpart.schedule.simulator import earliest_gap
@@ -330,11 +330,12 @@ def batch_makespan(inst: Instance, splits: Sequence[Split], op_order=None, inser
     return simulate_batch(inst, splits, slice_order(inst, splits, op_order), insertion).makespan
 
 
-def validate_batch(inst: Instance, sched: BatchSchedule, tol: float = 1e-9) -> list[str]:
+def validate_batch(inst: Instance, sched: BatchSchedule) -> list[str]:
     """Everything wrong with ``sched`` (3.4, 3.5, precedence per input with the transfers of
-    :func:`slice_transfers`, no overlap, memory)."""
+    :func:`slice_transfers`, no overlap, memory); times within :func:`onnxpart.certificate.slack` of
+    the makespan."""
     problems: list[str] = []
-    eps = tol * max(1.0, sched.makespan)
+    eps = slack(sched.makespan)
     if len(sched.splits) != inst.n:
         return ["one split per op needed"]
     for i, s in enumerate(sched.splits):
@@ -349,9 +350,10 @@ def validate_batch(inst: Instance, sched: BatchSchedule, tol: float = 1e-9) -> l
         return problems
     problems += memory_violations(inst, sched.splits)
     for (i, u), s in sched.start.items():
-        want = inst.time_batch(i, u, sched.splits[i][u])
-        if s < -eps or abs(sched.end[(i, u)] - s - want) > eps:
-            problems.append(f"slice {inst.op_names[i]}@{inst.device_names[u]} mistimed")
+        want, ran = inst.time_batch(i, u, sched.splits[i][u]), sched.end[(i, u)] - s
+        if s < -eps or abs(ran - want) > eps:
+            problems.append(f"slice {inst.op_names[i]}@{inst.device_names[u]} mistimed: " +
+                            (f"starts at {s}" if s < -eps else f"runs {ran} s, not {want}"))
     arrive = {(t.edge, t.src, t.dst): t.end for t in slice_transfers(inst, sched)}  # same device: on end
     for e, (i, u), (j, v), _ in overlapping_slices(inst, sched.splits):
         if sched.start[(j, v)] < arrive.get((e, (i, u), (j, v)), sched.end[(i, u)]) - eps:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from onnxpart.certificate import slack
 from onnxpart.schedule.model import Instance
 
 
@@ -134,10 +135,15 @@ def simulate(inst: Instance, mapping: Sequence[int], order: Sequence[int] | None
         free[u] = max(free[u], s + d)
         if insertion:
             bisect.insort(slots[u], (s, s + d))
-    transfers = [Transfer(i, j, int(mapping[i]), int(mapping[j]), b, float(end[i]),
-                          float(end[i] + inst.delays[e, mapping[i], mapping[j]]))
-                 for e, (i, j, b) in enumerate(inst.edges) if mapping[i] != mapping[j]]
-    return Schedule(mapping, start, end, order, transfers)
+    return Schedule(mapping, start, end, order, transfers_of(inst, mapping, end))
+
+
+def transfers_of(inst: Instance, mapping: Sequence[int], end: Sequence[float]) -> list[Transfer]:
+    """Every edge across devices as a transfer leaving when its producer ends and arriving one link (or
+    route) delay later: ``latency + bytes / bandwidth`` (:attr:`Instance.delays`)."""
+    return [Transfer(i, j, int(mapping[i]), int(mapping[j]), b, float(end[i]),
+                     float(end[i] + inst.delays[e, mapping[i], mapping[j]]))
+            for e, (i, j, b) in enumerate(inst.edges) if mapping[i] != mapping[j]]
 
 
 def makespan(inst: Instance, mapping: Sequence[int], order: Sequence[int] | None = None) -> float:
@@ -168,11 +174,11 @@ def order_by_start(inst: Instance, start: Sequence[float]) -> list[int]:
     return out
 
 
-def validate(inst: Instance, sched: Schedule, tol: float = 1e-9) -> list[str]:
-    """Everything wrong with ``sched`` for ``inst`` ([] when it is a valid schedule). Tolerance is
-    relative to the makespan."""
+def validate(inst: Instance, sched: Schedule) -> list[str]:
+    """Everything wrong with ``sched`` for ``inst`` ([] when it is a valid schedule). Times compare
+    within the one tolerance rule (:func:`onnxpart.certificate.slack`) of the makespan."""
     problems: list[str] = []
-    eps = tol * max(1.0, float(np.max(sched.end, initial=0.0)))
+    eps = slack(float(np.max(sched.end, initial=0.0)))
     m = np.asarray(sched.mapping)
     if m.shape != (inst.n,) or ((m < 0) | (m >= inst.k)).any():
         return ["mapping must give every op a device index"]

@@ -284,7 +284,7 @@ def test_throughput_objective(tmp_path):
     (tampered / "manifest.json").write_text(json.dumps(manifest))
     (tampered / "certificate.json").write_text((out / "certificate.json").read_text())
     refused = invoke(DIAMOND, "--system", SYSTEM, "--check-certificate", tampered)
-    assert refused.exit_code == 2 and "mistimed" in refused.output, refused.output
+    assert refused.exit_code == 2 and "mistimed: runs" in refused.output, refused.output
     shown = runner.invoke(app, ["schedule", str(DIAMOND), "--system", str(SYSTEM), "-o", str(tmp_path / "o2"),
                                 "--objective", "throughput", "--batch", "8", "--time-limit", "2"], terminal_width=140)
     assert shown.exit_code == 0, shown.output
@@ -322,18 +322,18 @@ def test_throughput_transfers_checked(tmp_path):
     late = json.loads(json.dumps(manifest))
     late["transfers"][0]["end"] *= 1.5
     t = transfers[0]
-    said = f"transfer {t['src_op']}→{t['dst_op']} {t['from']}→{t['to']}: manifest says"
+    said = f"transfers['{t['src_op']}→{t['dst_op']} {t['from']}→{t['to']} inputs {t['inputs']}'].end"
     assert said in _refused(tmp_path, out, late)
     removed = json.loads(json.dumps(manifest))
     gone = removed["transfers"].pop(3)
-    assert f"{gone['src_op']}→{gone['dst_op']} {gone['from']}→{gone['to']}" in _refused(tmp_path, out, removed)
-    assert "is missing from the manifest" in _refused(tmp_path, out, removed)
+    said = f"transfers['{gone['src_op']}→{gone['dst_op']} {gone['from']}→{gone['to']} inputs {gone['inputs']}'] is missing"
+    assert said in _refused(tmp_path, out, removed)
     invented = json.loads(json.dumps(manifest))
     invented["transfers"].append({**transfers[0], "to": transfers[0]["from"]})
-    assert "no slice pair needs it" in _refused(tmp_path, out, invented)
+    assert "is not in the recomputed result" in _refused(tmp_path, out, invented)
     heavy = json.loads(json.dumps(manifest))
     heavy["transfers"][-1]["bytes"] *= 2
-    assert "B, recomputed" in _refused(tmp_path, out, heavy)
+    assert "].bytes" in _refused(tmp_path, out, heavy)
 
 
 @pytest.mark.parametrize("args, pattern", [
