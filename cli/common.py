@@ -69,8 +69,10 @@ VerifyTolOpt = Annotated[float, typer.Option("--verify-tol", min=0.0, help=VERIF
 
 
 def handle_errors(command: Callable) -> Callable:
-    """Turn UserError into a one-line message and its exit code; Ctrl-C into exit 130. Bugs keep
-    their tracebacks."""
+    """Turn UserError into a one-line message and its exit code; Ctrl-C and SIGTERM (which
+    :mod:`onnxpart.interrupts` raises as KeyboardInterrupt) into one line and exit 130 or 143 — the output
+    folders' ``with`` blocks have removed what they staged, so nothing is written. Bugs keep their
+    tracebacks."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -79,9 +81,11 @@ def handle_errors(command: Callable) -> Callable:
         except UserError as exc:
             err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
-        except KeyboardInterrupt:
-            err_console.print("[yellow]interrupted[/]")
-            raise typer.Exit(130) from None
+        except KeyboardInterrupt as interrupt:
+            from onnxpart.interrupts import exit_code
+
+            err_console.print("[yellow]interrupted:[/] nothing written", highlight=False)
+            raise typer.Exit(exit_code(interrupt)) from None
 
     return wrapper
 

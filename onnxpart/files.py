@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from onnxpart import interrupts
 from onnxpart.errors import UserError
 
 
@@ -102,15 +103,18 @@ class OutputDir:
         return self.staging / name
 
     def commit(self) -> Path:
+        """Move the staged folder into place (replacing the old target), whole: Ctrl-C or SIGTERM during
+        the renames waits for them."""
         self.path("")  # an empty result is still a folder
-        if self.target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.old.", dir=self.parent))
-            os.replace(self.target, old / "dir")
-            os.replace(self.staging, self.target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(self.staging, self.target)
-        self.staging = None
+        with interrupts.deferred():
+            if self.target.exists():
+                old = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.old.", dir=self.parent))
+                os.replace(self.target, old / "dir")
+                os.replace(self.staging, self.target)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(self.staging, self.target)
+            self.staging = None
         return self.target
 
     def discard(self) -> None:
