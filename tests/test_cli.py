@@ -174,6 +174,7 @@ def test_output_dir_leaves_nothing_on_error_and_replaces_atomically(tmp_path):
     assert list(tmp_path.iterdir()) == []
     with OutputDir(target) as out:
         write_json(out.path("a.json"), {"x": 1})
+        write_json(out.path("certificate.json"), {"schema": "onnxpart.certificate/1"})  # onnxpart's own
     with pytest.raises(UserError, match="--force"):
         OutputDir(target)
     with OutputDir(target, force=True) as out:
