@@ -267,7 +267,15 @@ def solve_cpsat(model: cp_model.CpModel, time_limit: float, *, workers: int = 2,
 
         callback = _Progress()
     start = time.perf_counter()
-    with interrupts.deferred(solver.stop_search):
+    stopped = threading.Event()
+
+    def stop() -> None:
+        stopped.set()
+        solver.stop_search()
+
+    with interrupts.deferred(stop):
+        if stopped.is_set():  # the signal came before the search began, when CP-SAT ignores a stop
+            solver.parameters.max_time_in_seconds = 0.0
         code = solver.Solve(model, callback)
     seconds = time.perf_counter() - start
     has_solution = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
