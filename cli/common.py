@@ -49,8 +49,9 @@ DeviceOpt = Annotated[str, typer.Option("--device", help=DEVICE_HELP)]
 CostsOpt = Annotated[Optional[Path], typer.Option("--costs", help=COSTS_HELP)]
 CoarsenOpt = Annotated[bool, typer.Option("--coarsen", help=COARSEN_HELP)]
 FormatOpt = Annotated[str, typer.Option("--format", help=FORMAT_HELP)]
-OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="Output folder (written atomically; "
-                                                  "never over a file the run reads; an existing empty folder is used).")]
+OUTPUT_HELP = ("Output folder (written atomically; never over a file the run reads; an existing empty folder "
+               "is used).")
+OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help=OUTPUT_HELP)]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Replace an existing output folder that onnxpart wrote "
                                         "(it holds onnxpart's certificate.json).")]
 CleanOpt = Annotated[bool, typer.Option("--clean", help="With --force: also replace an output that onnxpart did "

@@ -89,7 +89,7 @@ def remat(
             raise UserError("--verify needs an ONNX model; a graph file has nothing to run")
         reads = run_reads(model, loaded.model, prepass.original_model if prepass else None, costs=costs,
                           device=device)
-        out = _output_dir(output, (force, clean, reads), verify, scratch)
+        out = _output_dir(output, verify, scratch, force=force, clean=clean, reads=reads)
         solution = _solve(loaded.graph, options, time_limit, compare and not as_json, as_json)
         summary = _emit(out, loaded, solution, prepass, dict(
             verify=verify, seed=seed, tolerance=verify_tol, freeze=freeze_dims, threshold=external_data_threshold,
@@ -118,10 +118,10 @@ def _load(model: Path, options, scratch: contextlib.ExitStack, *, ort_optimize: 
     return loaded, prepass, options
 
 
-def _output_dir(output: Optional[Path], guard: tuple, verify: bool, scratch: contextlib.ExitStack):
-    """The output folder, checked before solving (``guard``: --force, --clean and the files the run
-    reads, :class:`onnxpart.files.OutputDir`); with --verify alone, a scratch folder (the check runs the
-    written remat.onnx). None when nothing is to be written."""
+def _output_dir(output: Optional[Path], verify: bool, scratch: contextlib.ExitStack, **guard):
+    """The output folder, checked before solving (``guard``: ``force``, ``clean`` and the files the run
+    ``reads``, :class:`onnxpart.files.OutputDir`); with --verify alone, a scratch folder (the check runs
+    the written remat.onnx). None when nothing is to be written."""
     import tempfile
 
     from onnxpart.files import OutputDir
@@ -130,8 +130,7 @@ def _output_dir(output: Optional[Path], guard: tuple, verify: bool, scratch: con
         return None
     if output is None:
         return OutputDir(Path(scratch.enter_context(tempfile.TemporaryDirectory(prefix="onnxpart-"))) / "out")
-    force, clean, reads = guard
-    return OutputDir(output, force=force, clean=clean, reads=reads)
+    return OutputDir(output, **guard)
 
 
 def _solve(graph, options, time_limit: float, table_on_error: bool, quiet: bool):

@@ -80,7 +80,7 @@ def tile(
 
         if verify:
             raise UserError("--verify runs an ONNX model's plan; a matrix program has no model to run")
-        summary = tile_program.run(model, output, method, labels, time_limit, seed, workers, (force, clean),
+        summary = tile_program.run(model, output, method, labels, time_limit, seed, workers, force, clean,
                                    check_certificate, as_json)
     else:
         if labels is not None:

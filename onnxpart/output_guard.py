@@ -73,16 +73,18 @@ def check_file(target: Path, reads: Iterable[Path], force: bool, clean: bool, sc
         if not force:
             raise UserError(f"{target} already exists; pass --force to overwrite it")
         if not clean and _schema(target) != schema:
-            raise UserError(f"{target} is not an onnxpart costs file ({schema}): --force replaces only a file "
-                            "onnxpart wrote; pass --force --clean to overwrite it, or choose another -o")
+            raise UserError(f"{target} is not a file onnxpart wrote (schema {schema}): --force replaces only "
+                            "onnxpart's own output; pass --force --clean to overwrite it, or choose another -o")
         _refuse_same_inode(target, reads)
     _probe(parent, target)
 
 
 def _parent(target: Path) -> Path:
+    """The folder ``target`` goes into (refused: missing, or ``target`` the current folder or one above)."""
     parent = target.parent if str(target.parent) else Path(".")
-    if not Path(os.path.abspath(target)).name:
-        raise UserError(f"-o {target} is the root folder: choose a folder or file inside one")
+    where, here = Path(os.path.abspath(target)), Path.cwd()
+    if where == here or where in here.parents:
+        raise UserError(f"-o {target} is the current folder or one above it: name a folder inside it")
     if not parent.is_dir():
         raise UserError(f"cannot write {target}: folder {parent} does not exist")
     return parent

@@ -235,6 +235,22 @@ def _highs_callbacks(highs: highspy.Highs, on_bound: Callable[[float], None] | N
     return stopped.set
 
 
+def _solve_stoppably(solver: cp_model.CpSolver, model: cp_model.CpModel, callback) -> Any:
+    """``solver.Solve`` that Ctrl-C or SIGTERM ends at once: its ``stop_search`` runs from the signal
+    watcher (:func:`onnxpart.interrupts.deferred`), and the interrupt is raised when it returns. CP-SAT's
+    own SIGINT handler stays off (``catch_sigint_signal``): it resets SIGINT to its default afterwards,
+    and a later Ctrl-C would kill the process without any clean-up."""
+    stopped = threading.Event()
+
+    def stop() -> None:
+        stopped.set()
+        solver.stop_search()
+
+    with interrupts.deferred(stop):
+        if stopped.is_set():  # the signal came before the search began, when CP-SAT ignores a stop
+            solver.parameters.max_time_in_seconds = 0.0
+        return solver.Solve(model, callback)
+
 def solve_cpsat(model: cp_model.CpModel, time_limit: float, *, workers: int = 2, seed: int = 0,
                 hint_callback: Callable[[float, float, float], None] | None = None,
                 verbose: bool = False, parameters: Mapping[str, Any] | None = None,
@@ -242,10 +258,10 @@ def solve_cpsat(model: cp_model.CpModel, time_limit: float, *, workers: int = 2,
                 ) -> tuple[SolveResult, cp_model.CpSolver]:
     """Solve a CP-SAT model; ``hint_callback(seconds, incumbent, bound)`` is called on each new
     incumbent (for progress bars), ``on_bound(bound)`` on each new proven objective bound. Ctrl-C or
-    SIGTERM stops the search at once and is raised when it returns (:func:`onnxpart.interrupts.deferred`;
-    CP-SAT's own SIGINT handler stays off: it would leave SIGINT at its default afterwards). ``parameters`` sets further
-    ``SatParameters`` fields by name (e.g. ``interleave_search``, ``max_deterministic_time`` for
-    reproducible multi-worker runs; a list extends a repeated field such as ``subsolvers``)."""
+    SIGTERM stops the search at once and is raised when it returns (:func:`_solve_stoppably`).
+    ``parameters`` sets further ``SatParameters`` fields by name (e.g. ``interleave_search``,
+    ``max_deterministic_time`` for reproducible multi-worker runs; a list extends a repeated field such
+    as ``subsolvers``)."""
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = float(max(time_limit, 1e-3))
     solver.parameters.num_workers = int(workers)
@@ -267,16 +283,7 @@ def solve_cpsat(model: cp_model.CpModel, time_limit: float, *, workers: int = 2,
 
         callback = _Progress()
     start = time.perf_counter()
-    stopped = threading.Event()
-
-    def stop() -> None:
-        stopped.set()
-        solver.stop_search()
-
-    with interrupts.deferred(stop):
-        if stopped.is_set():  # the signal came before the search began, when CP-SAT ignores a stop
-            solver.parameters.max_time_in_seconds = 0.0
-        code = solver.Solve(model, callback)
+    code = _solve_stoppably(solver, model, callback)
     seconds = time.perf_counter() - start
     has_solution = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
     objective = solver.ObjectiveValue() if has_solution else None

@@ -21,7 +21,8 @@ from tests.safety.harness import DIAMOND, STRATEGIES, STRATEGY_ARGS, Guard, run_
 WRITERS = (*STRATEGIES, "annotate")
 #: Options (appended, so they win) for runs that solve DIAMOND: a budget that fits (the harness's is
 #: below what it needs) and a short limit (the answer does not matter here).
-SOLVABLE = {command: ["--time-limit", "0.5"] for command in STRATEGIES} | {"remat": ["--budget", "100%", "--time-limit", "0.5"]}
+SOLVABLE = {command: ["--time-limit", "0.5"] for command in STRATEGIES}
+SOLVABLE["remat"] = ["--budget", "100%", "--time-limit", "0.5"]
 DEVICE_SPEC = Path(str(resources.files("onnxpart.cost_models") / "devices" / "a100.yaml"))
 
 
