@@ -8,8 +8,8 @@ from typing import Optional
 
 import typer
 
-from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, DEVICE_HELP, INPUT_SHAPE_HELP, DIM_HELP, console, handle_errors,
-                                 load_costed, print_json)
+from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, DEVICE_HELP, INPUT_SHAPE_HELP, DIM_HELP, CleanOpt, console,
+                                 handle_errors, load_costed, print_json)
 from onnxpart.errors import UserError
 from onnxpart.units import format_seconds
 
@@ -27,22 +27,21 @@ def annotate(
     batch: Optional[int] = typer.Option(None, "--batch", min=1, help="Cost a batch of B inputs: the symbolic dim "
                                         "on axis 0 of every graph input set to B × its --dim value (default 1); "
                                         "recorded as the file's batch, for a system file's costs: {B: file}."),
-    force: bool = typer.Option(False, "--force", help="Overwrite an existing output file."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing costs file that onnxpart wrote."),
+    clean: CleanOpt = False,
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),
 ) -> None:
     """Cost every op (analytic roofline or measured with onnxruntime) and write costs.json."""
     from onnxpart.cost_models import load_device
-    from onnxpart.costs_io import graph_to_costs
+    from onnxpart.costs_io import SCHEMA, graph_to_costs
     from onnxpart.files import write_json
+    from onnxpart.output_guard import check_file, run_reads
 
-    if output.exists() and not force:
-        raise UserError(f"{output} already exists; pass --force to overwrite it")
-    if not (output.parent if str(output.parent) else Path(".")).is_dir():
-        raise UserError(f"cannot write {output}: folder {output.parent} does not exist")
     if batch is not None:
         dim = _batch_dims(model, dim or [], batch)
     loaded = load_costed(model, input_shape=input_shape, coarsen=coarsen, cost=cost, device=device, runs=runs, dim=dim,
                          need_model=True)
+    check_file(output, run_reads(model, loaded.model, device=device), force, clean, SCHEMA)
     graph = loaded.graph
     extra: dict = {"batch": batch or 1}
     if loaded.measured_end_to_end is not None:

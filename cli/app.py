@@ -35,6 +35,10 @@ app.command("tile")(tile_cmd.tile)
 
 
 def main() -> None:
+    """The ``onnxpart`` command: SIGINT and SIGTERM stop it cleanly (:mod:`onnxpart.interrupts`)."""
+    from onnxpart import interrupts
+
+    interrupts.install()
     app()
 
 

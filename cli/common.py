@@ -49,8 +49,13 @@ DeviceOpt = Annotated[str, typer.Option("--device", help=DEVICE_HELP)]
 CostsOpt = Annotated[Optional[Path], typer.Option("--costs", help=COSTS_HELP)]
 CoarsenOpt = Annotated[bool, typer.Option("--coarsen", help=COARSEN_HELP)]
 FormatOpt = Annotated[str, typer.Option("--format", help=FORMAT_HELP)]
-OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="Output folder (written atomically).")]
-ForceOpt = Annotated[bool, typer.Option("--force", help="Replace an existing output folder.")]
+OUTPUT_HELP = ("Output folder (written atomically; never over a file the run reads; an existing empty folder "
+               "is used).")
+OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help=OUTPUT_HELP)]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Replace an existing output folder that onnxpart wrote "
+                                        "(it holds onnxpart's certificate.json).")]
+CleanOpt = Annotated[bool, typer.Option("--clean", help="With --force: also replace an output that onnxpart did "
+                                        "not write, deleting what it holds.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout (nothing else there).")]
 TimeLimitOpt = Annotated[float, typer.Option("--time-limit", min=0.1, help="Total wall-clock seconds for the "
                                              "whole solve: every method, search and bound together.")]
@@ -69,8 +74,10 @@ VerifyTolOpt = Annotated[float, typer.Option("--verify-tol", min=0.0, help=VERIF
 
 
 def handle_errors(command: Callable) -> Callable:
-    """Turn UserError into a one-line message and its exit code; Ctrl-C into exit 130. Bugs keep
-    their tracebacks."""
+    """Turn UserError into a one-line message and its exit code; Ctrl-C and SIGTERM (which
+    :mod:`onnxpart.interrupts` raises as KeyboardInterrupt) into one line and exit 130 or 143 — the output
+    folders' ``with`` blocks have removed what they staged, so nothing is written. Bugs keep their
+    tracebacks."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -79,9 +86,11 @@ def handle_errors(command: Callable) -> Callable:
         except UserError as exc:
             err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
-        except KeyboardInterrupt:
-            err_console.print("[yellow]interrupted[/]")
-            raise typer.Exit(130) from None
+        except KeyboardInterrupt as interrupt:
+            from onnxpart.interrupts import exit_code
+
+            err_console.print("[yellow]interrupted:[/] nothing written", highlight=False)
+            raise typer.Exit(exit_code(interrupt)) from None
 
     return wrapper
 

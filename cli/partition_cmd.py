@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
+from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
                                  ExternalDataOpt, ForceOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt, JsonOpt,
                                  MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt,
                                  certificate_line, check_folder, console, enforce_gap, err_console, gap_limit,
@@ -54,6 +54,7 @@ def partition(
     mla: bool = typer.Option(True, "--mla/--no-mla", help="Seed the search with an mla-weighted order."),
     ideal_limit: int = typer.Option(5000, "--ideal-limit", min=0, help="Use the exact ideal DP when the DAG has at most this many ideals (0: never)."),
     force: ForceOpt = False,
+    clean: CleanOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Split a model into k pipeline stages minimizing the bottleneck stage (MTPP), with proven lower bounds."""
@@ -82,8 +83,9 @@ def partition(
         raise UserError("--verify needs an ONNX model (graph-only input has nothing to run)")
 
     from onnxpart.files import OutputDir
+    from onnxpart.output_guard import run_reads
 
-    out = OutputDir(output, force=force)
+    out = OutputDir(output, force=force, clean=clean, reads=run_reads(model, loaded, costs=costs, device=device))
     options = Options(k=stages, time_limit=time_limit, seed=seed, bounds=methods, workers=workers,
                       brkga=BrkgaOptions(population=population, generations=generations, elite=elite,
                                          mutants=mutants, rho=rho),

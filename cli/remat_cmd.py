@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
+from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
                                  ExternalDataOpt, ForceOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt, JsonOpt,
                                  MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt,
                                  check_folder, console, enforce_gap, err_console, gap_limit, handle_errors,
@@ -30,6 +30,7 @@ def remat(
     budget: str = typer.Option(..., "--budget", "-b", help="Memory budget: 80% (of the file order's peak), 24MiB, 6,422,528 (bytes), or min (the smallest that works: Moccasin phase 1 with half the time limit)."),
     output: OutputOpt = None,
     force: ForceOpt = False,
+    clean: CleanOpt = False,
     method: str = typer.Option("moccasin", "--method", help="moccasin, checkmate, checkmate-lp, greedy; comma-separated to run several (sharing --time-limit)."),
     compare: bool = typer.Option(False, "--compare", help="Run the methods on the same instance and print one table (all four if one is named)."),
     order: str = typer.Option("fixed", "--order", help="fixed: the file's order (paper §2.3); minmem: the memory-minimizing order; free: the solver picks (§2.1)."),
@@ -61,6 +62,7 @@ def remat(
 ) -> None:
     """Fit a memory budget with the least recomputation (Moccasin CP-SAT; Checkmate baselines)."""
     from onnxpart import remat as rm
+    from onnxpart.output_guard import run_reads
     from onnxpart.readers import check_format
     from onnxpart.units import parse_percent_or_bytes
 
@@ -85,7 +87,9 @@ def remat(
             return _check(loaded.graph, check_certificate, as_json)
         if verify and loaded.model is None:
             raise UserError("--verify needs an ONNX model; a graph file has nothing to run")
-        out = _output_dir(output, force, verify, scratch)
+        reads = run_reads(model, loaded.model, prepass.original_model if prepass else None, costs=costs,
+                          device=device)
+        out = _output_dir(output, verify, scratch, force=force, clean=clean, reads=reads)
         solution = _solve(loaded.graph, options, time_limit, compare and not as_json, as_json)
         summary = _emit(out, loaded, model, solution, prepass, dict(
             verify=verify, seed=seed, tolerance=verify_tol, freeze=freeze_dims, threshold=external_data_threshold,
@@ -114,17 +118,19 @@ def _load(model: Path, options, scratch: contextlib.ExitStack, *, ort_optimize: 
     return loaded, prepass, options
 
 
-def _output_dir(output: Optional[Path], force: bool, verify: bool, scratch: contextlib.ExitStack):
-    """The output folder, refused before solving if it exists; with --verify alone, a scratch folder (the
-    check runs the written remat.onnx). None when nothing is to be written."""
+def _output_dir(output: Optional[Path], verify: bool, scratch: contextlib.ExitStack, **guard):
+    """The output folder, checked before solving (``guard``: ``force``, ``clean`` and the files the run
+    ``reads``, :class:`onnxpart.files.OutputDir`); with --verify alone, a scratch folder (the check runs
+    the written remat.onnx). None when nothing is to be written."""
     import tempfile
 
     from onnxpart.files import OutputDir
 
     if output is None and not verify:
         return None
-    return OutputDir(output or Path(scratch.enter_context(tempfile.TemporaryDirectory(prefix="onnxpart-"))) / "out",
-                     force=force)
+    if output is None:
+        return OutputDir(Path(scratch.enter_context(tempfile.TemporaryDirectory(prefix="onnxpart-"))) / "out")
+    return OutputDir(output, **guard)
 
 
 def _solve(graph, options, time_limit: float, table_on_error: bool, quiet: bool):

@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional
 import typer
 from rich.table import Table
 
-from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
+from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
                                  ExternalDataOpt, ForceOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt, JsonOpt,
                                  MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt,
                                  certificate_line, check_folder, console, enforce_gap, gap_limit,
@@ -53,6 +53,7 @@ def schedule(
     verify_tol: VerifyTolOpt = 1e-4,
     check_certificate: CheckCertificateOpt = None,
     force: ForceOpt = False,
+    clean: CleanOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Map and order ops on heterogeneous devices minimizing latency (thesis MILP, CP-SAT, MILP-SPLIT,
@@ -79,8 +80,10 @@ def schedule(
     axis = _batch_axis(loaded, freeze_dims) if objective == "throughput" else None
 
     from onnxpart.files import OutputDir
+    from onnxpart.output_guard import run_reads
 
-    out = OutputDir(output, force=force)
+    out = OutputDir(output, force=force, clean=clean,
+                    reads=run_reads(model, loaded, costs=costs, device=device, system=inst.system))
     options = Options(methods=methods, objective=objective, batch=batch, time_limit=time_limit, seed=seed,
                       iterations=iterations, workers=workers or os.cpu_count() or 1)
     solution, sched = _solve(inst, options, max_pieces, as_json)

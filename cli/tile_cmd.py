@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
+from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
                                  ExternalDataOpt, ForceOpt, FormatOpt, InputShapeOpt, JsonOpt, MaxGapOpt, OutputOpt,
                                  SeedOpt, TimeLimitOpt, VerifyTolOpt, WorkersOpt, check_folder, console, enforce_gap,
                                  err_console, gap_limit, handle_errors, load_costed, print_json, progress_bar, result,
@@ -66,6 +66,7 @@ def tile(
                                 "differing tensor exits 1 and writes nothing."),
     verify_tol: VerifyTolOpt = 1e-4,
     force: ForceOpt = False,
+    clean: CleanOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Choose a sharding layout per tensor and an algorithm per op on a device mesh, minimizing the step time
@@ -79,7 +80,7 @@ def tile(
 
         if verify:
             raise UserError("--verify runs an ONNX model's plan; a matrix program has no model to run")
-        summary = tile_program.run(model, output, method, labels, time_limit, seed, workers, force,
+        summary = tile_program.run(model, output, method, labels, time_limit, seed, workers, force, clean,
                                    check_certificate, as_json)
     else:
         if labels is not None:
@@ -94,8 +95,13 @@ def tile(
         if check_certificate is not None:
             _check(inst, check_certificate, sha, as_json)
             return
+        from onnxpart.files import OutputDir
+        from onnxpart.output_guard import run_reads
+
+        out = OutputDir(output, force=force, clean=clean, reads=run_reads(model, loaded.model, costs=costs,
+                                                                          device=device))
         check = {"verify": verify, "seed": seed, "tolerance": verify_tol}
-        summary = _solve_and_write(inst, loaded, model, sha, output, force, method, time_limit, seed, workers,
+        summary = _solve_and_write(inst, loaded, model, sha, out, method, time_limit, seed, workers,
                                    external_data_threshold, check, as_json)
     if summary is None:
         return
@@ -179,15 +185,15 @@ def _methods(method: Optional[str], known: tuple[str, ...]) -> tuple[str, ...]:
     return methods
 
 
-def _solve_and_write(inst, loaded, model_path, sha, output, force, method, time_limit, seed, workers, threshold,
+def _solve_and_write(inst, loaded, model_path, sha, out, method, time_limit, seed, workers, threshold,
                      check: dict, as_json: bool = False):
-    """Solve, then write plan.json, certificate.json and annotated.onnx; with ``check["verify"]`` the plan
-    is run on the virtual devices first, and a mismatch (exit 1) leaves nothing written."""
-    from onnxpart.files import OutputDir, write_json
+    """Solve, then write plan.json, certificate.json and annotated.onnx into ``out`` (an
+    :class:`onnxpart.files.OutputDir`); with ``check["verify"]`` the plan is run on the virtual devices
+    first, and a mismatch (exit 1) leaves nothing written."""
+    from onnxpart.files import write_json
     from onnxpart.tile import emit
     from onnxpart.tile.onnx_search import METHODS, LayoutOptions, solve_layouts
 
-    out = OutputDir(output, force=force)
     options = LayoutOptions(_methods(method, METHODS), time_limit, workers, seed)
     from onnxpart.board import Board
 

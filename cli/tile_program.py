@@ -11,7 +11,9 @@ from onnxpart.errors import UserError
 
 
 def run(path: Path, output, method: Optional[str], labels: Optional[str], time_limit: float, seed: int,
-        workers: int, force: bool, check_certificate: Optional[Path], as_json: bool) -> Optional[dict]:
+        workers: int, force: bool, clean: bool, check_certificate: Optional[Path], as_json: bool) -> Optional[dict]:
+    """Tile the program in ``path`` into ``output`` (never over ``path``: :class:`onnxpart.files.OutputDir`),
+    or check an earlier folder; -> the JSON result (None after a check)."""
     from onnxpart.onnx_io import file_sha256
     from onnxpart.tile import METHODS, TileOptions, emit, solve
     from onnxpart.tile.model import build_instance
@@ -32,7 +34,7 @@ def run(path: Path, output, method: Optional[str], labels: Optional[str], time_l
     from onnxpart.files import OutputDir, write_json
 
     methods = _methods(method, METHODS) if method else ("local", "greedy", "exact")
-    out = OutputDir(output, force=force)
+    out = OutputDir(output, force=force, clean=clean, reads=[path])
     options = TileOptions(methods=methods, time_limit=time_limit, workers=workers, seed=seed)
     with err_console.status(f"tiling {path.name}…"):
         solution = solve(instance, options)

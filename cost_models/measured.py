@@ -8,9 +8,7 @@ but they are not part of inference and are not charged to any op.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -34,21 +32,16 @@ def measured_costs(graph: OpGraph, loaded, runs: int = 5, warmup: int = 2,
     costed dims and put median per-node times on ``graph``'s ops."""
     from onnxpart.verify import input_shapes
 
-    session = runtime.make_session(loaded.model, loaded.folder, profile=True, threads=threads)
-    feeds = runtime.random_inputs(session, seed, shapes=input_shapes(loaded, loaded.dims))
-    for _ in range(warmup):
-        session.run(None, feeds)
-    walls = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        session.run(None, feeds)
-        walls.append(time.perf_counter() - start)
-    profile_path = session.end_profiling()
-    try:
-        with open(profile_path) as handle:
-            events = json.load(handle)
-    finally:
-        os.unlink(profile_path)
+    with runtime.profiling_session(loaded.model, loaded.folder, threads=threads) as (session, profile):
+        feeds = runtime.random_inputs(session, seed, shapes=input_shapes(loaded, loaded.dims))
+        for _ in range(warmup):
+            session.run(None, feeds)
+        walls = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            session.run(None, feeds)
+            walls.append(time.perf_counter() - start)
+        events = profile()
     samples: dict[str, list[float]] = {}
     for event in events:
         if event.get("cat") == "Node" and event.get("name", "").endswith("_kernel_time"):

@@ -27,7 +27,7 @@ class Status(str, Enum):
 
     OPTIMAL = "optimal"  # proven optimal (or the bound is the optimum)
     TIME_LIMIT = "time_limit"  # stopped by its time limit, with its best proven bound
-    INTERRUPTED = "interrupted"  # ended early (the gap closed elsewhere, or Ctrl-C), bound as posted
+    INTERRUPTED = "interrupted"  # ended early (the gap closed elsewhere), bound as posted
     BOUND = "bound"  # a closed formula
     INFEASIBLE = "infeasible"
     ERROR = "error"

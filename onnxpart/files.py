@@ -9,10 +9,13 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from onnxpart import interrupts
 from onnxpart.errors import UserError
+from onnxpart.output_guard import check_folder
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
@@ -78,23 +81,20 @@ def _jsonable(value: Any) -> Any:
 
 class OutputDir:
     """An output folder filled atomically: files go to a hidden sibling staging folder, which replaces
-    the target only on :meth:`commit`. An existing target is refused unless ``force`` — checked when the
-    object is made, so a command can refuse before it spends minutes solving. The staging folder is
+    the target only on :meth:`commit`. The target is checked when the object is made
+    (:func:`onnxpart.output_guard.check_folder`: never over a file the run ``reads``; an existing non-empty
+    folder only with ``force``, and one onnxpart did not write only with ``clean`` too; a parent folder
+    that can be written), so a command refuses before it spends minutes solving. The staging folder is
     created on the first :meth:`path`, so an error or Ctrl-C before anything is written leaves no trace.
 
     Use as a context manager; on error the staging folder is removed and the target is untouched.
     """
 
-    def __init__(self, path: str | os.PathLike, force: bool = False):
+    def __init__(self, path: str | os.PathLike, force: bool = False, clean: bool = False,
+                 reads: Iterable[Path] = ()):
         self.target = Path(path)
         self.parent = self.target.parent if str(self.target.parent) else Path(".")
-        if not self.parent.is_dir():
-            raise UserError(f"cannot create {self.target}: folder {self.parent} does not exist")
-        if self.target.exists() and not force:
-            raise UserError(f"output folder {self.target} already exists; pass --force to replace it")
-        if self.target.exists() and not self.target.is_dir():
-            raise UserError(f"output path {self.target} exists and is not a folder")
-        self.force = force
+        check_folder(self.target, reads, force, clean)
         self.staging: Path | None = None
 
     def path(self, name: str) -> Path:
@@ -104,15 +104,18 @@ class OutputDir:
         return self.staging / name
 
     def commit(self) -> Path:
+        """Move the staged folder into place (replacing the old target), whole: Ctrl-C or SIGTERM during
+        the renames waits for them."""
         self.path("")  # an empty result is still a folder
-        if self.target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.old.", dir=self.parent))
-            os.replace(self.target, old / "dir")
-            os.replace(self.staging, self.target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(self.staging, self.target)
-        self.staging = None
+        with interrupts.deferred():
+            if self.target.exists():
+                old = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.old.", dir=self.parent))
+                os.replace(self.target, old / "dir")
+                os.replace(self.staging, self.target)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(self.staging, self.target)
+            self.staging = None
         return self.target
 
     def discard(self) -> None:

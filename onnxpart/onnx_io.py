@@ -59,6 +59,13 @@ class LoadedModel:
     def uses_external_data(self) -> bool:
         return any(external_data_helper.uses_external_data(t) for t in self.model.graph.initializer)
 
+    @property
+    def external_files(self) -> list[Path]:
+        """The external-data files the model references (inside its folder: :func:`check_external_data`)."""
+        return sorted({self.folder / external_data_helper.ExternalDataInfo(t).location
+                       for t in external_data_helper._get_all_tensors(self.model)
+                       if external_data_helper.uses_external_data(t)})
+
     def value_info(self, name: str, freeze: bool = False) -> onnx.ValueInfoProto:
         """How an emitted model declares ``name``: the original's symbolic type where known (unless
         ``freeze``), else the concrete one; a dim symbolic inference cannot name is left unnamed."""

@@ -7,7 +7,8 @@ while it runs: the parent sees ``("bound", …)`` events before the job ends, so
 incumbent can end the whole run early. :meth:`Runner.shutdown` with ``wait=False`` terminates the
 running workers (a HiGHS or CP-SAT run cannot be interrupted from outside its process) — each worker
 is a process the runner started itself, so no private attribute of a pool is needed — and the runner
-as a context manager leaves no process behind on an error or Ctrl-C.
+as a context manager leaves no process behind on an error, Ctrl-C or SIGTERM (which the parent turns into
+an exception, :mod:`onnxpart.interrupts`; a worker keeps SIGTERM's default and ignores SIGINT).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from onnxpart import interrupts
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +65,7 @@ class BoundPoster:
 
 def _child(channel, job: int, fn: Callable, args: tuple) -> None:
     global _POST
+    interrupts.in_worker()  # SIGTERM ends a worker even inside a native solve; Ctrl-C is the parent's
 
     def send(method: str, value: float) -> None:
         try:

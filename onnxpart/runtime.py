@@ -7,10 +7,14 @@ made with graph optimizations off and ``ExecutionOrder.PRIORITY_BASED``, which k
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
@@ -27,8 +31,10 @@ KEEP_ORDER = {
 }
 
 
-def session_options(*, keep_order: bool = True, profile: bool = False, threads: int = 0,
-                    memory_pattern: bool = True, profile_prefix: str | None = None):
+def session_options(*, keep_order: bool = True, threads: int = 0, memory_pattern: bool = True,
+                    profile_prefix: str | None = None):
+    """onnxruntime session options; ``profile_prefix`` turns the profiler on, writing there
+    (:func:`profiling_session` gives it a private folder)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -41,10 +47,9 @@ def session_options(*, keep_order: bool = True, profile: bool = False, threads: 
     if threads:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
-    if profile:
+    if profile_prefix is not None:
         options.enable_profiling = True
-        if profile_prefix:
-            options.profile_file_prefix = profile_prefix
+        options.profile_file_prefix = profile_prefix
     return options
 
 
@@ -59,6 +64,22 @@ def make_session(model: onnx.ModelProto | str | os.PathLike, folder: str | os.Pa
     if folder is not None:
         opts.add_session_config_entry("session.model_external_initializers_file_folder_path", str(folder))
     return ort.InferenceSession(model.SerializeToString(), sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+@contextlib.contextmanager
+def profiling_session(model: onnx.ModelProto | str | os.PathLike, folder: str | os.PathLike | None = None,
+                      **options) -> Iterator[tuple[Any, Callable[[], list]]]:
+    """:func:`make_session` with onnxruntime's profiler on, its profile written into a private temporary
+    folder removed on leaving (onnxruntime's default is the current folder: never written there) ->
+    ``(session, events)``, ``events()`` ending the profile and returning its records."""
+    with tempfile.TemporaryDirectory(prefix="onnxpart-ort-") as scratch:
+        session = make_session(model, folder, profile_prefix=os.path.join(scratch, "profile"), **options)
+
+        def events() -> list:
+            with open(session.end_profiling()) as handle:
+                return json.load(handle)
+
+        yield session, events
 
 
 _NUMPY_TYPES = {

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +19,8 @@ from typing import Any
 import highspy
 import numpy as np
 from ortools.sat.python import cp_model
+
+from onnxpart import interrupts
 
 log = logging.getLogger(__name__)
 
@@ -175,14 +178,9 @@ def solve_highs(highs: highspy.Highs, time_limit: float, *, mip_rel_gap: float =
     """Run a built HiGHS model (MIP or LP) under a time limit and read its proven dual bound.
     ``on_bound(bound)`` receives a MIP's proven dual bound while it runs (HiGHS' MIP interrupt callback).
     ``node_limit`` (``mip_max_nodes``) stops a MIP after that many branch-and-bound nodes: with one
-    thread a limit that does not depend on the machine's speed, so the bound reached is reproducible."""
-    if on_bound is not None:
-        def _report(_kind, _message, data_out, _data_in, _user) -> None:
-            if math.isfinite(data_out.mip_dual_bound):
-                on_bound(float(data_out.mip_dual_bound))
-
-        highs.setCallback(_report, None)
-        highs.startCallback(highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
+    thread a limit that does not depend on the machine's speed, so the bound reached is reproducible.
+    Ctrl-C or SIGTERM stops it at once and is raised when it returns (:func:`onnxpart.interrupts.deferred`)."""
+    stop = _highs_callbacks(highs, on_bound)
     highs.setOptionValue("output_flag", bool(verbose))
     highs.setOptionValue("time_limit", float(max(time_limit, 1e-3)))
     highs.setOptionValue("mip_rel_gap", float(mip_rel_gap))
@@ -191,7 +189,8 @@ def solve_highs(highs: highspy.Highs, time_limit: float, *, mip_rel_gap: float =
     if node_limit is not None:
         highs.setOptionValue("mip_max_nodes", int(node_limit))
     start = time.perf_counter()
-    highs.run()
+    with interrupts.deferred(stop):
+        highs.run()
     seconds = time.perf_counter() - start
     model_status = highs.getModelStatus()
     info = highs.getInfo()
@@ -218,22 +217,57 @@ def solve_highs(highs: highspy.Highs, time_limit: float, *, mip_rel_gap: float =
     return SolveResult(status, objective, bound, seconds, values, solver="highs")
 
 
+def _highs_callbacks(highs: highspy.Highs, on_bound: Callable[[float], None] | None) -> Callable[[], None]:
+    """Install HiGHS' interrupt callbacks (simplex, IPM, MIP): they report the MIP's proven dual bound to
+    ``on_bound`` and stop the run once the returned function was called. -> that stop function."""
+    stopped = threading.Event()
+    kinds = highspy.cb.HighsCallbackType
+
+    def callback(kind, _message, data_out, data_in, _user) -> None:
+        if on_bound is not None and kind == kinds.kCallbackMipInterrupt and math.isfinite(data_out.mip_dual_bound):
+            on_bound(float(data_out.mip_dual_bound))
+        if stopped.is_set():
+            data_in.user_interrupt = True
+
+    highs.setCallback(callback, None)
+    for kind in (kinds.kCallbackSimplexInterrupt, kinds.kCallbackIpmInterrupt, kinds.kCallbackMipInterrupt):
+        highs.startCallback(kind)
+    return stopped.set
+
+
+def _solve_stoppably(solver: cp_model.CpSolver, model: cp_model.CpModel, callback) -> Any:
+    """``solver.Solve`` that Ctrl-C or SIGTERM ends at once: its ``stop_search`` runs from the signal
+    watcher (:func:`onnxpart.interrupts.deferred`), and the interrupt is raised when it returns. CP-SAT's
+    own SIGINT handler stays off (``catch_sigint_signal``): it resets SIGINT to its default afterwards,
+    and a later Ctrl-C would kill the process without any clean-up."""
+    stopped = threading.Event()
+
+    def stop() -> None:
+        stopped.set()
+        solver.stop_search()
+
+    with interrupts.deferred(stop):
+        if stopped.is_set():  # the signal came before the search began, when CP-SAT ignores a stop
+            solver.parameters.max_time_in_seconds = 0.0
+        return solver.Solve(model, callback)
+
 def solve_cpsat(model: cp_model.CpModel, time_limit: float, *, workers: int = 2, seed: int = 0,
                 hint_callback: Callable[[float, float, float], None] | None = None,
                 verbose: bool = False, parameters: Mapping[str, Any] | None = None,
                 on_bound: Callable[[float], None] | None = None,
                 ) -> tuple[SolveResult, cp_model.CpSolver]:
     """Solve a CP-SAT model; ``hint_callback(seconds, incumbent, bound)`` is called on each new
-    incumbent (for progress bars), ``on_bound(bound)`` on each new proven objective bound. Ctrl-C
-    stops the search and keeps the best solution and bound. ``parameters`` sets further
-    ``SatParameters`` fields by name (e.g. ``interleave_search``, ``max_deterministic_time`` for
-    reproducible multi-worker runs; a list extends a repeated field such as ``subsolvers``)."""
+    incumbent (for progress bars), ``on_bound(bound)`` on each new proven objective bound. Ctrl-C or
+    SIGTERM stops the search at once and is raised when it returns (:func:`_solve_stoppably`).
+    ``parameters`` sets further ``SatParameters`` fields by name (e.g. ``interleave_search``,
+    ``max_deterministic_time`` for reproducible multi-worker runs; a list extends a repeated field such
+    as ``subsolvers``)."""
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = float(max(time_limit, 1e-3))
     solver.parameters.num_workers = int(workers)
     solver.parameters.random_seed = int(seed)
     solver.parameters.log_search_progress = bool(verbose)
-    solver.parameters.catch_sigint_signal = True
+    solver.parameters.catch_sigint_signal = False
     for name, value in (parameters or {}).items():
         if isinstance(value, (list, tuple)):  # a repeated field, e.g. subsolvers
             getattr(solver.parameters, name).extend(value)
@@ -249,7 +283,7 @@ def solve_cpsat(model: cp_model.CpModel, time_limit: float, *, workers: int = 2,
 
         callback = _Progress()
     start = time.perf_counter()
-    code = solver.Solve(model, callback)
+    code = _solve_stoppably(solver, model, callback)
     seconds = time.perf_counter() - start
     has_solution = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
     objective = solver.ObjectiveValue() if has_solution else None

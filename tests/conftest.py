@@ -28,3 +28,20 @@ def fixtures_dir() -> Path:
 #: absent in a bare clone elsewhere, where these tests are skipped with this reason).
 requires_shared = pytest.mark.skipif(not (SHARED / "benchmarks").is_dir(),
                                      reason="../shared/benchmarks is not beside this checkout")
+
+
+@pytest.fixture(autouse=True)
+def onnx_files_pass_full_check(request):
+    """Every ``.onnx`` a test leaves in its ``tmp_path`` passes ``onnx.checker.check_model(path,
+    full_check=True)`` (strict shape inference included): an emitted file ONNX's own checker refuses is
+    a bug. Tests that build invalid models on purpose opt out with ``@pytest.mark.invalid_onnx``."""
+    if "tmp_path" not in request.fixturenames or request.node.get_closest_marker("invalid_onnx"):
+        yield
+        return
+    folder = request.getfixturevalue("tmp_path")
+    yield
+    for path in sorted(folder.rglob("*.onnx")):
+        try:
+            onnx.checker.check_model(str(path), full_check=True)
+        except Exception as exc:  # noqa: BLE001 - every checker error names the file
+            pytest.fail(f"{path.relative_to(folder)} fails onnx.checker full_check: {exc}", pytrace=False)

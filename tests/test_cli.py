@@ -124,6 +124,7 @@ def _write(path, data):
     return path
 
 
+@pytest.mark.invalid_onnx
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
 def test_bad_input_gives_one_line_error_and_exit_2(tmp_path, case):
     args, message = BAD_INPUTS[case]
@@ -137,6 +138,7 @@ def test_bad_input_gives_one_line_error_and_exit_2(tmp_path, case):
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
 
 
+@pytest.mark.invalid_onnx
 def test_external_data_escape_via_cli(tmp_path):
     import onnx
 
@@ -174,6 +176,7 @@ def test_output_dir_leaves_nothing_on_error_and_replaces_atomically(tmp_path):
     assert list(tmp_path.iterdir()) == []
     with OutputDir(target) as out:
         write_json(out.path("a.json"), {"x": 1})
+        write_json(out.path("certificate.json"), {"schema": "onnxpart.certificate/1"})  # onnxpart's own
     with pytest.raises(UserError, match="--force"):
         OutputDir(target)
     with OutputDir(target, force=True) as out:

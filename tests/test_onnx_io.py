@@ -20,6 +20,7 @@ def test_missing_file(tmp_path):
         read_model(tmp_path / "nope.onnx")
 
 
+@pytest.mark.invalid_onnx
 def test_random_bytes(tmp_path):
     path = tmp_path / "random.onnx"
     path.write_bytes(np.random.default_rng(0).bytes(4096))
@@ -27,6 +28,7 @@ def test_random_bytes(tmp_path):
         read_model(path)
 
 
+@pytest.mark.invalid_onnx
 def test_truncated_file(tmp_path):
     data = light("squeezenet").read_bytes()
     path = tmp_path / "truncated.onnx"
@@ -73,6 +75,7 @@ def _with_external_location(tmp_path, location: str):
     return folder / "mlp.onnx"
 
 
+@pytest.mark.invalid_onnx
 @pytest.mark.parametrize("location", ["../mlp.onnx.data", "ABSOLUTE"])
 def test_external_data_escaping_the_folder_is_refused(tmp_path, location):
     if location == "ABSOLUTE":
@@ -82,6 +85,7 @@ def test_external_data_escaping_the_folder_is_refused(tmp_path, location):
         read_model(path)
 
 
+@pytest.mark.invalid_onnx
 def test_external_data_symlink_escaping_is_refused(tmp_path):
     path = _with_external_location(tmp_path, "link.data")
     os.symlink(tmp_path / "mlp.onnx.data", path.parent / "link.data")

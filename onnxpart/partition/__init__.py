@@ -128,19 +128,13 @@ def solve(inst: Instance, options: Options, board: Board | None = None) -> Solut
                         {"seconds": board.seconds})
     # 3. Bounds in worker processes; running jobs post their proven bounds to the board.
     jobs = bound_jobs(inst, k, options, deadline, search.assignment(), best_bound(board.bounds) or 0.0)
-    with Runner(options.workers) as runner:
+    with Runner(options.workers) as runner:  # Ctrl-C or SIGTERM propagates; leaving ends the workers
         lane = BoundLane(runner, jobs, board, inst, k)
-        interrupted = False
-        try:
-            search.run(deadline, lane)  # 4. order search, then local search on the partition
-            runner.wait(lambda events: lane.take(events) or lane.stop(deadline))
-        except KeyboardInterrupt:
-            interrupted = True
-            log.warning("interrupted: keeping the best partition and the bounds proven so far")
-        finally:
-            lane.finish(interrupted)
+        search.run(deadline, lane)  # 4. order search, then local search on the partition
+        runner.wait(lambda events: lane.take(events) or lane.stop(deadline))
+        lane.finish()
     assignment, method = search.best_assignment(lane.results)  # 5. the exact MIP's incumbent too
-    search.stats.update({"found_by": board.found_by, "seconds": board.seconds, "interrupted": interrupted})
+    search.stats.update({"found_by": board.found_by, "seconds": board.seconds})
     solution = Solution(inst, k, _compact(assignment), method, board.bounds, search.stats)
     board.incumbent = solution.value
     board.report("done")

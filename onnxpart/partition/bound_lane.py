@@ -56,12 +56,13 @@ class BoundLane:
         self.take(self.runner.poll())
         return time.time() >= deadline or self.board.closed()
 
-    def finish(self, interrupted: bool = False) -> None:
-        """Jobs still running once the gap is closed (or on Ctrl-C) cannot improve anything: end them,
-        do not wait; they report the bound they posted last. Otherwise wait for them (their deadlines
-        stop them). Ended early, unfinished guesses are simply not reported."""
+    def finish(self) -> None:
+        """Jobs still running once the gap is closed cannot improve anything: end them, do not wait; they
+        report the bound they posted last. Otherwise wait for them (their deadlines stop them). Ended
+        early, unfinished guesses are simply not reported. (Ctrl-C never gets here: it propagates, and
+        the runner's ``with`` ends the workers.)"""
         self.take(self.runner.poll())
-        early = interrupted or self.board.closed()
+        early = self.board.closed()
         self.take(self.runner.shutdown(wait=not early))
         self._merge(done=not early)
         for bound in self.board.posted_bounds(SOURCES):

@@ -15,9 +15,6 @@ on the model and every field of it recomputed, without trusting the solver.
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +30,11 @@ MEMORY_AGREEMENT = 0.10
 def measured_run(model, feeds: dict, folder=None) -> tuple[dict, float | None]:
     """Outputs and onnxruntime's peak arena bytes for one run in file order (profiling on); ``model`` is a
     file or an in-memory model whose external data is in ``folder``."""
-    with tempfile.TemporaryDirectory(prefix="onnxpart-ort-") as scratch:
-        session = runtime.make_session(model, folder, keep_order=True, memory_pattern=False, profile=True,
-                                       profile_prefix=os.path.join(scratch, "profile"))
+    with runtime.profiling_session(model, folder, keep_order=True, memory_pattern=False) as (session, profile):
         wanted = {arg.name for arg in session.get_inputs()}
         names = [o.name for o in session.get_outputs()]
         values = session.run(names, {k: v for k, v in feeds.items() if k in wanted})
-        with open(session.end_profiling()) as handle:
-            events = json.load(handle)
+        events = profile()
     peaks = [float(e["args"]["mem_in_use_peak"]) for e in events
              if e.get("cat") == "Node" and "mem_in_use_peak" in e.get("args", {})]
     return dict(zip(names, values)), (max(peaks) if peaks else None)

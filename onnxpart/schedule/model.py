@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import networkx as nx
@@ -76,6 +77,7 @@ class System:
 
     devices: list[Device]
     links: dict[tuple[int, int], Link] = field(default_factory=dict)
+    files: tuple[Path, ...] = ()  # the system file and every file it names (what -o must not touch)
 
     @property
     def k(self) -> int:

@@ -197,7 +197,7 @@ def _result(inst: Instance, segs, tables: lane.ModuleTables, index: dict, base: 
     upper, choice = join_dp(tables.ub)
     if not math.isfinite(upper):
         failed = tables.status.get("error", 0)
-        status, reason = (("interrupted", "stopped early (the incumbent met a proven bound, or Ctrl-C)")
+        status, reason = (("interrupted", "stopped early (the incumbent met a proven bound)")
                           if tables.interrupted else
                           ("error", f"{failed} module solves failed (see the log)") if failed else
                           ("time_limit", f"{tables.unsolved} module pairs found no schedule in time")

@@ -35,9 +35,9 @@ calls :func:`solve_modules` once for the first pass over every pair and once per
   different answer — unless a wall-clock deadline stops a solve first (counted in ``wall_stops`` and
   said in the result's note; then another run may differ).
 * **Stopping.** Once the board's incumbent meets a proven bound the remaining jobs cannot help: they are
-  terminated. On Ctrl-C likewise, and SPLIT joins what finished (status ``interrupted``), as every
-  solver here returns its best on Ctrl-C. The runner is a context manager, so an error leaves no worker
-  behind either.
+  terminated, and SPLIT joins what finished (status ``interrupted``). Ctrl-C and SIGTERM propagate
+  (:mod:`onnxpart.interrupts`): the runner is a context manager, so they, like an error, leave no worker
+  behind.
 """
 
 from __future__ import annotations
@@ -265,19 +265,16 @@ def solve_modules(jobs: list[ModuleJob], tables: ModuleTables, workers: int, boa
     with Runner(workers) as runner:
         for job in (job for job, inline in zip(jobs, small) if not inline):
             keys[runner.submit(run_module_job, job)] = [pair[0] for pair in job.pairs]
-        try:  # here: past its deadline a pair costs one HEFT on two ops, so even late ones get answered
-            for n, job in enumerate(job for job, inline in zip(jobs, small) if inline):
-                keys[-1 - n] = [pair[0] for pair in job.pairs]
-                stop = take([Event("done", -1 - n, run_module_job(job))] + runner.poll())
-                if stop and board is not None and board.closed():
-                    break
-            else:
-                runner.wait(take)
-        except KeyboardInterrupt:  # like every solver here: keep what was found and proven so far
-            log.warning("SPLIT interrupted: joining the module solves finished so far")
-            tables.interrupted = True
-        if runner.busy or len(keys) < len(jobs):  # closed, Ctrl-C or out of time: stop the rest
-            tables.interrupted = tables.interrupted or (board is not None and board.closed())
+        # here: past its deadline a pair costs one HEFT on two ops, so even late ones get answered
+        for n, job in enumerate(job for job, inline in zip(jobs, small) if inline):
+            keys[-1 - n] = [pair[0] for pair in job.pairs]
+            stop = take([Event("done", -1 - n, run_module_job(job))] + runner.poll())
+            if stop and board is not None and board.closed():
+                break
+        else:
+            runner.wait(take)
+        if runner.busy or len(keys) < len(jobs):  # closed or out of time: stop the rest
+            tables.interrupted = board is not None and board.closed()
             runner.shutdown(wait=False)
             if not tables.interrupted:  # pairs still running at the end: stopped by the wall clock
                 _answer_late(jobs, answered, tables)

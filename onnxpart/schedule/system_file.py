@@ -45,6 +45,7 @@ class _Reader:
 
     def __init__(self, path: Path):
         self.path = path
+        self.files = [path]  # every file read: this one, device spec files, costs files
         self.lines: dict[tuple, int] = {}
         try:
             text = path.read_text()
@@ -132,7 +133,7 @@ def load_system(path: str | Path) -> System:
             raise r.fail(("devices", n, "name"), f"device {group!r} is listed twice")
         groups[group] = list(range(len(devices), len(devices) + len(copies)))
         devices.extend(copies)
-    system = System(devices)
+    system = System(devices, files=tuple(r.files))
     _links(r, top.get("links"), system, groups)
     return system
 
@@ -194,6 +195,7 @@ def _costs(r: _Reader, value: Any, at: tuple, folder: Path) -> tuple[tuple[int, 
             fix = f"list it as costs: {{{recorded}: {path}}}" if isinstance(recorded, int) else "measure it again"
             raise r.fail(where, f"{path} was measured at batch {recorded!r}, not {batch}: {fix}")
         out.append((batch, full))
+        r.files.append(Path(full))
     return tuple(out)
 
 
@@ -201,10 +203,14 @@ def _spec(r: _Reader, value: Any, at: tuple, folder: Path) -> DeviceSpec:
     """A built-in device name, a device file (relative to the system file) or an inline mapping."""
     if isinstance(value, str):
         candidate = folder / value
+        source = str(candidate) if candidate.suffix.lower() in (".yaml", ".yml", ".json") else value
         try:
-            return load_device(str(candidate) if candidate.suffix.lower() in (".yaml", ".yml", ".json") else value)
+            spec = load_device(source)
         except UserError as exc:
             raise r.fail(at, str(exc)) from None
+        if Path(source).is_file():
+            r.files.append(Path(source))
+        return spec
     value = r.mapping(value, at, "a device name or peak_flops, memory_bandwidth, ...")
     required = ("peak_flops", "memory_bandwidth", "memory_capacity", "op_overhead", "interconnect_bandwidth")
     for key in required:

@@ -123,4 +123,3 @@ def test_solve_is_no_worse_than_its_order_search():
     # With no bound job, the search ends on its own (all BRKGA generations, then a fixed number of
     # local-search kicks), not at the time limit.
     assert solution.search["generations"] == BrkgaOptions().generations and "local_search_moves" in solution.search
-    assert not solution.search["interrupted"]

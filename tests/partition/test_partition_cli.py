@@ -214,7 +214,8 @@ def test_bad_options_exit_2(tmp_path, args, message):
 
 def test_existing_output_needs_force(tmp_path):
     out = tmp_path / "o"
-    out.mkdir()
+    out.mkdir()  # an empty folder is used as it is
+    assert partition(tiny_costs(tmp_path), "-k", 2, "-o", out, *FAST).exit_code == 0
     assert partition(tiny_costs(tmp_path), "-k", 2, "-o", out, *FAST).exit_code == 2
     assert partition(tiny_costs(tmp_path), "-k", 2, "-o", out, "--force", *FAST).exit_code == 0
     assert (out / "manifest.json").exists()

@@ -114,6 +114,7 @@ def test_compare_table_and_existing_folder(tmp_path):
     for method in ("moccasin", "checkmate", "checkmate-lp"):
         assert method in result.output
     (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "notes.txt").write_text("not onnxpart's")
     result = invoke(graph, "--budget", "90%", "-o", tmp_path / "taken")
     assert result.exit_code == 2 and "--force" in result.output
 

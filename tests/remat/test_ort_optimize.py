@@ -85,6 +85,7 @@ def test_prepass_reads_external_data_and_writes_its_own_in_the_temporary_folder(
     assert runtime.max_abs_error(runtime.run(original.model, feeds, original.folder), optimized) == 0.0
 
 
+@pytest.mark.invalid_onnx  # onnxruntime's own EXTENDED output: an IR-3 model that lists no weight as input
 def test_contrib_ops_from_the_extended_level_are_refused(tmp_path):
     import onnxruntime as ort
 
