@@ -84,7 +84,7 @@ def sweep(
     _finish(jobs, rows, folder, tolerance, as_json, interrupted)
     if interrupted:
         err_console.print(f"[yellow]interrupted[/]: {len(rows)} of {len(jobs)} jobs finished and kept in {output}; "
-                          "--resume runs the rest", highlight=False)
+                          "--resume runs the rest", highlight=False, soft_wrap=True)
         raise typer.Exit(130)
     if fail_on_error and any(r["status"] not in ("ok", "gap") for r in rows):
         raise typer.Exit(FAILED_JOBS_EXIT)

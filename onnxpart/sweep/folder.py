@@ -20,10 +20,10 @@ import io
 import json
 import shutil
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable
 
 from onnxpart.errors import UserError
-from onnxpart.files import atomic_write_bytes, read_json, write_json
+from onnxpart.files import atomic_write_bytes, write_json
 
 SCHEMA = "onnxpart.sweep/1"
 MARKER = "sweep.json"
@@ -66,8 +66,7 @@ class SweepFolder:
         if self.replace:
             shutil.rmtree(self.path)
         self.jobs.mkdir(parents=True, exist_ok=True)
-        for stale in self.jobs.glob(".*"):
-            shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
+        self.clear_staging()
         write_json(self.path / MARKER, {"schema": SCHEMA, "onnxpart_version": version, "jobs": [
             {"key": job.key, "name": job.name, "model": job.model, "strategy": job.strategy,
              "options": job.options} for job in jobs]})
@@ -91,6 +90,14 @@ class SweepFolder:
         """Remove what an unfinished earlier run of job ``name`` left (a committed folder with no row)."""
         for path in (self.jobs / name, self.jobs / f"{name}.log"):
             shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+        self.clear_staging(name)
+
+    def clear_staging(self, name: str = "") -> None:
+        """Remove the staging folders commands left when killed (their cleanup never ran): job ``name``'s,
+        or every job's."""
+        patterns = [f".{name}.????????", f".{name}.old.????????"] if name else [".*"]  # OutputDir's mkdtemp names
+        for path in (path for pattern in patterns for path in self.jobs.glob(pattern)):
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
 
     def save(self, name: str, row: dict, stderr: str) -> None:
         """A finished job's row (and the command's stderr unless it ended with exit 0)."""
@@ -104,8 +111,6 @@ class SweepFolder:
                            "".join(json.dumps(r, allow_nan=False) + "\n" for r in rows).encode())
         atomic_write_bytes(self.path / "results.csv", csv_text(rows).encode())
 
-    def grid(self) -> Optional[dict]:
-        return read_json(self.path / MARKER, "sweep file") if (self.path / MARKER).is_file() else None
 
 
 def csv_text(rows: list[dict]) -> str:

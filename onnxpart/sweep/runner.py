@@ -39,6 +39,8 @@ def run_sweep(jobs: list[Job], folder: SweepFolder, engine: Any, listener: Liste
     folder.write_results(_in_order(jobs, rows))
 
     def finished(job: Job, outcome: Outcome, node: str) -> None:
+        if outcome.status in ("timeout", "killed", "interrupted"):
+            folder.clear_staging(job.name)
         if outcome.status == "interrupted":
             listener.interrupted(job)
             return

@@ -23,7 +23,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
 
 from onnxpart.errors import UserError
-from onnxpart.sweep.commands import STRATEGIES
+from onnxpart.sweep.commands import STRATEGIES, command
 from onnxpart.sweep.grid import ModelSpec, Settings, StrategyGrid, expand_models
 
 Scalar = Union[StrictBool, StrictInt, StrictFloat, StrictStr]
@@ -91,6 +91,7 @@ def read_sweep_file(path: Path) -> SweepFile:
         parsed = _SweepFile.model_validate(data)
     except ValidationError as exc:
         raise UserError(_one_line(path, node, exc)) from None
+    _check_options(path, node, parsed)
     base = path.resolve().parent
     entries = [model if isinstance(model, str) else model.path for model in parsed.models]
     options = [{} if isinstance(model, str) else dict(model.model_extra) for model in parsed.models]
@@ -98,6 +99,22 @@ def read_sweep_file(path: Path) -> SweepFile:
     grids = [StrategyGrid(strategy, _axes(grid), dict(grid.resources))
              for strategy in STRATEGIES for grid in _as_list(getattr(parsed, strategy))]
     return SweepFile(models, grids, parsed.model_dump(include={"time_limit", "workers", "seed", "job_timeout"}))
+
+
+def _check_options(path: Path, node: Optional[yaml.Node], parsed: _SweepFile) -> None:
+    """Every option a grid or a model names must be one its strategies take: else the key and its line."""
+    strategies = [name for name in STRATEGIES if getattr(parsed, name) is not None]
+    places = [([name, n] if isinstance(getattr(parsed, name), list) else [name], name, grid)
+              for name in strategies for n, grid in enumerate(_as_list(getattr(parsed, name)))]
+    places += [(["models", n], name, model) for n, model in enumerate(parsed.models) if not isinstance(model, str)
+               for name in strategies]
+    for loc, strategy, entry in places:
+        for option in entry.model_extra:
+            try:
+                command(strategy).option(option)
+            except UserError as exc:
+                raise UserError(f"{path}: {'.'.join(map(str, loc + [option]))} (line {_line(node, loc + [option])}): "
+                                f"{exc}") from None
 
 
 def _as_list(value: Any) -> list:
