@@ -40,9 +40,9 @@ def records(folder: Path) -> dict[str, int]:
     return {p.name: p.stat().st_mtime_ns for p in sorted((folder / "jobs").glob("*.json"))}
 
 
-def processes_writing_to(folder: Path) -> list[str]:
-    """Command lines of live processes whose arguments name ``folder`` (jobs still running for it)."""
-    found = []
+def processes_writing_to(folder: Path) -> dict[int, str]:
+    """Live processes whose arguments name ``folder`` (the sweep, jobs running for it), by pid."""
+    found = {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
             continue
@@ -51,5 +51,5 @@ def processes_writing_to(folder: Path) -> list[str]:
         except OSError:
             continue
         if str(folder) in text:
-            found.append(text)
+            found[int(proc.name)] = text
     return found

@@ -77,23 +77,24 @@ def test_resume_reruns_nothing_finished_and_fail_on_error_exits_5(tiny):
 
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGKILL, -9)])
 def test_a_killed_sweep_resumes_where_it_stopped(tmp_path, signum, code):
-    """Kill the sweep once its first job finished: nothing keeps running for it, and --resume runs only
-    the jobs it had not finished."""
+    """Kill the sweep while a job runs, once its first job finished: nothing keeps running for it, and
+    --resume runs only the jobs it had not finished."""
     out = tmp_path / "sweep"
     grid = [str(BLOCK), "--partition", "k=1,2,3", "--time-limit", "1", "--jobs", "1", "-o", str(out)]
     sweep = subprocess.Popen([sys.executable, "-m", "onnxpart.cli.app", "sweep", *grid], cwd=tmp_path,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while not records(out) if (out / "jobs").is_dir() else True:
+    while not ((out / "jobs").is_dir() and records(out) and set(processes_writing_to(out)) - {sweep.pid}):
         assert sweep.poll() is None and time.monotonic() < deadline, sweep.communicate()
         time.sleep(0.1)
+    time.sleep(0.5)  # the job is well under way (past its start-up)
     sweep.send_signal(signum)
     _, stderr = sweep.communicate(timeout=60)
     assert sweep.returncode == code, stderr
     if signum == signal.SIGINT:
         assert "interrupted" in stderr and "--resume runs the rest" in stderr
     time.sleep(0.5)
-    assert processes_writing_to(out) == []
+    assert processes_writing_to(out) == {}
     finished = records(out)
     assert 1 <= len(finished) < 3
 
