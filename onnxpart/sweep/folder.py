@@ -88,15 +88,13 @@ class SweepFolder:
 
     def clear(self, name: str) -> None:
         """Remove what an unfinished earlier run of job ``name`` left (a committed folder with no row)."""
-        for path in (self.jobs / name, self.jobs / f"{name}.log"):
-            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
-        self.clear_staging(name)
+        clear_job(self.jobs, name)
+        (self.jobs / f"{name}.log").unlink(missing_ok=True)
 
     def clear_staging(self, name: str = "") -> None:
         """Remove the staging folders commands left when killed (their cleanup never ran): job ``name``'s,
         or every job's."""
-        patterns = [f".{name}.????????", f".{name}.old.????????"] if name else [".*"]  # OutputDir's mkdtemp names
-        for path in (path for pattern in patterns for path in self.jobs.glob(pattern)):
+        for path in staging_folders(self.jobs, name) if name else list(self.jobs.glob(".*")):
             shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
 
     def save(self, name: str, row: dict, stderr: str) -> None:
@@ -111,6 +109,17 @@ class SweepFolder:
                            "".join(json.dumps(r, allow_nan=False) + "\n" for r in rows).encode())
         atomic_write_bytes(self.path / "results.csv", csv_text(rows).encode())
 
+
+def clear_job(jobs: Path, name: str) -> None:
+    """Remove job ``name``'s folder under ``jobs`` and any staging folder its command left: what a job
+    does before it runs (again: after a kill, or on another node after its node was lost)."""
+    for path in (jobs / name, *staging_folders(jobs, name)):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def staging_folders(jobs: Path, name: str) -> list[Path]:
+    """The hidden folders job ``name``'s command stages its output in (``OutputDir``'s mkdtemp names)."""
+    return [*jobs.glob(f".{name}.????????"), *jobs.glob(f".{name}.old.????????")]
 
 
 def csv_text(rows: list[dict]) -> str:

@@ -8,20 +8,11 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from tests.safety.harness import Guard, run_cli
-from tests.sweep.sweep_helpers import (BLOCK, DIAMOND, TINY, csv_rows, processes_writing_to, records, results,
-                                       rows)
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
-    """The tiny grid swept once on the local engine with --json."""
-    work = tmp_path_factory.mktemp("tiny")
-    return work / "sweep", run_cli("sweep", *TINY, "--json", "-o", work / "sweep", cwd=work)
+from tests.sweep.sweep_helpers import BLOCK, DIAMOND, TINY, csv_rows, processes_writing_to, records, rows
 
 
 def test_every_job_has_a_row_and_the_failing_one_does_not_stop_the_sweep(tiny):
