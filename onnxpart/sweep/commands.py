@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Union
 
 from onnxpart.errors import UserError
 
-#: The commands a sweep runs, in the order results list them.
-STRATEGIES = ("partition", "remat", "schedule", "tile")
+#: The commands a sweep runs: the four strategies, and annotate (``--cost measured`` on a node that has
+#: the device, with Ray resources).
+STRATEGIES = ("partition", "remat", "schedule", "tile", "annotate")
+
+#: Where a command writes inside its job's folder: the strategies write the folder itself (``-o DIR``),
+#: annotate one file.
+OUTPUT_FILE = {"annotate": "costs.json"}
 
 #: Flags the sweep sets itself on every job: a grid may not name them.
 RESERVED_FLAGS = frozenset({"--output", "-o", "--json", "--force", "--clean", "--check-certificate", "--compare",
@@ -62,6 +68,9 @@ class Command:
                 bare = spelling.lstrip("-")
                 self._options[bare] = self._options[bare.replace("-", "_")] = option
 
+    def has(self, spelled: str) -> bool:
+        return spelled.strip().lstrip("-") in self._options
+
     def option(self, spelled: str) -> Option:
         """The option a grid names ``spelled``; an unknown one is a :class:`UserError` listing the valid."""
         option = self._options.get(spelled.strip().lstrip("-"))
@@ -79,6 +88,11 @@ class Command:
             if not hasattr(exc, "format_message"):
                 raise
             raise UserError(f"{self.name} {' '.join(argv)}: {exc.format_message()}") from None
+
+
+def output_in(strategy: str, folder: Path) -> Path:
+    """The ``-o`` of a job whose folder is ``folder``."""
+    return folder / OUTPUT_FILE[strategy] if strategy in OUTPUT_FILE else folder
 
 
 @functools.lru_cache(maxsize=None)

@@ -80,7 +80,7 @@ def curves(jobs: list, rows: list[dict], tolerance: float) -> list[Curve]:
     found: dict[tuple, Curve] = {}
     for job in jobs:
         row = by_key.get(job.key)
-        if row is None:
+        if row is None or job.strategy not in AXES:  # annotate: a costs file, no objective
             continue
         axis = next((name for name in AXES.get(job.strategy, ()) if name in job.axis), None)
         axis = axis or next(iter(job.axis), None)

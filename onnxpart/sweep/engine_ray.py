@@ -27,7 +27,7 @@ from typing import Any, Optional
 
 from onnxpart.errors import UserError
 from onnxpart.sweep.engine_local import Finished, Started
-from onnxpart.sweep.folder import SweepFolder
+from onnxpart.sweep.folder import SweepFolder, clear_job
 from onnxpart.sweep.grid import Job
 from onnxpart.sweep.job import Outcome, run_command
 from onnxpart.sweep.models import model_files
@@ -85,10 +85,10 @@ class RayEngine:
                     job = pending.pop()
                     folder.clear(job.name)
                     model = str(job.model_path) if self.shared_fs else refs[job.model_path]
-                    output = str(folder.job_dir(job.name).resolve()) if self.shared_fs else None
+                    target = str(folder.job_dir(job.name).resolve()) if self.shared_fs else None
                     ref = task.options(num_cpus=job.workers, resources=job.resources or None,
                                        max_retries=MAX_RETRIES, retry_exceptions=False).remote(
-                        job.strategy, model, job.model_path.name, list(job.argv), output, job.timeout)
+                        job.strategy, model, job.model_path.name, list(job.argv), target, job.timeout)
                     in_flight[ref] = job
                     started(job)
                 ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=0.25)
@@ -166,14 +166,17 @@ def _payloads(jobs: list[Job]) -> dict[Path, dict[str, bytes]]:
     return payloads
 
 
-def _run_on_worker(strategy: str, model: Any, model_name: str, argv: list[str], output: Optional[str],
+def _run_on_worker(strategy: str, model: Any, model_name: str, argv: list[str], folder: Optional[str],
                    timeout: float) -> tuple[Outcome, str]:
-    """The Ray task: the job's command on this node. With a shared filesystem it writes ``output``;
-    otherwise ``model`` is the model's files, written to a temporary folder, and the job's folder comes
-    back in ``Outcome.files``."""
-    node = socket.gethostname()
-    if output is not None:
-        return run_command(strategy, Path(model), argv, Path(output), timeout), node
+    """The Ray task: the job's command on this node. With a shared filesystem it writes the job's
+    ``folder``; otherwise ``model`` is the model's files, written to a temporary folder, and the job's
+    folder comes back in ``Outcome.files``. -> (outcome, the Ray node id)."""
+    import ray
+
+    node = ray.get_runtime_context().get_node_id()
+    if folder is not None:
+        clear_job(Path(folder).parent, Path(folder).name)  # an attempt on a node that was lost
+        return run_command(strategy, Path(model), argv, Path(folder), timeout), node
     with tempfile.TemporaryDirectory(prefix="onnxpart-sweep-") as tmp:
         for name, data in model.items():
             path = Path(tmp, "model", name)

@@ -91,10 +91,9 @@ class SweepFolder:
         clear_job(self.jobs, name)
         (self.jobs / f"{name}.log").unlink(missing_ok=True)
 
-    def clear_staging(self, name: str = "") -> None:
-        """Remove the staging folders commands left when killed (their cleanup never ran): job ``name``'s,
-        or every job's."""
-        for path in staging_folders(self.jobs, name) if name else list(self.jobs.glob(".*")):
+    def clear_staging(self) -> None:
+        """Remove the staging folders of commands a killed sweep left behind (their cleanup never ran)."""
+        for path in self.jobs.glob(".*"):
             shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
 
     def save(self, name: str, row: dict, stderr: str) -> None:

@@ -158,11 +158,13 @@ def expand(models: list[ModelSpec], grids: list[StrategyGrid], settings: Setting
 
 def _job(model: ModelSpec, model_sha: str, grid: StrategyGrid, axis: dict[str, Value], settings: Settings,
          files: "_FileHashes", version: str) -> Job:
-    """One job: settings, then the model's options, then the grid's values (later ones win)."""
+    """One job: settings (those the command takes), then the model's options, then the grid's values
+    (later ones win)."""
     cmd = command(grid.strategy)
     options: dict[str, Value] = {}
     resolved: dict[str, tuple[Option, Value]] = {}
-    for layer in (settings.options(), model.options, axis):
+    shared = {name: value for name, value in settings.options().items() if cmd.has(name)}
+    for layer in (shared, model.options, axis):
         for spelled, value in layer.items():
             option = cmd.option(spelled)
             resolved[option.name] = (option, _normal(option, value))
@@ -172,7 +174,7 @@ def _job(model: ModelSpec, model_sha: str, grid: StrategyGrid, axis: dict[str, V
         options[name] = value
         argv += option.argv(files.argument(value))
         keyed[name] = files.keyed(value)
-    workers = int(options["workers"])
+    workers = int(options.get("workers", 1))
     if workers < 1:
         raise UserError(f"{grid.strategy} jobs need workers ≥ 1 (cores per job: sweep jobs run side by side), "
                         f"got {workers}")

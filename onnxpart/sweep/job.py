@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from onnxpart.sweep.commands import output_in
+
 #: Runs the CLI like ``python -m onnxpart.cli.app`` after asking Linux to kill it when its parent dies.
 _LAUNCHER = """\
 import os, signal, sys
@@ -63,7 +65,9 @@ class Child:
     """A running job command. :meth:`wait` blocks until it ends (or ``timeout`` passes, which kills it);
     :meth:`cancel` asks it to stop (SIGINT, then SIGKILL after :data:`CANCEL_GRACE`) from any thread."""
 
-    def __init__(self, strategy: str, model: Path, argv: list[str], output: Path, cwd: Path):
+    def __init__(self, strategy: str, model: Path, argv: list[str], folder: Path, cwd: Path):
+        output = output_in(strategy, folder)
+        output.parent.mkdir(exist_ok=True)  # annotate writes a file inside the job's folder
         self._out = tempfile.TemporaryFile()
         self._err = tempfile.TemporaryFile()
         self.started = time.monotonic()
@@ -112,9 +116,9 @@ class Child:
                         self.cancelled)
 
 
-def run_command(strategy: str, model: Path, argv: list[str], output: Path, timeout: float) -> Outcome:
-    """Run one job's command to the end (the whole job where nothing needs cancelling it)."""
-    return Child(strategy, model, argv, output, output.parent).wait(timeout)
+def run_command(strategy: str, model: Path, argv: list[str], folder: Path, timeout: float) -> Outcome:
+    """Run one job's command, writing the job's ``folder``, to the end (where nothing needs to cancel it)."""
+    return Child(strategy, model, argv, folder, folder.parent).wait(timeout)
 
 
 def _read(handle) -> str:

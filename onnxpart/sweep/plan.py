@@ -46,7 +46,8 @@ def plan(inputs: list[str], specs: dict[str, list[str]], *, time_limit: Optional
     _check_models(models)
     jobs = expand(models, grids, settings, base, version)
     return [dataclasses.replace(job, timeout=job_timeout if job_timeout is not None
-                                else 2 * float(job.options["time_limit"]) + TIMEOUT_MARGIN) for job in jobs]
+                                else 2 * float(job.options.get("time_limit", settings.time_limit)) + TIMEOUT_MARGIN)
+            for job in jobs]
 
 
 def is_sweep_file(path: Path) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from onnxpart.sweep.folder import SweepFolder
+from onnxpart.sweep.folder import SweepFolder, clear_job
 from onnxpart.sweep.grid import Job
 from onnxpart.sweep.job import Outcome, row
 
@@ -39,8 +39,8 @@ def run_sweep(jobs: list[Job], folder: SweepFolder, engine: Any, listener: Liste
     folder.write_results(_in_order(jobs, rows))
 
     def finished(job: Job, outcome: Outcome, node: str) -> None:
-        if outcome.status in ("timeout", "killed", "interrupted"):
-            folder.clear_staging(job.name)
+        if outcome.exit_code not in (0, 3):  # the command wrote nothing, or was stopped: no folder
+            clear_job(folder.jobs, job.name)
         if outcome.status == "interrupted":
             listener.interrupted(job)
             return

@@ -53,6 +53,7 @@ class _SweepFile(BaseModel):
     remat: Union[_Grid, list[_Grid], None] = None
     schedule: Union[_Grid, list[_Grid], None] = None
     tile: Union[_Grid, list[_Grid], None] = None
+    annotate: Union[_Grid, list[_Grid], None] = None
     time_limit: Optional[float] = Field(None, gt=0)
     workers: Optional[int] = Field(None, ge=1)
     seed: Optional[int] = None

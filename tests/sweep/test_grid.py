@@ -84,7 +84,13 @@ def test_no_strategy_and_unknown_strategy():
     with pytest.raises(UserError, match="no strategies"):
         jobs_of({})
     with pytest.raises(UserError, match="unknown strategy"):
-        parse_strategy_spec("annotate", "cost=measured")
+        parse_strategy_spec("inspect", "top=3")
+
+
+def test_annotate_jobs_take_only_the_options_annotate_has():
+    (job,) = jobs_of({"annotate": ["cost=measured runs=1"]})
+    assert job.argv == ("--cost", "measured", "--runs", "1") and job.workers == 1
+    assert job.name == "diamond-annotate-cost=measured-runs=1"
 
 
 def test_models_with_one_stem_get_distinct_names(tmp_path):

@@ -4,13 +4,16 @@ timeouts, and the bad grids refused before any job starts."""
 from __future__ import annotations
 
 import json
+import runpy
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
+from tests.conftest import FIXTURES
 from tests.safety.harness import Guard, run_cli
 from tests.sweep.sweep_helpers import BLOCK, DIAMOND, TINY, csv_rows, processes_writing_to, records, rows
 
@@ -128,6 +131,15 @@ def test_a_model_that_does_not_load_is_refused(tmp_path):
     out = tmp_path / "sweep"
     Guard(tmp_path / "cwd", (DIAMOND, broken), out).refused("sweep", DIAMOND, broken, "--partition", "k=2",
                                                             "-o", out, mention="broken.onnx")
+
+
+def test_a_model_too_large_for_the_object_store_is_never_pickled(tmp_path):
+    """1.05 GiB of (sparse) weights: refused before Ray starts, saying to use a shared filesystem."""
+    build = runpy.run_path(str(FIXTURES.parent / "scripts" / "make_big_model.py"))["build"]
+    model = Path(build(tmp_path / "big", 1.05, hidden=1024)["path"])
+    out = tmp_path / "sweep"
+    Guard(tmp_path / "cwd", (model,), out).refused("sweep", model, "--partition", "k=2", "--engine", "ray", "-o", out,
+                                                   mention="--shared-fs")
 
 
 def test_an_existing_folder_is_resumed_or_replaced_only_when_asked(tmp_path):

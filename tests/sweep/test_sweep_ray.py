@@ -6,6 +6,7 @@ The tests run in file order: the last one removes the second node."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import subprocess
@@ -50,18 +51,23 @@ def test_ray_rows_are_the_local_rows(tiny, cluster, tmp_path):
 
 
 def test_custom_resources_route_jobs_to_the_node_that_has_them(cluster, tmp_path):
-    """--shared-fs: jobs write straight into the sweep folder; the tile jobs need an a100."""
+    """--shared-fs: jobs write straight into the sweep folder; the tile job and the measured costs need an
+    a100."""
     head, node = cluster
     sweep_file = tmp_path / "sweep.yaml"
     sweep_file.write_text(f"models: [{BLOCK}]\ntime_limit: 1\npartition: {{k: [1, 2]}}\n"
-                          "tile: {devices: [2, 4], resources: {a100: 1}}\n")
+                          "tile: {devices: 2, resources: {a100: 1}}\n"
+                          "annotate: {cost: measured, runs: 1, resources: {a100: 1}}\n")
     out = tmp_path / "sweep"
     proc = run_cli("sweep", sweep_file, "--engine", "ray", "--address", head.address, "--shared-fs", "-o", out,
                    cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     found = {row["job"]: row for row in rows(out)}
     assert all(row["status"] == "ok" for row in found.values()) and len(found) == 4
-    assert {found[f"transformer_block-tile-devices={d}"]["node"] for d in (2, 4)} == {node.node_id}
+    on_a100 = ("transformer_block-tile-devices=2", "transformer_block-annotate-cost=measured-runs=1")
+    assert {found[job]["node"] for job in on_a100} == {node.node_id}
+    costs = json.loads((out / "jobs" / on_a100[1] / "costs.json").read_text())
+    assert costs["cost_model"] == "measured" and costs["measured"]["runs"] == 1
 
     sweep_file.write_text(f"models: [{BLOCK}]\ntile: {{devices: 2, resources: {{h100: 1}}}}\n")
     Guard(tmp_path / "cwd", (sweep_file,), tmp_path / "refused").refused(
