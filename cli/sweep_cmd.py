@@ -71,7 +71,7 @@ def sweep(
     jobs = plan(inputs, {"partition": partition, "remat": remat, "schedule": schedule, "tile": tile,
                          "annotate": annotate},
                 time_limit=time_limit, workers=workers, seed=seed, job_timeout=job_timeout, version=version)
-    folder = SweepFolder(output, resume=resume, force=force)
+    folder = SweepFolder(output, resume=resume, force=force, reads={path for job in jobs for path in job.reads})
     runner = _engine(engine, jobs, address, shared_fs, jobs_at_once)
     view = _View(jobs, as_json)
     rows, interrupted = [], False

@@ -38,9 +38,10 @@ class SweepFolder:
     an existing one is continued with ``resume``, replaced with ``force`` only if it is a sweep folder
     (it holds sweep.json), and otherwise refused. An empty folder counts as new."""
 
-    def __init__(self, path: Path, *, resume: bool = False, force: bool = False):
+    def __init__(self, path: Path, *, resume: bool = False, force: bool = False, reads: Iterable[Path] = ()):
         if resume and force:
             raise UserError("--resume continues a sweep and --force replaces it: give one of them")
+        _refuse_inputs_inside(path, reads)
         self.path = path
         self.jobs = path.resolve() / "jobs"  # absolute: commands run with the jobs folder as their cwd
         parent = path.parent if str(path.parent) else Path(".")
@@ -107,6 +108,15 @@ class SweepFolder:
         atomic_write_bytes(self.path / "results.jsonl",
                            "".join(json.dumps(r, allow_nan=False) + "\n" for r in rows).encode())
         atomic_write_bytes(self.path / "results.csv", csv_text(rows).encode())
+
+
+def _refuse_inputs_inside(folder: Path, reads: Iterable[Path]) -> None:
+    """A sweep clears and replaces what is under its folder: no input (a model, a system file) may be there."""
+    target = folder.resolve()
+    for path in reads:
+        resolved = Path(path).resolve()
+        if resolved == target or target in resolved.parents:
+            raise UserError(f"the output folder {folder} holds {path}, an input of the sweep: choose another -o")
 
 
 def clear_job(jobs: Path, name: str) -> None:

@@ -81,6 +81,7 @@ class Job:
     workers: int
     resources: dict[str, float]
     axis: dict[str, Value]  # the options the grid set (what tells this job from its neighbours)
+    reads: tuple[Path, ...] = ()  # the model and the files its options name
     timeout: float = 0.0    # seconds before the job is killed (onnxpart.sweep.plan sets it)
 
 
@@ -170,10 +171,13 @@ def _job(model: ModelSpec, model_sha: str, grid: StrategyGrid, axis: dict[str, V
             resolved[option.name] = (option, _normal(option, value))
     argv: list[str] = []
     keyed: dict[str, Value] = {}
+    reads = [model.path]
     for name, (option, value) in resolved.items():
         options[name] = value
         argv += option.argv(files.argument(value))
         keyed[name] = files.keyed(value)
+        reads += [path for item in (value if isinstance(value, list) else [value])
+                  if (path := files.path(item)) is not None]
     workers = int(options.get("workers", 1))
     if workers < 1:
         raise UserError(f"{grid.strategy} jobs need workers ≥ 1 (cores per job: sweep jobs run side by side), "
@@ -182,7 +186,7 @@ def _job(model: ModelSpec, model_sha: str, grid: StrategyGrid, axis: dict[str, V
     shown_axis = {cmd.option(spelled).name: _normal(cmd.option(spelled), v) for spelled, v in axis.items()}
     name = _name(model.path, grid.strategy, {s: _normal(cmd.option(s), v) for s, v in axis.items()})
     return Job(key, name, model.shown, model.path, model_sha, grid.strategy, options, tuple(argv), workers,
-               dict(grid.resources), shown_axis)
+               dict(grid.resources), shown_axis, tuple(reads))
 
 
 def _key(model_sha: str, strategy: str, options: dict[str, Value], version: str) -> str:

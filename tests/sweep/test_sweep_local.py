@@ -152,6 +152,14 @@ def test_an_existing_folder_is_resumed_or_replaced_only_when_asked(tmp_path):
     guard.refused("sweep", DIAMOND, "--partition", "k=2", "-o", theirs, "--resume", mention="not an onnxpart sweep")
 
 
+def test_an_input_inside_the_output_folder_is_refused(tiny, tmp_path):
+    """--force would replace the folder that holds the model (a stage of an earlier sweep)."""
+    out, _ = tiny
+    stage = out / "jobs" / "transformer_block-partition-k=2" / "stage_0.onnx"
+    Guard(tmp_path / "cwd", (stage,), out).refused("sweep", stage, "--partition", "k=1", "-o", out, "--force",
+                                                   mention="an input of the sweep")
+
+
 def test_a_sweep_file_error_names_the_line(tmp_path):
     sweep_file = tmp_path / "sweep.yaml"
     sweep_file.write_text(f"models: [{DIAMOND}]\npartition:\n  k: [2, 4]\n  stage_memmory: 1MiB\n")
