@@ -20,6 +20,7 @@ from rich.text import Text
 
 from onnxpart.cli.common import JsonOpt, console, err_console, handle_errors
 from onnxpart.errors import UserError
+from onnxpart.sweep.job import SUCCEEDED
 from onnxpart.units import format_seconds
 
 #: Exit code when --fail-on-error is given and a job did not succeed (README, "Exit codes").
@@ -88,7 +89,7 @@ def sweep(
         err_console.print(f"[yellow]interrupted[/]: {len(rows)} of {len(jobs)} jobs finished and kept in {output}; "
                           "--resume runs the rest", highlight=False, soft_wrap=True)
         raise typer.Exit(130)
-    if fail_on_error and any(r["status"] not in ("ok", "gap") for r in rows):
+    if fail_on_error and any(r["status"] not in SUCCEEDED for r in rows):
         raise typer.Exit(FAILED_JOBS_EXIT)
 
 
@@ -161,7 +162,7 @@ class _View:
         if not resumed:
             self.running -= 1
         self.done += 1
-        self.failed += row["status"] not in ("ok", "gap")
+        self.failed += row["status"] not in SUCCEEDED
         if row["upper_bound"] is not None:
             current = self.best.setdefault(row["model"], {}).get(row["strategy"])
             if current is None or row["upper_bound"] < current[0]:
@@ -198,7 +199,7 @@ def _print_tables(found: list, rows: list[dict], total: int, path: Path) -> None
         console.print(table)
         for line in verdicts(curve):
             console.print(line, highlight=False, soft_wrap=True)
-    failed = sum(r["status"] not in ("ok", "gap") for r in rows)
+    failed = sum(r["status"] not in SUCCEEDED for r in rows)
     console.print(f"{len(rows)} of {total} jobs finished ({failed} did not succeed); wrote {path}", highlight=False)
 
 

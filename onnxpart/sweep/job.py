@@ -40,6 +40,8 @@ runpy.run_module("onnxpart.cli.app", run_name="__main__", alter_sys=True)
 
 #: Exit codes of the strategy commands (README, "Exit codes") -> a job's status.
 _STATUS = {0: "ok", 3: "gap", 4: "infeasible", 130: "interrupted"}
+#: Statuses of jobs that ran to a result; the others are failures (--fail-on-error, --retry-failed).
+SUCCEEDED = ("ok", "gap")
 
 #: Seconds a cancelled job gets to clean up after SIGINT before SIGKILL.
 CANCEL_GRACE = 10.0

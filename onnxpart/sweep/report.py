@@ -11,6 +11,7 @@ from typing import Optional
 from onnxpart.files import atomic_write_bytes
 from onnxpart.sweep.curves import AXES, Curve, Point
 from onnxpart.sweep.grid import slug
+from onnxpart.sweep.job import SUCCEEDED
 from onnxpart.sweep.plots import plot_curve
 from onnxpart.units import format_bytes, format_seconds
 
@@ -29,13 +30,13 @@ def write_report(folder: Path, curves: list[Curve], rows: list[dict], total: int
                               *(f"{k}={v}" for k, v in curve.fixed.items())]))
         plot_curve(curve, folder / "plots" / f"{name}.png")
         lines += _curve_section(curve, f"plots/{name}.png")
-    others = [row for row in rows if row["strategy"] not in AXES and row["status"] in ("ok", "gap")]
+    others = [row for row in rows if row["strategy"] not in AXES and row["status"] in SUCCEEDED]
     if others:
         lines += ["## Jobs without a curve", "", "| job | status | seconds | folder |", "|---|---|---:|---|"]
         lines += [f"| {row['job']} | {row['status']} | {row['seconds']:.1f} | [{row['folder']}]({row['folder']}) |"
                   for row in others]
         lines.append("")
-    failed = [row for row in rows if row["status"] not in ("ok", "gap")]
+    failed = [row for row in rows if row["status"] not in SUCCEEDED]
     if failed:
         lines += ["## Jobs that did not succeed", "", "| job | status | exit code | error |", "|---|---|---:|---|"]
         lines += [f"| {row['job']} | {row['status']} | {row['exit_code']} | {_cell(row['error'] or '')} |"

@@ -8,10 +8,7 @@ from typing import Any, Protocol
 
 from onnxpart.sweep.folder import SweepFolder, clear_job
 from onnxpart.sweep.grid import Job
-from onnxpart.sweep.job import Outcome, row
-
-#: Statuses of jobs that ran to a result; the others are failures (--fail-on-error, --retry-failed).
-SUCCEEDED = ("ok", "gap")
+from onnxpart.sweep.job import SUCCEEDED, Outcome, row
 
 
 class Listener(Protocol):

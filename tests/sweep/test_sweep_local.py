@@ -68,6 +68,11 @@ def test_resume_reruns_nothing_finished_and_fail_on_error_exits_5(tiny):
     assert records(out) == before
     assert len(proc.stdout.splitlines()) == 6
 
+    proc = run_cli("sweep", *TINY, "--resume", "--retry-failed", "-o", out, cwd=out.parent)
+    assert proc.returncode == 0, proc.stderr
+    rerun = {name for name, mtime in records(out).items() if before[name] != mtime}
+    assert rerun == {"diamond-remat-budget=95pct.json"}
+
 
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGKILL, -9)])
 def test_a_killed_sweep_resumes_where_it_stopped(tmp_path, signum, code):
