@@ -130,6 +130,16 @@ def test_bad_grids_are_refused_before_any_job(tmp_path, args, mention):
     Guard(tmp_path / "cwd", (DIAMOND,), out).refused("sweep", DIAMOND, *args, "-o", out, mention=mention)
 
 
+def test_the_ray_engine_without_ray_says_how_to_install_it(tmp_path):
+    hidden = tmp_path / "no_ray" / "ray"  # shadows the installed ray: ``import ray`` fails as without it
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text("raise ImportError('No module named ray')\n")
+    out = tmp_path / "sweep"
+    Guard(tmp_path / "cwd", (DIAMOND,), out).refused("sweep", DIAMOND, "--partition", "k=2", "--engine", "ray", "-o", out,
+                                                     mention="pip install onnxpart[cluster]",
+                                                     env={"PYTHONPATH": str(hidden.parent)})
+
+
 def test_a_model_that_does_not_load_is_refused(tmp_path):
     broken = tmp_path / "broken.onnx"
     broken.write_bytes(b"not a model")
