@@ -20,8 +20,6 @@ Finished = Callable[[Job, Outcome, str], None]
 class LocalEngine:
     """``slots`` jobs at once on this machine."""
 
-    name = "local"
-
     def __init__(self, slots: int):
         self.slots = max(1, slots)
 

@@ -41,8 +41,6 @@ MAX_RETRIES = 3
 class RayEngine:
     """Jobs as Ray tasks on the cluster at ``address`` (None: a fresh local Ray with ``local_cpus``)."""
 
-    name = "ray"
-
     def __init__(self, jobs: list[Job], address: Optional[str], *, shared_fs: bool, slots: Optional[int],
                  local_cpus: int):
         self.ray = _import_ray()
