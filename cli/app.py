@@ -6,7 +6,7 @@ import logging
 
 import typer
 
-from onnxpart.cli import annotate_cmd, inspect_cmd, partition_cmd, remat_cmd, schedule_cmd, tile_cmd
+from onnxpart.cli import annotate_cmd, inspect_cmd, partition_cmd, remat_cmd, schedule_cmd, sweep_cmd, tile_cmd
 from onnxpart.cli.common import err_console
 
 app = typer.Typer(
@@ -32,6 +32,7 @@ app.command("partition")(partition_cmd.partition)
 app.command("remat")(remat_cmd.remat)
 app.command("schedule")(schedule_cmd.schedule)
 app.command("tile")(tile_cmd.tile)
+app.command("sweep")(sweep_cmd.sweep)
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from onnxpart.errors import UserError
 
@@ -84,7 +85,7 @@ def handle_errors(command: Callable) -> Callable:
         try:
             return command(*args, **kwargs)
         except UserError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt as interrupt:
             from onnxpart.interrupts import exit_code
