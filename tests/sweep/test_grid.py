@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 
+import onnx
 import pytest
 
 from onnxpart.errors import UserError
@@ -49,7 +50,7 @@ def test_job_keys_follow_what_decides_the_result(tmp_path):
     copy = tmp_path / "diamond.onnx"
     shutil.copy(DIAMOND, copy)
     assert jobs_of({"partition": ["k=2"]}, models=(copy,))[0].key == key  # same bytes, another path
-    copy.write_bytes(copy.read_bytes() + b"\n")
+    _save_with_doc(copy, "edited")
     assert jobs_of({"partition": ["k=2"]}, models=(copy,))[0].key != key
 
     system = tmp_path / "system.yaml"
@@ -96,7 +97,7 @@ def test_annotate_jobs_take_only_the_options_annotate_has():
 def test_models_with_one_stem_get_distinct_names(tmp_path):
     for folder in ("a", "b"):
         (tmp_path / folder).mkdir()
-        (tmp_path / folder / "m.onnx").write_bytes(DIAMOND.read_bytes() + folder.encode())
+        _save_with_doc(tmp_path / folder / "m.onnx", folder)
     jobs = jobs_of({"partition": ["k=2"]}, models=(tmp_path / "a" / "m.onnx", tmp_path / "b" / "m.onnx"))
     assert len({j.name for j in jobs}) == 2 and all(j.name.startswith("m-partition-k=2-") for j in jobs)
 
@@ -150,3 +151,10 @@ def test_model_options_in_a_sweep_file_reach_every_job(tmp_path):
     jobs = expand(read.models, read.grids, Settings(), tmp_path, "1.0")
     assert [j.options["dim"] for j in jobs] == [["batch=2"], ["batch=2"]]
     assert all(("--dim", "batch=2") == j.argv[6:8] for j in jobs)
+
+
+def _save_with_doc(path, doc: str) -> None:
+    """The diamond with another doc string: a valid model whose bytes differ."""
+    model = onnx.load(str(DIAMOND))
+    model.doc_string = doc
+    onnx.save(model, str(path))

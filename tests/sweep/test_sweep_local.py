@@ -113,7 +113,8 @@ def test_a_job_past_its_timeout_is_killed_and_recorded(tmp_path):
     (row,) = rows(out)
     assert (row["status"], row["exit_code"], row["folder"]) == ("timeout", 137, None)
     assert row["error"] == "exceeded the job timeout of 1 s and was killed"
-    assert sorted(p.name for p in (out / "jobs").iterdir()) == [f"{row['job']}.json"]
+    # no job folder is left (what the job printed before the kill, if anything, is kept as NAME.log)
+    assert sorted(p.name for p in (out / "jobs").iterdir() if p.suffix != ".log") == [f"{row['job']}.json"]
 
 
 @pytest.mark.parametrize("args, mention", [
@@ -140,6 +141,7 @@ def test_the_ray_engine_without_ray_says_how_to_install_it(tmp_path):
                                                      env={"PYTHONPATH": str(hidden.parent)})
 
 
+@pytest.mark.invalid_onnx
 def test_a_model_that_does_not_load_is_refused(tmp_path):
     broken = tmp_path / "broken.onnx"
     broken.write_bytes(b"not a model")
