@@ -98,14 +98,14 @@ def _op_payload(inst: LayoutInstance, op, plan: Plan) -> dict[str, Any]:
             "shape_computation": op.shape_computation,
             "inputs": [{"tensor": t, "layout": str(a)} for t, a in zip(op.inputs, c.inputs)],
             "outputs": [{"tensor": t, "layout": str(a)} for t, a in zip(op.outputs, c.outputs)],
-            "compute_seconds": op.work / c.divisor, "seconds": inst.choice_cost(op, plan.algorithms[op.name], plan.layouts)}
+            "compute_seconds": c.seconds, "seconds": inst.choice_cost(op, plan.algorithms[op.name], plan.layouts)}
 
 
 def instance_digest(inst: LayoutInstance) -> list:
     m = inst.mesh
-    return [list(m.shape), list(m.latencies), list(m.bandwidths), inst.memory,
+    return [list(m.shape), list(m.latencies), list(m.bandwidths), inst.memory, inst.sharded_outputs,
             [(t.name, [str(a) for a in t.domain], t.bytes) for t in inst.tensors],
-            [(op.name, op.work, [c.name for c in op.choices]) for op in inst.ops]]
+            [(op.name, op.work, [(c.name, c.seconds) for c in op.choices]) for op in inst.ops]]
 
 
 def certificate(solution: LayoutSolution, model_sha: str | None, options: dict[str, Any]) -> Certificate:

@@ -138,7 +138,7 @@ def local(inst: LayoutInstance) -> dict[str, Layout]:
 
 def _local_cost(inst: LayoutInstance, op, c: int, x: dict) -> float:
     choice = op.choices[c]
-    total = op.work / choice.divisor
+    total = choice.seconds
     for t, want in zip(op.inputs, choice.inputs):
         total += inst.reshard_time(x.get(t, _nearest(inst, t, want)), want, t)
     for t, made in zip(op.outputs, choice.outputs):
@@ -202,18 +202,23 @@ def _improve(inst: LayoutInstance, x: dict[str, Layout], max_rounds: int, deadli
 def _try(inst: LayoutInstance, x: dict, move: dict, touching: dict, memory: list, price: float | None) -> bool:
     """Apply ``move`` to ``x`` when it pays (:func:`_improve`); ``memory[0]`` is x's memory per device."""
     ops = {i for t in move for i in touching[t]}
-    before = sum(inst.best_choice(inst.ops[i], x)[1] for i in ops)
+    before = _local_time(inst, x, ops, move)
     grown = sum(inst.tensor(t).per_device(a, inst.mesh) - inst.tensor(t).per_device(x[t], inst.mesh)
                 for t, a in move.items())
     old = {t: x[t] for t in move}
     x.update(move)
-    after = sum(inst.best_choice(inst.ops[i], x)[1] for i in ops) + (price or 0.0) * grown
+    after = _local_time(inst, x, ops, move) + (price or 0.0) * grown
     fits = price is not None or inst.memory is None or memory[0] + grown <= inst.memory * (1 + 1e-12)
     if after < before - 1e-15 * max(1.0, abs(before)) and fits:
         memory[0] += grown
         return True
     x.update(old)
     return False
+
+
+def _local_time(inst: LayoutInstance, x: dict, ops, tensors) -> float:
+    """The part of T(x) that ``ops`` and the final gathers of ``tensors`` pay."""
+    return sum(inst.best_choice(inst.ops[i], x)[1] for i in ops) + sum(inst.final_time(t, x[t]) for t in tensors)
 
 
 def _touching(inst: LayoutInstance) -> dict[str, list[int]]:
@@ -238,9 +243,9 @@ def fit_memory(inst: LayoutInstance, x: dict[str, Layout]) -> dict[str, Layout]:
                 continue
             ops = touching[t.name]
             old = x[t.name]
-            before = sum(inst.best_choice(inst.ops[i], x)[1] for i in ops)
+            before = _local_time(inst, x, ops, [t.name])
             x[t.name] = small
-            added = sum(inst.best_choice(inst.ops[i], x)[1] for i in ops) - before
+            added = _local_time(inst, x, ops, [t.name]) - before
             x[t.name] = old
             if saved / (max(added, 0.0) + 1e-12) > score:
                 best, score = (t.name, small), saved / (max(added, 0.0) + 1e-12)
@@ -317,10 +322,12 @@ def _cpsat(inst: LayoutInstance, reduced: Reduced, time_limit: float, hint: dict
 
 def _coefficients(inst: LayoutInstance) -> float:
     """The grid unit: the largest possible step time spread over 2^50 integer steps."""
-    top = sum(op.work for op in inst.ops)
-    for op in inst.ops:  # all-reduce is the dearest collective, at most once per mesh axis on ≤ the full bytes
-        top += sum(collective_time("all-reduce", inst.tensor(t).bytes, axis)
-                   for t in op.inputs + op.outputs for axis in inst.mesh.axes)
+    top = sum(max(c.seconds for c in op.choices) for op in inst.ops)
+    # a resharding costs at most gathering every axis (an all-gather or all-reduce each, on ≤ the full bytes)
+    # then slicing: one all-reduce per mesh axis per slot and per final gather
+    slots = [t for op in inst.ops for t in op.inputs + op.outputs] + [t.name for t in inst.tensors
+                                                                      if t.kind == "output"]
+    top += sum(collective_time("all-reduce", inst.tensor(t).bytes, axis) for t in slots for axis in inst.mesh.axes)
     return max(top / 2 ** 50, 1e-18)
 
 
@@ -336,7 +343,7 @@ def _build(inst: LayoutInstance, reduced: Reduced):
     terms, z = [], {}
     for i, op in enumerate(inst.ops):
         model.add_exactly_one(y[i].values())  # one algorithm per op
-        terms += [int(op.work / op.choices[k].divisor / unit) * var for k, var in y[i].items()]
+        terms += [int(op.choices[k].seconds / unit) * var for k, var in y[i].items()]
         slots = [(t, j, True) for j, t in enumerate(op.inputs)] + [(t, j, False) for j, t in enumerate(op.outputs)]
         for t, j, reads in slots:
             wants: dict[Layout, list] = {}
@@ -347,6 +354,9 @@ def _build(inst: LayoutInstance, reduced: Reduced):
                     for a in x[t] for b in wants}
             z[(i, j, reads)] = _transport(model, x[t], wants, f"{i}_{j}_{int(reads)}")
             terms += [c * z[(i, j, reads)][k] for k, c in cost.items() if c > 0]
+    for t in inst.tensors:  # the final gathers of the graph outputs
+        final = {a: int(inst.final_time(t.name, a) / unit) for a in x[t.name]}
+        terms += [c * x[t.name][a] for a, c in final.items() if c > 0]
     if inst.memory is not None:  # --device-memory
         model.add(sum(t.per_device(a, inst.mesh) * var for t in inst.tensors for a, var in x[t.name].items())
                   <= int(inst.memory))

@@ -81,6 +81,7 @@ def _reduce_layouts(inst: LayoutInstance, domains: dict, choices, replaced: dict
 
         def vector(a, t=t, w=w, m=m):
             v = [inst.reshard_time(a, b, t.name) for b in w] + [inst.reshard_time(b, a, t.name) for b in m]
+            v.append(inst.final_time(t.name, a))
             return v + ([t.per_device(a, inst.mesh)] if inst.memory is not None else [])
 
         vectors = [vector(a) for a in dom]
@@ -114,7 +115,7 @@ def _reduce_choices(inst: LayoutInstance, domains: dict, choices: list) -> bool:
 
         def vector(c, op=op):
             choice = op.choices[c]
-            v = [op.work / choice.divisor]
+            v = [choice.seconds]
             for t, b in zip(op.inputs, choice.inputs):
                 v += [inst.reshard_time(a, b, t) for a in domains[t]]
             for t, b in zip(op.outputs, choice.outputs):
