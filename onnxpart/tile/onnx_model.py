@@ -92,6 +92,12 @@ class TensorVar:
         """Bytes one device holds in ``layout`` (a shard rounded up)."""
         return mesh.per_device(self.bytes, layout)
 
+    @property
+    def tiny(self) -> bool:
+        """At most :data:`~onnxpart.tile.onnx_constants.LIMIT` elements: a scalar or an exporter's shape
+        constant, never worth sharding."""
+        return math.prod(self.shape) <= LIMIT
+
 
 @dataclass(frozen=True)
 class OpVar:
@@ -420,6 +426,11 @@ def _tensor_var(graph, name: str, mesh: DeviceMesh, partial: Sequence[bool]) -> 
         kind = "output" if name in graph.outputs else "input" if item.producer is None else "activation"
     domain, excluded = candidate_layouts(item.shape, mesh, partial, kind)
     return TensorVar(name, tuple(item.shape), int(item.bytes), kind, domain, excluded)
+
+
+def replicated_only_tensors(inst: LayoutInstance) -> list[TensorVar]:
+    """The tensors whose only layout is R on every mesh axis (no dim divides by the devices sharding it)."""
+    return [t for t in inst.tensors if t.domain == (inst.replicated,)]
 
 
 def pin(inst: LayoutInstance, pins: Mapping[str, Layout]) -> LayoutInstance:

@@ -78,23 +78,31 @@ class LayoutSolution:
     method: str
     results: list[LayoutResult] = field(default_factory=list)
     lower_bounds: list[LowerBound] = field(default_factory=list)
+    replicated: bool = False  # no sharding beats one device: the plan runs the whole model on every device
 
     @property
     def best_lower_bound(self) -> float | None:
         return best_bound(self.lower_bounds)
 
+    @property
+    def one_device(self) -> float:
+        """The step time on one device (:attr:`LayoutInstance.one_device`)."""
+        return self.instance.one_device
+
 
 def solve_layouts(inst: LayoutInstance, options: LayoutOptions = LayoutOptions(),
                   board: Board | None = None) -> LayoutSolution:
-    """Run the requested methods; the answer is the cheapest plan (ties: the method listed first).
-    ``board`` (:mod:`onnxpart.board`) hears every method's plan (``offer``) and exact's proven bound
-    (``add``): what the command's progress bar shows."""
+    """Run the requested methods; the answer is the cheapest plan (:func:`_best`), or the replicated plan when
+    no method's plan beats one device. ``board`` (:mod:`onnxpart.board`) hears every method's plan (``offer``)
+    and every proven bound (``add``): the closed form at once, then exact's — what the progress bar shows."""
     board = board if board is not None else Board()
     unknown = [m for m in options.methods if m not in METHODS]
     if unknown:
         raise UserError(f"unknown tile method {', '.join(unknown)} for an ONNX model: use {', '.join(METHODS)}")
     start = time.perf_counter()
-    results, bounds, hint = [], [], None
+    bounds = [closed_form_bound(inst)]
+    board.add(bounds[0])
+    results, hint = [], None
     for method in dict.fromkeys(options.methods):
         t0 = time.perf_counter()
         if method == "exact":
@@ -117,8 +125,32 @@ def solve_layouts(inst: LayoutInstance, options: LayoutOptions = LayoutOptions()
     solved = [r for r in results if r.cost is not None]
     if not solved:
         raise InfeasibleError("no method found layouts within --device-memory")
-    best = min(solved, key=lambda r: r.cost)
+    best = _best(solved)
+    one = inst.replicated_plan()
+    if one is not None and inst.cost(one) <= best.cost * (1 + TIE):
+        method = best.method if inst.cost(one) >= best.cost * (1 - TIE) else "replicated"
+        return LayoutSolution(inst, inst.plan(one), inst.cost(one), method, results, bounds, replicated=True)
     return LayoutSolution(inst, inst.plan(best.layouts), best.cost, best.method, results, bounds)
+
+
+#: Relative difference below which two step times are one (float sums in another order).
+TIE = 1e-12
+
+
+def _best(solved: list[LayoutResult]) -> LayoutResult:
+    """The cheapest result; among equal ones the method that proved its plan optimal, else the one listed
+    first (a plan exact proved is labelled ``exact`` even when greedy found it first)."""
+    least = min(r.cost for r in solved)
+    tied = [r for r in solved if r.cost <= least * (1 + TIE)]
+    return next((r for r in tied if r.status == "optimal"), tied[0])
+
+
+def closed_form_bound(inst: LayoutInstance) -> LowerBound:
+    """:meth:`LayoutInstance.closed_form_bound` as a certificate entry: present whatever the time limit."""
+    start = time.perf_counter()
+    return LowerBound("tile-closed-form", inst.closed_form_bound(), "bound", "formula", time.perf_counter() - start,
+                      note="Σ over ops of each op's least per-device compute over its algorithms, reshardings "
+                           "and final gathers counted as 0")
 
 
 # -------------------------------------------------------------------------------------- heuristics
