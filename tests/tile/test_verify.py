@@ -256,6 +256,46 @@ def test_gather_embedding_and_indices(folder, data):
     assert {"rows", f"data{1 - axis}", "indices0", "partial"} <= names
 
 
+@FEW
+@given(st.data())
+def test_gather_elements(folder, data):
+    p = data.draw(DEVICES)
+    shape = [multiple(data.draw, p), multiple(data.draw, p)]
+    axis = data.draw(st.sampled_from([0, 1]))
+    indices = np.random.default_rng(data.draw(st.integers(0, 99))).integers(0, shape[axis], size=shape)
+    names = verify_every_algorithm(one_node(folder, "GatherElements", [("x", shape), ("i", indices.astype(np.int64))],
+                                            {"axis": axis}), p)
+    assert {"indices", f"shard{1 - axis}", "partial"} <= names
+
+
+@pytest.mark.parametrize("mesh", [2, (2, 2)])
+def test_gather_nd_batch_indices_and_kept_dims(folder, mesh):
+    """batch_dims 1, data [4, 6, 8], indices [4, 4, 1] -> [4, 4, 8]: the batch, the indices' own dim and the
+    data's kept dim may each be sharded."""
+    indices = np.random.default_rng(0).integers(0, 6, size=(4, 4, 1)).astype(np.int64)
+    names = verify_every_algorithm(one_node(folder, "GatherND", [("x", [4, 6, 8]), ("i", indices)],
+                                            {"batch_dims": 1}), mesh)
+    assert {"batch0", "indices1", "data2", "partial"} <= {n.split("·")[0] for n in names}
+
+
+@pytest.mark.parametrize("mesh", [2, (2, 2)])
+def test_constant_of_shape_fills_its_own_shard(folder, mesh):
+    """Shape(x) -> ConstantOfShape -> Mul(x, ·): the fill computed at run time, sharded along either dim."""
+    nodes = [onnx.helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             onnx.helper.make_node("ConstantOfShape", ["s"], ["c"], name="fill",
+                                   value=onnx.numpy_helper.from_array(np.array([1.5], np.float32))),
+             onnx.helper.make_node("Mul", ["x", "c"], ["y0"], name="mul")]
+    graph = onnx.helper.make_graph(nodes, "fill", [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 8])],
+                                   [onnx.helper.make_tensor_value_info("y0", onnx.TensorProto.FLOAT, [4, 8])])
+    path = folder / "fill.onnx"
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)]), str(path))
+    inst, loaded = load(path, mesh)
+    fill = next(op for op in inst.ops if op.op_type == "ConstantOfShape")
+    assert fill.catalog and len(fill.choices) > 1
+    for c in range(len(fill.choices)):
+        assert tile_verify.verify_plan(inst, forced_plan(inst, fill, c), loaded.graph, loaded.model).ok
+
+
 REDUCTIONS = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL2", "ReduceSumSquare", "ReduceL1"]
 
 
