@@ -148,12 +148,39 @@ class LayoutInstance:
         return resharding.plan(src, dst, t.shape, t.bytes, self.mesh)
 
     def reshard_time(self, src: Layout, dst: Layout, tensor: str) -> float:
-        """Seconds of :meth:`reshard_steps`, memoized per instance."""
-        cache = self.memo.setdefault("reshard", {})
-        key = (src, dst, tensor)
-        if key not in cache:
-            cache[key] = sum(step.seconds for step in self.reshard_steps(src, dst, tensor))
-        return cache[key]
+        """Seconds of :meth:`reshard_steps`, read from the tensor's :meth:`reshard_table`."""
+        index, matrix = self.reshard_table(tensor)
+        if src in index and dst in index:
+            return float(matrix[index[src], index[dst]])
+        t = self.tensor(tensor)
+        return resharding.reshard_time(src, dst, t.shape, t.bytes, self.mesh)
+
+    def reshard_table(self, tensor: str) -> tuple[dict, np.ndarray]:
+        """(layout -> index, seconds[src, dst]) over every layout the tensor may be stored in, read or written in
+        (:func:`onnxpart.tile.resharding.price_table`)."""
+        tables = self.memo.setdefault("tables", {})
+        if tensor not in tables:
+            t = self.tensor(tensor)
+            tables[tensor] = resharding.price_table(self._layouts_of()[tensor], t.shape, float(t.bytes), self.mesh)
+        return tables[tensor]
+
+    def _layouts_of(self) -> dict[str, tuple]:
+        """Per tensor: its domain, then R, then every other layout an algorithm reads or writes it in."""
+        if "layouts" not in self.memo:
+            found = {t.name: dict.fromkeys(t.domain + (self.replicated,)) for t in self.tensors}
+            for op in self.ops:
+                for c in op.choices:
+                    for t, a in zip(op.inputs + op.outputs, c.inputs + c.outputs):
+                        found[t][a] = None
+            self.memo["layouts"] = {t: tuple(layouts) for t, layouts in found.items()}
+        return self.memo["layouts"]
+
+    def slot_seconds(self, tensor: str, stored, slot, reads: bool) -> np.ndarray:
+        """seconds[i, j] of the resharding between stored layout ``stored[i]`` and slot layout ``slot[j]``:
+        stored -> slot for a read, slot -> stored for a write (vectorized :meth:`reshard_time`)."""
+        index, matrix = self.reshard_table(tensor)
+        rows, cols = [index[a] for a in stored], [index[b] for b in slot]
+        return matrix[np.ix_(rows, cols)] if reads else matrix[np.ix_(cols, rows)].T
 
     def final_time(self, tensor: str, layout: Layout) -> float:
         """The final gather of a graph output stored in ``layout`` into R on every device (0 for other tensors,
@@ -193,10 +220,8 @@ class LayoutInstance:
             slots = []
             for j, t in enumerate(op.inputs + op.outputs):
                 domain = self.tensor(t).domain
-                reads = j < len(op.inputs)
-                matrix = np.array([[self.reshard_time(a, c.inputs[j], t) if reads else
-                                    self.reshard_time(c.outputs[j - len(op.inputs)], a, t) for a in domain]
-                                   for c in op.choices])
+                wanted = [(c.inputs + c.outputs)[j] for c in op.choices]
+                matrix = self.slot_seconds(t, domain, wanted, j < len(op.inputs)).T
                 slots.append((t, {a: i for i, a in enumerate(domain)}, matrix))
             self.memo[("table", op.name)] = (base, slots)
         return self.memo[("table", op.name)]
@@ -244,8 +269,10 @@ class LayoutInstance:
         return self.memory is None or self.memory_per_device(layouts) <= self.memory * (1 + 1e-12)
 
     def check(self, layouts: Mapping[str, Layout]) -> None:
-        for t in self.tensors:
-            if layouts.get(t.name) not in t.domain:
+        if "domains" not in self.memo:
+            self.memo["domains"] = [(t, frozenset(t.domain)) for t in self.tensors]
+        for t, domain in self.memo["domains"]:
+            if layouts.get(t.name) not in domain:
                 raise ValueError(f"tensor {t.name}: layout {layouts.get(t.name)} is not among "
                                  f"{', '.join(map(str, t.domain))}")
 

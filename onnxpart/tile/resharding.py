@@ -39,6 +39,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from onnxpart.tile.catalog import P, R, Layout, S, collective_time, collective_volume, reshard
 from onnxpart.tile.mesh import DeviceMesh, local_shape, parts
 
@@ -77,6 +79,16 @@ def plan(src, dst, shape: Sequence[int], nbytes: float, mesh: DeviceMesh) -> tup
 def reshard_time(src, dst, shape: Sequence[int], nbytes: float, mesh: DeviceMesh) -> float:
     """Seconds of :func:`plan` (0 when nothing moves)."""
     return sum(step.seconds for step in plan(src, dst, shape, nbytes, mesh))
+
+
+@lru_cache(maxsize=1 << 12)
+def price_table(layouts: tuple, shape: tuple[int, ...], nbytes: float, mesh: DeviceMesh) -> tuple[dict, np.ndarray]:
+    """(layout -> index, seconds[src, dst]) of :func:`reshard_time` between every pair of ``layouts``, at once
+    (what the searches read millions of times); shared by every tensor of the same shape and size."""
+    index = {a: i for i, a in enumerate(layouts)}
+    matrix = np.array([[reshard_time(a, b, shape, nbytes, mesh) for b in layouts] for a in layouts], dtype=float)
+    matrix.setflags(write=False)
+    return index, matrix
 
 
 def collective_name(steps: Sequence[Step], mesh: DeviceMesh) -> str | None:
