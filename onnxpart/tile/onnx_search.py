@@ -107,15 +107,17 @@ def solve_layouts(inst: LayoutInstance, options: LayoutOptions = LayoutOptions()
         t0 = time.perf_counter()
         if method == "exact":
             remaining = max(options.time_limit - (t0 - start), 0.1)
-            start_plan = hint or greedy(inst, deadline=t0 + remaining / 4)
+            start_plan = hint or greedy(inst, deadline=t0 + remaining, trials=TRIALS_PER_SECOND * remaining / 4)
             layouts, bound = exact(inst, max(remaining - (time.perf_counter() - t0), 0.1), start_plan,
                                    options.workers, options.seed)
             bounds.append(bound)
             board.add(bound)
             status = bound.status if layouts is not None else "no_solution"
         else:
-            deadline = start + options.time_limit / (2 if "exact" in options.methods else 1)
-            layouts, status = (local(inst) if method == "local" else greedy(inst, deadline=deadline)), "heuristic"
+            share = options.time_limit / (2 if "exact" in options.methods else 1)
+            layouts = local(inst) if method == "local" else greedy(inst, deadline=start + options.time_limit,
+                                                                    trials=TRIALS_PER_SECOND * share)
+            status = "heuristic"
             hint = layouts if method == "greedy" else hint
         cost = inst.cost(layouts) if layouts is not None and inst.fits(layouts) else None
         if cost is not None:
@@ -186,42 +188,61 @@ def _nearest(inst: LayoutInstance, t: str, want: Layout) -> Layout:
     return min(var.domain, key=lambda a: inst.reshard_time(a, want, t) + inst.reshard_time(want, a, t))
 
 
-def greedy(inst: LayoutInstance, max_rounds: int = 50, deadline: float | None = None) -> dict[str, Layout]:
+def greedy(inst: LayoutInstance, max_rounds: int = 50, deadline: float | None = None,
+           trials: float = math.inf) -> dict[str, Layout]:
     """Improve the local plan and the all-replicated one by op and tensor moves; the best of them.
     With ``--device-memory`` also Lagrangian runs (Fisher, "The Lagrangian Relaxation Method for Solving
     Integer Programming Problems", Management Science 1981): moves priced at seconds + λ·bytes per
     device, free of the bound, for λ in ``LAGRANGE`` times (step time / memory); each result is then
-    made to fit (:func:`fit_memory`) and improved under the bound. ``deadline`` (``time.perf_counter()``
-    seconds) ends the rounds early, keeping what was improved."""
+    made to fit (:func:`fit_memory`) and improved under the bound. A round runs only while its moves fit
+    in ``trials`` (all runs together): a deterministic budget, so one time limit gives one plan whatever the
+    machine's load; ``deadline`` (``time.perf_counter()`` seconds) is the safety net, checked between rounds."""
+    budget = _Budget(trials, deadline)
     starts = [local(inst), fit_memory(inst, {t.name: t.domain[0] for t in inst.tensors})]  # R first when allowed
-    plans = [_improve(inst, x, max_rounds, deadline) for x in starts]
+    plans = [_improve(inst, x, max_rounds, budget) for x in starts]
     if inst.memory is not None:
         scale = inst.cost(plans[0]) / max(inst.memory, 1.0)
         for factor in LAGRANGE:
-            if deadline is not None and time.perf_counter() > deadline:
+            if budget.spent():
                 break
-            priced = _improve(inst, dict(plans[0]), max_rounds, deadline, factor * scale)
-            plans.append(_improve(inst, fit_memory(inst, priced), max_rounds, deadline))
+            priced = _improve(inst, dict(plans[0]), max_rounds, budget, factor * scale)
+            plans.append(_improve(inst, fit_memory(inst, priced), max_rounds, budget))
     return min([x for x in plans if inst.fits(x)] or plans, key=inst.cost)
 
 
 #: λ per (step time / --device-memory) of greedy's Lagrangian runs.
 LAGRANGE = (0.3, 1.0, 3.0)
+#: Greedy's move trials per second of its time share (about a fifth of what 2 loaded cores try on a
+#: 600-tensor 2x4 instance, so the wall-clock deadline rarely ends it first).
+TRIALS_PER_SECOND = 2000.0
 
 
-def _improve(inst: LayoutInstance, x: dict[str, Layout], max_rounds: int, deadline: float | None,
+@dataclass
+class _Budget:
+    trials: float
+    deadline: float | None
+
+    def spent(self, more: int = 0) -> bool:
+        """Whether ``more`` trials no longer fit (they are taken when they do), or the deadline passed."""
+        if more > self.trials or (self.deadline is not None and time.perf_counter() > self.deadline):
+            return True
+        self.trials -= more
+        return False
+
+
+def _improve(inst: LayoutInstance, x: dict[str, Layout], max_rounds: int, budget: _Budget,
              price: float | None = None) -> dict[str, Layout]:
     """Rounds of op and tensor moves on ``x`` (in place) while one lowers the step time and keeps the
     memory bound — or, with a ``price`` per byte, while one lowers step time + price·memory per device."""
     touching = _touching(inst)
     memory = [inst.memory_per_device(x)]  # kept up to date by _try
+    moves = [{t: want for t, want in zip(op.inputs + op.outputs, c.inputs + c.outputs)}
+             for op in inst.ops for c in op.choices]
+    moves += [{t.name: a} for t in inst.tensors for a in t.domain]
     for _ in range(max_rounds):
-        if deadline is not None and time.perf_counter() > deadline:
+        if budget.spent(len(moves)):
             break
         improved = False
-        moves = [{t: want for t, want in zip(op.inputs + op.outputs, c.inputs + c.outputs)}
-                 for op in inst.ops for c in op.choices]
-        moves += [{t.name: a} for t in inst.tensors for a in t.domain]
         for move in moves:
             move = {t: a for t, a in move.items() if a in inst.tensor(t).domain and x[t] != a}
             if move and _try(inst, x, move, touching, memory, price):
@@ -340,7 +361,10 @@ def _cpsat(inst: LayoutInstance, reduced: Reduced, time_limit: float, hint: dict
     if hint is not None:
         _hint(model, inst, reduced, reduced.replace(hint), x, y, z)
     remaining = max(time_limit - (time.perf_counter() - start), 1e-3)
-    result, solver = solve_cpsat(model, remaining, workers=workers, seed=seed, parameters=CPSAT_PARAMETERS)
+    # deterministic: the portfolio interleaved in a fixed order, stopped by deterministic time, so a seed and a
+    # limit give one bound whatever the load (the wall-clock limit stays as the safety net)
+    parameters = {**CPSAT_PARAMETERS, "interleave_search": True, "max_deterministic_time": remaining}
+    result, solver = solve_cpsat(model, remaining, workers=workers, seed=seed, parameters=parameters)
     seconds = time.perf_counter() - start
     value = None if result.status == "infeasible" else max(float(result.bound), 0.0) * unit
     bound = LowerBound("tile-cpsat", value, result.status, "cp-sat", seconds,
