@@ -5,11 +5,13 @@ This is the paper's TP(H, G, L, w) ("Matrix Tiling as Constrained Hypergraph Lab
 with ONNX tensors as vertices, ONNX ops as hyperedges and sharding layouts as labels
 (:mod:`onnxpart.tile.catalog`). Two departures from the paper's Hamming cost, both stated here:
 
-* a retiling costs the collective it needs (:func:`~onnxpart.tile.catalog.reshard_time`: ring latency
-  plus bytes over the link bandwidth), which depends on the pair (stored layout, wanted layout), not
-  on a mismatch count — the paper's "use weights to scale the retiling cost" taken per pair;
-* each feasible labeling (an op's *algorithm*) has a base cost: the op's compute time divided by the
-  parallelism it gets (``Op.work / divisor``).
+* a retiling costs the collectives that move its index sets (:mod:`onnxpart.tile.resharding`: per-axis ring
+  collectives, latency plus bytes over the link bandwidth, the cheapest sequence that leaves every device
+  its piece), which depends on the pair (stored layout, wanted layout), not on a mismatch count — the
+  paper's "use weights to scale the retiling cost" taken per pair;
+* each feasible labeling (an op's *algorithm*) has a base cost: what one device spends on its part
+  (:mod:`onnxpart.tile.compute`: the launch overhead in full plus the roofline of its shard, a replicated
+  input read whole), ``Choice.seconds``.
 
 Data structures (kept stable for ``--verify`` and ``scripts/bench_tile.py``):
 
@@ -29,19 +31,23 @@ one component per axis (``S(0)R``) on an n-D one.
 
 ``Choice`` (an algorithm)
     ``name``, ``inputs``/``outputs`` (the layout it reads / writes per slot), ``divisor`` (the product
-    of the per-axis catalog algorithms' divisors, :func:`~onnxpart.tile.mesh.compose_algorithms`).
+    of the per-axis catalog algorithms' divisors, :func:`~onnxpart.tile.mesh.compose_algorithms`),
+    ``seconds`` (one device's compute).
 
 ``Plan`` (a solution)
     ``layouts`` (tensor -> Layout) and ``algorithms`` (op -> choice index); :meth:`LayoutInstance.cost`
-    and :meth:`LayoutInstance.breakdown` recompute everything from them.
+    and :meth:`LayoutInstance.plan_cost` recompute everything from them.
 
 Objective (estimated step time, seconds)::
 
-    T(X) = Σ_op min_c [ work/divisor(c) + Σ_in reshard(X[t] -> c.in) + Σ_out reshard(c.out -> X[t]) ]
+    T(X) = Σ_op min_c [ seconds(c) + Σ_in reshard(X[t] -> c.in) + Σ_out reshard(c.out -> X[t]) ]
+           + Σ_{graph outputs t} reshard(X[t] -> R)
 
 A tensor's layout X[t] is how it is stored between ops; the producer reshards its algorithm's output
 into X[t] once, each consumer reshards X[t] into what its algorithm reads. Graph inputs and weights
-are laid out before the step (slicing is free); graph outputs are never left partial (P).
+are laid out before the step (slicing is free); graph outputs are never left partial (P) and are gathered
+whole onto every device at the end (the last term; with ``sharded_outputs`` they stay as stored). The
+all-replicated plan costs Σ work, the one-device time (:attr:`LayoutInstance.one_device`).
 Memory (``--device-memory``): Σ_t bytes_per_device(t, X[t]) ≤ memory, with a tensor cut into the product
 of the sizes of the mesh axes that shard it (R and P components hold it whole; exchange buffers are
 not counted).
