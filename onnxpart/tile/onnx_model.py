@@ -133,7 +133,6 @@ class LayoutInstance:
     index: Mapping[str, int] = field(default_factory=dict, compare=False)
     memo: dict = field(default_factory=dict, compare=False, repr=False)  # cost tables per op, reshard times
     sharded_outputs: bool = False  # graph outputs stay in their layouts (no final gather)
-    device: DeviceRoofline | None = None  # what priced the choices' seconds (recorded in the digest)
 
     def tensor(self, name: str) -> TensorVar:
         return self.tensors[self.index[name]]
@@ -361,7 +360,7 @@ def build_layout_instance(graph, devices: int | Sequence[int], bandwidth: float 
     used = list(dict.fromkeys(t for op in ops for t in op.inputs + op.outputs))
     tensors = tuple(_tensor_var(graph, name, mesh, partial.get(name, [False] * len(shape))) for name in used)
     inst = LayoutInstance(graph.name, mesh, tensors, ops, memory, {t.name: i for i, t in enumerate(tensors)},
-                          sharded_outputs=sharded_outputs, device=roofline)
+                          sharded_outputs=sharded_outputs)
     if pins:
         inst = pin(inst, pins)
     if memory is not None and inst.min_memory() > memory:
@@ -518,7 +517,7 @@ def reshardings(inst: LayoutInstance, plan: Plan) -> list[dict]:
     for t in inst.tensors:
         if inst.final_time(t.name, plan.layouts[t.name]) > 0:
             out.append(_record(inst, t.name, plan.layouts[t.name], inst.replicated, None, "final",
-                               [f"{_writer(inst, plan, t.name)}", f"graph output {t.name} is returned whole (R)"]))
+                               [_writer(inst, plan, t.name), f"graph output {t.name} is returned whole (R)"]))
     return out
 
 

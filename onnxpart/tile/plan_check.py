@@ -116,15 +116,17 @@ def check_plan(inst: LayoutInstance, payload, cert: Certificate, model_sha: str 
         problems.append(f"plan.json's one-device time {read.totals.one_device_s} differs from the model's, "
                         f"{inst.one_device}")
     lower = cert.best_lower_bound
-    if lower is not None and lower > value * (1 + RTOL):
+    if lower is not None and not (isinstance(lower, (int, float)) and lower <= value * (1 + RTOL)):
         problems.append(f"the lower bound {lower} exceeds the recomputed step time {value}")
     if not inst.fits(plan.layouts):
         problems.append("the layouts exceed --device-memory")
     return value, problems
 
 
-def _same(a: float, b: float) -> bool:
-    return math.isfinite(b) and bool(np.isclose(a, b, rtol=RTOL, atol=0.0))
+def _same(a: float, b) -> bool:
+    """``b`` (read back) is a finite number equal to the recomputed ``a`` within :data:`RTOL`."""
+    return (isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b)
+            and bool(np.isclose(a, b, rtol=RTOL, atol=0.0)))
 
 
 def _plan(inst: LayoutInstance, read: PlanFile) -> Plan:

@@ -171,3 +171,22 @@ def test_heuristics_alone_certify_the_closed_form_and_exit_3_above_max_gap(tmp_p
     assert result.exit_code == 3, result.output
     cert = json.loads((tmp_path / "out" / "certificate.json").read_text())
     assert [b["method"] for b in cert["lower_bounds"]] == ["tile-closed-form"] and cert["gap"] > 0.05
+
+
+def test_outputs_are_gathered_and_priced_unless_left_sharded(tmp_path):
+    """Issue 28: a sharded graph output costs its final gather onto every device; --sharded-outputs leaves it
+    sharded (plan.json says so) and --verify then checks every device's own piece."""
+    model = mlp(tmp_path / "mlp.onnx", batch=256, d_in=512, d_hidden=2048, d_out=512)
+    runs = {}
+    for flag in ([], ["--sharded-outputs"]):
+        out = tmp_path / ("sharded" if flag else "gathered")
+        result = invoke(model, "-d", 4, "-o", out, "--time-limit", 5, "--workers", 1, *flag, *(["--verify"] * bool(flag)))
+        assert result.exit_code == 0, result.output
+        runs[bool(flag)] = json.loads((out / "plan.json").read_text())
+    gathered, sharded = runs[False], runs[True]
+    assert (gathered["outputs"], sharded["outputs"]) == ("gathered", "sharded")
+    final = [r for r in gathered["reshardings"] if r["tensor"] == "y"]
+    assert final and final[0]["to"] == "R" and final[0]["collective"] == "all-gather"
+    assert not [r for r in sharded["reshardings"] if r["tensor"] == "y"]
+    assert {t["name"]: t["layout"] for t in sharded["tensors"]}["y"] != "R"
+    assert sharded["totals"]["step_time_s"] == pytest.approx(gathered["totals"]["step_time_s"] - final[0]["seconds"])
