@@ -25,17 +25,18 @@ def tiny(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tiny")
     return {"mlp": graph_of(mlp(folder / "mlp.onnx")),
             "mlp_wide": graph_of(mlp(folder / "wide.onnx", batch=64, d_in=256, d_hidden=1024, d_out=256)),
-            "attn": graph_of(attention_core(folder / "attn.onnx"))}
+            "attn": graph_of(attention_core(folder / "attn.onnx")),
+            "mlp_bias": graph_of(mlp(folder / "bias.onnx", batch=256, d_in=512, d_hidden=2048, d_out=512, bias=True))}
 
 
 CASES = [("mlp", 2, None), ("mlp", 4, None), ("mlp_wide", 4, None), ("mlp_wide", 2, 1e9),
-         ("attn", 2, None), ("attn", 4, None)]
+         ("attn", 2, None), ("attn", 4, None), ("mlp_bias", 4, None), ("mlp_bias", 2, 1e10)]
 
 
 @pytest.mark.parametrize("name,devices,bandwidth", CASES)
 def test_exact_equals_brute_force(tiny, name, devices, bandwidth):
     inst = build_layout_instance(tiny[name], devices, bandwidth=bandwidth)
-    assert len(inst.tensors) <= 6
+    assert len(inst.tensors) <= 8
     optimum, _ = brute_force(inst)
     layouts, bound = exact(inst, 5.0, greedy(inst))
     assert bound.status == "optimal"
