@@ -190,3 +190,13 @@ def test_outputs_are_gathered_and_priced_unless_left_sharded(tmp_path):
     assert not [r for r in sharded["reshardings"] if r["tensor"] == "y"]
     assert {t["name"]: t["layout"] for t in sharded["tensors"]}["y"] != "R"
     assert sharded["totals"]["step_time_s"] == pytest.approx(gathered["totals"]["step_time_s"] - final[0]["seconds"])
+
+
+def test_replicated_only_note_names_the_largest_model_tensors(tmp_path):
+    """Issue 28: the note names model tensors (largest first), not exporters' tiny constants: on 3 devices
+    W1 and W2 (16x32) cannot be split, nor can the 32-element bias, which is left out."""
+    model = mlp(tmp_path / "mlp.onnx", batch=9, d_in=16, d_hidden=32, d_out=16, bias=True)
+    result = invoke(model, "-d", 3, "-o", tmp_path / "out", "--time-limit", 2, "--workers", 1)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())  # the terminal wraps long lines
+    assert "2 of 8 tensors can only be replicated (no dimension divides by 3), largest: W1, W2" in text
