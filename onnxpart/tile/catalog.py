@@ -8,7 +8,8 @@ hold the others. :mod:`onnxpart.tile.verify` executes them.
 This is the ONNX analogue of the matrix programs' ``row``/``col``/``block`` labels and feasible tilings
 (:mod:`onnxpart.tile.program`): a tensor's label is a :class:`Layout`, an op's feasible labeling is an
 :class:`Algorithm` (input layouts -> output layout, with a compute divisor and the collective it
-performs itself), and a retiling is a collective priced by :func:`reshard_time`.
+performs itself), and a retiling is a sequence of these collectives (:func:`reshard` per mesh axis), planned and
+priced on a mesh by :mod:`onnxpart.tile.resharding`.
 
 Layouts: ``R`` replicated; ``S(d)`` sharded along tensor dimension ``d`` (ceil(size/p) per device);
 ``P`` partial: every device holds a full-shape addend and the value is their sum (what a
@@ -110,11 +111,6 @@ def reshard(src: Layout, dst: Layout) -> str | None:
     if src.kind == "S":
         return "all-gather" if dst == R else "all-to-all"
     return "all-reduce" if dst == R else "reduce-scatter"  # src is P
-
-
-def reshard_time(src: Layout, dst: Layout, nbytes: float, mesh: Mesh) -> float:
-    kind = reshard(src, dst)
-    return 0.0 if kind is None else collective_time(kind, nbytes, mesh)
 
 
 def matmul_algorithms(rank_a: int, rank_b: int, p: int) -> list[Algorithm]:
