@@ -46,6 +46,9 @@ def tile(
                                      "per mesh axis (e.g. 2e-6,1e-5)."),
     device_memory: Optional[str] = typer.Option(None, "--device-memory", help="Bound on weights + activations "
                                                 "per device (e.g. 40GiB); exit 4 when no layout fits."),
+    sharded_outputs: bool = typer.Option(False, "--sharded-outputs", help="Leave the graph outputs in their "
+                                         "layouts (the next program reads them sharded); default: each is "
+                                         "gathered whole onto every device at the end of the step, and priced."),
     labels: Optional[str] = typer.Option(None, "--labels", help="Matrix programs: the tilings allowed, "
                                          "comma-separated subset of row,col,block."),
     time_limit: TimeLimitOpt = 30.0,
@@ -90,7 +93,8 @@ def tile(
                              cost=cost, device=device, dim=dim)
         if verify and loaded.model is None:
             raise UserError("--verify needs an ONNX model (graph-only input has nothing to run)")
-        inst = _instance(loaded, shape, mesh_axes, mesh_bandwidth, mesh_latency, device_memory, pin)
+        inst = _instance(loaded, shape, mesh_axes, mesh_bandwidth, mesh_latency, device_memory, pin, device,
+                         sharded_outputs)
         sha = loaded.model.sha256 if loaded.model is not None else loaded.graph.model_sha256
         if check_certificate is not None:
             _check(inst, check_certificate, sha, as_json)
@@ -150,8 +154,8 @@ def _per_axis(text: str, parse, option: str) -> list[float]:
         raise UserError(f"{option} {text!r}: {exc}") from None
 
 
-def _instance(loaded, shape, mesh_axes, mesh_bandwidth, mesh_latency, device_memory, pin):
-    from onnxpart.tile.mesh import parts
+def _instance(loaded, shape, mesh_axes, mesh_bandwidth, mesh_latency, device_memory, pin, device, sharded_outputs):
+    from onnxpart.cost_models import load_device
     from onnxpart.tile.onnx_constants import small_constants
     from onnxpart.tile.onnx_model import build_layout_instance, parse_pins
 
@@ -163,16 +167,27 @@ def _instance(loaded, shape, mesh_axes, mesh_bandwidth, mesh_latency, device_mem
     names = [n.strip() for n in mesh_axes.split(",")] if mesh_axes else None
     constants = small_constants(loaded.model.model) if loaded.model is not None else {}
     inst = build_layout_instance(loaded.graph, shape, bandwidth, latency, memory, parse_pins(pin or [], len(shape)),
-                                 constants, names)
+                                 constants, names, load_device(device), sharded_outputs)
+    _note_replicated_only(inst)
+    return inst
+
+
+def _note_replicated_only(inst) -> None:
+    """One note when tensors can only be replicated (no dim divides by the devices), naming the largest model
+    tensors among them — not the exporters' tiny shape constants (``/Constant_output_0``), which are left out."""
+    from onnxpart.tile.onnx_model import replicated_only_tensors
+
     devices = inst.mesh.devices
-    only_r = [t.name for t in inst.tensors if len(t.domain) == 1 and all(a.kind == "R" for a in parts(t.domain[0]))]
+    only_r = replicated_only_tensors(inst)
     if devices > 1 and len(only_r) == len(inst.tensors):
         err_console.print(f"[yellow]note:[/] {devices} devices divide no dimension of any tensor: every tensor "
                           "can only be replicated (R)", highlight=False)
-    elif only_r:
-        err_console.print(f"[yellow]note:[/] {len(only_r)} of {len(inst.tensors)} tensors can only be replicated "
-                          f"(no dimension divides by {devices}), e.g. {', '.join(only_r[:3])}", highlight=False)
-    return inst
+        return
+    named = [t for t in only_r if not t.tiny]
+    if named:
+        examples = ", ".join(t.name for t in sorted(named, key=lambda t: (-t.bytes, t.name))[:3])
+        err_console.print(f"[yellow]note:[/] {len(named)} of {len(inst.tensors)} tensors can only be replicated "
+                          f"(no dimension divides by {devices}), largest: {examples}", highlight=False)
 
 
 def _methods(method: Optional[str], known: tuple[str, ...]) -> tuple[str, ...]:
@@ -202,8 +217,8 @@ def _solve_and_write(inst, loaded, model_path, sha, out, method, time_limit, see
     plan = emit.plan_payload(solution, str(model_path), sha)
     recorded = {"devices": inst.mesh.devices, "mesh": list(inst.mesh.shape), "axis_names": list(inst.mesh.names),
                 "bandwidth": emit.axis_values(inst.mesh.bandwidths), "latency": emit.axis_values(inst.mesh.latencies),
-                "device_memory": inst.memory, "methods": list(options.methods), "time_limit": time_limit,
-                "seed": seed}
+                "device_memory": inst.memory, "sharded_outputs": inst.sharded_outputs,
+                "methods": list(options.methods), "time_limit": time_limit, "seed": seed}
     cert = emit.certificate(solution, sha, recorded)
     report = None
     with out:
@@ -214,8 +229,10 @@ def _solve_and_write(inst, loaded, model_path, sha, out, method, time_limit, see
         write_json(out.path("certificate.json"), cert.to_dict())
         if loaded.model is not None:
             _write_annotated(out, emit.annotated_model(loaded.model.model, loaded.graph, solution), loaded, threshold)
+    totals = plan["totals"]
     return result(out.target, plan, cert.to_dict(), report.to_dict() if report is not None else None,
-                  method=solution.method, step_time=solution.cost, results=cert.details["results"])
+                  method=solution.method, step_time=solution.cost, one_device=totals["one_device_s"],
+                  speed_up=totals["speed_up"], replicated=solution.replicated, results=cert.details["results"])
 
 
 def _verify(solution, loaded, check: dict):
@@ -237,10 +254,10 @@ def _write_annotated(out, annotated, loaded, threshold) -> None:
 
 
 def _check(inst, folder: Path, sha, as_json: bool) -> None:
-    from onnxpart.tile import emit
+    from onnxpart.tile.plan_check import check_plan
 
     def check(plan, cert):
-        value, problems = emit.check_plan(inst, plan, cert, sha)
+        value, problems = check_plan(inst, plan, cert, sha)
         return problems, {"step_time": value}
 
     check_folder(folder, "plan.json", check, lambda facts: (
@@ -265,10 +282,20 @@ def _print(summary: dict, explain: bool, compare: bool) -> None:
     bound = "no lower bound proven" if lb is None else f"proven ≥ {_fmt(plan, lb)} (gap {cert['gap']:.1%})"
     console.print(f"{cert['objective'].split(' (')[0]}: {_fmt(plan, cert['upper_bound'])} ({plan['method']}), {bound}",
                   highlight=False)
+    if "tensors" in plan:
+        console.print(_against_one_device(plan["totals"]), highlight=False)
     if summary.get("verify") is not None:
         console.print(verify_line(summary["verify"], f"the plan's {plan['mesh']['devices']} virtual devices"),
                       highlight=False, soft_wrap=True)
     console.print(f"wrote {summary['output']}", highlight=False)
+
+
+def _against_one_device(totals: dict) -> str:
+    one = format_seconds(totals["one_device_s"])
+    if totals["replicated"]:
+        return (f"no sharding beats one device ({one}): the plan is replicated — every device runs the whole "
+                "model, nothing is exchanged")
+    return f"speed-up ×{totals['speed_up']:.2f} over one device ({one})"
 
 
 def _fmt(plan: dict, value: float) -> str:

@@ -330,15 +330,20 @@ def main(argv: list[str] | None = None) -> int:
 
 def onnx_section(args, command: str) -> None:
     """The ONNX models on meshes (:mod:`bench_tile_onnx`): rows, targets, the ``tile-onnx`` section."""
+    import bench_tile_megatron
     import bench_tile_onnx
 
     start = time.perf_counter()
     rows = bench_tile_onnx.run(args.quick, args.onnx_time_limit, args.workers, args.onnx_verify)
+    megatron = bench_tile_megatron.rows(min(args.onnx_time_limit, bench_tile_megatron.TARGET_2D_S), args.workers,
+                                        bench_tile_megatron.MESHES[1::2] if args.quick else bench_tile_megatron.MESHES)
     text = bench_tile_onnx.markdown(rows, command, time.perf_counter() - start, machine_line(),
                                     args.onnx_time_limit, args.quick)
+    text += "\n\n" + bench_tile_megatron.markdown(megatron, min(args.onnx_time_limit, bench_tile_megatron.TARGET_2D_S))
     print(text)
     if args.json:
-        args.json.with_suffix(".onnx.json").write_text(json.dumps({"rows": rows}, indent=1, default=str))
+        args.json.with_suffix(".onnx.json").write_text(json.dumps({"rows": rows, "megatron": megatron}, indent=1,
+                                                                  default=str))
     if not args.no_write:
         write_section("tile-onnx", text)
 

@@ -74,10 +74,11 @@ def solve_row(inst: LayoutInstance, time_limit: float, workers: int, loaded=None
                                  "status": "optimal"}
     else:
         methods["exhaustive"] = {"cost": None, "seconds": None, "status": "refused", "space": size}
-    bound = sol.lower_bounds[0].value if sol.lower_bounds else None
+    bound = sol.best_lower_bound
     exact = methods["exact"]["cost"]
     gap = None if bound is None or exact is None else max(exact - bound, 0.0) / exact if exact else 0.0
     return {"tensors": len(inst.tensors), "ops": len(inst.ops), "methods": methods, "bound": bound, "gap": gap,
+            "one_device": inst.one_device, "best": sol.cost, "replicated": sol.replicated,
             "memory_used": inst.memory_per_device(sol.plan.layouts), "min_memory": inst.min_memory(),
             "verify": None if loaded is None else verify_row(inst, sol.plan, loaded)}
 
@@ -152,19 +153,20 @@ def _memory(row: dict) -> str:
 
 
 def table(rows: list[dict]) -> list[str]:
-    lines = ["| model | mesh | --device-memory | tensors | ops | local µs | greedy µs | exhaustive µs | exact µs | "
-             "exact status | gap | t local s | t greedy s | t exhaustive s | t exact s |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
+    lines = ["| model | mesh | --device-memory | tensors | ops | one device µs | local µs | greedy µs | exhaustive µs | "
+             "exact µs | exact status | gap | speed-up | t local s | t greedy s | t exhaustive s | t exact s |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         head = f"| {r['model']} | {r['mesh']} | {_memory(r)} | {r['tensors']} | {r['ops']} |"
         if r["methods"] is None:
-            lines.append(head + " the unbounded plan already uses the least memory: no bound can bind |" + " |" * 9)
+            lines.append(head + " the unbounded plan already uses the least memory: no bound can bind |" + " |" * 11)
             continue
         m = r["methods"]
         gap = "–" if r["gap"] is None else f"{r['gap']:.2%}"
-        lines.append(head + f" {_us(m['local'])} | {_us(m['greedy'])} | {_us(m['exhaustive'])} | {_us(m['exact'])} | "
-                     f"{m['exact']['status']} | {gap} | {_s(m['local'])} | {_s(m['greedy'])} | {_s(m['exhaustive'])} | "
-                     f"{_s(m['exact'])} |")
+        speed = "replicated (×1.00)" if r["replicated"] else f"×{r['one_device'] / r['best']:.2f}"
+        lines.append(head + f" {r['one_device'] * 1e6:.2f} | {_us(m['local'])} | {_us(m['greedy'])} | "
+                     f"{_us(m['exhaustive'])} | {_us(m['exact'])} | {m['exact']['status']} | {gap} | {speed} | "
+                     f"{_s(m['local'])} | {_s(m['greedy'])} | {_s(m['exhaustive'])} | {_s(m['exact'])} |")
     return lines
 
 
@@ -201,13 +203,16 @@ def verdicts(rows: list[dict]) -> list[tuple[str, bool, str]]:
 
 def markdown(rows: list[dict], command: str, seconds: float, machine: str, time_limit: float, quick: bool) -> str:
     lines = ["## Tiling: ONNX models on device meshes", "",
-             f"Machine: {machine}, load average {os.getloadavg()[1]:.1f} at the end. Command: `{command}` "
+             f"Machine: {machine}, shared with other sessions (load average {os.getloadavg()[1]:.1f} at the end: "
+             f"times are under that load). Command: `{command}` "
              f"({seconds:.0f} s in all)"
              + (" — a **quick** run: BERT with 4 layers, meshes 4 and 2x4 only" if quick else "") + ". "
              "Per row one `solve_layouts` with local, greedy and exact (bucket elimination over step time and "
              "bytes per device with Lagrangian pruning; CP-SAT, warm-started, where it does not finish) "
              f"sharing {time_limit:g} s; step times in µs (analytic costs on an A100, its interconnect on "
-             "every mesh axis); exhaustive enumerates up to "
+             "every mesh axis: launch overhead on every device, shard rooflines, reshardings by the index sets "
+             "they move, final gathers of the outputs); `speed-up` is the one-device time over the plan's, "
+             "`replicated` where no sharding beats one device; exhaustive enumerates up to "
              f"{EXHAUSTIVE_LIMIT:,} layouts. A bounded row's `--device-memory` lies halfway between the least "
              "memory any layout needs and what the unbounded best plan uses.", ""]
     lines += table(rows)

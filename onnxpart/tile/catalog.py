@@ -8,7 +8,8 @@ hold the others. :mod:`onnxpart.tile.verify` executes them.
 This is the ONNX analogue of the matrix programs' ``row``/``col``/``block`` labels and feasible tilings
 (:mod:`onnxpart.tile.program`): a tensor's label is a :class:`Layout`, an op's feasible labeling is an
 :class:`Algorithm` (input layouts -> output layout, with a compute divisor and the collective it
-performs itself), and a retiling is a collective priced by :func:`reshard_time`.
+performs itself), and a retiling is a sequence of these collectives (:func:`reshard` per mesh axis), planned and
+priced on a mesh by :mod:`onnxpart.tile.resharding`.
 
 Layouts: ``R`` replicated; ``S(d)`` sharded along tensor dimension ``d`` (ceil(size/p) per device);
 ``P`` partial: every device holds a full-shape addend and the value is their sum (what a
@@ -80,18 +81,27 @@ def layouts(shape: Sequence[int], p: int) -> tuple[Layout, ...]:
     return (R, P) + tuple(S(d) for d, size in enumerate(shape) if size >= p > 1)
 
 
-def collective_time(kind: str, nbytes: float, mesh: Mesh) -> float:
-    """Seconds for one collective over the whole mesh (module docstring's ring formulas)."""
-    p, a, b = mesh.devices, mesh.latency, mesh.bandwidth
+def collective_volume(kind: str, nbytes: float, p: int) -> float:
+    """Bytes each device of a ring of ``p`` receives in one collective over ``nbytes`` (module docstring's
+    bandwidth terms times B): what :mod:`onnxpart.tile.exchange` moves, and what :func:`collective_time`
+    prices."""
+    if kind not in COLLECTIVES:
+        raise ValueError(f"unknown collective {kind!r}: use {', '.join(COLLECTIVES)}")
     if p <= 1 or nbytes <= 0:
         return 0.0
-    if kind in ("all-gather", "reduce-scatter"):
-        return (p - 1) * a + (p - 1) / p * nbytes / b
-    if kind == "all-reduce":
-        return 2 * (p - 1) * a + 2 * (p - 1) / p * nbytes / b
-    if kind == "all-to-all":
-        return (p - 1) * a + (p - 1) / p ** 2 * nbytes / b
-    raise ValueError(f"unknown collective {kind!r}: use {', '.join(COLLECTIVES)}")
+    share = {"all-gather": 1.0, "reduce-scatter": 1.0, "all-reduce": 2.0, "all-to-all": 1.0 / p}[kind]
+    return share * (p - 1) / p * nbytes
+
+
+def collective_time(kind: str, nbytes: float, mesh: Mesh) -> float:
+    """Seconds for one collective over the whole mesh (module docstring's ring formulas): its ring steps'
+    latency plus :func:`collective_volume` over the link bandwidth."""
+    p = mesh.devices
+    volume = collective_volume(kind, nbytes, p)
+    if volume <= 0:
+        return 0.0
+    steps = 2 * (p - 1) if kind == "all-reduce" else p - 1
+    return steps * mesh.latency + volume / mesh.bandwidth
 
 
 def reshard(src: Layout, dst: Layout) -> str | None:
@@ -101,11 +111,6 @@ def reshard(src: Layout, dst: Layout) -> str | None:
     if src.kind == "S":
         return "all-gather" if dst == R else "all-to-all"
     return "all-reduce" if dst == R else "reduce-scatter"  # src is P
-
-
-def reshard_time(src: Layout, dst: Layout, nbytes: float, mesh: Mesh) -> float:
-    kind = reshard(src, dst)
-    return 0.0 if kind is None else collective_time(kind, nbytes, mesh)
 
 
 def matmul_algorithms(rank_a: int, rank_b: int, p: int) -> list[Algorithm]:

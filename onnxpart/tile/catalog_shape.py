@@ -1,5 +1,6 @@
 """The layout catalog's data-movement family (see :mod:`onnxpart.tile.catalog`): Reshape, Flatten,
-Squeeze, Unsqueeze, Concat, Split, Slice, Pad, Tile, Resize/Upsample, Expand and Gather. Each is linear
+Squeeze, Unsqueeze, Concat, Split, Slice, Pad, Tile, Resize/Upsample, Expand, Gather, GatherElements,
+GatherND and ConstantOfShape. Each is linear
 in its data input (Pad with a nonzero constant excepted, below), so a partial input gives a partial output
 (P -> P); every other input (shapes, axes, starts, pads, scales, indices) is read replicated unless
 stated.
@@ -43,6 +44,20 @@ Gather (``axis`` a, data rank r, indices rank q; output = data[:a] + indices + d
   indices that fall in its rows at their offset and writes zeros for the others (a local rewrite);
 * ``data{j}``: data S(j), j ≠ a (e.g. the embedding's columns), indices R -> S(j) or S(j+q-1) after a;
 * ``indices{i}``: data R, indices S(i) -> S(a+i).
+
+GatherElements (``axis`` a; data and indices of one rank r, output shaped like indices: out[i] = data[i with
+i_a replaced by indices[i]]): ``indices``: data R, indices S(a) -> S(a) (each device looks up its own
+positions; only along a, where the index is the value, not the position); ``shard{d}``: data S(d), indices
+S(d) -> S(d) for d ≠ a where data and indices have the same size (each device's positions pick from its own
+rows); linear in data, P -> P.
+
+GatherND (``batch_dims`` b; indices [..., k], output = indices.shape[:-1] + data.shape[b + k:]):
+``batch{d}``: data S(d), indices S(d) -> S(d) for a batch dim d < b; ``indices{d}``: data R, indices S(d) ->
+S(d) for b ≤ d < rank(indices) − 1; ``data{d}``: data S(d), indices R -> S(rank(indices) − 1 + d − b − k) for a
+dim d ≥ b + k the lookup keeps whole; linear in data, P -> P.
+
+ConstantOfShape (one shape input, computed at run time): the output in any S(d), each device filling its
+own shard; locally the shape input is rewritten to the local output shape (:mod:`onnxpart.tile.verify`).
 
 Every sharded algorithm divides the op's compute by D.
 """
@@ -112,6 +127,33 @@ def gather_algorithms(data_rank: int, indices_rank: int, axis: int, p: int) -> l
     algs += [Algorithm(f"data{j}", (S(j), R), S(j if j < a else j + q - 1), p) for j in range(data_rank) if j != a]
     algs += [Algorithm(f"indices{i}", (R, S(i)), S(a + i), p) for i in range(q)]
     return algs
+
+
+def gather_elements_algorithms(data_shape: Sequence[int], indices_shape: Sequence[int], axis: int,
+                               p: int) -> list[Algorithm]:
+    """GatherElements (module docstring)."""
+    r = len(data_shape)
+    a = axis % r
+    algs = [Algorithm("replicated", (R, R), R, 1), Algorithm("partial", (P, R), P, 1)]
+    algs.append(Algorithm("indices", (R, S(a)), S(a), p))
+    algs += [Algorithm(f"shard{d}", (S(d), S(d)), S(d), p) for d in range(r)
+             if d != a and data_shape[d] == indices_shape[d]]
+    return algs
+
+
+def gather_nd_algorithms(data_rank: int, indices_shape: Sequence[int], batch_dims: int, p: int) -> list[Algorithm]:
+    """GatherND (module docstring)."""
+    q, b, k = len(indices_shape), batch_dims, int(indices_shape[-1])
+    algs = [Algorithm("replicated", (R, R), R, 1), Algorithm("partial", (P, R), P, 1)]
+    algs += [Algorithm(f"batch{d}", (S(d), S(d)), S(d), p) for d in range(b)]
+    algs += [Algorithm(f"indices{d}", (R, S(d)), S(d), p) for d in range(b, q - 1)]
+    algs += [Algorithm(f"data{d}", (S(d), R), S(q - 1 + d - b - k), p) for d in range(b + k, data_rank)]
+    return algs
+
+
+def fill_algorithms(out_rank: int, p: int) -> list[Algorithm]:
+    """ConstantOfShape (module docstring): the shape read replicated, the output filled in any layout."""
+    return [Algorithm("replicated", (R,), R, 1)] + [Algorithm(f"shard{d}", (R,), S(d), p) for d in range(out_rank)]
 
 
 def pad_touched(rank: int, pads, axes) -> set[int]:

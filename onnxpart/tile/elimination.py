@@ -203,15 +203,15 @@ class _Network:
         mem = [np.zeros(s) for s in self.sizes]
         for v, t in enumerate(inst.tensors):
             mem[v] = np.array([float(t.per_device(a, inst.mesh)) for a in domains[v]])
+            unary[v] += [inst.final_time(t.name, a) for a in domains[v]]  # a graph output's final gather
         pairs: dict[tuple[int, int], np.ndarray] = {}
         for i, op in enumerate(inst.ops):
             kept, var = reduced.choices[i], len(inst.tensors) + i
-            unary[var] += [op.work / op.choices[k].divisor for k in kept]
+            unary[var] += [op.choices[k].seconds for k in kept]
             for j, t in enumerate(op.inputs + op.outputs):
-                v, reads = inst.index[t], j < len(op.inputs)
-                table = np.array([[inst.reshard_time(a, op.choices[k].inputs[j], t) if reads else
-                                   inst.reshard_time(op.choices[k].outputs[j - len(op.inputs)], a, t)
-                                   for k in kept] for a in domains[v]])  # [layout, choice]
+                v = inst.index[t]
+                slot = [(op.choices[k].inputs + op.choices[k].outputs)[j] for k in kept]
+                table = inst.slot_seconds(t, domains[v], slot, j < len(op.inputs))  # [layout, choice]
                 if len(kept) == 1:  # a fixed side makes the term unary: no edge, no clique on elimination
                     unary[v] += table[:, 0]
                 elif len(domains[v]) == 1:

@@ -34,7 +34,7 @@ from onnxpart.errors import UserError
 from onnxpart.parts import annotate
 from onnxpart.tile.catalog import Layout
 from onnxpart.tile.mesh import parts
-from onnxpart.tile.onnx_model import LayoutInstance, Plan, parse_layout, reshardings
+from onnxpart.tile.onnx_model import LayoutInstance, Plan, reshardings
 from onnxpart.tile.onnx_search import LayoutSolution
 
 SCHEMA = "onnxpart.tile-plan/1"
@@ -85,11 +85,13 @@ def plan_payload(solution: LayoutSolution, model: str, model_sha: str | None) ->
     moves = reshardings(inst, plan)
     compute = sum(o["compute_seconds"] for o in ops)
     return {"schema": SCHEMA, "model": model, "model_sha256": model_sha, "mesh": mesh_payload(inst),
-            "method": solution.method, "tensors": tensors, "ops": ops, "reshardings": moves,
-            "replicated_only": inst.replicated_only,
+            "outputs": "sharded" if inst.sharded_outputs else "gathered", "method": solution.method,
+            "tensors": tensors, "ops": ops, "reshardings": moves, "replicated_only": inst.replicated_only,
             "totals": {"step_time_s": solution.cost, "compute_s": compute,
                        "resharding_s": sum(r["seconds"] for r in moves), "reshardings": len(moves),
-                       "memory_per_device": inst.memory_per_device(plan.layouts)}}
+                       "memory_per_device": inst.memory_per_device(plan.layouts),
+                       "one_device_s": solution.one_device, "speed_up": solution.one_device / solution.cost
+                       if solution.cost > 0 else 1.0, "replicated": solution.replicated}}
 
 
 def _op_payload(inst: LayoutInstance, op, plan: Plan) -> dict[str, Any]:
@@ -98,14 +100,14 @@ def _op_payload(inst: LayoutInstance, op, plan: Plan) -> dict[str, Any]:
             "shape_computation": op.shape_computation,
             "inputs": [{"tensor": t, "layout": str(a)} for t, a in zip(op.inputs, c.inputs)],
             "outputs": [{"tensor": t, "layout": str(a)} for t, a in zip(op.outputs, c.outputs)],
-            "compute_seconds": op.work / c.divisor, "seconds": inst.choice_cost(op, plan.algorithms[op.name], plan.layouts)}
+            "compute_seconds": c.seconds, "seconds": inst.choice_cost(op, plan.algorithms[op.name], plan.layouts)}
 
 
 def instance_digest(inst: LayoutInstance) -> list:
     m = inst.mesh
-    return [list(m.shape), list(m.latencies), list(m.bandwidths), inst.memory,
+    return [list(m.shape), list(m.latencies), list(m.bandwidths), inst.memory, inst.sharded_outputs,
             [(t.name, [str(a) for a in t.domain], t.bytes) for t in inst.tensors],
-            [(op.name, op.work, [c.name for c in op.choices]) for op in inst.ops]]
+            [(op.name, op.work, [(c.name, c.seconds) for c in op.choices]) for op in inst.ops]]
 
 
 def certificate(solution: LayoutSolution, model_sha: str | None, options: dict[str, Any]) -> Certificate:
@@ -115,40 +117,6 @@ def certificate(solution: LayoutSolution, model_sha: str | None, options: dict[s
                        details={"method": solution.method, "options": options,
                                 "results": [{"method": r.method, "cost": r.cost, "status": r.status,
                                              "seconds": r.seconds, "note": r.note} for r in solution.results]})
-
-
-def read_plan(inst: LayoutInstance, payload: dict) -> Plan:
-    """plan.json -> Plan (ValueError/KeyError on a malformed plan)."""
-    layouts = {t["name"]: parse_layout(t["layout"], len(inst.mesh.shape)) for t in payload["tensors"]}
-    algorithms = {}
-    for op in payload["ops"]:
-        var = next(o for o in inst.ops if o.name == op["name"])
-        algorithms[op["name"]] = [c.name for c in var.choices].index(op["algorithm"])
-    return Plan(layouts, algorithms)
-
-
-def check_plan(inst: LayoutInstance, payload: dict, cert: Certificate, model_sha: str | None) -> tuple[float | None, list[str]]:
-    """Recompute the step time from plan.json alone; -> (recomputed, problems)."""
-    problems = []
-    if payload.get("schema") != SCHEMA:
-        problems.append(f"plan.json schema is {payload.get('schema')!r}, not {SCHEMA}")
-    if cert.instance_sha256 != instance_hash(model_sha, instance_digest(inst)):
-        problems.append("the certificate is for another model, mesh or option set (instance hash differs)")
-    try:
-        plan = read_plan(inst, payload)
-        value = inst.plan_cost(plan)
-        if not inst.fits(plan.layouts):
-            problems.append("the layouts exceed --device-memory")
-    except (KeyError, ValueError, StopIteration, TypeError, UserError) as exc:
-        return None, problems + [f"plan.json does not describe a plan of this model: {exc}"]
-    for what, claimed in (("certificate upper bound", cert.upper_bound),
-                          ("plan.json step time", payload.get("totals", {}).get("step_time_s"))):
-        if claimed is None or not np.isclose(value, claimed, rtol=1e-9, atol=0.0):
-            problems.append(f"{what} {claimed} differs from the recomputed step time {value}")
-    lb = cert.best_lower_bound
-    if lb is not None and lb > value * (1 + 1e-9):
-        problems.append(f"the lower bound {lb} exceeds the recomputed step time {value}")
-    return value, problems
 
 
 def annotated_model(model: onnx.ModelProto, graph, solution: LayoutSolution) -> onnx.ModelProto:

@@ -17,24 +17,18 @@ Algorithms: an op's algorithm on the mesh is a tuple of catalog algorithms, axis
 catalog for the shapes left after axes 0..j-1 shard them (:func:`compose_algorithms`); its compute
 divisor is the product of theirs. Any op the 1-D catalog knows composes with no per-op n-D code.
 
-Resharding src -> dst: each axis j whose component changes runs that axis's 1-D collective
-(:func:`onnxpart.tile.catalog.reshard`: all-gather, all-to-all, all-reduce, reduce-scatter) inside each
-group of p_j devices along axis j, on the bytes one group holds: n / Π_{l≠j} f_l, with f_l = p_l for
-an ``S`` component on axis l (the target's for axes already converted, the source's for those not yet)
-and 1 for ``R``/``P``. Axes are converted in the cheapest order (:func:`reshard_steps`); each step costs
-the ring formula of :func:`onnxpart.tile.catalog.collective_time` on that axis's (a_j, B_j).
+Resharding src -> dst is priced and planned by the index sets it moves, in :mod:`onnxpart.tile.resharding`.
 """
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cached_property
 
 from onnxpart.errors import UserError
-from onnxpart.tile.catalog import P, R, Algorithm, Layout, Mesh, S, collective_time, reshard
+from onnxpart.tile.catalog import P, R, Algorithm, Layout, Mesh, S
 
 
 class MeshLayout(tuple):
@@ -196,42 +190,3 @@ def compose_algorithms(algorithms: Callable[[list, tuple, int], list[Algorithm] 
         ins = tuple(compose([a.inputs[j] for a in chain]) for j in range(len(in_shapes)))
         out.append(("·".join(a.name for a in chain), ins, compose([a.output for a in chain]), divisor))
     return out
-
-
-def reshard_steps(src, dst, nbytes: float, mesh: DeviceMesh) -> list[tuple[int, str, float, float]]:
-    """The collectives turning ``src`` into ``dst`` (module docstring), axis by axis in the cheapest
-    order: [(axis, collective, bytes one group holds, seconds)]; [] when free."""
-    s, d = parts(src), parts(dst)
-    changed = [j for j in range(len(s)) if reshard(s[j], d[j]) is not None]
-    best = []
-    best_time = None
-    for order in itertools.permutations(changed):
-        steps, now = [], list(s)
-        for j in order:
-            others = 1
-            for l, a in enumerate(now):
-                others *= mesh.shape[l] if l != j and a.kind == "S" else 1
-            group = nbytes / others
-            kind = reshard(now[j], d[j])
-            steps.append((j, kind, group, collective_time(kind, group, mesh.axes[j])))
-            now[j] = d[j]
-        total = sum(step[3] for step in steps)
-        if best_time is None or total < best_time:
-            best, best_time = steps, total
-    return best
-
-
-@lru_cache(maxsize=1 << 16)
-def reshard_time(src, dst, nbytes: float, mesh: DeviceMesh) -> float:
-    """Seconds of :func:`reshard_steps` (0 when free); cached, the searches ask for the same pairs often."""
-    return sum(step[3] for step in reshard_steps(src, dst, nbytes, mesh))
-
-
-def collective_name(src, dst, nbytes: float, mesh: DeviceMesh) -> str | None:
-    """``all-gather`` on a 1-D mesh; ``all-gather@x+all-reduce@y`` on an n-D one; None when free."""
-    steps = reshard_steps(src, dst, nbytes, mesh)
-    if not steps:
-        return None
-    if len(mesh.shape) == 1:
-        return steps[0][1]
-    return "+".join(f"{kind}@{mesh.names[j]}" for j, kind, _, _ in steps)

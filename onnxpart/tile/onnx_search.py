@@ -78,36 +78,46 @@ class LayoutSolution:
     method: str
     results: list[LayoutResult] = field(default_factory=list)
     lower_bounds: list[LowerBound] = field(default_factory=list)
+    replicated: bool = False  # no sharding beats one device: the plan runs the whole model on every device
 
     @property
     def best_lower_bound(self) -> float | None:
         return best_bound(self.lower_bounds)
 
+    @property
+    def one_device(self) -> float:
+        """The step time on one device (:attr:`LayoutInstance.one_device`)."""
+        return self.instance.one_device
+
 
 def solve_layouts(inst: LayoutInstance, options: LayoutOptions = LayoutOptions(),
                   board: Board | None = None) -> LayoutSolution:
-    """Run the requested methods; the answer is the cheapest plan (ties: the method listed first).
-    ``board`` (:mod:`onnxpart.board`) hears every method's plan (``offer``) and exact's proven bound
-    (``add``): what the command's progress bar shows."""
+    """Run the requested methods; the answer is the cheapest plan (:func:`_best`), or the replicated plan when
+    no method's plan beats one device. ``board`` (:mod:`onnxpart.board`) hears every method's plan (``offer``)
+    and every proven bound (``add``): the closed form at once, then exact's — what the progress bar shows."""
     board = board if board is not None else Board()
     unknown = [m for m in options.methods if m not in METHODS]
     if unknown:
         raise UserError(f"unknown tile method {', '.join(unknown)} for an ONNX model: use {', '.join(METHODS)}")
     start = time.perf_counter()
-    results, bounds, hint = [], [], None
+    bounds = [closed_form_bound(inst)]
+    board.add(bounds[0])
+    results, hint = [], None
     for method in dict.fromkeys(options.methods):
         t0 = time.perf_counter()
         if method == "exact":
             remaining = max(options.time_limit - (t0 - start), 0.1)
-            start_plan = hint or greedy(inst, deadline=t0 + remaining / 4)
+            start_plan = hint or greedy(inst, deadline=t0 + remaining, trials=TRIALS_PER_SECOND * remaining / 4)
             layouts, bound = exact(inst, max(remaining - (time.perf_counter() - t0), 0.1), start_plan,
                                    options.workers, options.seed)
             bounds.append(bound)
             board.add(bound)
             status = bound.status if layouts is not None else "no_solution"
         else:
-            deadline = start + options.time_limit / (2 if "exact" in options.methods else 1)
-            layouts, status = (local(inst) if method == "local" else greedy(inst, deadline=deadline)), "heuristic"
+            share = options.time_limit / (2 if "exact" in options.methods else 1)
+            layouts = local(inst) if method == "local" else greedy(inst, deadline=start + options.time_limit,
+                                                                    trials=TRIALS_PER_SECOND * share)
+            status = "heuristic"
             hint = layouts if method == "greedy" else hint
         cost = inst.cost(layouts) if layouts is not None and inst.fits(layouts) else None
         if cost is not None:
@@ -117,8 +127,32 @@ def solve_layouts(inst: LayoutInstance, options: LayoutOptions = LayoutOptions()
     solved = [r for r in results if r.cost is not None]
     if not solved:
         raise InfeasibleError("no method found layouts within --device-memory")
-    best = min(solved, key=lambda r: r.cost)
+    best = _best(solved)
+    one = inst.replicated_plan()
+    if one is not None and inst.cost(one) <= best.cost * (1 + TIE):
+        method = best.method if inst.cost(one) >= best.cost * (1 - TIE) else "replicated"
+        return LayoutSolution(inst, inst.plan(one), inst.cost(one), method, results, bounds, replicated=True)
     return LayoutSolution(inst, inst.plan(best.layouts), best.cost, best.method, results, bounds)
+
+
+#: Relative difference below which two step times are one (float sums in another order).
+TIE = 1e-12
+
+
+def _best(solved: list[LayoutResult]) -> LayoutResult:
+    """The cheapest result; among equal ones the method that proved its plan optimal, else the one listed
+    first (a plan exact proved is labelled ``exact`` even when greedy found it first)."""
+    least = min(r.cost for r in solved)
+    tied = [r for r in solved if r.cost <= least * (1 + TIE)]
+    return next((r for r in tied if r.status == "optimal"), tied[0])
+
+
+def closed_form_bound(inst: LayoutInstance) -> LowerBound:
+    """:meth:`LayoutInstance.closed_form_bound` as a certificate entry: present whatever the time limit."""
+    start = time.perf_counter()
+    return LowerBound("tile-closed-form", inst.closed_form_bound(), "bound", "formula", time.perf_counter() - start,
+                      note="Σ over ops of each op's least per-device compute over its algorithms, reshardings "
+                           "and final gathers counted as 0")
 
 
 # -------------------------------------------------------------------------------------- heuristics
@@ -138,7 +172,7 @@ def local(inst: LayoutInstance) -> dict[str, Layout]:
 
 def _local_cost(inst: LayoutInstance, op, c: int, x: dict) -> float:
     choice = op.choices[c]
-    total = op.work / choice.divisor
+    total = choice.seconds
     for t, want in zip(op.inputs, choice.inputs):
         total += inst.reshard_time(x.get(t, _nearest(inst, t, want)), want, t)
     for t, made in zip(op.outputs, choice.outputs):
@@ -154,42 +188,61 @@ def _nearest(inst: LayoutInstance, t: str, want: Layout) -> Layout:
     return min(var.domain, key=lambda a: inst.reshard_time(a, want, t) + inst.reshard_time(want, a, t))
 
 
-def greedy(inst: LayoutInstance, max_rounds: int = 50, deadline: float | None = None) -> dict[str, Layout]:
+def greedy(inst: LayoutInstance, max_rounds: int = 50, deadline: float | None = None,
+           trials: float = math.inf) -> dict[str, Layout]:
     """Improve the local plan and the all-replicated one by op and tensor moves; the best of them.
     With ``--device-memory`` also Lagrangian runs (Fisher, "The Lagrangian Relaxation Method for Solving
     Integer Programming Problems", Management Science 1981): moves priced at seconds + λ·bytes per
     device, free of the bound, for λ in ``LAGRANGE`` times (step time / memory); each result is then
-    made to fit (:func:`fit_memory`) and improved under the bound. ``deadline`` (``time.perf_counter()``
-    seconds) ends the rounds early, keeping what was improved."""
+    made to fit (:func:`fit_memory`) and improved under the bound. A round runs only while its moves fit
+    in ``trials`` (all runs together): a deterministic budget, so one time limit gives one plan whatever the
+    machine's load; ``deadline`` (``time.perf_counter()`` seconds) is the safety net, checked between rounds."""
+    budget = _Budget(trials, deadline)
     starts = [local(inst), fit_memory(inst, {t.name: t.domain[0] for t in inst.tensors})]  # R first when allowed
-    plans = [_improve(inst, x, max_rounds, deadline) for x in starts]
+    plans = [_improve(inst, x, max_rounds, budget) for x in starts]
     if inst.memory is not None:
         scale = inst.cost(plans[0]) / max(inst.memory, 1.0)
         for factor in LAGRANGE:
-            if deadline is not None and time.perf_counter() > deadline:
+            if budget.spent():
                 break
-            priced = _improve(inst, dict(plans[0]), max_rounds, deadline, factor * scale)
-            plans.append(_improve(inst, fit_memory(inst, priced), max_rounds, deadline))
+            priced = _improve(inst, dict(plans[0]), max_rounds, budget, factor * scale)
+            plans.append(_improve(inst, fit_memory(inst, priced), max_rounds, budget))
     return min([x for x in plans if inst.fits(x)] or plans, key=inst.cost)
 
 
 #: λ per (step time / --device-memory) of greedy's Lagrangian runs.
 LAGRANGE = (0.3, 1.0, 3.0)
+#: Greedy's move trials per second of its time share (about a fifth of what 2 loaded cores try on a
+#: 600-tensor 2x4 instance, so the wall-clock deadline rarely ends it first).
+TRIALS_PER_SECOND = 2000.0
 
 
-def _improve(inst: LayoutInstance, x: dict[str, Layout], max_rounds: int, deadline: float | None,
+@dataclass
+class _Budget:
+    trials: float
+    deadline: float | None
+
+    def spent(self, more: int = 0) -> bool:
+        """Whether ``more`` trials no longer fit (they are taken when they do), or the deadline passed."""
+        if more > self.trials or (self.deadline is not None and time.perf_counter() > self.deadline):
+            return True
+        self.trials -= more
+        return False
+
+
+def _improve(inst: LayoutInstance, x: dict[str, Layout], max_rounds: int, budget: _Budget,
              price: float | None = None) -> dict[str, Layout]:
     """Rounds of op and tensor moves on ``x`` (in place) while one lowers the step time and keeps the
     memory bound — or, with a ``price`` per byte, while one lowers step time + price·memory per device."""
     touching = _touching(inst)
     memory = [inst.memory_per_device(x)]  # kept up to date by _try
+    moves = [{t: want for t, want in zip(op.inputs + op.outputs, c.inputs + c.outputs)}
+             for op in inst.ops for c in op.choices]
+    moves += [{t.name: a} for t in inst.tensors for a in t.domain]
     for _ in range(max_rounds):
-        if deadline is not None and time.perf_counter() > deadline:
+        if budget.spent(len(moves)):
             break
         improved = False
-        moves = [{t: want for t, want in zip(op.inputs + op.outputs, c.inputs + c.outputs)}
-                 for op in inst.ops for c in op.choices]
-        moves += [{t.name: a} for t in inst.tensors for a in t.domain]
         for move in moves:
             move = {t: a for t, a in move.items() if a in inst.tensor(t).domain and x[t] != a}
             if move and _try(inst, x, move, touching, memory, price):
@@ -202,18 +255,23 @@ def _improve(inst: LayoutInstance, x: dict[str, Layout], max_rounds: int, deadli
 def _try(inst: LayoutInstance, x: dict, move: dict, touching: dict, memory: list, price: float | None) -> bool:
     """Apply ``move`` to ``x`` when it pays (:func:`_improve`); ``memory[0]`` is x's memory per device."""
     ops = {i for t in move for i in touching[t]}
-    before = sum(inst.best_choice(inst.ops[i], x)[1] for i in ops)
+    before = _local_time(inst, x, ops, move)
     grown = sum(inst.tensor(t).per_device(a, inst.mesh) - inst.tensor(t).per_device(x[t], inst.mesh)
                 for t, a in move.items())
     old = {t: x[t] for t in move}
     x.update(move)
-    after = sum(inst.best_choice(inst.ops[i], x)[1] for i in ops) + (price or 0.0) * grown
+    after = _local_time(inst, x, ops, move) + (price or 0.0) * grown
     fits = price is not None or inst.memory is None or memory[0] + grown <= inst.memory * (1 + 1e-12)
     if after < before - 1e-15 * max(1.0, abs(before)) and fits:
         memory[0] += grown
         return True
     x.update(old)
     return False
+
+
+def _local_time(inst: LayoutInstance, x: dict, ops, tensors) -> float:
+    """The part of T(x) that ``ops`` and the final gathers of ``tensors`` pay."""
+    return sum(inst.best_choice(inst.ops[i], x)[1] for i in ops) + sum(inst.final_time(t, x[t]) for t in tensors)
 
 
 def _touching(inst: LayoutInstance) -> dict[str, list[int]]:
@@ -238,9 +296,9 @@ def fit_memory(inst: LayoutInstance, x: dict[str, Layout]) -> dict[str, Layout]:
                 continue
             ops = touching[t.name]
             old = x[t.name]
-            before = sum(inst.best_choice(inst.ops[i], x)[1] for i in ops)
+            before = _local_time(inst, x, ops, [t.name])
             x[t.name] = small
-            added = sum(inst.best_choice(inst.ops[i], x)[1] for i in ops) - before
+            added = _local_time(inst, x, ops, [t.name]) - before
             x[t.name] = old
             if saved / (max(added, 0.0) + 1e-12) > score:
                 best, score = (t.name, small), saved / (max(added, 0.0) + 1e-12)
@@ -303,7 +361,10 @@ def _cpsat(inst: LayoutInstance, reduced: Reduced, time_limit: float, hint: dict
     if hint is not None:
         _hint(model, inst, reduced, reduced.replace(hint), x, y, z)
     remaining = max(time_limit - (time.perf_counter() - start), 1e-3)
-    result, solver = solve_cpsat(model, remaining, workers=workers, seed=seed, parameters=CPSAT_PARAMETERS)
+    # deterministic: the portfolio interleaved in a fixed order, stopped by deterministic time, so a seed and a
+    # limit give one bound whatever the load (the wall-clock limit stays as the safety net)
+    parameters = {**CPSAT_PARAMETERS, "interleave_search": True, "max_deterministic_time": remaining}
+    result, solver = solve_cpsat(model, remaining, workers=workers, seed=seed, parameters=parameters)
     seconds = time.perf_counter() - start
     value = None if result.status == "infeasible" else max(float(result.bound), 0.0) * unit
     bound = LowerBound("tile-cpsat", value, result.status, "cp-sat", seconds,
@@ -317,10 +378,12 @@ def _cpsat(inst: LayoutInstance, reduced: Reduced, time_limit: float, hint: dict
 
 def _coefficients(inst: LayoutInstance) -> float:
     """The grid unit: the largest possible step time spread over 2^50 integer steps."""
-    top = sum(op.work for op in inst.ops)
-    for op in inst.ops:  # all-reduce is the dearest collective, at most once per mesh axis on ≤ the full bytes
-        top += sum(collective_time("all-reduce", inst.tensor(t).bytes, axis)
-                   for t in op.inputs + op.outputs for axis in inst.mesh.axes)
+    top = sum(max(c.seconds for c in op.choices) for op in inst.ops)
+    # a resharding costs at most gathering every axis (an all-gather or all-reduce each, on ≤ the full bytes)
+    # then slicing: one all-reduce per mesh axis per slot and per final gather
+    slots = [t for op in inst.ops for t in op.inputs + op.outputs] + [t.name for t in inst.tensors
+                                                                      if t.kind == "output"]
+    top += sum(collective_time("all-reduce", inst.tensor(t).bytes, axis) for t in slots for axis in inst.mesh.axes)
     return max(top / 2 ** 50, 1e-18)
 
 
@@ -336,7 +399,7 @@ def _build(inst: LayoutInstance, reduced: Reduced):
     terms, z = [], {}
     for i, op in enumerate(inst.ops):
         model.add_exactly_one(y[i].values())  # one algorithm per op
-        terms += [int(op.work / op.choices[k].divisor / unit) * var for k, var in y[i].items()]
+        terms += [int(op.choices[k].seconds / unit) * var for k, var in y[i].items()]
         slots = [(t, j, True) for j, t in enumerate(op.inputs)] + [(t, j, False) for j, t in enumerate(op.outputs)]
         for t, j, reads in slots:
             wants: dict[Layout, list] = {}
@@ -347,6 +410,9 @@ def _build(inst: LayoutInstance, reduced: Reduced):
                     for a in x[t] for b in wants}
             z[(i, j, reads)] = _transport(model, x[t], wants, f"{i}_{j}_{int(reads)}")
             terms += [c * z[(i, j, reads)][k] for k, c in cost.items() if c > 0]
+    for t in inst.tensors:  # the final gathers of the graph outputs
+        final = {a: int(inst.final_time(t.name, a) / unit) for a in x[t.name]}
+        terms += [c * x[t.name][a] for a, c in final.items() if c > 0]
     if inst.memory is not None:  # --device-memory
         model.add(sum(t.per_device(a, inst.mesh) * var for t in inst.tensors for a, var in x[t.name].items())
                   <= int(inst.memory))

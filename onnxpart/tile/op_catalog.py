@@ -17,7 +17,8 @@ from onnxpart.tile.catalog import (Algorithm, einsum_algorithms, elementwise_alg
                                    with_replicated_rest)
 from onnxpart.tile.catalog_conv import POOLS, batchnorm_algorithms, conv_algorithms, pool_algorithms
 from onnxpart.tile.catalog_reduce import REDUCTIONS, reduce_algorithms, reduced_axes
-from onnxpart.tile.catalog_shape import (RESHAPES, expand_algorithms, gather_algorithms, metadata_algorithms,
+from onnxpart.tile.catalog_shape import (RESHAPES, expand_algorithms, fill_algorithms, gather_algorithms,
+                                         gather_elements_algorithms, gather_nd_algorithms, metadata_algorithms,
                                          pad_touched, reshape_algorithms, resized_dims, untouched_algorithms)
 
 UNARY = {"Relu", "Erf", "Gelu", "Tanh", "Sigmoid", "Sqrt", "Exp", "Log", "Abs", "Neg", "Cast", "Identity",
@@ -95,6 +96,12 @@ def _cnn_and_movement_algorithms(op_type: str, attrs: Mapping, in_shapes: Sequen
         return None if axes is None else untouched_algorithms(rank, {a % rank for a in axes}, 1, n - 1, p)
     if op_type == "Gather" and n == 2 and rank >= 1:
         return gather_algorithms(rank, len(in_shapes[1]), int(attrs.get("axis", 0)), p)
+    if op_type == "GatherElements" and n == 2 and rank >= 1:
+        return gather_elements_algorithms(in_shapes[0], in_shapes[1], int(attrs.get("axis", 0)), p)
+    if op_type == "GatherND" and n == 2 and rank >= 1 and len(in_shapes[1]) >= 1:
+        return gather_nd_algorithms(rank, in_shapes[1], int(attrs.get("batch_dims", 0)), p)
+    if op_type == "ConstantOfShape" and n == 1:
+        return fill_algorithms(len(out_shape), p)
     if op_type in REDUCTIONS and n in (1, 2) and rank >= 1:
         axes = attrs.get("axes") if n == 1 else consts[1]
         if n == 2 and axes is None:

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from onnxpart.tile.onnx_model import LayoutInstance
 
 
@@ -78,31 +80,37 @@ def _reduce_layouts(inst: LayoutInstance, domains: dict, choices, replaced: dict
         if len(dom) == 1:
             continue
         w, m = sorted(wants[t.name], key=str), sorted(makes[t.name], key=str)
-
-        def vector(a, t=t, w=w, m=m):
-            v = [inst.reshard_time(a, b, t.name) for b in w] + [inst.reshard_time(b, a, t.name) for b in m]
-            return v + ([t.per_device(a, inst.mesh)] if inst.memory is not None else [])
-
-        vectors = [vector(a) for a in dom]
-        keep = []
-        for i, a in enumerate(dom):
-            by = next((j for j in range(len(dom)) if j != i and _dominates(vectors[j], vectors[i], j < i)
-                       and (j < i and j in keep or j > i)), None)
-            if by is None:
-                keep.append(i)
-            else:
-                replaced[(t.name, a)] = dom[by]
+        columns = [inst.slot_seconds(t.name, dom, w, True), inst.slot_seconds(t.name, dom, m, False),
+                   np.array([[inst.final_time(t.name, a)] for a in dom])]
+        if inst.memory is not None:
+            columns.append(np.array([[float(t.per_device(a, inst.mesh))] for a in dom]))
+        keep, by = _undominated(np.hstack(columns))
+        for i, j in by.items():
+            replaced[(t.name, dom[i])] = dom[j]
         if len(keep) < len(dom):
             domains[t.name] = tuple(dom[i] for i in keep)
             changed = True
     return changed
 
 
-def _dominates(u: list, v: list, tie_wins: bool) -> bool:
-    """u ≤ v componentwise, strictly somewhere unless ties go to u."""
-    if any(a > b * (1 + 1e-12) + 1e-18 for a, b in zip(u, v)):
-        return False
-    return tie_wins or any(a < b * (1 - 1e-12) - 1e-18 for a, b in zip(u, v))
+def _undominated(vectors: np.ndarray) -> tuple[list[int], dict[int, int]]:
+    """Rows in order, each dropped when a row kept before it, or any row after it, is ≤ it everywhere and
+    strictly smaller somewhere (ties: the earlier row wins); -> (kept rows, dropped row -> its dominator)."""
+    le = (vectors[:, None, :] <= vectors[None, :, :] * (1 + 1e-12) + 1e-18).all(axis=2)  # le[j, i]: row j ≤ row i
+    lt = (vectors[:, None, :] < vectors[None, :, :] * (1 - 1e-12) - 1e-18).any(axis=2)
+    n = len(vectors)
+    earlier = np.tri(n, n, -1, dtype=bool).T  # earlier[j, i]: j < i
+    beats = le & (earlier | lt)
+    np.fill_diagonal(beats, False)
+    kept = np.zeros(n, dtype=bool)
+    by = {}
+    for i in range(n):
+        candidates = np.flatnonzero(beats[:, i] & ((earlier[:, i] & kept) | ~earlier[:, i]))
+        if len(candidates):
+            by[i] = int(candidates[0])
+        else:
+            kept[i] = True
+    return list(np.flatnonzero(kept)), by
 
 
 def _reduce_choices(inst: LayoutInstance, domains: dict, choices: list) -> bool:
@@ -111,23 +119,12 @@ def _reduce_choices(inst: LayoutInstance, domains: dict, choices: list) -> bool:
         kept = choices[i]
         if len(kept) == 1:
             continue
-
-        def vector(c, op=op):
-            choice = op.choices[c]
-            v = [op.work / choice.divisor]
-            for t, b in zip(op.inputs, choice.inputs):
-                v += [inst.reshard_time(a, b, t) for a in domains[t]]
-            for t, b in zip(op.outputs, choice.outputs):
-                v += [inst.reshard_time(b, a, t) for a in domains[t]]
-            return v
-
-        vectors = {c: vector(c) for c in kept}
-        survivors = []
-        for k, c in enumerate(kept):
-            if not any(_dominates(vectors[d], vectors[c], kept.index(d) < k) for d in kept if d != c
-                       and (d in survivors or kept.index(d) > k)):
-                survivors.append(c)
+        columns = [np.array([[op.choices[c].seconds] for c in kept])]
+        for j, t in enumerate(op.inputs + op.outputs):
+            slot = [(op.choices[c].inputs + op.choices[c].outputs)[j] for c in kept]
+            columns.append(inst.slot_seconds(t, domains[t], slot, j < len(op.inputs)).T)
+        survivors, _ = _undominated(np.hstack(columns))
         if len(survivors) < len(kept):
-            choices[i] = tuple(survivors)
+            choices[i] = tuple(kept[k] for k in survivors)
             changed = True
     return changed

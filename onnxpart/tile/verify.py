@@ -1,34 +1,39 @@
-"""``onnxpart tile --verify``: a layout plan executed on D virtual devices, against the original model.
-On an n-D mesh (:mod:`onnxpart.tile.mesh`) every conversion runs per mesh axis inside each group of
-devices along it (:func:`convert_mesh`), and the local rules below apply over the axes that call for them.
+"""``onnxpart tile --verify``: a layout plan executed on the mesh's virtual devices, against the original model.
+Each device holds only its own piece of every tensor; every resharding runs as the steps the plan was
+priced with (:func:`onnxpart.tile.resharding.plan`), each step a collective performed as data movement
+between the devices of every group along its mesh axis (:mod:`onnxpart.tile.exchange`).
 
 The original model runs once, whole, on seeded inputs at the costed dims (``--dim``, ``--input-shape``),
 with every value the plan touches added as an output: those are the reference. Then the plan runs:
 
-1. graph inputs and weights are laid out per the plan (R: a copy per device; S(d): device k holds the
-   k-th of D equal slices along d);
+1. graph inputs and weights are laid out per the plan: each device gets its own block (its index set,
+   :func:`onnxpart.tile.exchange.lay_out`; a ``P`` layout: one device of each group holds it, the
+   others zeros);
 2. per op in topological order with its chosen algorithm, each input is converted from its stored
-   layout X[t] into the layout the algorithm reads, by the collective :func:`onnxpart.tile.catalog.reshard`
-   names, in numpy: all-gather = concatenate the shards; all-to-all = concatenate along the old dim and
-   slice along the new one; all-reduce = sum the partials; reduce-scatter = sum, then slice. Conversions
-   that need no collective are local: R -> S(d) each device slices its own copy; R -> P device 0 keeps
-   the value and the others hold zeros; S(d) -> P each device holds a full-shape array of zeros with its
-   shard in place;
+   layout X[t] into the layout the algorithm reads by the priced steps; after every step the bytes each
+   device received must add up to what the step was priced for, else the check fails (a mispriced
+   transition);
 3. each device runs the op's ONNX node on its local inputs in onnxruntime (a one-node model per op,
    sessions cached by op, algorithm and local shapes); the outputs are read in the algorithm's output
-   layout and converted to the stored layout;
-4. each op runs twice: alone, on the reference values laid out as the plan stores them — each output,
-   gathered whole (R: every device's copy; S: concatenated; P: summed), is compared with the reference
-   and the first that differs (topological order) fails the check —, and end to end, on what the plan's
-   earlier ops produced; the graph outputs of the end-to-end run are compared with the original's.
+   layout and converted to the stored layout the same way;
+4. each op runs twice: alone, on the reference values laid out as the plan stores them — every device's
+   piece of each output, placed by its layout's index sets (:func:`onnxpart.tile.exchange.assemble`,
+   no collective), is compared with the reference, and the first tensor that differs (topological
+   order) fails the check —, and end to end, on what the plan's earlier ops produced; the graph outputs
+   of the end-to-end run, gathered by the priced final gather (or left sharded with
+   ``--sharded-outputs``), are compared with the original's on every device.
+
+A wrong transition (a step that leaves a device with another index set than its layout says) or a
+wrong catalog entry therefore fails the check, naming the tensor.
 
 Ops outside the catalog (coarsened, opaque, not in it) run whole on every device on replicated inputs,
 with folded weights and weight generators' outputs taken from the reference run.
 
 Local rules, where an algorithm's device program is not "the same node on the shards":
 
-* Reshape and Expand: the shape input is replaced by the local output shape (the output's shape with its
-  sharded dim divided by D; the whole shape for R and P); Resize's ``sizes`` likewise, over its ``axes``;
+* Reshape, Expand and ConstantOfShape: the shape input is replaced by the local output shape (the
+  output's shape with its sharded dims divided by the sizes of the mesh axes sharding them; the whole
+  shape for R and P); Resize's ``sizes`` likewise, over its ``axes``;
 * Shape and Size: the node's value is the input's whole static shape (its ``start``/``end`` slice) or
   element count, whatever layout the input is read in — a device knows the tensor's shape, not only its
   shard's;
@@ -40,7 +45,6 @@ Local rules, where an algorithm's device program is not "the same node on the sh
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -48,105 +52,30 @@ import onnx
 from onnx import helper, numpy_helper
 
 from onnxpart import runtime
-from onnxpart.tile.catalog import P, R, Layout, reshard
-from onnxpart.tile.mesh import compose, parts
+from onnxpart.tile import exchange
+from onnxpart.tile.catalog import Layout
+from onnxpart.tile.mesh import parts
 from onnxpart.tile.onnx_model import LayoutInstance, OpVar, Plan
 from onnxpart.verify import DEFAULT_TOLERANCE, VerificationError, VerifyReport, add_size, reference_run
 
 REFERENCE_SUFFIX = "::tile-reference"
 
 
-# ------------------------------------------------------------------------------------- collectives
-def all_gather(shards: Sequence[np.ndarray], dim: int) -> list[np.ndarray]:
-    """S(dim) -> R: every device gets the shards concatenated."""
-    whole = np.concatenate(shards, axis=dim)
-    return [whole] * len(shards)
-
-
-def all_reduce(shards: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """P -> R: every device gets the sum of the partials."""
-    total = functools.reduce(np.add, shards)
-    return [total] * len(shards)
-
-
-def reduce_scatter(shards: Sequence[np.ndarray], dim: int) -> list[np.ndarray]:
-    """P -> S(dim): device k gets the k-th slice of the sum."""
-    return np.split(functools.reduce(np.add, shards), len(shards), axis=dim)
-
-
-def all_to_all(shards: Sequence[np.ndarray], src: int, dst: int) -> list[np.ndarray]:
-    """S(src) -> S(dst): device k gets the k-th slice along ``dst`` of the whole."""
-    return np.split(np.concatenate(shards, axis=src), len(shards), axis=dst)
-
-
-def convert(shards: Sequence[np.ndarray], src: Layout, dst: Layout) -> list[np.ndarray]:
-    """Per-device arrays in layout ``src`` -> in layout ``dst`` (module docstring, step 2)."""
-    kind = reshard(src, dst)
-    if kind == "all-gather":
-        return all_gather(shards, src.dim)
-    if kind == "all-reduce":
-        return all_reduce(shards)
-    if kind == "reduce-scatter":
-        return reduce_scatter(shards, dst.dim)
-    if kind == "all-to-all":
-        return all_to_all(shards, src.dim, dst.dim)
-    if src == dst:
-        return list(shards)
-    p = len(shards)
-    if src == R and dst.kind == "S":
-        return [np.split(x, p, axis=dst.dim)[k] for k, x in enumerate(shards)]
-    if src == R and dst == P:
-        return [shards[0]] + [np.zeros_like(x) for x in shards[1:]]
-    if src.kind == "S" and dst == P:
-        return [_embed(x, src.dim, k, p) for k, x in enumerate(shards)]
-    raise ValueError(f"no conversion {src} -> {dst}")
-
-
-def _embed(shard: np.ndarray, dim: int, k: int, p: int) -> np.ndarray:
-    shape = list(shard.shape)
-    shape[dim] *= p
-    full = np.zeros(shape, dtype=shard.dtype)
-    index = [slice(None)] * len(shape)
-    index[dim] = slice(k * shard.shape[dim], (k + 1) * shard.shape[dim])
-    full[tuple(index)] = shard
-    return full
-
-
-def convert_mesh(shards: Sequence[np.ndarray], src, dst, shape: Sequence[int]) -> list[np.ndarray]:
-    """:func:`convert` on a mesh of ``shape`` (devices row-major), one mesh axis at a time inside each group
-    of devices along it: every component of ``src`` to R, last axis first (a dim split over several axes
-    is gathered minor pieces first), then R to every component of ``dst``, first axis first (split major
-    first). A 1-axis mesh is :func:`convert` itself."""
-    if len(shape) == 1:
-        return convert(shards, src, dst)
-    out = list(shards)
-    if src == dst:
-        return out
-    for j in reversed(range(len(shape))):
-        out = _along(out, shape, j, lambda group, j=j: convert(group, parts(src)[j], R))
-    for j in range(len(shape)):
-        out = _along(out, shape, j, lambda group, j=j: convert(group, R, parts(dst)[j]))
+def convert(inst: LayoutInstance, t: str, pieces: Sequence[np.ndarray], src, dst) -> list[np.ndarray]:
+    """Tensor ``t``'s per-device pieces in ``src`` -> in ``dst``, by the steps the plan was priced with, each
+    run as data movement (:func:`onnxpart.tile.exchange.run_step`); VerificationError when a step moves
+    other bytes than it was priced for."""
+    out = list(pieces)
+    sizes = inst.mesh.shape
+    for step in inst.reshard_steps(src, dst, t):
+        out, received = exchange.run_step(out, step, sizes)
+        priced = step.volume(sizes[step.axis]) * len(out)
+        if not np.isclose(sum(received), priced, rtol=1e-9, atol=0.5):
+            raise VerificationError(
+                f"--verify failed: resharding {t!r} {src} -> {dst}: the {step.collective or 'local'} step on mesh "
+                f"axis {inst.mesh.names[step.axis]} moved {sum(received)} bytes over the devices, priced "
+                f"{priced:.0f}; nothing was written")
     return out
-
-
-def _along(shards: list, shape: Sequence[int], axis: int, fn) -> list:
-    """``fn`` applied to the devices of every group along mesh ``axis`` (the others' coordinates fixed)."""
-    ids = np.moveaxis(np.arange(len(shards)).reshape(shape), axis, -1).reshape(-1, shape[axis])
-    out = list(shards)
-    for line in ids:
-        for i, value in zip(line, fn([shards[i] for i in line])):
-            out[i] = value
-    return out
-
-
-def gathered(shards: Sequence[np.ndarray], layout, shape: Sequence[int] = ()) -> list[np.ndarray]:
-    """The whole value(s) a stored tensor stands for: each device's copy for R, else the one whole (on an
-    n-D mesh, every device's after converting to all-R)."""
-    if len(shape) > 1:
-        return convert_mesh(shards, layout, compose((R,) * len(shape)), shape)
-    if layout == R:
-        return list(shards)
-    return [np.concatenate(shards, axis=layout.dim) if layout.kind == "S" else functools.reduce(np.add, shards)]
 
 
 # -------------------------------------------------------------------------------------------- runs
@@ -162,44 +91,61 @@ def verify_plan(inst: LayoutInstance, plan: Plan, graph, loaded, seed: int = 0,
     what the plan's own earlier ops produced, as a deployment computes them; only the graph outputs are
     held to ``tolerance`` there, since rounding carried through many ops is amplified wherever an op
     shrinks the scale (an Erf after a wide MatMul: 1e-6 of its input's scale is 1e-4 of its own). Laid
-    out alone, a ``P`` tensor is the free R -> P form (device 0 holds it, the others zeros); real partial
+    out alone, a ``P`` tensor is held by one device of each group (the others zeros); real partial
     sums, as their producers split them, are exercised by the end-to-end run."""
     report = VerifyReport(seed=seed, tolerance=tolerance)
     devices = _Devices(inst, graph, loaded)
     reference = devices.reference(seed, report)
-    shape = inst.mesh.shape
-    replicated = compose((R,) * len(shape))
+    sizes = inst.mesh.shape
 
     def laid_out(t: str) -> list[np.ndarray]:
-        return convert_mesh([reference[t]] * inst.mesh.devices, replicated, plan.layouts[t], shape)
+        return exchange.lay_out(reference[t], plan.layouts[t], sizes)
 
     store = {t.name: laid_out(t.name) for t in inst.tensors if t.kind in ("input", "weight")}
     for op in inst.ops:
         choice = op.choices[plan.algorithms[op.name]]
-        alone = [convert_mesh(laid_out(t), plan.layouts[t], want, shape)
-                 for t, want in zip(op.inputs, choice.inputs)]
+        alone = [convert(inst, t, laid_out(t), plan.layouts[t], want) for t, want in zip(op.inputs, choice.inputs)]
         for j, outs in enumerate(zip(*devices.run(op, choice, alone, reference))):
             t = op.outputs[j]
-            _check(t, convert_mesh(list(outs), choice.outputs[j], plan.layouts[t], shape), plan.layouts[t],
-                   reference[t], tolerance, f"{op.name} ({op.op_type} {choice.name})", shape)
-        local = [convert_mesh(store[t], plan.layouts[t], want, shape) for t, want in zip(op.inputs, choice.inputs)]
+            stored = convert(inst, t, list(outs), choice.outputs[j], plan.layouts[t])
+            _check(inst, t, stored, plan.layouts[t], reference[t], tolerance, f"{op.name} ({op.op_type} {choice.name})")
+        local = [convert(inst, t, store[t], plan.layouts[t], want) for t, want in zip(op.inputs, choice.inputs)]
         made = devices.run(op, choice, local, reference)
         for j, t in enumerate(op.outputs):
-            store[t] = convert_mesh([outs[j] for outs in made], choice.outputs[j], plan.layouts[t], shape)
+            store[t] = convert(inst, t, [outs[j] for outs in made], choice.outputs[j], plan.layouts[t])
     outputs = [t.name for t in inst.tensors if t.kind == "output"]
-    whole = {t: gathered(store[t], plan.layouts[t], shape)[0] for t in outputs}
-    add_size(report, loaded.dims, runtime.compare({t: reference[t] for t in outputs}, whole, tolerance))
-    report.sizes[-1]["outputs"] = {t: runtime.compare({t: reference[t]}, {t: whole[t]}, tolerance).to_dict()
+    returned = {t: plan.layouts[t] if inst.sharded_outputs else inst.replicated for t in outputs}
+    wholes = {t: _wholes(inst, t, convert(inst, t, store[t], plan.layouts[t], returned[t]), returned[t])
+              for t in outputs}
+    first = {t: copies[0] for t, copies in wholes.items()}
+    add_size(report, loaded.dims, runtime.compare({t: reference[t] for t in outputs}, first, tolerance))
+    report.sizes[-1]["outputs"] = {t: runtime.compare({t: reference[t]}, {t: first[t]}, tolerance).to_dict()
                                    for t in outputs}
-    report.notes.append("every op was also run alone on the reference inputs and every tensor the plan stores "
-                        "was checked, not only the outputs")
     report.raise_if_failed()
+    for t, copies in wholes.items():  # every device's copy, not only the first
+        _compare(t, copies, reference[t], tolerance, "the end-to-end run", returned[t])
+    report.notes.append("every op was also run alone on the reference inputs and every tensor the plan stores "
+                        "was checked on every device, not only the outputs")
     return report
 
 
-def _check(name: str, shards: Sequence[np.ndarray], layout: Layout, want: np.ndarray, tolerance: float,
-           producer: str, shape: Sequence[int] = ()) -> None:
-    for got in gathered(shards, layout, shape):
+def _wholes(inst: LayoutInstance, t: str, pieces: Sequence[np.ndarray], layout) -> list[np.ndarray]:
+    """The whole tensor per replica (:func:`onnxpart.tile.exchange.assemble`); VerificationError when a
+    device's piece has another shape than its block."""
+    try:
+        return exchange.assemble(pieces, layout, inst.mesh.shape, inst.tensor(t).shape)
+    except ValueError as exc:
+        raise VerificationError(f"--verify failed: tensor {t!r} stored {layout}: {exc}; nothing was written") from None
+
+
+def _check(inst: LayoutInstance, name: str, pieces: Sequence[np.ndarray], layout: Layout, want: np.ndarray,
+           tolerance: float, producer: str) -> None:
+    _compare(name, _wholes(inst, name, pieces, layout), want, tolerance, producer, layout)
+
+
+def _compare(name: str, wholes: Sequence[np.ndarray], want: np.ndarray, tolerance: float, producer: str,
+             layout: Layout) -> None:
+    for got in wholes:
         mismatch = runtime.compare({name: want}, {name: got}, tolerance)
         if not mismatch.ok:
             raise VerificationError(
@@ -261,6 +207,8 @@ class _Devices:
         node = nodes[0]
         if op.op_type in ("Reshape", "Expand") and len(node.input) == 2:
             feeds[node.input[1]] = np.array(self._local_output_shape(op, choice), dtype=np.int64)
+        elif op.op_type == "ConstantOfShape" and op.catalog:
+            feeds[node.input[0]] = np.array(self._local_output_shape(op, choice), dtype=np.int64)
         elif op.op_type == "Resize" and len(node.input) == 4 and node.input[3]:
             axes = helper.get_node_attr_value(node, "axes") if any(a.name == "axes" for a in node.attribute) else None
             shape = self._local_output_shape(op, choice)

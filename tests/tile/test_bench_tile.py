@@ -65,3 +65,18 @@ def test_onnx_mesh_rows_and_report(tmp_path):
     text = bench.markdown(rows, "test", 0.0, "machine", 10, quick=True)
     assert "| target | verdict | detail |" in text and "NOT MET" in text  # no model here has 300 tensors
     assert "| every plan passes --verify | MET | 4/4 rows" in text
+    assert all(row["bound"] <= row["best"] * (1 + 1e-9) and row["one_device"] > 0 for row in rows)
+
+
+def test_megatron_rows_and_report():
+    spec = importlib.util.spec_from_file_location("bench_tile_megatron", SCRIPT.parent / "bench_tile_megatron.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    tiny = {"gpt2-medium": ("gpt2", 64, 4, 256, 32), "llama-7b": ("llama", 64, 4, 192, 32)}
+    rows = bench.rows(10, 1, meshes=((2,), (2, 2)), shapes=tiny)
+    assert [(r["model"], r["mesh"]) for r in rows] == [(m, mesh) for m in tiny for mesh in ("2", "2x2")]
+    for row in rows:
+        assert row["status"] == "optimal" and row["exact"] <= row["megatron"] * (1 + 1e-12)
+        assert row["bound"] <= row["exact"] * (1 + 1e-9)
+    text = bench.markdown(rows, 10)
+    assert "| exact ≤ Megatron on every row | MET | 4/4 rows |" in text

@@ -6,7 +6,9 @@ import pytest
 
 from onnxpart.tile.catalog import (P, R, S, Mesh, collective_time, elementwise_algorithms, gemm_algorithms,
                                    layouts, matmul_algorithms, normalization_algorithms, reshard,
-                                   reshard_time, transpose_algorithms)
+                                   transpose_algorithms)
+from onnxpart.tile.mesh import make_mesh
+from onnxpart.tile.resharding import reshard_time
 
 
 def by_name(algs):
@@ -72,6 +74,6 @@ def test_resharding_table():
     assert reshard(S(0), S(0)) is None and reshard(R, S(1)) is None and reshard(S(0), P) is None
     assert reshard(S(0), R) == "all-gather" and reshard(S(0), S(1)) == "all-to-all"
     assert reshard(P, R) == "all-reduce" and reshard(P, S(0)) == "reduce-scatter"
-    mesh = Mesh(2, latency=0.0, bandwidth=1.0)
-    assert reshard_time(P, R, 8, mesh) == pytest.approx(8.0)
-    assert reshard_time(R, S(0), 8, mesh) == 0.0
+    mesh = make_mesh((2,), None, (0.0,), (1.0,))
+    assert reshard_time(P, R, (2,), 8, mesh) == pytest.approx(8.0)
+    assert reshard_time(R, S(0), (2,), 8, mesh) == 0.0

@@ -163,8 +163,40 @@ def test_unknown_label(tmp_path):
     one_line_error(invoke(path, "--labels", "diag", "-o", tmp_path / "out"), 2, "unknown --labels")
 
 
-def test_max_gap_without_bound_exits_3_with_files(tmp_path):
-    model = mlp(tmp_path / "mlp.onnx")
+def test_heuristics_alone_certify_the_closed_form_and_exit_3_above_max_gap(tmp_path):
+    """Without exact the certificate still holds the closed-form bound (each op's least compute, nothing moved),
+    which on a model where sharding pays leaves a gap over 5%: exit 3, files written."""
+    model = mlp(tmp_path / "mlp.onnx", batch=512, d_in=1024, d_hidden=4096, d_out=1024)
     result = invoke(model, "-d", 4, "-o", tmp_path / "out", "--method", "local,greedy", "--max-gap", "5%")
     assert result.exit_code == 3, result.output
-    assert (tmp_path / "out" / "plan.json").exists()
+    cert = json.loads((tmp_path / "out" / "certificate.json").read_text())
+    assert [b["method"] for b in cert["lower_bounds"]] == ["tile-closed-form"] and cert["gap"] > 0.05
+
+
+def test_outputs_are_gathered_and_priced_unless_left_sharded(tmp_path):
+    """Issue 28: a sharded graph output costs its final gather onto every device; --sharded-outputs leaves it
+    sharded (plan.json says so) and --verify then checks every device's own piece."""
+    model = mlp(tmp_path / "mlp.onnx", batch=256, d_in=512, d_hidden=2048, d_out=512)
+    runs = {}
+    for flag in ([], ["--sharded-outputs"]):
+        out = tmp_path / ("sharded" if flag else "gathered")
+        result = invoke(model, "-d", 4, "-o", out, "--time-limit", 5, "--workers", 1, *flag, *(["--verify"] * bool(flag)))
+        assert result.exit_code == 0, result.output
+        runs[bool(flag)] = json.loads((out / "plan.json").read_text())
+    gathered, sharded = runs[False], runs[True]
+    assert (gathered["outputs"], sharded["outputs"]) == ("gathered", "sharded")
+    final = [r for r in gathered["reshardings"] if r["tensor"] == "y"]
+    assert final and final[0]["to"] == "R" and final[0]["collective"] == "all-gather"
+    assert not [r for r in sharded["reshardings"] if r["tensor"] == "y"]
+    assert {t["name"]: t["layout"] for t in sharded["tensors"]}["y"] != "R"
+    assert sharded["totals"]["step_time_s"] == pytest.approx(gathered["totals"]["step_time_s"] - final[0]["seconds"])
+
+
+def test_replicated_only_note_names_the_largest_model_tensors(tmp_path):
+    """Issue 28: the note names model tensors (largest first), not exporters' tiny constants: on 3 devices
+    W1 and W2 (16x32) cannot be split, nor can the 32-element bias, which is left out."""
+    model = mlp(tmp_path / "mlp.onnx", batch=9, d_in=16, d_hidden=32, d_out=16, bias=True)
+    result = invoke(model, "-d", 3, "-o", tmp_path / "out", "--time-limit", 2, "--workers", 1)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())  # the terminal wraps long lines
+    assert "2 of 8 tensors can only be replicated (no dimension divides by 3), largest: W1, W2" in text

@@ -1,9 +1,8 @@
-"""n-D meshes: per-axis collective costs, algorithms composed from the 1-D catalog, exact = brute force
+"""n-D meshes: per-axis collective costs (every transition's index sets: test_resharding.py), algorithms composed from the 1-D catalog, exact = brute force
 on a 2x2 mesh, 2-D plan strings, ONNX sharding specs, and the CLI's mesh options."""
 
 from __future__ import annotations
 
-import itertools
 import json
 from pathlib import Path
 
@@ -13,10 +12,9 @@ import pytest
 
 from onnxpart.errors import UserError
 from onnxpart.loading import load_costed
-from onnxpart.tile import catalog
 from onnxpart.tile.catalog import P, R, S, collective_time, matmul_algorithms
-from onnxpart.tile.mesh import (MeshLayout, compose_algorithms, make_mesh, parse_mesh, parse_mesh_layout,
-                                reshard_steps, reshard_time)
+from onnxpart.tile.mesh import MeshLayout, compose_algorithms, make_mesh, parse_mesh, parse_mesh_layout
+from onnxpart.tile.resharding import plan, reshard_time
 from onnxpart.tile.onnx_model import build_layout_instance, parse_pins
 from onnxpart.tile.onnx_search import LayoutOptions, brute_force, exact, greedy, local, solve_layouts
 from tests.tile.onnx_models import attention_core, matmul_relu, mlp
@@ -30,34 +28,42 @@ def L(*parts):  # noqa: N802 - a 2-D layout from its components
     return MeshLayout(parts)
 
 
+SHAPE = (8, 8)
+
+
 def test_one_axis_changes_cost_that_axis_collective_on_the_group_bytes():
     dp, tp = MESH.axes
-    assert reshard_time(L(S(0), R), L(R, R), N, MESH) == pytest.approx(collective_time("all-gather", N, dp))
-    assert reshard_time(L(R, S(1)), L(R, R), N, MESH) == pytest.approx(collective_time("all-gather", N, tp))
+
+    def price(a, b):
+        return reshard_time(a, b, SHAPE, N, MESH)
+
+    assert price(L(S(0), R), L(R, R)) == pytest.approx(collective_time("all-gather", N, dp))
+    # tp's links are 4x slower: splitting dim 0 over dp first (free) halves what tp gathers, and the fast dp
+    # gathers the rest
+    assert price(L(R, S(1)), L(R, R)) == pytest.approx(min(
+        collective_time("all-gather", N, tp), collective_time("all-gather", N / 2, tp) + collective_time("all-gather", N, dp)))
+    assert [(s.axis, s.collective) for s in plan(L(R, S(1)), L(R, R), SHAPE, N, MESH)] == [
+        (0, None), (1, "all-gather"), (0, "all-gather")]
     # dim 1 stays split 4 ways over tp: each dp group all-gathers a quarter of the tensor
-    assert reshard_time(L(S(0), S(1)), L(R, S(1)), N, MESH) == pytest.approx(collective_time("all-gather", N / 4, dp))
-    assert reshard_time(L(P, S(0)), L(R, S(0)), N, MESH) == pytest.approx(collective_time("all-reduce", N / 4, dp))
-    assert reshard_time(L(R, S(0)), L(S(1), S(0)), N, MESH) == 0.0 and reshard_time(L(S(0), R), L(P, P), N, MESH) == 0.0
+    assert price(L(S(0), S(1)), L(R, S(1))) == pytest.approx(collective_time("all-gather", N / 4, dp))
+    assert price(L(P, S(0)), L(R, S(0))) == pytest.approx(collective_time("all-reduce", N / 4, dp))
+    assert price(L(R, S(0)), L(S(1), S(0))) == 0.0 and price(L(S(0), R), L(P, P)) == 0.0
 
 
 def test_two_axes_change_in_the_cheaper_order():
     dp, tp = MESH.axes
-    # PP -> RR: all-reduce on each axis; whichever first, both run on the full tensor
-    assert reshard_time(L(P, P), L(R, R), N, MESH) == pytest.approx(
-        collective_time("all-reduce", N, dp) + collective_time("all-reduce", N, tp))
+    # PP -> RR: a reduce-scatter along one axis, the all-reduce along the other on its share, an all-gather
+    # back (the 2-D hierarchical all-reduce) beats the two full all-reduces
+    hierarchical = min(collective_time("reduce-scatter", N, a) + collective_time("all-reduce", N / p, b)
+                       + collective_time("all-gather", N, a) for a, b, p in ((tp, dp, 4), (dp, tp, 2)))
+    assert reshard_time(L(P, P), L(R, R), SHAPE, N, MESH) == pytest.approx(hierarchical)
+    assert hierarchical < collective_time("all-reduce", N, dp) + collective_time("all-reduce", N, tp)
     # S(0)S(1) -> RR: gather dp first (on N/4) then tp (on N), or tp first (on N/2) then dp (on N)
     first_dp = collective_time("all-gather", N / 4, dp) + collective_time("all-gather", N, tp)
     first_tp = collective_time("all-gather", N / 2, tp) + collective_time("all-gather", N, dp)
-    assert reshard_time(L(S(0), S(1)), L(R, R), N, MESH) == pytest.approx(min(first_dp, first_tp))
-    steps = reshard_steps(L(S(0), S(1)), L(R, R), N, MESH)
-    assert [s[0] for s in steps] == ([0, 1] if first_dp <= first_tp else [1, 0])
-
-
-def test_a_one_axis_mesh_is_the_catalog():
-    mesh = make_mesh((4,), None, (1e-6,), (1e9,))
-    layouts = [R, P, S(0), S(1)]
-    for a, b in itertools.product(layouts, layouts):
-        assert reshard_time(a, b, N, mesh) == pytest.approx(catalog.reshard_time(a, b, N, mesh.axes[0]))
+    assert reshard_time(L(S(0), S(1)), L(R, R), SHAPE, N, MESH) == pytest.approx(min(first_dp, first_tp))
+    steps = plan(L(S(0), S(1)), L(R, R), SHAPE, N, MESH)
+    assert [s.axis for s in steps] == ([0, 1] if first_dp <= first_tp else [1, 0])
 
 
 def test_algorithms_compose_per_axis():

@@ -25,17 +25,18 @@ def tiny(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tiny")
     return {"mlp": graph_of(mlp(folder / "mlp.onnx")),
             "mlp_wide": graph_of(mlp(folder / "wide.onnx", batch=64, d_in=256, d_hidden=1024, d_out=256)),
-            "attn": graph_of(attention_core(folder / "attn.onnx"))}
+            "attn": graph_of(attention_core(folder / "attn.onnx")),
+            "mlp_bias": graph_of(mlp(folder / "bias.onnx", batch=256, d_in=512, d_hidden=2048, d_out=512, bias=True))}
 
 
 CASES = [("mlp", 2, None), ("mlp", 4, None), ("mlp_wide", 4, None), ("mlp_wide", 2, 1e9),
-         ("attn", 2, None), ("attn", 4, None)]
+         ("attn", 2, None), ("attn", 4, None), ("mlp_bias", 4, None), ("mlp_bias", 2, 1e10)]
 
 
 @pytest.mark.parametrize("name,devices,bandwidth", CASES)
 def test_exact_equals_brute_force(tiny, name, devices, bandwidth):
     inst = build_layout_instance(tiny[name], devices, bandwidth=bandwidth)
-    assert len(inst.tensors) <= 6
+    assert len(inst.tensors) <= 8
     optimum, _ = brute_force(inst)
     layouts, bound = exact(inst, 5.0, greedy(inst))
     assert bound.status == "optimal"
@@ -101,7 +102,8 @@ def test_time_limited_exact_reports_a_proven_bound(tiny):
     graph = graph_of(FIXTURES / "transformer_block.onnx")
     inst = build_layout_instance(graph, 4, bandwidth=1e9)
     sol = solve_layouts(inst, LayoutOptions(time_limit=3, workers=1))
-    assert sol.lower_bounds[0].status in ("optimal", "time_limit")
+    closed, exact_bound = sol.lower_bounds  # the closed form always, then exact's
+    assert closed.status == "bound" and closed.value <= sol.cost and exact_bound.status in ("optimal", "time_limit")
     assert sol.best_lower_bound <= sol.cost * (1 + 1e-12)
     costs = {r.method: r.cost for r in sol.results}
     assert costs["exact"] <= costs["greedy"] * (1 + 1e-12) <= costs["local"] * (1 + 1e-12)
