@@ -191,7 +191,7 @@ def check_folder(folder: Path, manifest_name: str, check: Callable[[Any, Any], t
     from onnxpart.files import read_json
 
     if not folder.is_dir():
-        raise UserError(f"--check-certificate {folder}: no such folder")
+        raise UserError(f"--check-certificate {folder}: the folder does not exist")
     manifest = read_json(folder / manifest_name, manifest_name)
     cert, stored = read_certificate(folder / "certificate.json")
     if problem is not None and cert.problem != problem:

@@ -48,9 +48,14 @@ class BlockBuilder(make_big_model.Builder):
         return name
 
     def const(self, name: str, value) -> str:
-        """A small constant stored in the model (shapes, axes, scales)."""
+        """A small constant stored in the model (shapes, axes, scales), once per name (every layer reads
+        the same one)."""
         array = np.asarray(value, dtype=np.int64 if np.asarray(value).dtype.kind == "i" else NUMPY[self.elem])
-        self.constants.append(numpy_helper.from_array(array, name))
+        stored = next((c for c in self.constants if c.name == name), None)
+        if stored is None:
+            self.constants.append(numpy_helper.from_array(array, name))
+        elif not np.array_equal(numpy_helper.to_array(stored), array):
+            raise ValueError(f"constant {name!r} given two values")
         return name
 
 

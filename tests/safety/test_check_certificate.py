@@ -164,7 +164,7 @@ def test_malformed_manifest_is_refused(folders, tmp_path, kind, case):
 @pytest.mark.parametrize("kind", KINDS)
 def test_missing_folder_or_certificate_is_refused(folders, tmp_path, kind):
     folder = folders[kind]
-    assert "no such folder" in folder.refused(tmp_path, tmp_path / "nowhere")
+    assert "the folder does not exist" in folder.refused(tmp_path, tmp_path / "nowhere")
     copy = folder.copy(tmp_path)
     (copy / "certificate.json").unlink()
     caught = folder.refused(tmp_path / "2", copy)
