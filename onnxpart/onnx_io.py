@@ -21,6 +21,7 @@ from onnx import external_data_helper
 from onnxpart import shapes
 from onnxpart.errors import UserError
 from onnxpart.graph import OpGraph, UnknownShapeError, dtype_name, from_onnx, tensor_bytes
+from onnxpart.model_check import check_model
 from onnxpart.shapes import ValueType
 
 log = logging.getLogger(__name__)
@@ -148,6 +149,7 @@ def read_model(path: str | os.PathLike, input_shapes: Mapping[str, Sequence[int]
     if not model.graph.node and not model.graph.output:
         raise UserError(f"{path} is not an ONNX model: it has no graph (empty, truncated or another format)")
     check_external_data(model, path.parent)
+    check_model(path, model)
     _name_nodes(model.graph)
     dims = _dims_by_name(model, dict(dims or {}), input_shapes or {})
     bare = shapes.skeleton(model)
@@ -233,15 +235,18 @@ def _example_dims(model: onnx.ModelProto, name: str) -> str:
 
 
 def check_external_data(model: onnx.ModelProto, base_dir: Path) -> None:
-    """Refuse external data outside ``base_dir`` (absolute, ``..``, or a symlink out), missing files and
-    references past the end of their file. Reads file sizes only, never the data."""
+    """Refuse external data outside ``base_dir`` (absolute, ``..``, or a symlink out), missing files,
+    offsets and lengths that are not integers ≥ 0, and references past the end of their file. Reads file
+    sizes only, never the data."""
     base = base_dir.resolve()
     sizes: dict[Path, int] = {}
     for tensor in external_data_helper._get_all_tensors(model):
         if not external_data_helper.uses_external_data(tensor):
             continue
-        info = external_data_helper.ExternalDataInfo(tensor)
-        location = info.location
+        entries = {entry.key: entry.value for entry in tensor.external_data}
+        location = entries.get("location", "")
+        if not location:
+            raise UserError(f"tensor {tensor.name!r} is stored as external data but names no location")
         resolved = (base / location).resolve()
         if os.path.isabs(location) or ".." in Path(location).parts or base not in resolved.parents:
             raise UserError(f"tensor {tensor.name!r} points to external data {location!r} outside the "
@@ -251,12 +256,22 @@ def check_external_data(model: onnx.ModelProto, base_dir: Path) -> None:
                             f"to the model in {base}")
         size = sizes.setdefault(resolved, resolved.stat().st_size)
         needed = tensor_bytes(tensor.data_type, tensor.dims)
-        length = info.length if info.length else needed
-        offset = info.offset or 0
+        offset = _byte_count(entries, "offset", tensor.name) or 0
+        length = _byte_count(entries, "length", tensor.name) or needed
         if length < needed or offset + length > size:
             raise UserError(f"external data of tensor {tensor.name!r} ({location}, offset {offset}, length "
                             f"{length}, needs {needed} B) runs past the end of the {size}-byte file: the "
                             f"model's data file is truncated or belongs to another model")
+
+
+def _byte_count(entries: Mapping[str, str], key: str, tensor: str) -> int | None:
+    """The external-data ``offset`` or ``length`` entry as an integer ≥ 0 (None when absent)."""
+    text = entries.get(key)
+    if text is None:
+        return None
+    if not text.strip().isdigit():
+        raise UserError(f"external data of tensor {tensor!r} has {key} {text!r}: it must be an integer ≥ 0")
+    return int(text)
 
 
 def prepare(model: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]] | None = None,

@@ -7,15 +7,23 @@ made with graph optimizations off and ``ExecutionOrder.PRIORITY_BASED``, which k
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import os
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import onnx
 
+from onnxpart.errors import UserError
+
 log = logging.getLogger(__name__)
+
+#: onnxruntime's message prefix: error code and name, then the C++ file, line and function signature
+_ORT_PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : \w+ : (\S+:\d+ ([^()]*\([^()]*\)( const)? )?)?")
 
 
 #: The settings that make onnxruntime run a file in its own order (the one place they are written; remat
@@ -59,6 +67,51 @@ def make_session(model: onnx.ModelProto | str | os.PathLike, folder: str | os.Pa
     if folder is not None:
         opts.add_session_config_entry("session.model_external_initializers_file_folder_path", str(folder))
     return ort.InferenceSession(model.SerializeToString(), sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+def ort_reason(exc: BaseException) -> str:
+    """onnxruntime's error message on one line, without its code and C++ source location."""
+    text = _ORT_PREFIX.sub("", " ".join(str(exc).split())) or type(exc).__name__
+    return text if len(text) <= 300 else text[:300].rsplit(" ", 1)[0] + " …"
+
+
+def is_ort_error(exc: BaseException) -> bool:
+    """True for the exceptions onnxruntime raises (Fail, InvalidGraph, InvalidArgument, NotImplemented…)."""
+    return type(exc).__module__.startswith("onnxruntime")
+
+
+@contextlib.contextmanager
+def user_model(path: str | os.PathLike) -> Iterator[None]:
+    """Inside: onnxruntime loads or runs the user's model at ``path`` (never an emitted file): its refusal, or
+    running out of memory, is a fault of that model on this machine (exit 2, one line), not onnxpart's bug."""
+    try:
+        yield
+    except MemoryError:
+        raise UserError(f"onnxruntime ran out of memory running {os.path.basename(path)} on this machine") from None
+    except Exception as exc:
+        if not is_ort_error(exc):
+            raise
+        raise UserError(f"onnxruntime cannot run {os.path.basename(path)}: {ort_reason(exc)}") from None
+
+
+@functools.lru_cache(maxsize=None)
+def unsupported_versions(ir_version: int, opsets: tuple[tuple[str, int], ...]) -> str | None:
+    """Why onnxruntime refuses models of ``ir_version`` importing ``opsets`` (``(domain, version)`` pairs),
+    asked with a model of no node at the same versions; None when it takes them."""
+    import onnxruntime as ort
+
+    value = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])
+    probe = onnx.helper.make_model(onnx.helper.make_graph([], "probe", [value], [value]),
+                                   opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in opsets])
+    probe.ir_version = ir_version
+    try:
+        make_session(probe)
+    except Exception as exc:  # noqa: BLE001 - only onnxruntime's own refusals are answers
+        if not is_ort_error(exc):
+            raise
+        shown = ", ".join(f"{domain or 'ai.onnx'} {version}" for domain, version in opsets)
+        return f"onnxruntime {ort.__version__} refuses IR version {ir_version} with opset {shown}: {ort_reason(exc)}"
+    return None
 
 
 _NUMPY_TYPES = {
