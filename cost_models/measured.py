@@ -34,15 +34,16 @@ def measured_costs(graph: OpGraph, loaded, runs: int = 5, warmup: int = 2,
     costed dims and put median per-node times on ``graph``'s ops."""
     from onnxpart.verify import input_shapes
 
-    session = runtime.make_session(loaded.model, loaded.folder, profile=True, threads=threads)
-    feeds = runtime.random_inputs(session, seed, shapes=input_shapes(loaded, loaded.dims))
-    for _ in range(warmup):
-        session.run(None, feeds)
-    walls = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        session.run(None, feeds)
-        walls.append(time.perf_counter() - start)
+    with runtime.user_model(loaded.path):  # onnxruntime refusing the model is the model's fault: exit 2
+        session = runtime.make_session(loaded.model, loaded.folder, profile=True, threads=threads)
+        feeds = runtime.random_inputs(session, seed, shapes=input_shapes(loaded, loaded.dims))
+        for _ in range(warmup):
+            session.run(None, feeds)
+        walls = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            session.run(None, feeds)
+            walls.append(time.perf_counter() - start)
     profile_path = session.end_profiling()
     try:
         with open(profile_path) as handle:

@@ -138,10 +138,12 @@ def read_model(path: str | os.PathLike, input_shapes: Mapping[str, Sequence[int]
     nor memory grows with the weights.
     """
     path = Path(path)
+    if path.is_dir():
+        raise UserError(f"model file {path} is a folder, not a file")
     if not path.exists():
         raise UserError(f"model file {path} does not exist")
     if not path.is_file():
-        raise UserError(f"{path} is not a file")
+        raise UserError(f"model file {path} is not a regular file")
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # protobuf raises DecodeError, RuntimeWarning, ... on corrupt files

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import math
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -40,7 +41,7 @@ def session_options(*, keep_order: bool = True, profile: bool = False, threads: 
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    options.log_severity_level = 4  # fatal only: every failure reaches Python, which reports it on one line
     if keep_order:
         options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, KEEP_ORDER["graph_optimization_level"])
         options.execution_order = getattr(ort.ExecutionOrder, KEEP_ORDER["execution_order"])
@@ -125,19 +126,42 @@ _NUMPY_TYPES = {
 def random_inputs(session, seed: int = 0, shapes: Mapping[str, Sequence[int]] | None = None) -> dict[str, np.ndarray]:
     """Seeded inputs for every graph input of ``session``: standard normal floats; integers and bools are
     zeros (always valid as indices, lengths and masks). An input named in ``shapes`` has that shape; any
-    other unknown dim is 1."""
-    rng = np.random.default_rng(seed)
-    feeds = {}
+    other unknown dim is 1. Inputs that together exceed this machine's memory are refused (exit 2) before
+    anything is allocated."""
+    wanted = {}
     for arg in session.get_inputs():
         shape = list((shapes or {}).get(arg.name) or [d if isinstance(d, int) and d >= 0 else 1 for d in arg.shape])
         dtype = _NUMPY_TYPES.get(arg.type)
         if dtype is None:
-            raise ValueError(f"input {arg.name!r} has type {arg.type}, which onnxpart cannot generate")
+            raise UserError(f"graph input {arg.name!r} has type {arg.type}: onnxpart cannot generate such inputs "
+                            "to run the model")
+        wanted[arg.name] = (shape, np.dtype(dtype))
+    _refuse_oversized(wanted)
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for name, (shape, dtype) in wanted.items():
         if np.issubdtype(dtype, np.floating):
-            feeds[arg.name] = rng.standard_normal(shape).astype(dtype)
+            feeds[name] = rng.standard_normal(shape).astype(dtype)
         else:
-            feeds[arg.name] = np.zeros(shape, dtype=dtype)
+            feeds[name] = np.zeros(shape, dtype=dtype)
     return feeds
+
+
+def _refuse_oversized(wanted: Mapping[str, tuple[list[int], np.dtype]]) -> None:
+    """Refuse inputs whose making needs more than the machine's physical memory (a float input is drawn in
+    float64, then cast), naming the largest."""
+    from onnxpart.units import format_bytes
+
+    sizes = {name: math.prod(shape) * dtype.itemsize for name, (shape, dtype) in wanted.items()}
+    making = sum(size + (8 * size // dtype.itemsize if np.issubdtype(dtype, np.floating) else 0)
+                 for size, (_, dtype) in zip(sizes.values(), wanted.values()))
+    memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if making > memory:
+        name = max(sizes, key=sizes.__getitem__)
+        shape, dtype = wanted[name]
+        raise UserError(f"graph input {name!r} of shape {shape} has {math.prod(shape):,} {dtype.name} elements "
+                        f"({format_bytes(sizes[name])}); making the inputs needs {format_bytes(making)}, more than "
+                        f"this machine's {format_bytes(memory)} of memory, so onnxruntime cannot run the model here")
 
 
 def run(model, feeds: Mapping[str, np.ndarray], folder: str | os.PathLike | None = None,
