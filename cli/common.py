@@ -23,6 +23,8 @@ log = logging.getLogger("onnxpart")
 # Options shared by commands that read a model (Typer declares them per command; these are the texts).
 INPUT_SHAPE_HELP = ("Shape of a graph input (or of an internal tensor inference cannot see through): "
                     "NAME=DIMS, e.g. input_ids=1x128, or NAME=DIMS:DTYPE (repeatable).")
+FORCE_SHAPE_HELP = ("Let --input-shape replace dims the model fixes (costing only: emitted models keep the model's "
+                    "declared types, and --verify runs at them).")
 DIM_HELP = ("Fix a symbolic dim by its name for costing, e.g. batch=1 (repeatable; `inspect` lists the names). "
             "Emitted models keep it dynamic unless --freeze-dims.")
 FREEZE_HELP = "Write the --dim/--input-shape values into emitted models instead of keeping their dims symbolic."
@@ -40,6 +42,7 @@ FORMAT_HELP = ("Input format: auto (a .json file is a graph, recognised by its k
 # ---------------------------------------------------------------------------------------- the kit
 # One definition per shared option, with one meaning on every command (Typer reads ``Annotated``).
 InputShapeOpt = Annotated[Optional[list[str]], typer.Option("--input-shape", help=INPUT_SHAPE_HELP)]
+ForceShapeOpt = Annotated[bool, typer.Option("--force-shape", help=FORCE_SHAPE_HELP)]
 DimOpt = Annotated[Optional[list[str]], typer.Option("--dim", help=DIM_HELP)]
 FreezeDimsOpt = Annotated[bool, typer.Option("--freeze-dims", help=FREEZE_HELP)]
 ExternalDataOpt = Annotated[Optional[str], typer.Option("--external-data-threshold",

@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
-                                 ExternalDataOpt, ForceOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt, JsonOpt,
+                                 ExternalDataOpt, ForceOpt, ForceShapeOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt, JsonOpt,
                                  MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt,
                                  certificate_line, check_folder, console, enforce_gap, err_console, gap_limit,
                                  handle_errors, load_costed, print_json, progress_bar, result, verify_line,
@@ -35,6 +35,7 @@ def partition(
     cost: CostOpt = "analytic",
     device: DeviceOpt = "a100",
     input_shape: InputShapeOpt = None,
+    force_shape: ForceShapeOpt = False,
     dim: DimOpt = None,
     freeze_dims: FreezeDimsOpt = False,
     external_data_threshold: ExternalDataOpt = None,
@@ -72,7 +73,8 @@ def partition(
         raise UserError("pass --output/-o DIR (or --check-certificate DIR)")
 
     inst, graph, loaded = _load(model, graph_format, costs=costs, cost=cost, device=device, input_shape=input_shape,
-                                coarsen=coarsen, bandwidth=bandwidth, stage_memory=stage_memory, dim=dim)
+                                coarsen=coarsen, bandwidth=bandwidth, stage_memory=stage_memory, dim=dim,
+                                force_shape=force_shape)
     model_sha = loaded.sha256 if loaded is not None else graph.model_sha256
     if check_certificate is not None:
         _check(inst, check_certificate, model_sha, as_json)
@@ -103,14 +105,15 @@ def partition(
     enforce_gap(summary["certificate"], limit, output)
 
 
-def _load(model: Path, graph_format: str, *, costs, cost, device, input_shape, coarsen, bandwidth, stage_memory, dim):
+def _load(model: Path, graph_format: str, *, costs, cost, device, input_shape, coarsen, bandwidth, stage_memory, dim,
+          force_shape):
     """-> (Instance, OpGraph, LoadedModel or None for graph-only input)."""
     from onnxpart.partition.model import from_graph
 
     bw = parse_bandwidth(bandwidth) if bandwidth is not None else None
     memory = parse_bytes(stage_memory) if stage_memory is not None else None
     loaded = load_costed(model, fmt=graph_format, input_shape=input_shape, coarsen=coarsen, costs=costs, cost=cost,
-                         device=device, dim=dim)
+                         device=device, dim=dim, force_shape=force_shape)
     return from_graph(loaded.graph, bandwidth=bw, stage_memory=memory), loaded.graph, loaded.model
 
 

@@ -14,7 +14,7 @@ import typer
 from rich.table import Table
 
 from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
-                                 ExternalDataOpt, ForceOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt, JsonOpt,
+                                 ExternalDataOpt, ForceOpt, ForceShapeOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt, JsonOpt,
                                  MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt,
                                  check_folder, console, enforce_gap, err_console, gap_limit, handle_errors,
                                  load_costed, print_json, progress_bar, result, verify_line)
@@ -46,6 +46,7 @@ def remat(
     verify: VerifyOpt = False,
     verify_tol: VerifyTolOpt = 1e-4,
     input_shape: InputShapeOpt = None,
+    force_shape: ForceShapeOpt = False,
     dim: DimOpt = None,
     freeze_dims: FreezeDimsOpt = False,
     external_data_threshold: ExternalDataOpt = None,
@@ -79,7 +80,7 @@ def remat(
         seed=seed, include_params=include_params, deterministic=deterministic, precedence=precedence)
     with contextlib.ExitStack() as scratch:  # --ort-optimize's model and --verify's scratch folder live to the end
         loaded, prepass, options = _load(model, options, scratch, ort_optimize=ort_optimize, fmt=graph_format,
-                                         input_shape=input_shape, dim=dim, coarsen=coarsen, costs=costs, cost=cost,
+                                         input_shape=input_shape, force_shape=force_shape, dim=dim, coarsen=coarsen, costs=costs, cost=cost,
                                          device=device)
         if check_certificate is not None:
             return _check(loaded.graph, check_certificate, as_json)
@@ -106,8 +107,8 @@ def _load(model: Path, options, scratch: contextlib.ExitStack, *, ort_optimize: 
     if not ort_optimize:
         return load_costed(model, **how), None, options
     refuse_ort_optimize(model, how["costs"], how["fmt"])
-    loaded, prepass = load_ort_optimized(model, how["input_shape"], how["dim"], how["coarsen"], how["cost"],
-                                         how["device"], options.include_params, scratch)
+    loaded, prepass = load_ort_optimized(model, how["input_shape"], how["force_shape"], how["dim"], how["coarsen"],
+                                         how["cost"], how["device"], options.include_params, scratch)
     if options.budget[0] != "min":  # --budget P% is of the peak of the model the user gave
         options = dataclasses.replace(options, budget=("bytes", rm.resolve_budget(*options.budget,
                                                                                   prepass.original_peak)))

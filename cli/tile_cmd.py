@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
-                                 ExternalDataOpt, ForceOpt, FormatOpt, InputShapeOpt, JsonOpt, MaxGapOpt, OutputOpt,
+                                 ExternalDataOpt, ForceOpt, ForceShapeOpt, FormatOpt, InputShapeOpt, JsonOpt, MaxGapOpt, OutputOpt,
                                  SeedOpt, TimeLimitOpt, VerifyTolOpt, WorkersOpt, check_folder, console, enforce_gap,
                                  err_console, gap_limit, handle_errors, load_costed, print_json, progress_bar, result,
                                  verify_line)
@@ -57,6 +57,7 @@ def tile(
     cost: CostOpt = "analytic",
     device: DeviceOpt = "a100",
     input_shape: InputShapeOpt = None,
+    force_shape: ForceShapeOpt = False,
     dim: DimOpt = None,
     coarsen: CoarsenOpt = False,
     graph_format: FormatOpt = "auto",
@@ -84,9 +85,12 @@ def tile(
     else:
         if labels is not None:
             raise UserError("--labels is for matrix programs; an ONNX model's layouts are R, P and S(d)")
+        if verify and force_shape:
+            raise UserError("--verify runs the model at its own dims, and a sharding plan holds for the dims it was "
+                            "made for, which --force-shape replaced: drop one of them")
         shape = _mesh_shape(devices, mesh)
         loaded = load_costed(model, fmt=graph_format, input_shape=input_shape, coarsen=coarsen, costs=costs,
-                             cost=cost, device=device, dim=dim)
+                             cost=cost, device=device, dim=dim, force_shape=force_shape)
         if verify and loaded.model is None:
             raise UserError("--verify needs an ONNX model (graph-only input has nothing to run)")
         inst = _instance(loaded, shape, mesh_axes, mesh_bandwidth, mesh_latency, device_memory, pin)

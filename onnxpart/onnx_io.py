@@ -11,6 +11,7 @@ import hashlib
 import logging
 import os
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,10 +61,30 @@ class LoadedModel:
     def uses_external_data(self) -> bool:
         return any(external_data_helper.uses_external_data(t) for t in self.model.graph.initializer)
 
+    @functools.cached_property
+    def declared(self) -> dict[str, onnx.ValueInfoProto]:
+        """The original's graph inputs and outputs that state a tensor shape, by name."""
+        g = self.model.graph
+        return {vi.name: vi for vi in list(g.input) + list(g.output)
+                if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape")}
+
+    @property
+    def forced(self) -> bool:
+        """True when ``--force-shape`` let the hints replace dims the model fixes (costing only)."""
+        return any(getattr(hint, "force", False) for hint in self.hints.values())
+
     def value_info(self, name: str, freeze: bool = False) -> onnx.ValueInfoProto:
-        """How an emitted model declares ``name``: the original's symbolic type where known (unless
-        ``freeze``), else the concrete one; a dim symbolic inference cannot name is left unnamed."""
+        """How an emitted model declares ``name``: a graph input or output of the original exactly as the
+        original declares it (its dim names too: symbolic inference would rename a ``total_sequence``
+        ``past_sequence + sequence``); another tensor with the original's symbolic type where known, else
+        the concrete one, a dim symbolic inference cannot name left unnamed. ``freeze``: the concrete
+        dims. After ``--force-shape`` an inner tensor's dims are all left unnamed: the costed ones are not
+        those the model runs at."""
         concrete = self.types.get(name)
+        if not freeze and name in self.declared:
+            return copy_proto(self.declared[name])
+        if not freeze and self.forced and concrete is not None and concrete.elem_type:
+            return onnx.helper.make_tensor_value_info(name, concrete.elem_type, [None] * len(concrete.dims or ()))
         symbolic = None if freeze or not self.dynamic else self.emit_types.get(name)
         if symbolic is not None and (concrete is None or concrete.dims is None
                                      or len(symbolic.type.tensor_type.shape.dim) == len(concrete.dims)):
@@ -84,20 +105,24 @@ def file_sha256(path: str | os.PathLike) -> str:
 
 
 class ShapeHint(tuple):
-    """The dims of an ``--input-shape`` hint, with the element type if the user gave one (``:float16``)."""
+    """The dims of an ``--input-shape`` hint, with the element type if the user gave one (``:float16``),
+    and ``force`` (``--force-shape``): it may replace dims the model fixes."""
 
     elem_type: int = 0
+    force: bool = False
 
-    def __new__(cls, dims: Iterable[int], elem_type: int = 0) -> "ShapeHint":
+    def __new__(cls, dims: Iterable[int], elem_type: int = 0, force: bool = False) -> "ShapeHint":
         hint = super().__new__(cls, dims)
         hint.elem_type = elem_type
+        hint.force = force
         return hint
 
 
-def parse_input_shapes(specs: Iterable[str]) -> dict[str, ShapeHint]:
+def parse_input_shapes(specs: Iterable[str], force: bool = False) -> dict[str, ShapeHint]:
     """``["x=1x3x224x224", "mask=1x128:bool"]`` -> ``{"x": (1, 3, 224, 224), "mask": (1, 128) of bool}``.
 
-    The element type is needed only for an internal tensor whose producer ONNX cannot type (a custom op)."""
+    The element type is needed only for an internal tensor whose producer ONNX cannot type (a custom op);
+    ``force`` (``--force-shape``) lets the hints replace dims the model fixes."""
     shapes_ = {}
     for spec in specs:
         name, sep, text = spec.rpartition("=")
@@ -110,7 +135,7 @@ def parse_input_shapes(specs: Iterable[str]) -> dict[str, ShapeHint]:
         if not sep or not name or shape is None or any(d < 0 for d in shape) or elem_type < 0:
             raise UserError(f"cannot read --input-shape {spec!r}: use NAME=DIMS, e.g. input_ids=1x128 "
                             "(NAME=DIMS:DTYPE, e.g. :float16, for a tensor ONNX cannot type)")
-        shapes_[name] = ShapeHint(shape, elem_type)
+        shapes_[name] = ShapeHint(shape, elem_type, force)
     return shapes_
 
 
@@ -198,17 +223,11 @@ def _dims_by_name(model: onnx.ModelProto, dims: dict[str, int],
                                 f"output (inputs: {real})")
             continue
         declared = inputs[name].type.tensor_type.shape.dim
-        if len(declared) and len(declared) != len(shape):
-            example = "x".join(str(d.dim_value) if d.HasField("dim_value") else "1" for d in declared)
-            raise UserError(f"--input-shape {name}: the model says rank {len(declared)}, got {len(shape)} dims "
-                            f"(e.g. --input-shape {name}={example})")
+        shapes.check_hint(name, [d.dim_value if d.HasField("dim_value") else -1 for d in declared] or None, shape)
         for dim, value in zip(declared, shape):
-            if dim.HasField("dim_param"):
-                if dims.setdefault(dim.dim_param, int(value)) != int(value):
-                    raise UserError(f"--input-shape {name}: dim {dim.dim_param!r} is {value} here but "
-                                    f"{dims[dim.dim_param]} elsewhere")
-            elif dim.HasField("dim_value") and dim.dim_value != value:
-                raise UserError(f"--input-shape {name}: axis of size {dim.dim_value} in the model, got {value}")
+            if dim.HasField("dim_param") and dims.setdefault(dim.dim_param, int(value)) != int(value):
+                raise UserError(f"--input-shape {name}: dim {dim.dim_param!r} is {value} here but "
+                                f"{dims[dim.dim_param]} elsewhere")
     return dims
 
 

@@ -99,6 +99,21 @@ def apply_dims(graph: onnx.GraphProto, dims: Mapping[str, int]) -> None:
                 dim.dim_value = int(dims[dim.dim_param])
 
 
+def check_hint(name: str, known: Sequence[int] | None, hint: Sequence[int]) -> None:
+    """Refuse an ``--input-shape`` hint of another rank than the model's, or one that replaces a dim the
+    model fixes (``known``: -1 where free; None: rank unknown) unless it was given with ``--force-shape``."""
+    if known is None:
+        return
+    if len(known) != len(hint):
+        example = "x".join(str(d) if d >= 0 else "1" for d in known)
+        raise UserError(f"--input-shape {name}: the model says rank {len(known)}, got {len(hint)} dims "
+                        f"(e.g. --input-shape {name}={example})")
+    for axis, (fixed, value) in enumerate(zip(known, hint)):
+        if fixed >= 0 and fixed != value and not getattr(hint, "force", False):
+            raise UserError(f"--input-shape {name}: axis {axis} is {fixed} in the model, not {value}; pass "
+                            f"--force-shape to cost {name} at {value} there anyway")
+
+
 def apply_shape(vi: onnx.ValueInfoProto, shape: Sequence[int]) -> None:
     dims = vi.type.tensor_type.shape.dim
     del dims[:]
@@ -291,6 +306,7 @@ def _with_overrides(model: onnx.ModelProto, dims: Mapping[str, int],
     if internal:
         types = read_types(onnx_infer(out))
         for name, shape in internal.items():
+            check_hint(name, types[name].dims if name in types else None, shape)
             elem_type = types.get(name, ValueType(0, None)).elem_type or getattr(shape, "elem_type", 0)
             if not elem_type:
                 raise UserError(f"--input-shape {name}: ONNX type inference cannot tell the element type of "
