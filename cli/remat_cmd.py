@@ -273,9 +273,22 @@ def _summary_line(solution, cert, prepass=None) -> str:
     peaks = f"{solution.baseline.peak / scale:.1f}"
     if prepass is not None:
         peaks = f"{prepass.original_peak / scale:.1f} → {peaks} (ort-optimize)"
-    return (f"peak {peaks} → {best.profile.peak / scale:.1f} {unit} "
-            f"(budget {solution.budget / scale:.1f}), duration {100 * best.profile.tdi:+.2f}% ({proven}), "
+    line = (f"peak {peaks} → {best.profile.peak / scale:.1f} {unit} "
+            f"(budget {solution.budget / scale:.1f}), duration {100 * best.profile.tdi:+.2f}% ({proven}"
+            f"{' at this budget' if solution.budget_search else ''}), "
             f"{best.profile.recomputations} ops recomputed [{best.result.method}, {best.result.status}]")
+    return line + _budget_search_line(solution.budget_search, scale, unit)
+
+
+def _budget_search_line(search: Optional[dict], scale: float, unit: str) -> str:
+    """What ``--budget min`` proved about the budget, apart from what phase 2 proved about the duration."""
+    if search is None:
+        return ""
+    if search["status"] == "optimal":
+        return "; --budget min: no smaller budget works under the restriction (proven)"
+    return (f"; --budget min: {search['budget_bytes'] / scale:.1f} {unit} is the smallest peak found, not proven "
+            f"the smallest (proven ≥ {search['proven_min_bytes'] / scale:.1f} {unit}: the search stopped on its "
+            "time limit)")
 
 
 def _compare_table(solution) -> None:
