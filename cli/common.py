@@ -9,7 +9,7 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any, Callable, Optional, Sequence
 
 import typer
 from rich.console import Console
@@ -69,6 +69,27 @@ VerifyOpt = Annotated[bool, typer.Option("--verify", help="Run the written model
                                          "(at the costed dims and at twice each dynamic dim) against the original.")]
 VerifyTolOpt = Annotated[float, typer.Option("--verify-tol", min=0.0, help=VERIFY_TOL_HELP)]
 
+
+
+def comma_list(text: str, option: str, what: str, use: str) -> list[str]:
+    """The entries of a comma-separated option, stripped. None at all (``--method ,``) or an empty one
+    between commas (``heft,,sa``) is refused; ``what`` names an entry, ``use`` says what to give."""
+    items = [item.strip() for item in text.split(",")]
+    if not any(items):
+        raise UserError(f"no {what} given to {option}: {use}")
+    if not all(items):
+        raise UserError(f"{option} {text!r} has an empty {what} between commas: {use}")
+    return items
+
+
+def choose(text: str, option: str, known: Sequence[str], what: str = "method") -> tuple[str, ...]:
+    """A comma-separated choice among ``known`` (``--method heft,sa``): each entry known, in order, once."""
+    use = f"use {', '.join(known)}"
+    items = comma_list(text, option, what, use)
+    unknown = [item for item in items if item not in known]
+    if unknown:
+        raise UserError(f"unknown {option} {', '.join(unknown)}: {use}")
+    return tuple(dict.fromkeys(items))
 
 
 def handle_errors(command: Callable) -> Callable:

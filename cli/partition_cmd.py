@@ -14,7 +14,7 @@ from rich.table import Table
 from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
                                  ExternalDataOpt, ForceOpt, ForceShapeOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt, JsonOpt,
                                  MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt,
-                                 certificate_line, check_folder, console, enforce_gap, err_console, gap_limit,
+                                 certificate_line, check_folder, choose, console, enforce_gap, err_console, gap_limit,
                                  handle_errors, load_costed, print_json, progress_bar, result, verify_line,
                                  verify_written)
 from onnxpart.errors import UserError
@@ -120,11 +120,7 @@ def _load(model: Path, graph_format: str, *, costs, cost, device, input_shape, c
 def _bound_methods(bounds: str) -> tuple[str, ...]:
     from onnxpart.partition import BOUND_METHODS
 
-    methods = tuple(m.strip() for m in bounds.split(",") if m.strip() and m.strip() != "none")
-    unknown = [m for m in methods if m not in BOUND_METHODS]
-    if unknown:
-        raise UserError(f"unknown --bounds {', '.join(unknown)}: use {', '.join(BOUND_METHODS)} or none")
-    return methods
+    return tuple(m for m in choose(bounds, "--bounds", (*BOUND_METHODS, "none"), "bound") if m != "none")
 
 
 def _warn(inst, graph, stages: int) -> None:

@@ -16,7 +16,7 @@ from rich.table import Table
 from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
                                  ExternalDataOpt, ForceOpt, ForceShapeOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt, JsonOpt,
                                  MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt,
-                                 check_folder, console, enforce_gap, err_console, gap_limit, handle_errors,
+                                 check_folder, choose, console, enforce_gap, err_console, gap_limit, handle_errors,
                                  load_costed, print_json, progress_bar, result, verify_line)
 from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.units import byte_unit, format_bytes, format_seconds
@@ -65,7 +65,7 @@ def remat(
     from onnxpart.readers import check_format
     from onnxpart.units import parse_percent_or_bytes
 
-    methods = tuple(m.strip() for m in method.split(",") if m.strip())
+    methods = choose(method, "--method", rm.METHODS)
     methods = rm.METHODS if compare and len(methods) == 1 else methods
     if precedence not in ("literals", "reservoir"):
         raise UserError(f"unknown --precedence {precedence!r}: use literals or reservoir")

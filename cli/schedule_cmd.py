@@ -15,7 +15,7 @@ from rich.table import Table
 from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
                                  ExternalDataOpt, ForceOpt, ForceShapeOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt, JsonOpt,
                                  MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt,
-                                 certificate_line, check_folder, console, enforce_gap, gap_limit,
+                                 certificate_line, check_folder, choose, console, enforce_gap, gap_limit,
                                  handle_errors, load_costed, print_json, progress_bar, result, verify_line,
                                  verify_written)
 from onnxpart.errors import UserError
@@ -121,11 +121,7 @@ def _batch_axis(loaded, freeze: bool):
 def _methods(text: str) -> tuple[str, ...]:
     from onnxpart.schedule import METHODS
 
-    methods = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown or not methods:
-        raise UserError(f"unknown --method {', '.join(unknown) or '(none)'}: use {', '.join(METHODS)}")
-    return methods
+    return choose(text, "--method", METHODS)
 
 
 def _load(model: Path, system_path: Path, graph_format: str, *, costs, cost, device, input_shape, coarsen, dim,

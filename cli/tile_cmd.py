@@ -13,10 +13,10 @@ import typer
 from rich.table import Table
 
 from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
-                                 ExternalDataOpt, ForceOpt, ForceShapeOpt, FormatOpt, InputShapeOpt, JsonOpt, MaxGapOpt, OutputOpt,
-                                 SeedOpt, TimeLimitOpt, VerifyTolOpt, WorkersOpt, check_folder, console, enforce_gap,
-                                 err_console, gap_limit, handle_errors, load_costed, print_json, progress_bar, result,
-                                 verify_line)
+                                 ExternalDataOpt, ForceOpt, ForceShapeOpt, FormatOpt, InputShapeOpt, JsonOpt, MaxGapOpt,
+                                 OutputOpt, SeedOpt, TimeLimitOpt, VerifyTolOpt, WorkersOpt, check_folder, choose,
+                                 comma_list, console, enforce_gap, err_console, gap_limit, handle_errors, load_costed,
+                                 print_json, progress_bar, result, verify_line)
 from onnxpart.errors import UserError
 from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes
 
@@ -143,7 +143,7 @@ def _mesh_shape(devices: int, mesh: Optional[str]) -> tuple[int, ...]:
 
 def _per_axis(text: str, parse, option: str) -> list[float]:
     try:
-        return [parse(part.strip()) for part in text.split(",")]
+        return [parse(part) for part in comma_list(text, option, "value", "one value, or one per mesh axis")]
     except ValueError as exc:
         raise UserError(f"{option} {text!r}: {exc}") from None
 
@@ -158,7 +158,8 @@ def _instance(loaded, shape, mesh_axes, mesh_bandwidth, mesh_latency, device_mem
     if any(v < 0 for v in latency):
         raise UserError(f"--mesh-latency {mesh_latency}: seconds per ring step cannot be negative")
     memory = parse_bytes(device_memory) if device_memory is not None else None
-    names = [n.strip() for n in mesh_axes.split(",")] if mesh_axes else None
+    names = comma_list(mesh_axes, "--mesh-axes", "axis name", "one name per mesh axis, e.g. dp,tp") if mesh_axes \
+        else None
     constants = small_constants(loaded.model.model) if loaded.model is not None else {}
     inst = build_layout_instance(loaded.graph, shape, bandwidth, latency, memory, parse_pins(pin or [], len(shape)),
                                  constants, names)
@@ -174,13 +175,7 @@ def _instance(loaded, shape, mesh_axes, mesh_bandwidth, mesh_latency, device_mem
 
 
 def _methods(method: Optional[str], known: tuple[str, ...]) -> tuple[str, ...]:
-    if method is None:
-        return known
-    methods = tuple(m.strip() for m in method.split(",") if m.strip())
-    unknown = [m for m in methods if m not in known]
-    if unknown or not methods:
-        raise UserError(f"unknown --method {', '.join(unknown) or '(empty)'}: use {', '.join(known)}")
-    return methods
+    return known if method is None else choose(method, "--method", known)
 
 
 def _solve_and_write(inst, loaded, model_path, sha, output, force, method, time_limit, seed, workers, threshold,

@@ -91,9 +91,10 @@ def _value_infos(what: str, infos: Iterable[onnx.ValueInfoProto], known: set[int
 
 
 def _checker(path: Path) -> str | None:
-    """``onnx.checker.check_model`` by path with the full check, its message on one line."""
+    """``onnx.checker.check_model`` by path, its message on one line (its full check, strict inference, runs
+    later on the weightless skeleton at the user's dims: :func:`onnxpart.shapes.check_inference`)."""
     try:
-        onnx.checker.check_model(str(path), full_check=True)
+        onnx.checker.check_model(str(path))
     except Exception as exc:  # noqa: BLE001 - ValidationError, InferenceError, ValueError: all about the file
         return " ".join(str(exc).split())[:400] or type(exc).__name__
     return None

@@ -181,6 +181,7 @@ def read_model(path: str | os.PathLike, input_shapes: Mapping[str, Sequence[int]
     dims = _dims_by_name(model, dict(dims or {}), input_shapes or {})
     bare = shapes.skeleton(model)
     types = shapes.resolve(bare, dims, input_shapes or {})
+    shapes.check_inference(bare, dims, input_shapes or {}, types)
     loaded = LoadedModel(path=path, model=model, sha256=file_sha256(path), types=types, dims=dims,
                          emit_types={}, hints=dict(input_shapes or {}))
     if loaded.dynamic:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -254,6 +255,42 @@ def resolve(model: onnx.ModelProto, dims: Mapping[str, int] | None = None,
         if symbolic is not None:
             _merge(known, read_types(symbolic))
     return known
+
+
+def check_inference(model: onnx.ModelProto, dims: Mapping[str, int], input_shapes: Mapping[str, Sequence[int]],
+                    types: Mapping[str, ValueType]) -> None:
+    """The full check of ``onnx.checker`` — strict ONNX type and shape inference, which holds every op to
+    its schema's type constraints and shape rules — on ``model`` (a :func:`skeleton`) at the ``dims`` and
+    graph-input ``input_shapes`` given, so a MatMul whose inner dims disagree only once ``--dim`` fixes
+    them is refused too. The error names the node and its inputs' types (``types``: as resolved). With
+    ``--force-shape`` the model is checked as it is written: forced dims may contradict its declarations."""
+    forced = any(getattr(shape, "force", False) for shape in input_shapes.values())
+    inputs = {vi.name for vi in model.graph.input}
+    given = {} if forced else {name: shape for name, shape in input_shapes.items() if name in inputs}
+    try:
+        shape_inference.infer_shapes(_with_overrides(model, dims, given), check_type=True, strict_mode=True)
+    except shape_inference.InferenceError as exc:
+        raise UserError(_inference_refusal(str(exc), model, types)) from None
+
+
+#: how strict inference names the node it refuses: ``(op_type:MatMul, node name: mm): reason``
+_REFUSED_NODE = re.compile(r"\(op_type:([^,]*), node name: ([^)]*)\): (?:\[\w+\] )?(.*)")
+
+
+def _inference_refusal(error: str, model: onnx.ModelProto, types: Mapping[str, ValueType]) -> str:
+    """One line for a strict-inference error: the node, its inputs' element types and shapes, the reason."""
+    from onnxpart.graph import dtype_name
+
+    text = " ".join(error.split())
+    found = _REFUSED_NODE.search(text)
+    node = next((n for n in model.graph.node if found and n.name == found.group(2)), None)
+    if node is None:
+        return f"ONNX inference refuses the model: {text[:300]}"
+    op, reason = found.group(1), found.group(3)
+    shown = ", ".join(f"{name} {dtype_name(types[name].elem_type)}{list(types[name].dims or [])}"
+                      if name in types else name for name in node.input if name)
+    what = "types are not allowed" if "type" in reason.lower() and "dimension" not in reason.lower() else "shapes disagree"
+    return f"the input {what} at node {node.name!r} ({op}): {shown}: {reason[:200]}"
 
 
 def symbolic_value_infos(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
