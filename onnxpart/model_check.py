@@ -5,18 +5,18 @@ files that fail ``onnx.checker`` (or onnxruntime) later. :func:`check_model` ref
 naming the tensor or node:
 
 * versions: an IR version or an opset (ONNX domains) beyond what the installed onnx knows, or that
-  onnxruntime refuses (asked with a one-node model at the same versions: it reads no weight);
+  onnxruntime refuses (asked with a model of no node at the same versions: it reads no weight);
 * no graph outputs; an element type that is undefined or not an ONNX type (graph inputs, outputs,
   initializers); a negative dim;
-* everything ``onnx.checker.check_model`` finds, by path (no protobuf size limit; external data is
-  located, never read) with ``full_check``: strict type and shape inference, which checks every op's
-  inputs against its schema's type constraints (``Relu`` on complex64) and its shapes (a MatMul whose
-  inner dims differ), besides duplicate writers of a tensor (SSA), a graph output nothing produces,
-  ``raw_data`` shorter than its tensor and ops unknown to the default domain.
+* everything ``onnx.checker.check_model`` finds by path (no protobuf size limit; external data is
+  located, never read): duplicate writers of a tensor (SSA), a graph output nothing produces,
+  ``raw_data`` or typed data shorter than its tensor, ops unknown to the default domain.
 
-The full check costs about one ONNX shape inference pass (0.18 s on a 50,000-node graph, 0.45 s on a
-400 MB file of inline weights), less than the resolution in :mod:`onnxpart.shapes` that follows, so it
-always runs. External data is checked apart (:func:`onnxpart.onnx_io.check_external_data`).
+The checker's full check — strict type and shape inference, which holds every op to its schema's type
+constraints (``Relu`` on complex64) and shape rules (a MatMul whose inner dims differ) — runs once the
+user's dims are known, on the weightless skeleton (:func:`onnxpart.shapes.check_inference`): it costs
+one ONNX inference pass (0.18 s on a 50,000-node graph), so it always runs. External data is checked
+apart (:func:`onnxpart.onnx_io.check_external_data`).
 """
 
 from __future__ import annotations
