@@ -330,7 +330,9 @@ def _all_static(names: set[str], known: Mapping[str, ValueType]) -> bool:
 
 def _with_overrides(model: onnx.ModelProto, dims: Mapping[str, int],
                     input_shapes: Mapping[str, Sequence[int]]) -> onnx.ModelProto:
-    """A copy with ``dims`` and ``input_shapes`` applied; internal hints typed by ONNX inference."""
+    """A copy with ``dims`` and ``input_shapes`` applied; internal hints typed by ONNX inference. Hints given
+    with ``--force-shape`` may contradict the dims the model declares for other tensors: those (graph
+    outputs, value_info) are dropped, to be inferred again from the forced ones."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
     g = out.graph
@@ -340,6 +342,9 @@ def _with_overrides(model: onnx.ModelProto, dims: Mapping[str, int],
     for name, shape in input_shapes.items():
         if name in inputs:
             apply_shape(inputs[name], shape)
+    if any(getattr(shape, "force", False) for shape in input_shapes.values()):
+        for vi in list(g.output) + list(g.value_info):
+            vi.type.tensor_type.ClearField("shape")
     if internal:
         types = read_types(onnx_infer(out))
         for name, shape in internal.items():
