@@ -71,7 +71,7 @@ class LoadedModel:
     @property
     def forced(self) -> bool:
         """True when ``--force-shape`` let the hints replace dims the model fixes (costing only)."""
-        return any(getattr(hint, "force", False) for hint in self.hints.values())
+        return shapes.forced(self.hints)
 
     def value_info(self, name: str, freeze: bool = False) -> onnx.ValueInfoProto:
         """How an emitted model declares ``name``: a graph input or output of the original exactly as the

@@ -64,6 +64,8 @@ def run_basic_optimizer(source: Path, target: Path) -> None:
     """Let onnxruntime (CPU provider) optimize ``source`` at the BASIC level and save it as ``target``."""
     import onnxruntime as ort
 
+    from onnxpart.runtime import ort_reason
+
     options = ort.SessionOptions()
     options.log_severity_level = 3
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
@@ -74,8 +76,7 @@ def run_basic_optimizer(source: Path, target: Path) -> None:
     try:
         ort.InferenceSession(str(source), sess_options=options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph/NotImplemented types
-        first_line = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"--ort-optimize: onnxruntime cannot load {source} ({first_line})") from None
+        raise UserError(f"--ort-optimize: onnxruntime cannot load {source} ({ort_reason(exc)})") from None
 
 
 def node_domains(model: onnx.ModelProto) -> dict[str, set[str]]:

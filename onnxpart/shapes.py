@@ -100,6 +100,11 @@ def apply_dims(graph: onnx.GraphProto, dims: Mapping[str, int]) -> None:
                 dim.dim_value = int(dims[dim.dim_param])
 
 
+def forced(input_shapes: Mapping[str, Sequence[int]]) -> bool:
+    """True when the hints came with ``--force-shape``: they may replace dims the model fixes."""
+    return any(getattr(shape, "force", False) for shape in input_shapes.values())
+
+
 def check_hint(name: str, known: Sequence[int] | None, hint: Sequence[int]) -> None:
     """Refuse an ``--input-shape`` hint of another rank than the model's, or one that replaces a dim the
     model fixes (``known``: -1 where free; None: rank unknown) unless it was given with ``--force-shape``."""
@@ -264,9 +269,8 @@ def check_inference(model: onnx.ModelProto, dims: Mapping[str, int], input_shape
     graph-input ``input_shapes`` given, so a MatMul whose inner dims disagree only once ``--dim`` fixes
     them is refused too. The error names the node and its inputs' types (``types``: as resolved). With
     ``--force-shape`` the model is checked as it is written: forced dims may contradict its declarations."""
-    forced = any(getattr(shape, "force", False) for shape in input_shapes.values())
     inputs = {vi.name for vi in model.graph.input}
-    given = {} if forced else {name: shape for name, shape in input_shapes.items() if name in inputs}
+    given = {} if forced(input_shapes) else {name: shape for name, shape in input_shapes.items() if name in inputs}
     try:
         shape_inference.infer_shapes(_with_overrides(model, dims, given), check_type=True, strict_mode=True)
     except shape_inference.InferenceError as exc:
@@ -289,8 +293,10 @@ def _inference_refusal(error: str, model: onnx.ModelProto, types: Mapping[str, V
     op, reason = found.group(1), found.group(3)
     shown = ", ".join(f"{name} {dtype_name(types[name].elem_type)}{list(types[name].dims or [])}"
                       if name in types else name for name in node.input if name)
-    what = "types are not allowed" if "type" in reason.lower() and "dimension" not in reason.lower() else "shapes disagree"
-    return f"the input {what} at node {node.name!r} ({op}): {shown}: {reason[:200]}"
+    words = reason.lower()
+    about_types = "type" in words and "shape" not in words and "dimension" not in words
+    return (f"the input {'types are not allowed' if about_types else 'shapes disagree'} at node {node.name!r} "
+            f"({op}): {shown}: {reason[:200]}")
 
 
 def symbolic_value_infos(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
@@ -342,7 +348,7 @@ def _with_overrides(model: onnx.ModelProto, dims: Mapping[str, int],
     for name, shape in input_shapes.items():
         if name in inputs:
             apply_shape(inputs[name], shape)
-    if any(getattr(shape, "force", False) for shape in input_shapes.values()):
+    if forced(input_shapes):
         for vi in list(g.output) + list(g.value_info):
             vi.type.tensor_type.ClearField("shape")
     if internal:
