@@ -106,7 +106,7 @@ def partition(
 
 
 def _load(model: Path, graph_format: str, *, costs, cost, device, input_shape, coarsen, bandwidth, stage_memory, dim,
-          force_shape):
+          force_shape=False):
     """-> (Instance, OpGraph, LoadedModel or None for graph-only input)."""
     from onnxpart.partition.model import from_graph
 

@@ -125,7 +125,7 @@ def _methods(text: str) -> tuple[str, ...]:
 
 
 def _load(model: Path, system_path: Path, graph_format: str, *, costs, cost, device, input_shape, coarsen, dim,
-          force_shape):
+          force_shape=False):
     """-> (Instance, OpGraph, LoadedModel or None for graph-only input). The system file is read first,
     so a bad one is reported before any costing."""
     from onnxpart.schedule.model import from_graph, load_system, recorded_cost_fn, table_cost_fn
