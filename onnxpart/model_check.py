@@ -7,7 +7,7 @@ naming the tensor or node:
 * versions: an IR version or an opset (ONNX domains) beyond what the installed onnx knows, or that
   onnxruntime refuses (asked with a model of no node at the same versions: it reads no weight);
 * no graph outputs; an element type that is undefined or not an ONNX type (graph inputs, outputs,
-  initializers); a negative dim;
+  initializers); a graph input or output with no shape; a negative dim;
 * everything ``onnx.checker.check_model`` finds by path (no protobuf size limit; external data is
   located, never read): duplicate writers of a tensor (SSA), a graph output nothing produces,
   ``raw_data`` or typed data shorter than its tensor, ops unknown to the default domain.
@@ -56,7 +56,8 @@ def _versions(model: onnx.ModelProto) -> str | None:
 
 
 def _declared_types(graph: onnx.GraphProto) -> str | None:
-    """No outputs; undefined or unknown element types; negative dims (the checker lets these through)."""
+    """No outputs; undefined or unknown element types; negative dims (the checker lets these through); graph
+    inputs and outputs with no shape (the checker refuses them without naming them)."""
     if not graph.output:
         return "the graph has no outputs: nothing to compute"
     known = set(onnx.TensorProto.DataType.values()) - {onnx.TensorProto.UNDEFINED}
@@ -74,8 +75,8 @@ def _declared_types(graph: onnx.GraphProto) -> str | None:
 
 
 def _value_infos(what: str, infos: Iterable[onnx.ValueInfoProto], known: set[int], typed: bool) -> str | None:
-    """The first bad element type or negative dim of ``infos``; ``typed``: an element type is required (a
-    value_info, an annotation, may leave it out)."""
+    """The first bad element type, missing shape or negative dim of ``infos``; ``typed``: an element type and
+    a shape are required (a value_info, an annotation, may leave them out)."""
     for vi in infos:
         if not vi.type.HasField("tensor_type"):
             continue  # sequences, maps, optionals: the checker's
@@ -84,6 +85,9 @@ def _value_infos(what: str, infos: Iterable[onnx.ValueInfoProto], known: set[int
             kind = ("no element type (UNDEFINED)" if not tt.elem_type
                     else f"element type {tt.elem_type}, which is not an ONNX type")
             return f"{what} {vi.name!r} has {kind}"
+        if typed and not tt.HasField("shape"):
+            return (f"{what} {vi.name!r} declares no shape (onnx.checker requires one: its rank, with a name for "
+                    "each dim that is not fixed)")
         for axis, dim in enumerate(tt.shape.dim):
             if dim.HasField("dim_value") and dim.dim_value < 0:
                 return f"{what} {vi.name!r} has dim {dim.dim_value} on axis {axis}: a dim is a size ≥ 0 or a name"

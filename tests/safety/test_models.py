@@ -80,6 +80,8 @@ INVALID = {
     "relu-on-complex64": (lambda: (_typed(TensorProto.COMPLEX64), {}), "complex64"),
     "undefined-element-type": (lambda: (_typed(TensorProto.UNDEFINED), {}), "'x' has no element type"),
     "negative-dim": (lambda: (_typed(TensorProto.FLOAT, (2, -3)), {}), "dim -3"),
+    "output-without-shape": (lambda: (_model([_relu()], outputs=[helper.make_tensor_value_info(
+        "y", TensorProto.FLOAT, None)]), {}), "'y' declares no shape"),
     "ir-version-99": (lambda: (_model([_relu()], ir=99), {}), "IR version 99"),
     "opset-99": (lambda: (_model([_relu()], opset=99), {}), "opset 99"),
     "unknown-op": (lambda: (_model([_relu("mystery", "Frobnicate")]), {}), "Frobnicate"),

@@ -44,7 +44,8 @@ def one_node(folder: Path, op_type: str, inputs: list, attrs: dict | None = None
     graph = helper.make_graph([node], op_type.lower(), graph_inputs,
                               [helper.make_tensor_value_info(o, out_type, None) for o in outs], inits)
     path = folder / f"{op_type.lower()}_{next(_counter)}.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), str(path))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.save(onnx.shape_inference.infer_shapes(model), str(path))  # the outputs' shapes: onnx.checker needs them
     return path
 
 
