@@ -8,8 +8,8 @@ from typing import Optional
 
 import typer
 
-from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, DEVICE_HELP, INPUT_SHAPE_HELP, DIM_HELP, ForceShapeOpt, console, handle_errors,
-                                 load_costed, print_json)
+from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, DEVICE_HELP, INPUT_SHAPE_HELP, DIM_HELP, ForceShapeOpt,
+                                 console, handle_errors, load_costed, print_json)
 from onnxpart.errors import UserError
 from onnxpart.units import format_seconds
 

@@ -14,8 +14,9 @@ import typer
 from rich.table import Table
 
 from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
-                                 ExternalDataOpt, ForceOpt, ForceShapeOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt, JsonOpt,
-                                 MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt,
+                                 ExternalDataOpt, ForceOpt, ForceShapeOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt,
+                                 JsonOpt, MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt,
+                                 WorkersOpt,
                                  check_folder, choose, console, enforce_gap, err_console, gap_limit, handle_errors,
                                  load_costed, print_json, progress_bar, result, verify_line)
 from onnxpart.errors import InfeasibleError, UserError
@@ -80,8 +81,8 @@ def remat(
         seed=seed, include_params=include_params, deterministic=deterministic, precedence=precedence)
     with contextlib.ExitStack() as scratch:  # --ort-optimize's model and --verify's scratch folder live to the end
         loaded, prepass, options = _load(model, options, scratch, ort_optimize=ort_optimize, fmt=graph_format,
-                                         input_shape=input_shape, force_shape=force_shape, dim=dim, coarsen=coarsen, costs=costs, cost=cost,
-                                         device=device)
+                                         input_shape=input_shape, force_shape=force_shape, dim=dim, coarsen=coarsen,
+                                         costs=costs, cost=cost, device=device)
         if check_certificate is not None:
             return _check(loaded.graph, check_certificate, as_json)
         if verify and loaded.model is None:
