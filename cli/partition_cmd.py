@@ -11,10 +11,9 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
-                                 ExternalDataOpt, ForceOpt, ForceShapeOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt,
-                                 JsonOpt, MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt,
-                                 WorkersOpt,
+from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt, ExternalDataOpt,
+                                 ForceOpt, ForceShapeOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt, JsonOpt, MaxGapOpt,
+                                 OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt,
                                  certificate_line, check_folder, choose, console, enforce_gap, err_console, gap_limit,
                                  handle_errors, load_costed, print_json, progress_bar, result, verify_line,
                                  verify_written)

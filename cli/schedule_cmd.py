@@ -12,13 +12,11 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
-                                 ExternalDataOpt, ForceOpt, ForceShapeOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt,
-                                 JsonOpt, MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt,
-                                 WorkersOpt,
-                                 certificate_line, check_folder, choose, console, enforce_gap, gap_limit,
-                                 handle_errors, load_costed, print_json, progress_bar, result, verify_line,
-                                 verify_written)
+from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt, ExternalDataOpt,
+                                 ForceOpt, ForceShapeOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt, JsonOpt, MaxGapOpt,
+                                 OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt,
+                                 certificate_line, check_folder, choose, console, enforce_gap, gap_limit, handle_errors,
+                                 load_costed, print_json, progress_bar, result, verify_line, verify_written)
 from onnxpart.errors import UserError
 from onnxpart.units import format_bytes, format_seconds
 
