@@ -8,8 +8,8 @@ from typing import Optional
 
 import typer
 
-from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, DEVICE_HELP, INPUT_SHAPE_HELP, DIM_HELP, CleanOpt, console,
-                                 handle_errors, load_costed, print_json)
+from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, CleanOpt, DEVICE_HELP, DIM_HELP, ForceShapeOpt,
+                                 INPUT_SHAPE_HELP, console, handle_errors, load_costed, print_json)
 from onnxpart.errors import UserError
 from onnxpart.units import format_seconds
 
@@ -21,6 +21,7 @@ def annotate(
     cost: str = typer.Option("analytic", "--cost", help=COST_HELP),
     device: str = typer.Option("a100", "--device", help=DEVICE_HELP),
     input_shape: Optional[list[str]] = typer.Option(None, "--input-shape", help=INPUT_SHAPE_HELP),
+    force_shape: ForceShapeOpt = False,
     dim: Optional[list[str]] = typer.Option(None, "--dim", help=DIM_HELP),
     coarsen: bool = typer.Option(False, "--coarsen", help=COARSEN_HELP),
     runs: int = typer.Option(5, "--runs", min=1, help="Profiled runs for --cost measured (median per node)."),
@@ -40,7 +41,7 @@ def annotate(
     if batch is not None:
         dim = _batch_dims(model, dim or [], batch)
     loaded = load_costed(model, input_shape=input_shape, coarsen=coarsen, cost=cost, device=device, runs=runs, dim=dim,
-                         need_model=True)
+                         need_model=True, force_shape=force_shape)
     check_file(output, run_reads(model, loaded.model, device=device), force, clean, SCHEMA)
     graph = loaded.graph
     extra: dict = {"batch": batch or 1}

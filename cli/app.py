@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import sys
 
 import typer
+from rich.markup import escape
 
 from onnxpart.cli import annotate_cmd, inspect_cmd, partition_cmd, remat_cmd, schedule_cmd, sweep_cmd, tile_cmd
 from onnxpart.cli.common import err_console
@@ -12,7 +14,7 @@ from onnxpart.cli.common import err_console
 app = typer.Typer(
     name="onnxpart",
     help="Partition, schedule, rematerialize and tile ONNX models — each result with a certified lower bound.",
-    no_args_is_help=True,
+    no_args_is_help=False,  # no argument at all is a usage error like any other: one line (main)
     add_completion=False,
     pretty_exceptions_show_locals=False,
 )
@@ -36,11 +38,31 @@ app.command("sweep")(sweep_cmd.sweep)
 
 
 def main() -> None:
-    """The ``onnxpart`` command: SIGINT and SIGTERM stop it cleanly (:mod:`onnxpart.interrupts`)."""
+    """The ``onnxpart`` command. SIGINT and SIGTERM stop it cleanly (:mod:`onnxpart.interrupts`). A usage
+    mistake — an unknown option or command, a missing or extra argument, no argument at all — is one
+    ``error:`` line on stderr and exit 2, like every other bad input (click's "did you mean" hint kept in
+    it); ``--help`` keeps its rich page."""
+    from typer._click.exceptions import Abort, ClickException  # typer ≥ 0.29 ships click inside itself
+
     from onnxpart import interrupts
 
     interrupts.install()
-    app()
+    try:
+        code = app(prog_name="onnxpart", standalone_mode=False)
+    except ClickException as exc:
+        err_console.print(f"[bold red]error:[/] {escape(usage_message(exc))}", highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except Abort as exc:  # a signal click caught outside a command (while it parsed the options)
+        err_console.print("[yellow]interrupted:[/] nothing written", highlight=False)
+        sys.exit(interrupts.exit_code(exc.__cause__) if isinstance(exc.__cause__, KeyboardInterrupt) else 130)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def usage_message(exc) -> str:
+    """One line for a click usage error: the command it concerns, click's message with its hint, where
+    help is."""
+    where = exc.ctx.command_path if getattr(exc, "ctx", None) is not None else "onnxpart"
+    return f"{where}: {' '.join(exc.format_message().split())} (see {where} --help)"
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any, Callable, Optional, Sequence
 
 import typer
 from rich.console import Console
@@ -24,6 +24,8 @@ log = logging.getLogger("onnxpart")
 # Options shared by commands that read a model (Typer declares them per command; these are the texts).
 INPUT_SHAPE_HELP = ("Shape of a graph input (or of an internal tensor inference cannot see through): "
                     "NAME=DIMS, e.g. input_ids=1x128, or NAME=DIMS:DTYPE (repeatable).")
+FORCE_SHAPE_HELP = ("Let --input-shape replace dims the model fixes (costing only: emitted models keep the model's "
+                    "declared types, and --verify runs at them).")
 DIM_HELP = ("Fix a symbolic dim by its name for costing, e.g. batch=1 (repeatable; `inspect` lists the names). "
             "Emitted models keep it dynamic unless --freeze-dims.")
 FREEZE_HELP = "Write the --dim/--input-shape values into emitted models instead of keeping their dims symbolic."
@@ -41,6 +43,7 @@ FORMAT_HELP = ("Input format: auto (a .json file is a graph, recognised by its k
 # ---------------------------------------------------------------------------------------- the kit
 # One definition per shared option, with one meaning on every command (Typer reads ``Annotated``).
 InputShapeOpt = Annotated[Optional[list[str]], typer.Option("--input-shape", help=INPUT_SHAPE_HELP)]
+ForceShapeOpt = Annotated[bool, typer.Option("--force-shape", help=FORCE_SHAPE_HELP)]
 DimOpt = Annotated[Optional[list[str]], typer.Option("--dim", help=DIM_HELP)]
 FreezeDimsOpt = Annotated[bool, typer.Option("--freeze-dims", help=FREEZE_HELP)]
 ExternalDataOpt = Annotated[Optional[str], typer.Option("--external-data-threshold",
@@ -72,6 +75,27 @@ VerifyOpt = Annotated[bool, typer.Option("--verify", help="Run the written model
                                          "(at the costed dims and at twice each dynamic dim) against the original.")]
 VerifyTolOpt = Annotated[float, typer.Option("--verify-tol", min=0.0, help=VERIFY_TOL_HELP)]
 
+
+
+def comma_list(text: str, option: str, what: str, use: str) -> list[str]:
+    """The entries of a comma-separated option, stripped. None at all (``--method ,``) or an empty one
+    between commas (``heft,,sa``) is refused; ``what`` names an entry, ``use`` says what to give."""
+    items = [item.strip() for item in text.split(",")]
+    if not any(items):
+        raise UserError(f"no {what} given to {option}: {use}")
+    if not all(items):
+        raise UserError(f"{option} {text!r} has an empty {what} between commas: {use}")
+    return items
+
+
+def choose(text: str, option: str, known: Sequence[str], what: str = "method") -> tuple[str, ...]:
+    """A comma-separated choice among ``known`` (``--method heft,sa``): each entry known, in order, once."""
+    use = f"use {', '.join(known)}"
+    items = comma_list(text, option, what, use)
+    unknown = [item for item in items if item not in known]
+    if unknown:
+        raise UserError(f"unknown {option} {', '.join(unknown)}: {use}")
+    return tuple(dict.fromkeys(items))
 
 
 def handle_errors(command: Callable) -> Callable:

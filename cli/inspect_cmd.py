@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, COSTS_HELP, DEVICE_HELP, DIM_HELP, INPUT_SHAPE_HELP,
-                                 console, handle_errors, load_costed, print_json)
+                                 ForceShapeOpt, console, handle_errors, load_costed, print_json)
 from onnxpart.units import format_bytes, format_flops, format_seconds
 
 
@@ -18,6 +18,7 @@ from onnxpart.units import format_bytes, format_flops, format_seconds
 def inspect(
     model: Path = typer.Argument(..., help="ONNX model (or a costs.json graph)."),
     input_shape: Optional[list[str]] = typer.Option(None, "--input-shape", help=INPUT_SHAPE_HELP),
+    force_shape: ForceShapeOpt = False,
     dim: Optional[list[str]] = typer.Option(None, "--dim", help=DIM_HELP),
     cost: str = typer.Option("analytic", "--cost", help=COST_HELP),
     device: str = typer.Option("a100", "--device", help=DEVICE_HELP),
@@ -32,7 +33,7 @@ def inspect(
     from onnxpart.shapes import symbolic_dims
 
     loaded = load_costed(model, input_shape=input_shape, coarsen=coarsen, costs=costs, cost=cost, device=device,
-                         dim=dim)
+                         dim=dim, force_shape=force_shape)
     summary = summarize(loaded.graph, top=top)
     summary["model"] = str(model)
     if loaded.model is not None:

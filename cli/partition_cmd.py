@@ -12,11 +12,11 @@ import typer
 from rich.table import Table
 
 from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
-                                 ExternalDataOpt, ForceOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt, JsonOpt,
-                                 MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt,
-                                 certificate_line, check_folder, console, enforce_gap, err_console, gap_limit,
-                                 handle_errors, load_costed, print_json, progress_bar, result, verify_line,
-                                 verify_written)
+                                 ExternalDataOpt, ForceOpt, ForceShapeOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt,
+                                 JsonOpt, MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt,
+                                 WorkersOpt, certificate_line, check_folder, choose, console, enforce_gap,
+                                 err_console, gap_limit, handle_errors, load_costed, print_json, progress_bar, result,
+                                 verify_line, verify_written)
 from onnxpart.errors import UserError
 from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes
 
@@ -35,6 +35,7 @@ def partition(
     cost: CostOpt = "analytic",
     device: DeviceOpt = "a100",
     input_shape: InputShapeOpt = None,
+    force_shape: ForceShapeOpt = False,
     dim: DimOpt = None,
     freeze_dims: FreezeDimsOpt = False,
     external_data_threshold: ExternalDataOpt = None,
@@ -73,7 +74,8 @@ def partition(
         raise UserError("pass --output/-o DIR (or --check-certificate DIR)")
 
     inst, graph, loaded = _load(model, graph_format, costs=costs, cost=cost, device=device, input_shape=input_shape,
-                                coarsen=coarsen, bandwidth=bandwidth, stage_memory=stage_memory, dim=dim)
+                                coarsen=coarsen, bandwidth=bandwidth, stage_memory=stage_memory, dim=dim,
+                                force_shape=force_shape)
     model_sha = loaded.sha256 if loaded is not None else graph.model_sha256
     if check_certificate is not None:
         _check(inst, graph, check_certificate, model_sha, loaded is not None, as_json)
@@ -105,25 +107,22 @@ def partition(
     enforce_gap(summary["certificate"], limit, output)
 
 
-def _load(model: Path, graph_format: str, *, costs, cost, device, input_shape, coarsen, bandwidth, stage_memory, dim):
+def _load(model: Path, graph_format: str, *, costs, cost, device, input_shape, coarsen, bandwidth, stage_memory, dim,
+          force_shape=False):
     """-> (Instance, OpGraph, LoadedModel or None for graph-only input)."""
     from onnxpart.partition.model import from_graph
 
     bw = parse_bandwidth(bandwidth) if bandwidth is not None else None
     memory = parse_bytes(stage_memory) if stage_memory is not None else None
     loaded = load_costed(model, fmt=graph_format, input_shape=input_shape, coarsen=coarsen, costs=costs, cost=cost,
-                         device=device, dim=dim)
+                         device=device, dim=dim, force_shape=force_shape)
     return from_graph(loaded.graph, bandwidth=bw, stage_memory=memory), loaded.graph, loaded.model
 
 
 def _bound_methods(bounds: str) -> tuple[str, ...]:
     from onnxpart.partition import BOUND_METHODS
 
-    methods = tuple(m.strip() for m in bounds.split(",") if m.strip() and m.strip() != "none")
-    unknown = [m for m in methods if m not in BOUND_METHODS]
-    if unknown:
-        raise UserError(f"unknown --bounds {', '.join(unknown)}: use {', '.join(BOUND_METHODS)} or none")
-    return methods
+    return tuple(m for m in choose(bounds, "--bounds", (*BOUND_METHODS, "none"), "bound") if m != "none")
 
 
 def _warn(inst, graph, stages: int) -> None:

@@ -14,10 +14,10 @@ import typer
 from rich.table import Table
 
 from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
-                                 ExternalDataOpt, ForceOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt, JsonOpt,
-                                 MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt,
-                                 check_folder, console, enforce_gap, err_console, gap_limit, handle_errors,
-                                 load_costed, print_json, progress_bar, result, verify_line)
+                                 ExternalDataOpt, ForceOpt, ForceShapeOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt,
+                                 JsonOpt, MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt,
+                                 WorkersOpt, check_folder, choose, console, enforce_gap, err_console, gap_limit,
+                                 handle_errors, load_costed, print_json, progress_bar, result, verify_line)
 from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.units import byte_unit, format_bytes, format_seconds
 
@@ -47,6 +47,7 @@ def remat(
     verify: VerifyOpt = False,
     verify_tol: VerifyTolOpt = 1e-4,
     input_shape: InputShapeOpt = None,
+    force_shape: ForceShapeOpt = False,
     dim: DimOpt = None,
     freeze_dims: FreezeDimsOpt = False,
     external_data_threshold: ExternalDataOpt = None,
@@ -66,7 +67,7 @@ def remat(
     from onnxpart.readers import check_format
     from onnxpart.units import parse_percent_or_bytes
 
-    methods = tuple(m.strip() for m in method.split(",") if m.strip())
+    methods = choose(method, "--method", rm.METHODS)
     methods = rm.METHODS if compare and len(methods) == 1 else methods
     if precedence not in ("literals", "reservoir"):
         raise UserError(f"unknown --precedence {precedence!r}: use literals or reservoir")
@@ -81,8 +82,8 @@ def remat(
         seed=seed, include_params=include_params, deterministic=deterministic, precedence=precedence)
     with contextlib.ExitStack() as scratch:  # --ort-optimize's model and --verify's scratch folder live to the end
         loaded, prepass, options = _load(model, options, scratch, ort_optimize=ort_optimize, fmt=graph_format,
-                                         input_shape=input_shape, dim=dim, coarsen=coarsen, costs=costs, cost=cost,
-                                         device=device)
+                                         input_shape=input_shape, force_shape=force_shape, dim=dim, coarsen=coarsen,
+                                         costs=costs, cost=cost, device=device)
         if check_certificate is not None:
             return _check(loaded.graph, check_certificate, as_json)
         if verify and loaded.model is None:
@@ -110,8 +111,8 @@ def _load(model: Path, options, scratch: contextlib.ExitStack, *, ort_optimize: 
     if not ort_optimize:
         return load_costed(model, **how), None, options
     refuse_ort_optimize(model, how["costs"], how["fmt"])
-    loaded, prepass = load_ort_optimized(model, how["input_shape"], how["dim"], how["coarsen"], how["cost"],
-                                         how["device"], options.include_params, scratch)
+    loaded, prepass = load_ort_optimized(model, how["input_shape"], how["force_shape"], how["dim"], how["coarsen"],
+                                         how["cost"], how["device"], options.include_params, scratch)
     if options.budget[0] != "min":  # --budget P% is of the peak of the model the user gave
         options = dataclasses.replace(options, budget=("bytes", rm.resolve_budget(*options.budget,
                                                                                   prepass.original_peak)))
@@ -280,9 +281,22 @@ def _summary_line(solution, cert, prepass=None) -> str:
     peaks = f"{solution.baseline.peak / scale:.1f}"
     if prepass is not None:
         peaks = f"{prepass.original_peak / scale:.1f} → {peaks} (ort-optimize)"
-    return (f"peak {peaks} → {best.profile.peak / scale:.1f} {unit} "
-            f"(budget {solution.budget / scale:.1f}), duration {100 * best.profile.tdi:+.2f}% ({proven}), "
+    line = (f"peak {peaks} → {best.profile.peak / scale:.1f} {unit} "
+            f"(budget {solution.budget / scale:.1f}), duration {100 * best.profile.tdi:+.2f}% ({proven}"
+            f"{' at this budget' if solution.budget_search else ''}), "
             f"{best.profile.recomputations} ops recomputed [{best.result.method}, {best.result.status}]")
+    return line + _budget_search_line(solution.budget_search, scale, unit)
+
+
+def _budget_search_line(search: Optional[dict], scale: float, unit: str) -> str:
+    """What ``--budget min`` proved about the budget, apart from what phase 2 proved about the duration."""
+    if search is None:
+        return ""
+    if search["status"] == "optimal":
+        return "; --budget min: no smaller budget works under the restriction (proven)"
+    return (f"; --budget min: {search['budget_bytes'] / scale:.1f} {unit} is the smallest peak found, not proven "
+            f"the smallest (proven ≥ {search['proven_min_bytes'] / scale:.1f} {unit}: the search stopped on its "
+            "time limit)")
 
 
 def _compare_table(solution) -> None:

@@ -13,9 +13,9 @@ import typer
 from rich.table import Table
 
 from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
-                                 ExternalDataOpt, ForceOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt, JsonOpt,
-                                 MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt,
-                                 certificate_line, check_folder, console, enforce_gap, gap_limit,
+                                 ExternalDataOpt, ForceOpt, ForceShapeOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt,
+                                 JsonOpt, MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt,
+                                 WorkersOpt, certificate_line, check_folder, choose, console, enforce_gap, gap_limit,
                                  handle_errors, load_costed, print_json, progress_bar, result, verify_line,
                                  verify_written)
 from onnxpart.errors import UserError
@@ -44,6 +44,7 @@ def schedule(
     cost: CostOpt = "analytic",
     device: DeviceOpt = "a100",
     input_shape: InputShapeOpt = None,
+    force_shape: ForceShapeOpt = False,
     dim: DimOpt = None,
     freeze_dims: FreezeDimsOpt = False,
     external_data_threshold: ExternalDataOpt = None,
@@ -69,7 +70,7 @@ def schedule(
         raise UserError("pass --output/-o DIR (or --check-certificate DIR)")
     _check_objective(objective, batch)
     inst, graph, loaded = _load(model, system, graph_format, costs=costs, cost=cost, device=device,
-                                input_shape=input_shape, coarsen=coarsen, dim=dim)
+                                input_shape=input_shape, coarsen=coarsen, dim=dim, force_shape=force_shape)
     model_sha = loaded.sha256 if loaded is not None else graph.model_sha256
     if check_certificate is not None:
         _check(inst, graph, check_certificate, model_sha, lambda: _batch_axis(loaded, freeze_dims), loaded is not None,
@@ -124,21 +125,18 @@ def _batch_axis(loaded, freeze: bool):
 def _methods(text: str) -> tuple[str, ...]:
     from onnxpart.schedule import METHODS
 
-    methods = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown or not methods:
-        raise UserError(f"unknown --method {', '.join(unknown) or '(none)'}: use {', '.join(METHODS)}")
-    return methods
+    return choose(text, "--method", METHODS)
 
 
-def _load(model: Path, system_path: Path, graph_format: str, *, costs, cost, device, input_shape, coarsen, dim):
+def _load(model: Path, system_path: Path, graph_format: str, *, costs, cost, device, input_shape, coarsen, dim,
+          force_shape=False):
     """-> (Instance, OpGraph, LoadedModel or None for graph-only input). The system file is read first,
     so a bad one is reported before any costing."""
     from onnxpart.schedule.model import from_graph, load_system, recorded_cost_fn, table_cost_fn
 
     system = load_system(str(system_path))
     loaded = load_costed(model, fmt=graph_format, input_shape=input_shape, coarsen=coarsen, costs=costs, cost=cost,
-                         device=device, dim=dim)
+                         device=device, dim=dim, force_shape=force_shape)
     graph = loaded.graph
     cost_fn = table_cost_fn(graph, system) or (recorded_cost_fn(graph, system) if loaded.model is None else None)
     return from_graph(graph, system, cost_fn), graph, loaded.model

@@ -13,10 +13,10 @@ import typer
 from rich.table import Table
 
 from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
-                                 ExternalDataOpt, ForceOpt, FormatOpt, InputShapeOpt, JsonOpt, MaxGapOpt, OutputOpt,
-                                 SeedOpt, TimeLimitOpt, VerifyTolOpt, WorkersOpt, check_folder, console, enforce_gap,
-                                 err_console, gap_limit, handle_errors, load_costed, print_json, progress_bar, result,
-                                 verify_line)
+                                 ExternalDataOpt, ForceOpt, ForceShapeOpt, FormatOpt, InputShapeOpt, JsonOpt,
+                                 MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyTolOpt, WorkersOpt, check_folder,
+                                 choose, comma_list, console, enforce_gap, err_console, gap_limit, handle_errors,
+                                 load_costed, print_json, progress_bar, result, verify_line)
 from onnxpart.errors import UserError
 from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes
 
@@ -60,6 +60,7 @@ def tile(
     cost: CostOpt = "analytic",
     device: DeviceOpt = "a100",
     input_shape: InputShapeOpt = None,
+    force_shape: ForceShapeOpt = False,
     dim: DimOpt = None,
     coarsen: CoarsenOpt = False,
     graph_format: FormatOpt = "auto",
@@ -88,9 +89,12 @@ def tile(
     else:
         if labels is not None:
             raise UserError("--labels is for matrix programs; an ONNX model's layouts are R, P and S(d)")
+        if verify and force_shape:
+            raise UserError("--verify runs the model at its own dims, and a sharding plan holds for the dims it was "
+                            "made for, which --force-shape replaced: drop one of them")
         shape = _mesh_shape(devices, mesh)
         loaded = load_costed(model, fmt=graph_format, input_shape=input_shape, coarsen=coarsen, costs=costs,
-                             cost=cost, device=device, dim=dim)
+                             cost=cost, device=device, dim=dim, force_shape=force_shape)
         if verify and loaded.model is None:
             raise UserError("--verify needs an ONNX model (graph-only input has nothing to run)")
         inst = _instance(loaded, shape, mesh_axes, mesh_bandwidth, mesh_latency, device_memory, pin, device,
@@ -149,7 +153,7 @@ def _mesh_shape(devices: int, mesh: Optional[str]) -> tuple[int, ...]:
 
 def _per_axis(text: str, parse, option: str) -> list[float]:
     try:
-        return [parse(part.strip()) for part in text.split(",")]
+        return [parse(part) for part in comma_list(text, option, "value", "one value, or one per mesh axis")]
     except ValueError as exc:
         raise UserError(f"{option} {text!r}: {exc}") from None
 
@@ -164,7 +168,8 @@ def _instance(loaded, shape, mesh_axes, mesh_bandwidth, mesh_latency, device_mem
     if any(v < 0 for v in latency):
         raise UserError(f"--mesh-latency {mesh_latency}: seconds per ring step cannot be negative")
     memory = parse_bytes(device_memory) if device_memory is not None else None
-    names = [n.strip() for n in mesh_axes.split(",")] if mesh_axes else None
+    names = comma_list(mesh_axes, "--mesh-axes", "axis name", "one name per mesh axis, e.g. dp,tp") if mesh_axes \
+        else None
     constants = small_constants(loaded.model.model) if loaded.model is not None else {}
     inst = build_layout_instance(loaded.graph, shape, bandwidth, latency, memory, parse_pins(pin or [], len(shape)),
                                  constants, names, load_device(device), sharded_outputs)
@@ -191,13 +196,7 @@ def _note_replicated_only(inst) -> None:
 
 
 def _methods(method: Optional[str], known: tuple[str, ...]) -> tuple[str, ...]:
-    if method is None:
-        return known
-    methods = tuple(m.strip() for m in method.split(",") if m.strip())
-    unknown = [m for m in methods if m not in known]
-    if unknown or not methods:
-        raise UserError(f"unknown --method {', '.join(unknown) or '(empty)'}: use {', '.join(known)}")
-    return methods
+    return known if method is None else choose(method, "--method", known)
 
 
 def _solve_and_write(inst, loaded, model_path, sha, out, method, time_limit, seed, workers, threshold,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from onnxpart.cli.common import check_folder, err_console, result
+from onnxpart.cli.common import check_folder, choose, err_console, result
 from onnxpart.errors import UserError
 
 
@@ -25,7 +25,7 @@ def run(path: Path, output, method: Optional[str], labels: Optional[str], time_l
         raise UserError(f"cannot read {path}: {exc}") from None
     instance = build_instance(load_program(text, path.stem))
     if labels is not None:
-        instance = emit.restrict_labels(instance, [x.strip() for x in labels.split(",") if x.strip()])
+        instance = emit.restrict_labels(instance, list(choose(labels, "--labels", instance.labels, "tiling")))
     sha = file_sha256(path)
     if check_certificate is not None:
         _check(instance, check_certificate, sha, as_json)

@@ -32,7 +32,8 @@ def measured_costs(graph: OpGraph, loaded, runs: int = 5, warmup: int = 2,
     costed dims and put median per-node times on ``graph``'s ops."""
     from onnxpart.verify import input_shapes
 
-    with runtime.profiling_session(loaded.model, loaded.folder, threads=threads) as (session, profile):
+    with runtime.user_model(loaded.path), \
+            runtime.profiling_session(loaded.model, loaded.folder, threads=threads) as (session, profile):
         feeds = runtime.random_inputs(session, seed, shapes=input_shapes(loaded, loaded.dims))
         for _ in range(warmup):
             session.run(None, feeds)

@@ -28,10 +28,12 @@ class Loaded:
 
 def load_costed(path: Path, *, fmt: str = "auto", input_shape: Optional[list[str]] = None, coarsen: bool = False,
                 costs: Optional[Path] = None, cost: str = "analytic", device: str = "a100",
-                need_model: bool = False, runs: int = 5, dim: Optional[list[str]] = None) -> Loaded:
+                need_model: bool = False, runs: int = 5, dim: Optional[list[str]] = None,
+                force_shape: bool = False) -> Loaded:
     """Model or graph file -> costed OpGraph. Graph files (``--format``, or by suffix and content: costs,
     dnn-partitioning, node-link) go through :func:`onnxpart.readers.read_graph`; models are loaded here,
-    which keeps the model for emission and applies ``--costs`` or the ``--cost`` model."""
+    which keeps the model for emission and applies ``--costs`` or the ``--cost`` model. ``force_shape``
+    (``--force-shape``) lets ``input_shape`` replace dims the model fixes."""
     from onnxpart.costs_io import apply_costs, read_costs_file
     from onnxpart.onnx_io import load_graph, parse_dims, parse_input_shapes
     from onnxpart.readers import read_graph, reads_model
@@ -40,7 +42,7 @@ def load_costed(path: Path, *, fmt: str = "auto", input_shape: Optional[list[str
         if need_model:
             raise UserError(f"{path} is a graph file: this command needs the ONNX model")
         return Loaded(read_graph(path, fmt), None, path)
-    graph, loaded = load_graph(path, parse_input_shapes(input_shape or []), coarsen=coarsen,
+    graph, loaded = load_graph(path, parse_input_shapes(input_shape or [], force_shape), coarsen=coarsen,
                                dims=parse_dims(dim or []))
     if costs is not None:
         return Loaded(apply_costs(graph, read_costs_file(costs), source=str(costs)), loaded, path)

@@ -11,6 +11,7 @@ import hashlib
 import logging
 import os
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from onnx import external_data_helper
 from onnxpart import shapes
 from onnxpart.errors import UserError
 from onnxpart.graph import OpGraph, UnknownShapeError, dtype_name, from_onnx, tensor_bytes
+from onnxpart.model_check import check_model
 from onnxpart.shapes import ValueType
 
 log = logging.getLogger(__name__)
@@ -66,10 +68,30 @@ class LoadedModel:
                        for t in external_data_helper._get_all_tensors(self.model)
                        if external_data_helper.uses_external_data(t)})
 
+    @functools.cached_property
+    def declared(self) -> dict[str, onnx.ValueInfoProto]:
+        """The original's graph inputs and outputs that state a tensor shape, by name."""
+        g = self.model.graph
+        return {vi.name: vi for vi in list(g.input) + list(g.output)
+                if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape")}
+
+    @property
+    def forced(self) -> bool:
+        """True when ``--force-shape`` let the hints replace dims the model fixes (costing only)."""
+        return shapes.forced(self.hints)
+
     def value_info(self, name: str, freeze: bool = False) -> onnx.ValueInfoProto:
-        """How an emitted model declares ``name``: the original's symbolic type where known (unless
-        ``freeze``), else the concrete one; a dim symbolic inference cannot name is left unnamed."""
+        """How an emitted model declares ``name``: a graph input or output of the original exactly as the
+        original declares it (its dim names too: symbolic inference would rename a ``total_sequence``
+        ``past_sequence + sequence``); another tensor with the original's symbolic type where known, else
+        the concrete one, a dim symbolic inference cannot name left unnamed. ``freeze``: the concrete
+        dims. After ``--force-shape`` an inner tensor's dims are all left unnamed: the costed ones are not
+        those the model runs at."""
         concrete = self.types.get(name)
+        if not freeze and name in self.declared:
+            return copy_proto(self.declared[name])
+        if not freeze and self.forced and concrete is not None and concrete.elem_type:
+            return onnx.helper.make_tensor_value_info(name, concrete.elem_type, [None] * len(concrete.dims or ()))
         symbolic = None if freeze or not self.dynamic else self.emit_types.get(name)
         if symbolic is not None and (concrete is None or concrete.dims is None
                                      or len(symbolic.type.tensor_type.shape.dim) == len(concrete.dims)):
@@ -90,20 +112,24 @@ def file_sha256(path: str | os.PathLike) -> str:
 
 
 class ShapeHint(tuple):
-    """The dims of an ``--input-shape`` hint, with the element type if the user gave one (``:float16``)."""
+    """The dims of an ``--input-shape`` hint, with the element type if the user gave one (``:float16``),
+    and ``force`` (``--force-shape``): it may replace dims the model fixes."""
 
     elem_type: int = 0
+    force: bool = False
 
-    def __new__(cls, dims: Iterable[int], elem_type: int = 0) -> "ShapeHint":
+    def __new__(cls, dims: Iterable[int], elem_type: int = 0, force: bool = False) -> "ShapeHint":
         hint = super().__new__(cls, dims)
         hint.elem_type = elem_type
+        hint.force = force
         return hint
 
 
-def parse_input_shapes(specs: Iterable[str]) -> dict[str, ShapeHint]:
+def parse_input_shapes(specs: Iterable[str], force: bool = False) -> dict[str, ShapeHint]:
     """``["x=1x3x224x224", "mask=1x128:bool"]`` -> ``{"x": (1, 3, 224, 224), "mask": (1, 128) of bool}``.
 
-    The element type is needed only for an internal tensor whose producer ONNX cannot type (a custom op)."""
+    The element type is needed only for an internal tensor whose producer ONNX cannot type (a custom op);
+    ``force`` (``--force-shape``) lets the hints replace dims the model fixes."""
     shapes_ = {}
     for spec in specs:
         name, sep, text = spec.rpartition("=")
@@ -116,7 +142,7 @@ def parse_input_shapes(specs: Iterable[str]) -> dict[str, ShapeHint]:
         if not sep or not name or shape is None or any(d < 0 for d in shape) or elem_type < 0:
             raise UserError(f"cannot read --input-shape {spec!r}: use NAME=DIMS, e.g. input_ids=1x128 "
                             "(NAME=DIMS:DTYPE, e.g. :float16, for a tensor ONNX cannot type)")
-        shapes_[name] = ShapeHint(shape, elem_type)
+        shapes_[name] = ShapeHint(shape, elem_type, force)
     return shapes_
 
 
@@ -144,10 +170,12 @@ def read_model(path: str | os.PathLike, input_shapes: Mapping[str, Sequence[int]
     nor memory grows with the weights.
     """
     path = Path(path)
+    if path.is_dir():
+        raise UserError(f"model file {path} is a folder, not a file")
     if not path.exists():
         raise UserError(f"model file {path} does not exist")
     if not path.is_file():
-        raise UserError(f"{path} is not a file")
+        raise UserError(f"model file {path} is not a regular file")
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # protobuf raises DecodeError, RuntimeWarning, ... on corrupt files
@@ -155,10 +183,12 @@ def read_model(path: str | os.PathLike, input_shapes: Mapping[str, Sequence[int]
     if not model.graph.node and not model.graph.output:
         raise UserError(f"{path} is not an ONNX model: it has no graph (empty, truncated or another format)")
     check_external_data(model, path.parent)
+    check_model(path, model)
     _name_nodes(model.graph)
     dims = _dims_by_name(model, dict(dims or {}), input_shapes or {})
     bare = shapes.skeleton(model)
     types = shapes.resolve(bare, dims, input_shapes or {})
+    shapes.check_inference(bare, dims, input_shapes or {}, types)
     loaded = LoadedModel(path=path, model=model, sha256=file_sha256(path), types=types, dims=dims,
                          emit_types={}, hints=dict(input_shapes or {}))
     if loaded.dynamic:
@@ -201,17 +231,11 @@ def _dims_by_name(model: onnx.ModelProto, dims: dict[str, int],
                                 f"output (inputs: {real})")
             continue
         declared = inputs[name].type.tensor_type.shape.dim
-        if len(declared) and len(declared) != len(shape):
-            example = "x".join(str(d.dim_value) if d.HasField("dim_value") else "1" for d in declared)
-            raise UserError(f"--input-shape {name}: the model says rank {len(declared)}, got {len(shape)} dims "
-                            f"(e.g. --input-shape {name}={example})")
+        shapes.check_hint(name, [d.dim_value if d.HasField("dim_value") else -1 for d in declared] or None, shape)
         for dim, value in zip(declared, shape):
-            if dim.HasField("dim_param"):
-                if dims.setdefault(dim.dim_param, int(value)) != int(value):
-                    raise UserError(f"--input-shape {name}: dim {dim.dim_param!r} is {value} here but "
-                                    f"{dims[dim.dim_param]} elsewhere")
-            elif dim.HasField("dim_value") and dim.dim_value != value:
-                raise UserError(f"--input-shape {name}: axis of size {dim.dim_value} in the model, got {value}")
+            if dim.HasField("dim_param") and dims.setdefault(dim.dim_param, int(value)) != int(value):
+                raise UserError(f"--input-shape {name}: dim {dim.dim_param!r} is {value} here but "
+                                f"{dims[dim.dim_param]} elsewhere")
     return dims
 
 
@@ -240,15 +264,18 @@ def _example_dims(model: onnx.ModelProto, name: str) -> str:
 
 
 def check_external_data(model: onnx.ModelProto, base_dir: Path) -> None:
-    """Refuse external data outside ``base_dir`` (absolute, ``..``, or a symlink out), missing files and
-    references past the end of their file. Reads file sizes only, never the data."""
+    """Refuse external data outside ``base_dir`` (absolute, ``..``, or a symlink out), missing files,
+    offsets and lengths that are not integers ≥ 0, and references past the end of their file. Reads file
+    sizes only, never the data."""
     base = base_dir.resolve()
     sizes: dict[Path, int] = {}
     for tensor in external_data_helper._get_all_tensors(model):
         if not external_data_helper.uses_external_data(tensor):
             continue
-        info = external_data_helper.ExternalDataInfo(tensor)
-        location = info.location
+        entries = {entry.key: entry.value for entry in tensor.external_data}
+        location = entries.get("location", "")
+        if not location:
+            raise UserError(f"tensor {tensor.name!r} is stored as external data but names no location")
         resolved = (base / location).resolve()
         if os.path.isabs(location) or ".." in Path(location).parts or base not in resolved.parents:
             raise UserError(f"tensor {tensor.name!r} points to external data {location!r} outside the "
@@ -258,12 +285,22 @@ def check_external_data(model: onnx.ModelProto, base_dir: Path) -> None:
                             f"to the model in {base}")
         size = sizes.setdefault(resolved, resolved.stat().st_size)
         needed = tensor_bytes(tensor.data_type, tensor.dims)
-        length = info.length if info.length else needed
-        offset = info.offset or 0
+        offset = _byte_count(entries, "offset", tensor.name) or 0
+        length = _byte_count(entries, "length", tensor.name) or needed
         if length < needed or offset + length > size:
             raise UserError(f"external data of tensor {tensor.name!r} ({location}, offset {offset}, length "
                             f"{length}, needs {needed} B) runs past the end of the {size}-byte file: the "
                             f"model's data file is truncated or belongs to another model")
+
+
+def _byte_count(entries: Mapping[str, str], key: str, tensor: str) -> int | None:
+    """The external-data ``offset`` or ``length`` entry as an integer ≥ 0 (None when absent)."""
+    text = entries.get(key)
+    if text is None:
+        return None
+    if not text.strip().isdigit():
+        raise UserError(f"external data of tensor {tensor!r} has {key} {text!r}: it must be an integer ≥ 0")
+    return int(text)
 
 
 def prepare(model: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]] | None = None,

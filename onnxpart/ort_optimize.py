@@ -64,6 +64,8 @@ def run_basic_optimizer(source: Path, target: Path) -> None:
     """Let onnxruntime (CPU provider) optimize ``source`` at the BASIC level and save it as ``target``."""
     import onnxruntime as ort
 
+    from onnxpart.runtime import ort_reason
+
     options = ort.SessionOptions()
     options.log_severity_level = 3
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
@@ -74,8 +76,7 @@ def run_basic_optimizer(source: Path, target: Path) -> None:
     try:
         ort.InferenceSession(str(source), sess_options=options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph/NotImplemented types
-        first_line = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"--ort-optimize: onnxruntime cannot load {source} ({first_line})") from None
+        raise UserError(f"--ort-optimize: onnxruntime cannot load {source} ({ort_reason(exc)})") from None
 
 
 def node_domains(model: onnx.ModelProto) -> dict[str, set[str]]:
@@ -172,8 +173,8 @@ def refuse_ort_optimize(model: Path, costs: Optional[Path], graph_format: str) -
                         f"costed with --cost) or drop --ort-optimize")
 
 
-def load_ort_optimized(model: Path, input_shape, dim, coarsen: bool, cost: str, device: str, include_params: bool,
-                       scratch: contextlib.ExitStack):
+def load_ort_optimized(model: Path, input_shape, force_shape: bool, dim, coarsen: bool, cost: str, device: str,
+                       include_params: bool, scratch: contextlib.ExitStack):
     """The costed, BASIC-optimized graph of ``model`` (what remat plans) and the :class:`OrtPrePass` report;
     the optimized model's folder lives as long as ``scratch`` (remat.onnx reads its weights from there)."""
     from onnxpart import remat as rm
@@ -183,10 +184,11 @@ def load_ort_optimized(model: Path, input_shape, dim, coarsen: bool, cost: str, 
     def file_order_peak(graph) -> float:
         return rm.baseline(rm.build_instance(graph, include_params)).peak
 
-    original_graph, original = load_graph(model, parse_input_shapes(input_shape or []), coarsen=coarsen,
+    original_graph, original = load_graph(model, parse_input_shapes(input_shape or [], force_shape), coarsen=coarsen,
                                           dims=parse_dims(dim or []))
     path = scratch.enter_context(ort_optimized(model))  # its weights stay there: remat.onnx reads them
-    optimized = load_costed(path, input_shape=input_shape, coarsen=coarsen, cost=cost, device=device, dim=dim)
+    optimized = load_costed(path, input_shape=input_shape, coarsen=coarsen, cost=cost, device=device, dim=dim,
+                            force_shape=force_shape)
     prepass = OrtPrePass(
         original_model=original, original_sha256=original.sha256, optimized_sha256=optimized.model.sha256,
         original_nodes=len(original.model.graph.node), optimized_nodes=len(optimized.model.model.graph.node),

@@ -8,9 +8,12 @@ made with graph optimizations off and ``ExecutionOrder.PRIORITY_BASED``, which k
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
+import math
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +22,12 @@ from typing import Any
 import numpy as np
 import onnx
 
+from onnxpart.errors import UserError
+
 log = logging.getLogger(__name__)
+
+#: onnxruntime's message prefix: error code and name, then the C++ file, line and function signature
+_ORT_PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : \w+ : (\S+:\d+ ([^()]*\([^()]*\)( const)? )?)?")
 
 
 #: The settings that make onnxruntime run a file in its own order (the one place they are written; remat
@@ -38,7 +46,7 @@ def session_options(*, keep_order: bool = True, threads: int = 0, memory_pattern
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    options.log_severity_level = 4  # fatal only: every failure reaches Python, which reports it on one line
     if keep_order:
         options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, KEEP_ORDER["graph_optimization_level"])
         options.execution_order = getattr(ort.ExecutionOrder, KEEP_ORDER["execution_order"])
@@ -82,6 +90,51 @@ def profiling_session(model: onnx.ModelProto | str | os.PathLike, folder: str | 
         yield session, events
 
 
+def ort_reason(exc: BaseException) -> str:
+    """onnxruntime's error message on one line, without its code and C++ source location."""
+    text = _ORT_PREFIX.sub("", " ".join(str(exc).split())) or type(exc).__name__
+    return text if len(text) <= 300 else text[:300].rsplit(" ", 1)[0] + " …"
+
+
+def is_ort_error(exc: BaseException) -> bool:
+    """True for the exceptions onnxruntime raises (Fail, InvalidGraph, InvalidArgument, NotImplemented…)."""
+    return type(exc).__module__.startswith("onnxruntime")
+
+
+@contextlib.contextmanager
+def user_model(path: str | os.PathLike) -> Iterator[None]:
+    """Inside: onnxruntime loads or runs the user's model at ``path`` (never an emitted file): its refusal, or
+    running out of memory, is a fault of that model on this machine (exit 2, one line), not onnxpart's bug."""
+    try:
+        yield
+    except MemoryError:
+        raise UserError(f"onnxruntime ran out of memory running {os.path.basename(path)} on this machine") from None
+    except Exception as exc:
+        if not is_ort_error(exc):
+            raise
+        raise UserError(f"onnxruntime cannot run {os.path.basename(path)}: {ort_reason(exc)}") from None
+
+
+@functools.lru_cache(maxsize=None)
+def unsupported_versions(ir_version: int, opsets: tuple[tuple[str, int], ...]) -> str | None:
+    """Why onnxruntime refuses models of ``ir_version`` importing ``opsets`` (``(domain, version)`` pairs),
+    asked with a model of no node at the same versions; None when it takes them."""
+    import onnxruntime as ort
+
+    value = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])
+    probe = onnx.helper.make_model(onnx.helper.make_graph([], "probe", [value], [value]),
+                                   opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in opsets])
+    probe.ir_version = ir_version
+    try:
+        make_session(probe)
+    except Exception as exc:  # noqa: BLE001 - only onnxruntime's own refusals are answers
+        if not is_ort_error(exc):
+            raise
+        shown = ", ".join(f"{domain or 'ai.onnx'} {version}" for domain, version in opsets)
+        return f"onnxruntime {ort.__version__} refuses IR version {ir_version} with opset {shown}: {ort_reason(exc)}"
+    return None
+
+
 _NUMPY_TYPES = {
     "tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16,
     "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int16)": np.int16, "tensor(int8)": np.int8,
@@ -93,19 +146,42 @@ _NUMPY_TYPES = {
 def random_inputs(session, seed: int = 0, shapes: Mapping[str, Sequence[int]] | None = None) -> dict[str, np.ndarray]:
     """Seeded inputs for every graph input of ``session``: standard normal floats; integers and bools are
     zeros (always valid as indices, lengths and masks). An input named in ``shapes`` has that shape; any
-    other unknown dim is 1."""
-    rng = np.random.default_rng(seed)
-    feeds = {}
+    other unknown dim is 1. Inputs that together exceed this machine's memory are refused (exit 2) before
+    anything is allocated."""
+    wanted = {}
     for arg in session.get_inputs():
         shape = list((shapes or {}).get(arg.name) or [d if isinstance(d, int) and d >= 0 else 1 for d in arg.shape])
         dtype = _NUMPY_TYPES.get(arg.type)
         if dtype is None:
-            raise ValueError(f"input {arg.name!r} has type {arg.type}, which onnxpart cannot generate")
+            raise UserError(f"graph input {arg.name!r} has type {arg.type}: onnxpart cannot generate such inputs "
+                            "to run the model")
+        wanted[arg.name] = (shape, np.dtype(dtype))
+    _refuse_oversized(wanted)
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for name, (shape, dtype) in wanted.items():
         if np.issubdtype(dtype, np.floating):
-            feeds[arg.name] = rng.standard_normal(shape).astype(dtype)
+            feeds[name] = rng.standard_normal(shape).astype(dtype)
         else:
-            feeds[arg.name] = np.zeros(shape, dtype=dtype)
+            feeds[name] = np.zeros(shape, dtype=dtype)
     return feeds
+
+
+def _refuse_oversized(wanted: Mapping[str, tuple[list[int], np.dtype]]) -> None:
+    """Refuse inputs whose making needs more than the machine's physical memory (a float input is drawn in
+    float64, then cast), naming the largest."""
+    from onnxpart.units import format_bytes
+
+    sizes = {name: math.prod(shape) * dtype.itemsize for name, (shape, dtype) in wanted.items()}
+    making = sum(size + (8 * size // dtype.itemsize if np.issubdtype(dtype, np.floating) else 0)
+                 for size, (_, dtype) in zip(sizes.values(), wanted.values()))
+    memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if making > memory:
+        name = max(sizes, key=sizes.__getitem__)
+        shape, dtype = wanted[name]
+        raise UserError(f"graph input {name!r} of shape {shape} has {math.prod(shape):,} {dtype.name} elements "
+                        f"({format_bytes(sizes[name])}); making the inputs needs {format_bytes(making)}, more than "
+                        f"this machine's {format_bytes(memory)} of memory, so onnxruntime cannot run the model here")
 
 
 def run(model, feeds: Mapping[str, np.ndarray], folder: str | os.PathLike | None = None,

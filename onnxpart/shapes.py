@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -97,6 +98,26 @@ def apply_dims(graph: onnx.GraphProto, dims: Mapping[str, int]) -> None:
         for dim in vi.type.tensor_type.shape.dim:
             if dim.HasField("dim_param") and dim.dim_param in dims:
                 dim.dim_value = int(dims[dim.dim_param])
+
+
+def forced(input_shapes: Mapping[str, Sequence[int]]) -> bool:
+    """True when the hints came with ``--force-shape``: they may replace dims the model fixes."""
+    return any(getattr(shape, "force", False) for shape in input_shapes.values())
+
+
+def check_hint(name: str, known: Sequence[int] | None, hint: Sequence[int]) -> None:
+    """Refuse an ``--input-shape`` hint of another rank than the model's, or one that replaces a dim the
+    model fixes (``known``: -1 where free; None: rank unknown) unless it was given with ``--force-shape``."""
+    if known is None:
+        return
+    if len(known) != len(hint):
+        example = "x".join(str(d) if d >= 0 else "1" for d in known)
+        raise UserError(f"--input-shape {name}: the model says rank {len(known)}, got {len(hint)} dims "
+                        f"(e.g. --input-shape {name}={example})")
+    for axis, (fixed, value) in enumerate(zip(known, hint)):
+        if fixed >= 0 and fixed != value and not getattr(hint, "force", False):
+            raise UserError(f"--input-shape {name}: axis {axis} is {fixed} in the model, not {value}; pass "
+                            f"--force-shape to cost {name} at {value} there anyway")
 
 
 def apply_shape(vi: onnx.ValueInfoProto, shape: Sequence[int]) -> None:
@@ -241,6 +262,43 @@ def resolve(model: onnx.ModelProto, dims: Mapping[str, int] | None = None,
     return known
 
 
+def check_inference(model: onnx.ModelProto, dims: Mapping[str, int], input_shapes: Mapping[str, Sequence[int]],
+                    types: Mapping[str, ValueType]) -> None:
+    """The full check of ``onnx.checker`` — strict ONNX type and shape inference, which holds every op to
+    its schema's type constraints and shape rules — on ``model`` (a :func:`skeleton`) at the ``dims`` and
+    graph-input ``input_shapes`` given, so a MatMul whose inner dims disagree only once ``--dim`` fixes
+    them is refused too. The error names the node and its inputs' types (``types``: as resolved). With
+    ``--force-shape`` the model is checked as it is written: forced dims may contradict its declarations."""
+    inputs = {vi.name for vi in model.graph.input}
+    given = {} if forced(input_shapes) else {name: shape for name, shape in input_shapes.items() if name in inputs}
+    try:
+        shape_inference.infer_shapes(_with_overrides(model, dims, given), check_type=True, strict_mode=True)
+    except shape_inference.InferenceError as exc:
+        raise UserError(_inference_refusal(str(exc), model, types)) from None
+
+
+#: how strict inference names the node it refuses: ``(op_type:MatMul, node name: mm): reason``
+_REFUSED_NODE = re.compile(r"\(op_type:([^,]*), node name: ([^)]*)\): (?:\[\w+\] )?(.*)")
+
+
+def _inference_refusal(error: str, model: onnx.ModelProto, types: Mapping[str, ValueType]) -> str:
+    """One line for a strict-inference error: the node, its inputs' element types and shapes, the reason."""
+    from onnxpart.graph import dtype_name
+
+    text = " ".join(error.split())
+    found = _REFUSED_NODE.search(text)
+    node = next((n for n in model.graph.node if found and n.name == found.group(2)), None)
+    if node is None:
+        return f"ONNX inference refuses the model: {text[:300]}"
+    op, reason = found.group(1), found.group(3)
+    shown = ", ".join(f"{name} {dtype_name(types[name].elem_type)}{list(types[name].dims or [])}"
+                      if name in types else name for name in node.input if name)
+    words = reason.lower()
+    about_types = "type" in words and "shape" not in words and "dimension" not in words
+    return (f"the input {'types are not allowed' if about_types else 'shapes disagree'} at node {node.name!r} "
+            f"({op}): {shown}: {reason[:200]}")
+
+
 def symbolic_value_infos(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
     """Types with the original's symbolic dims (no dim fixed), for the inputs and outputs of emitted
     models: fold constant-only nodes, ONNX inference, then onnxruntime's symbolic inference, which
@@ -278,7 +336,9 @@ def _all_static(names: set[str], known: Mapping[str, ValueType]) -> bool:
 
 def _with_overrides(model: onnx.ModelProto, dims: Mapping[str, int],
                     input_shapes: Mapping[str, Sequence[int]]) -> onnx.ModelProto:
-    """A copy with ``dims`` and ``input_shapes`` applied; internal hints typed by ONNX inference."""
+    """A copy with ``dims`` and ``input_shapes`` applied; internal hints typed by ONNX inference. Hints given
+    with ``--force-shape`` may contradict the dims the model declares for other tensors: those (graph
+    outputs, value_info) are dropped, to be inferred again from the forced ones."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
     g = out.graph
@@ -288,9 +348,13 @@ def _with_overrides(model: onnx.ModelProto, dims: Mapping[str, int],
     for name, shape in input_shapes.items():
         if name in inputs:
             apply_shape(inputs[name], shape)
+    if forced(input_shapes):
+        for vi in list(g.output) + list(g.value_info):
+            vi.type.tensor_type.ClearField("shape")
     if internal:
         types = read_types(onnx_infer(out))
         for name, shape in internal.items():
+            check_hint(name, types[name].dims if name in types else None, shape)
             elem_type = types.get(name, ValueType(0, None)).elem_type or getattr(shape, "elem_type", 0)
             if not elem_type:
                 raise UserError(f"--input-shape {name}: ONNX type inference cannot tell the element type of "

@@ -16,7 +16,7 @@ from onnxpart.cli.app import app
 from onnxpart.errors import UserError
 from onnxpart.onnx_io import load_graph, parse_input_shapes
 from onnxpart.verify import VerificationError, VerifyReport, add_size
-from tests.export_like import ALL_DYNAMIC, ALL_STATIC, TYPED_INTERNAL_HINTS, typed_internal_tensors
+from tests.export_like import ALL_DYNAMIC, ALL_STATIC, TYPED_INTERNAL_HINTS, kv_cache_decoder, typed_internal_tensors
 
 runner = CliRunner()
 FAST = ["--time-limit", "5", "--json"]
@@ -194,3 +194,38 @@ def test_relative_error_catches_a_mismatch_on_small_valued_outputs():
     half = {"h": np.array([512.0], np.float16)}
     assert runtime.compare(half, {"h": np.array([512.5], np.float16)}).ok  # within float16's rounding
     assert not runtime.compare({"h": np.array([512.0], np.float32)}, {"h": np.array([512.5], np.float32)}).ok
+
+
+def legacy_kv_cache() -> onnx.ModelProto:
+    """The KV-cache decoder as legacy exports declare it: the attention mask's length has a name of its own
+    (``attention_length``) while the present keys and values say ``total_sequence_length``. onnxruntime's
+    symbolic inference derives the present length from the mask, and would call it ``attention_length``."""
+    model = kv_cache_decoder()
+    mask = next(vi for vi in model.graph.input if vi.name == "attention_mask")
+    mask.type.tensor_type.shape.dim[1].dim_param = "attention_length"
+    return model
+
+
+@pytest.mark.parametrize("command", [
+    ["partition", "-k", 3, "--bounds", "simple"], ["schedule", "--system", "fixtures/systems/cpu_t4_a100.yaml"],
+    ["schedule", "--system", "fixtures/systems/cpu_t4_a100.yaml", "--objective", "throughput", "--batch", 2]],
+    ids=["partition", "schedule-latency", "schedule-throughput"])
+def test_emitted_files_keep_the_declared_input_and_output_types(tmp_path, command):
+    """Every emitted file declares each graph input and output of the original exactly as the original
+    does, dim names included (``total_sequence_length``, not what symbolic inference derives)."""
+    model = legacy_kv_cache()
+    path = tmp_path / "legacy_kv.onnx"
+    onnx.save(model, path)
+    dims = {"batch": 1, "sequence": 4, "past_sequence_length": 3, "attention_length": 7}
+    out = tmp_path / "out"
+    result = cli(command[0], path, *command[1:], "-o", out, "--verify", *dim_args(dims), *FAST)
+    assert result.exit_code == 0, result.output
+    declared = {vi.name: vi.type for vi in list(model.graph.input) + list(model.graph.output)}
+    seen = set()
+    for file in sorted(out.glob("*.onnx")):
+        emitted = onnx.load(str(file), load_external_data=False).graph
+        for vi in list(emitted.input) + list(emitted.output):
+            if vi.name in declared:
+                assert vi.type == declared[vi.name], (file.name, vi.name, vi.type)
+                seen.add(vi.name)
+    assert seen == set(declared)

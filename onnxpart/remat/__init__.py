@@ -20,7 +20,7 @@ from onnxpart.certificate import Certificate, LowerBound, instance_hash
 from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.graph import OpGraph
 from onnxpart.remat.model import Instance, MethodResult, build_instance, resolve_budget
-from onnxpart.remat.moccasin import MoccasinOptions, Progress, solve_moccasin
+from onnxpart.remat.moccasin import MoccasinOptions, Progress, Reached, smallest_peak, solve_moccasin
 from onnxpart.remat.orders import OrderResult, minmem_order
 from onnxpart.remat.sequence import SequenceProfile, baseline, simulate
 from onnxpart.units import format_bytes
@@ -97,25 +97,26 @@ def solve(graph: OpGraph, options: RematOptions, board: Board | None = None) -> 
     instance = build_instance(graph, options.include_params)
     base = baseline(instance)
     floor = instance.min_budget()
-    search = None
-    if options.budget[0] == "min":
-        search = smallest_budget(instance, floor[0], options)
-        budget = search["budget_bytes"]
-        options = replace(options, time_limit=max(options.time_limit / 2, 0.5))
-    else:
-        budget = resolve_budget(*options.budget, base.peak)
-    solution = Solution(instance, budget, base, base, options, floor=floor, budget_search=search)
-    if budget < floor[0]:
-        raise InfeasibleError(f"budget {budget:,} B is below {floor[0]:,} B ({format_bytes(floor[0])}), which "
-                              f"every sequence needs: {floor[1]} (proven, no restriction); rerun with "
-                              f"--budget {floor[0]} or more, or --budget min to find the smallest that works")
+    solution = Solution(instance, 0, base, base, options, floor=floor)
     if options.order == "minmem":
         solution.order = minmem_order(instance, options.order_time_limit, options.workers, options.seed)
         instance = instance.with_order(solution.order.order)
         solution.instance = instance
         solution.start = simulate(instance, instance.op_order())
+    reached = None
+    if options.budget[0] == "min":  # on the order the methods use, so phase 2 can start from what it found
+        solution.budget_search, reached = smallest_budget(instance, floor[0], options)
+        budget = solution.budget_search["budget_bytes"]
+        options = replace(options, time_limit=max(options.time_limit / 2, 0.5))
+    else:
+        budget = resolve_budget(*options.budget, base.peak)
+    solution.budget = budget
+    if budget < floor[0]:
+        raise InfeasibleError(f"budget {budget:,} B is below {floor[0]:,} B ({format_bytes(floor[0])}), which "
+                              f"every sequence needs: {floor[1]} (proven, no restriction); rerun with "
+                              f"--budget {floor[0]} or more, or --budget min to find the smallest that works")
     for method in options.methods:
-        result = _run(method, instance, budget, options, progress)
+        result = _run(method, instance, budget, options, progress, reached if method == "moccasin" else None)
         profile = None
         if result.sequence is not None:
             profile = simulate(instance, result.sequence)
@@ -132,37 +133,36 @@ def solve(graph: OpGraph, options: RematOptions, board: Board | None = None) -> 
     return solution
 
 
-def smallest_budget(instance: Instance, floor: int, options: RematOptions) -> dict[str, Any]:
+def smallest_budget(instance: Instance, floor: int, options: RematOptions) -> tuple[dict[str, Any], Reached | None]:
     """``--budget min``: the smallest peak any sequence reaches under the restriction (Moccasin phase 1,
-    Eq. 12–13, with half the time limit), and the proven bound on it. The restriction-free floor is
-    tried first: if it is reached, it is the answer, proven by formula."""
+    Eq. 12–13, with half the time limit), what is proven about it, and the solution that reaches it (phase
+    2's start: None when the input order already fits the floor). ``status`` is ``optimal`` when the
+    budget is proven the smallest under the restriction (the restriction-free floor, or CP-SAT's bound),
+    ``time_limit`` when phase 1 stopped on its time limit above its proven bound."""
     opts = MoccasinOptions(max_copies=options.max_copies, order="free" if options.order == "free" else "fixed",
                            time_limit=max(options.time_limit / 2, 0.5), workers=options.workers,
                            seed=options.seed, deterministic=options.deterministic, precedence=options.precedence,
                            lp_bound=False)
-    start = simulate(instance, instance.op_order())
-    if start.peak <= floor:
-        return {"budget_bytes": floor, "proven_min_bytes": floor, "status": "optimal"}
-    result = solve_moccasin(instance, floor, opts)
-    if result.sequence is not None:
-        return {"budget_bytes": floor, "proven_min_bytes": floor, "status": "optimal"}
-    notes = result.notes or {}
-    reached = int(math.ceil(notes.get("reachable_budget") or start.peak))
-    proven = max(floor, int(math.ceil(notes.get("proven_min_budget") or floor)))
-    return {"budget_bytes": reached, "proven_min_bytes": proven,
-            "status": "optimal" if proven >= reached else "time_limit"}
+    if simulate(instance, instance.op_order()).peak <= floor:
+        return {"budget_bytes": floor, "proven_min_bytes": floor, "status": "optimal"}, None
+    reached = smallest_peak(instance, floor, opts)
+    budget = max(floor, int(math.ceil(reached.peak - 1e-9)))
+    proven = max(floor, int(math.ceil(reached.proven - 1e-9)) if reached.proven is not None else floor)
+    status = "optimal" if reached.optimal or proven >= budget else "time_limit"
+    return {"budget_bytes": budget, "proven_min_bytes": min(proven, budget), "status": status}, reached
 
 
-def _run(method: str, instance: Instance, budget: int, options: RematOptions,
-         progress: Progress | None) -> MethodResult:
-    start = simulate(instance, instance.op_order())
-    if start.peak <= budget:  # the input order already fits: nothing to recompute, trivially optimal
+def _run(method: str, instance: Instance, budget: int, options: RematOptions, progress: Progress | None,
+         start: Reached | None = None) -> MethodResult:
+    """One method on the instance; moccasin starts phase 2 from ``start`` when ``--budget min`` found one."""
+    begin = simulate(instance, instance.op_order())
+    if begin.peak <= budget:  # the input order already fits: nothing to recompute, trivially optimal
         return MethodResult(method, "optimal", instance.op_order(), instance.base_duration, "optimal", 0.0, 0.0,
                             "none (the input order fits without recomputation)", "none")
     if method == "moccasin":
         opts = MoccasinOptions(max_copies=options.max_copies, order="free" if options.order == "free" else "fixed",
                                time_limit=options.time_limit, workers=options.workers, seed=options.seed,
-                               deterministic=options.deterministic, precedence=options.precedence)
+                               deterministic=options.deterministic, precedence=options.precedence, start=start)
         return solve_moccasin(instance, budget, opts, progress)
     if method == "greedy":
         from onnxpart.remat.heuristics import solve_greedy
@@ -178,8 +178,13 @@ def _run(method: str, instance: Instance, budget: int, options: RematOptions,
 def infeasible_message(solution: Solution) -> str:
     """Why no method met the budget, with the smallest budget proven reachable / the proven limit."""
     budget = solution.budget
-    parts = [f"no sequence fits the budget {budget:,} B (baseline peak {solution.baseline.peak:,.0f} B); "
-             "--budget min finds the smallest budget that works"]
+    if solution.budget_search is not None:  # the budget came from moccasin's phase 1, which reached it
+        parts = [f"--budget min: moccasin's phase 1 reached {budget:,} B, but {', '.join(solution.options.methods)} "
+                 f"found no sequence within it in the time left: add moccasin to --method (it starts from that "
+                 f"sequence) or raise --time-limit"]
+    else:
+        parts = [f"no sequence fits the budget {budget:,} B (baseline peak {solution.baseline.peak:,.0f} B); "
+                 "--budget min finds the smallest budget that works"]
     for outcome in solution.outcomes:
         notes = outcome.result.notes or {}
         if outcome.result.status == "infeasible" and notes.get("proven_min_budget"):

@@ -65,6 +65,9 @@ class MoccasinOptions:
     deterministic: bool = False  # interleaved search and a deterministic time limit (reproducible runs)
     precedence: str = "literals"  # "reservoir" (Eq. 10) or "literals" (Eq. 5 with a serving-copy literal)
     lp_bound: bool = True  # fixed order: also solve the Checkmate LP relaxation beside CP-SAT (a proven bound)
+    #: a solution known to fit the budget, from :func:`smallest_peak` on the same instance and options
+    #: (``--budget min``): phase 2's warm start and fallback, so phase 1 is not run again
+    start: "Reached | None" = None
 
 
 def restriction(options: MoccasinOptions) -> str:
@@ -360,10 +363,60 @@ class _Run:
         return self.instance.base_duration + q * self.sc.quantum
 
 
+@dataclass(frozen=True)
+class Reached:
+    """What phase 1 reached on its own (:func:`smallest_peak`): the smallest peak found and CP-SAT's proven
+    bound on it (bytes), whether that bound meets the peak, and the solution (start times, present copies)."""
+
+    peak: float
+    proven: float | None
+    optimal: bool
+    times: dict
+    active: frozenset
+
+
 def solve_moccasin(instance: Instance, budget: float, options: MoccasinOptions,
                    progress: Progress | None = None) -> MethodResult:
     """Both phases (§2.4). Returns the best sequence found, or none with the phase-1 evidence in
-    ``notes`` (``reachable_budget``: the smallest peak found; ``proven_min_budget``: CP-SAT's bound on it)."""
+    ``notes`` (``reachable_budget``: the smallest peak found; ``proven_min_budget``: CP-SAT's bound on it).
+    Where the greedy warm start does not fit the budget, ``options.start`` (a solution that does) stands in
+    for phase 1."""
+    run, base_units = _new_run(instance, budget, options, progress)
+    times, active, hint_units, fits = _warm_start(run, base_units)
+    if fits is None and options.start is not None:
+        fits = (options.start.times, set(options.start.active))
+    if fits is not None:
+        times, active = fits
+    elif hint_units > run.capacity:  # phase 1 (Eq. 12–13): reach the budget from the warm start
+        result, solver, variables = _phase1(run, times, active, hint_units)
+        if result.objective is None or result.objective > run.capacity + 1e-9:
+            return _unreached(run, result, hint_units)
+        times, active = _solution(solver, variables)
+    log.info("moccasin phase 1 done in %.1f s", run.elapsed())
+    return _phase2(run, times, active, fits)
+
+
+def smallest_peak(instance: Instance, floor: float, options: MoccasinOptions) -> Reached:
+    """Phase 1 alone (Eq. 12–13), from the greedy warm start down towards ``floor`` bytes: the smallest
+    peak it reaches within the time limit, with the solution that reaches it (``--budget min``)."""
+    run, base_units = _new_run(instance, floor, options, None)
+    times, active, units, _ = _warm_start(run, base_units)
+    proven = None
+    if units > run.capacity:
+        result, solver, variables = _phase1(run, times, active, units)
+        if result.has_solution and result.objective < units:
+            times, active = _solution(solver, variables)
+            units = int(round(result.objective))
+        proven = run.notes["phase1"]["bound"]
+    peak = run.to_bytes(units)
+    return Reached(peak, proven, units <= run.capacity or (proven is not None and proven >= peak - 1e-9),
+                   times, frozenset(active))
+
+
+def _new_run(instance: Instance, budget: float, options: MoccasinOptions,
+             progress: Progress | None) -> tuple[_Run, int]:
+    """The state one call shares (with the LP bound started where it helps), and the no-recompute peak
+    in memory units."""
     sc = scale(instance)
     capacity = sc.budget_units(budget, instance.constant_bytes)
     base = baseline(instance)
@@ -375,14 +428,7 @@ def solve_moccasin(instance: Instance, budget: float, options: MoccasinOptions,
                notes)
     if options.lp_bound and options.order == "fixed" and base_units > capacity and instance.n_nodes <= MAX_NODES:
         run.lp = BackgroundLpBound(instance, budget, 0.95 * wall, options.seed, delay=min(3.0, 0.1 * wall))
-    times, active, hint_units, greedy = _warm_start(run, base_units)
-    if hint_units > capacity:  # phase 1 (Eq. 12–13): reach the budget from the warm start
-        result, solver, variables = _phase1(run, times, active, hint_units)
-        if result.objective is None or result.objective > capacity + 1e-9:
-            return _unreached(run, result, hint_units)
-        times, active = _solution(solver, variables)
-    log.info("moccasin phase 1 done in %.1f s", run.elapsed())
-    return _phase2(run, times, active, greedy)
+    return run, base_units
 
 
 def _parameters(options: MoccasinOptions) -> tuple[dict, float]:
@@ -458,10 +504,11 @@ def _unreached(run: _Run, result: SolveResult, hint_units: int) -> MethodResult:
                         run.elapsed(), None, restriction(run.options), "cp-sat", run.notes)
 
 
-def _phase2(run: _Run, times: dict, active: set, greedy: tuple[dict, set] | None) -> MethodResult:
+def _phase2(run: _Run, times: dict, active: set, fits: tuple[dict, set] | None) -> MethodResult:
     """Phase 2 (Eq. 1–10): least recomputed duration within the budget, warm-started from ``times`` and
-    ``active`` (phase 1's solution or the fitting greedy sequence, the fallback if CP-SAT finds nothing),
-    with CP-SAT's bound, the event-cover bound (fixed order) and the LP's."""
+    ``active`` (phase 1's solution, or ``fits``: a solution known to fit — the greedy sequence or
+    ``--budget min``'s — which is the fallback if CP-SAT finds nothing), with CP-SAT's bound, the
+    event-cover bound (fixed order) and the LP's."""
     instance, options, notes = run.instance, run.options, run.notes
     best_at = [run.elapsed()]
     offset = best_at[0]
@@ -477,9 +524,9 @@ def _phase2(run: _Run, times: dict, active: set, greedy: tuple[dict, set] | None
                                  hint_callback=report2, parameters=run.params)
     if result.has_solution:
         times, active = _solution(solver, variables)
-    elif greedy is not None:  # CP-SAT found nothing in time: the greedy sequence, with CP-SAT's bound
-        times, active = greedy
-        notes["fallback"] = "greedy"
+    elif fits is not None:  # CP-SAT found nothing in time: the warm start that fits, with CP-SAT's bound
+        times, active = fits
+        notes["fallback"] = "warm start"
     bound = run.to_duration(max(result.bound, 0.0)) if result.bound > -1e300 else instance.base_duration
     notes["phase2"] = {"status": result.status, "seconds": result.seconds}
     status = "optimal" if result.status == "optimal" else "time_limit"

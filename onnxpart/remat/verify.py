@@ -49,7 +49,8 @@ def verify(reference, remat_path, predicted_peak: float, seed: int = 0,
     report = VerifyReport(seed=seed, tolerance=tolerance)
     memory: dict[str, Any] = {}
     count = 0
-    original = runtime.make_session(reference.model, reference.folder)
+    with runtime.user_model(reference.path):
+        original = runtime.make_session(reference.model, reference.folder)
     for dims in check_dims(reference, freeze):
         feeds, expected = reference_run(original, reference, dims, seed, report)
         if expected is None:
@@ -58,7 +59,8 @@ def verify(reference, remat_path, predicted_peak: float, seed: int = 0,
         add_size(report, dims, runtime.compare(expected, outputs, tolerance))
         count = count or len(expected)
         if not memory:
-            _, original_peak = measured_run(reference.model, feeds, reference.folder)
+            with runtime.user_model(reference.path):
+                _, original_peak = measured_run(reference.model, feeds, reference.folder)
             memory = memory_check(predicted_peak, peak, original_peak)
     return {**report.to_dict(), "outputs": count, **memory,
             "session_options": ", ".join(f"{k}={v}" for k, v in SESSION_OPTIONS.items())}

@@ -116,7 +116,8 @@ def verify_pieces(loaded, runs: Sequence[tuple[Path, Mapping[str, Any]]], *, axi
     twice each (latency's rule; on rows, each input is then twice the rows), skipped with a note where the
     original itself does not run there. Each piece is loaded into onnxruntime once, for both sizes."""
     report = VerifyReport(seed=seed, tolerance=tolerance)
-    original = runtime.make_session(loaded.model, loaded.folder)
+    with runtime.user_model(loaded.path):
+        original = runtime.make_session(loaded.model, loaded.folder)
     pieces = [(runtime.make_session(path), entry) for path, entry in runs]
     for dims in check_dims(loaded, freeze):
         first = reference_run(original, loaded, dims, seed, report)  # None: the original cannot run there

@@ -173,7 +173,8 @@ class _Devices:
         for name in wanted:
             model.graph.node.append(helper.make_node("Identity", [name], [name + REFERENCE_SUFFIX]))
             model.graph.output.append(helper.make_empty_tensor_value_info(name + REFERENCE_SUFFIX))
-        session = runtime.make_session(model, self.loaded.folder)
+        with runtime.user_model(self.loaded.path):
+            session = runtime.make_session(model, self.loaded.folder)
         _, values = reference_run(session, self.loaded, dict(self.loaded.dims), seed, report)
         return {name: values[name + REFERENCE_SUFFIX] for name in wanted}
 
