@@ -42,7 +42,7 @@ def main() -> None:
     mistake — an unknown option or command, a missing or extra argument, no argument at all — is one
     ``error:`` line on stderr and exit 2, like every other bad input (click's "did you mean" hint kept in
     it); ``--help`` keeps its rich page."""
-    from typer._click.exceptions import Abort, ClickException  # typer ≥ 0.29 ships click inside itself
+    from typer._click.exceptions import ClickException  # typer ≥ 0.29 ships click inside itself
 
     from onnxpart import interrupts
 
@@ -52,9 +52,6 @@ def main() -> None:
     except ClickException as exc:
         err_console.print(f"[bold red]error:[/] {escape(usage_message(exc))}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
-    except Abort as exc:  # a signal click caught outside a command (while it parsed the options)
-        err_console.print("[yellow]interrupted:[/] nothing written", highlight=False)
-        sys.exit(interrupts.exit_code(exc.__cause__) if isinstance(exc.__cause__, KeyboardInterrupt) else 130)
     sys.exit(code if isinstance(code, int) else 0)
 
 
