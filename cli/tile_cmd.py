@@ -4,7 +4,6 @@ parses options, runs load → cost → solve → certificate → emit and prints
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Optional
@@ -114,11 +113,13 @@ def _cores() -> int:
 
 def _is_program(path: Path) -> bool:
     """A .json file holding a list, or an object with a "program" list, is a matrix program."""
+    from onnxpart.files import read_json
+
     if path.suffix.lower() != ".json" or not path.is_file():
         return False
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = read_json(path, "matrix program")
+    except UserError:
         return True  # let the program parser say what is wrong
     return isinstance(data, list) or (isinstance(data, dict) and "program" in data)
 

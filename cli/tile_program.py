@@ -7,21 +7,17 @@ from pathlib import Path
 from typing import Optional
 
 from onnxpart.cli.common import check_folder, err_console, result
-from onnxpart.errors import UserError
 
 
 def run(path: Path, output, method: Optional[str], labels: Optional[str], time_limit: float, seed: int,
         workers: int, force: bool, check_certificate: Optional[Path], as_json: bool) -> Optional[dict]:
+    from onnxpart.files import read_text
     from onnxpart.onnx_io import file_sha256
     from onnxpart.tile import METHODS, TileOptions, emit, solve
     from onnxpart.tile.model import build_instance
     from onnxpart.tile.program import load_program
 
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read {path}: {exc}") from None
-    instance = build_instance(load_program(text, path.stem))
+    instance = build_instance(load_program(read_text(path, "matrix program"), path.stem, str(path)))
     if labels is not None:
         instance = emit.restrict_labels(instance, [x.strip() for x in labels.split(",") if x.strip()])
     sha = file_sha256(path)

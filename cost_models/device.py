@@ -8,13 +8,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Optional
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from onnxpart.errors import UserError
 from onnxpart.files import read_text
 from onnxpart.units import (BANDWIDTH, BYTES, FLOP_RATE, SECONDS, parse_bandwidth, parse_bytes, parse_number,
                             parse_seconds)
-from onnxpart.validate import Schema, load_yaml, number, parse_json, validate
+from onnxpart.validate import OpenSchema, load_yaml, number, parse_json, validate
 
 _REQUIRED = ("peak_flops", "memory_bandwidth", "memory_capacity", "op_overhead", "interconnect_bandwidth")
 
@@ -40,11 +40,10 @@ class DeviceSpec:
         return self.peak_flops.get("float32", next(iter(self.peak_flops.values())))
 
 
-class DeviceSpecFile(Schema):
+class DeviceSpecFile(OpenSchema):
     """The schema of a device spec: a device file, or a system file's inline ``spec:``. Numbers may carry
     units (``2TB/s``, ``80GiB``, ``5us``); other keys (notes, sources) are ignored."""
 
-    model_config = ConfigDict(extra="ignore")
     name: Optional[str] = None
     description: str = ""
     peak_flops: Annotated[dict[str, number(FLOP_RATE, lambda text, what: parse_number(text, what, FLOP_RATE))],

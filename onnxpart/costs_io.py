@@ -13,14 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from pydantic import ConfigDict
-
 from onnxpart.dag import Dag
 from onnxpart.errors import UserError
 from onnxpart.files import read_json
 from onnxpart.graph import Node, Op, OpGraph, Param, Tensor, TensorInfo
 from onnxpart.units import BANDWIDTH, BATCH, BYTES, DIM, FLOPS, SECONDS
-from onnxpart.validate import Schema, located, number, validate
+from onnxpart.validate import OpenSchema, located, number, validate
 
 SCHEMA = "onnxpart.costs/1"
 
@@ -77,10 +75,9 @@ Bytes = number(BYTES)
 Dim = number(DIM)
 
 
-class CostsOp(Schema):
+class CostsOp(OpenSchema):
     """``ops[]``: what a strategy reads of an op; other keys (``inputs``, ``outputs`` …) are ignored."""
 
-    model_config = ConfigDict(extra="ignore")
     name: str
     work: Seconds = 0.0
     op_type: str = "Op"
@@ -94,10 +91,9 @@ class CostsOp(Schema):
     opaque: bool = False
 
 
-class CostsTensor(Schema):
+class CostsTensor(OpenSchema):
     """``tensors[]``: an edge; ``producer`` null for a graph input."""
 
-    model_config = ConfigDict(extra="ignore")
     name: str
     bytes: Bytes
     producer: Optional[str] = None
@@ -107,10 +103,9 @@ class CostsTensor(Schema):
     transfer: Optional[Seconds] = None
 
 
-class CostsParam(Schema):
+class CostsParam(OpenSchema):
     """``params[]``: a weight, owned by its first consumer."""
 
-    model_config = ConfigDict(extra="ignore")
     name: str
     bytes: Bytes
     owner: str
@@ -119,16 +114,14 @@ class CostsParam(Schema):
     shape: list[Dim] = []
 
 
-class CostsModel(Schema):
-    model_config = ConfigDict(extra="ignore")
+class CostsModel(OpenSchema):
     path: Optional[str] = None
     sha256: Optional[str] = None
 
 
-class CostsFile(Schema):
+class CostsFile(OpenSchema):
     """A costs file (README, "costs.json schema"); keys other tools add are ignored."""
 
-    model_config = ConfigDict(extra="ignore")
     ops: list[CostsOp]
     tensors: list[CostsTensor]
     params: list[CostsParam] = []

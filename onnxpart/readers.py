@@ -12,7 +12,10 @@ is a graph, recognised by its keys; anything else is an ONNX model):
 - ``node-link``: networkx node-link JSON (the Moccasin and Checkmate benchmark graphs),
   :func:`read_node_link`.
 
-Every reader's errors are one-line :class:`UserError` naming the file and the problem.
+Every JSON format has its pydantic schema (:class:`~onnxpart.costs_io.CostsFile`, :class:`DnnGraph`, the
+node-link schema of :func:`_node_link_schema`), so every reader's errors are one-line :class:`UserError`
+naming the file, the field and the problem: a wrong type, a negative or non-finite number, an unknown
+node in an edge.
 """
 
 from __future__ import annotations
@@ -22,16 +25,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Mapping, Optional, Sequence
 
-from pydantic import ConfigDict, Field, PlainValidator, create_model
+from pydantic import Field, PlainValidator, create_model
 from pydantic_core import PydanticCustomError
 
-from onnxpart.costs_io import graph_from_costs, is_costs
+from onnxpart.costs_io import Bytes, Seconds, graph_from_costs, is_costs
 from onnxpart.dag import Dag
 from onnxpart.errors import UserError
 from onnxpart.files import read_json
 from onnxpart.graph import Node, Op, OpGraph, Param, Tensor, TensorInfo
-from onnxpart.units import BYTES, SECONDS, quoted
-from onnxpart.validate import Schema, located, number, validate
+from onnxpart.units import quoted
+from onnxpart.validate import OpenSchema, Schema, located, validate
 
 FORMATS = ("auto", "onnx", "costs", "dnn-partitioning", "node-link")
 
@@ -89,10 +92,6 @@ def read_graph_data(data: Any, fmt: str, source: str) -> OpGraph:
 
 
 # ------------------------------------------------------------------------------------------ schemas
-Seconds = number(SECONDS)
-Bytes = number(BYTES)
-
-
 def _is_label(value: Any) -> Any:
     if isinstance(value, (int, str)) and not isinstance(value, bool):
         return value
@@ -103,13 +102,7 @@ def _is_label(value: Any) -> Any:
 Label = Annotated[Any, PlainValidator(_is_label)]
 
 
-class _Open(Schema):
-    """A schema for another tool's file: keys onnxpart does not read are ignored."""
-
-    model_config = ConfigDict(extra="ignore")
-
-
-class _DnnNode(_Open):
+class _DnnNode(OpenSchema):
     id: int
     fpgaLatency: Seconds
     size: Bytes = 0.0
@@ -117,14 +110,14 @@ class _DnnNode(_Open):
     colorClass: Optional[Label] = None
 
 
-class _DnnEdge(_Open):
+class _DnnEdge(OpenSchema):
     sourceId: int
     destId: int
     cost: Seconds
     size: Bytes = 0.0
 
 
-class DnnGraph(_Open):
+class DnnGraph(OpenSchema):
     """The schema of a dnn-partitioning graph (what onnxpart reads of it)."""
 
     nodes: list[_DnnNode]
@@ -275,7 +268,7 @@ def is_node_link(data: Any) -> bool:
         and "graph" in data and "ops" not in data
 
 
-class _NodeLinkAttrs(_Open):
+class _NodeLinkAttrs(OpenSchema):
     node_duration_tag: str = "duration"
     node_output_cost_tag: str = "out_cost"
     order: Optional[list[Label]] = None
@@ -287,12 +280,12 @@ def _node_link_schema(id_key: str, duration_key: str, size_key: str, links_key: 
                       ends: tuple[str, str]) -> type[Schema]:
     """The schema of a node-link graph whose nodes are keyed ``id_key`` with times ``duration_key`` and
     output bytes ``size_key``, and whose links (under ``links_key``) run ``ends[0]`` -> ``ends[1]``."""
-    node = create_model("NodeLinkNode", __base__=_Open, **{
+    node = create_model("NodeLinkNode", __base__=OpenSchema, **{
         "node_id": (Label, Field(alias=id_key)), "duration": (Seconds, Field(alias=duration_key)),
         "size": (Bytes, Field(alias=size_key)), "label": (Optional[Label], Field(None, alias="name"))})
-    link = create_model("NodeLinkLink", __base__=_Open, source=(Label, Field(alias=ends[0])),
+    link = create_model("NodeLinkLink", __base__=OpenSchema, source=(Label, Field(alias=ends[0])),
                         target=(Label, Field(alias=ends[1])))
-    return create_model("NodeLinkGraph", __base__=_Open, nodes=(list[node], ...),
+    return create_model("NodeLinkGraph", __base__=OpenSchema, nodes=(list[node], ...),
                         links=(list[link], Field(alias=links_key)))
 
 

@@ -135,10 +135,17 @@ def load_yaml(text: str, source: str) -> Any:
 
 # --------------------------------------------------------------------------------------------- schemas
 class Schema(BaseModel):
-    """Base of the input files' schemas: strict types (no ``"3"`` for 3, no 1 for true), unknown keys
-    refused (a subclass that reads files other tools extend sets ``extra="ignore"``)."""
+    """Base of the schemas of onnxpart's own input files: strict types (no ``"3"`` for 3, no 1 for true),
+    unknown keys refused (a typo is an error, not a silent default)."""
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True, populate_by_name=True)
+
+
+class OpenSchema(Schema):
+    """A schema for a file other tools write or extend (costs files, graph files, device specs): the keys
+    onnxpart does not read are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
 
 
 def number(allowed: Range, parse: Callable[[str, str], float] | None = None) -> Any:
@@ -168,9 +175,14 @@ def validate(schema: type[M], data: Any, source: str, *, at: Loc = (), lines: Ma
         raise located(source, loc, _problem(error, schema, tuple(error["loc"])), lines) from None
 
 
+def field_path(loc: Loc) -> str:
+    """``("ops", 3, "work")`` -> ``ops[3].work``."""
+    return "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if n else str(p)) for n, p in enumerate(loc))
+
+
 def located(source: str, loc: Loc, problem: str, lines: Mapping[Loc, int] | None = None) -> UserError:
     """The one-line error ``source: path (line N): problem`` for the field at ``loc``."""
-    path = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if n else str(p)) for n, p in enumerate(loc))
+    path = field_path(loc)
     line = next((lines[loc[:m]] for m in range(len(loc), -1, -1) if loc[:m] in lines), None) if lines else None
     where = (path or "(top level)") + (f" (line {line})" if line is not None else "")
     return UserError(f"{source}: {where}: {problem}")
