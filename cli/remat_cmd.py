@@ -8,12 +8,12 @@ import contextlib
 import dataclasses
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
 
-from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
+from onnxpart.cli.common import (MAX_RECOMPUTE, ORDER_TIME_LIMIT, CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
                                  ExternalDataOpt, ForceOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt, JsonOpt,
                                  MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt,
                                  check_folder, console, enforce_gap, err_console, gap_limit, handle_errors,
@@ -33,9 +33,9 @@ def remat(
     method: str = typer.Option("moccasin", "--method", help="moccasin, checkmate, checkmate-lp, greedy; comma-separated to run several (sharing --time-limit)."),
     compare: bool = typer.Option(False, "--compare", help="Run the methods on the same instance and print one table (all four if one is named)."),
     order: str = typer.Option("fixed", "--order", help="fixed: the file's order (paper §2.3); minmem: the memory-minimizing order; free: the solver picks (§2.1)."),
-    max_recompute: int = typer.Option(2, "--max-recompute", min=1, help="C_v: how many times an op may be computed (2 = at most one recomputation)."),
+    max_recompute: Annotated[int, typer.Option("--max-recompute", help="C_v: how many times an op may be computed (2 = at most one recomputation)."), MAX_RECOMPUTE] = 2,
     time_limit: TimeLimitOpt = 60.0,
-    order_time_limit: float = typer.Option(10.0, "--order-time-limit", min=0.0, help="Seconds (out of --time-limit) for the exact part of --order minmem."),
+    order_time_limit: Annotated[float, typer.Option("--order-time-limit", help="Seconds (out of --time-limit) for the exact part of --order minmem."), ORDER_TIME_LIMIT] = 10.0,
     workers: WorkersOpt = 0,
     seed: SeedOpt = 0,
     max_gap: MaxGapOpt = None,
@@ -73,7 +73,7 @@ def remat(
     # --time-limit is the whole run: --order minmem's part first, the rest shared by the methods
     per_method = (time_limit - (min(order_time_limit, time_limit / 2) if order == "minmem" else 0.0)) / len(methods)
     options = rm.RematOptions(
-        budget=parse_percent_or_bytes(budget), methods=methods, order=order, max_copies=max_recompute,
+        budget=parse_percent_or_bytes(budget, "--budget"), methods=methods, order=order, max_copies=max_recompute,
         time_limit=max(per_method, 0.1), order_time_limit=min(order_time_limit, time_limit / 2),
         workers=workers or os.cpu_count() or 1,
         seed=seed, include_params=include_params, deterministic=deterministic, precedence=precedence)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
@@ -17,14 +17,14 @@ from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, Costs
                                  err_console, gap_limit, handle_errors, load_costed, print_json, progress_bar, result,
                                  verify_line)
 from onnxpart.errors import UserError
-from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes
+from onnxpart.units import DEVICES, SECONDS, format_bytes, format_seconds, parse_bandwidth, parse_bytes, parse_number
 
 
 @handle_errors
 def tile(
     model: Path = typer.Argument(..., help="ONNX model (or a costs/graph JSON), or a matrix program JSON."),
-    devices: int = typer.Option(0, "--devices", "-d", help="Devices D of a 1-D mesh (ONNX input; ≥ 1); "
-                                "the same as --mesh D."),
+    devices: Annotated[Optional[int], typer.Option("--devices", "-d", help="Devices D of a 1-D mesh (ONNX input; "
+                                                   "1 to 4096); the same as --mesh D."), DEVICES] = None,
     mesh: Optional[str] = typer.Option(None, "--mesh", help="Mesh shape, devices per axis: 8, or 2x4 for a "
                                        "2-D mesh (ONNX input)."),
     mesh_axes: Optional[str] = typer.Option(None, "--mesh-axes", help="Mesh axis names, comma-separated "
@@ -124,25 +124,18 @@ def _is_program(path: Path) -> bool:
     return isinstance(data, list) or (isinstance(data, dict) and "program" in data)
 
 
-def _mesh_shape(devices: int, mesh: Optional[str]) -> tuple[int, ...]:
+def _mesh_shape(devices: Optional[int], mesh: Optional[str]) -> tuple[int, ...]:
     """--mesh and --devices -> the mesh shape (--devices D is --mesh D)."""
     from onnxpart.tile.mesh import parse_mesh
 
     if mesh is None:
-        if devices < 1:
+        if devices is None:
             raise UserError("pass --devices D or --mesh SHAPE (e.g. --mesh 2x4; every axis ≥ 1)")
         return (devices,)
     shape = parse_mesh(mesh)
-    if devices and devices != math.prod(shape):
+    if devices is not None and devices != math.prod(shape):
         raise UserError(f"--devices {devices} disagrees with --mesh {mesh} ({math.prod(shape)} devices): pass one")
     return shape
-
-
-def _per_axis(text: str, parse, option: str) -> list[float]:
-    try:
-        return [parse(part.strip()) for part in text.split(",")]
-    except ValueError as exc:
-        raise UserError(f"{option} {text!r}: {exc}") from None
 
 
 def _instance(loaded, shape, mesh_axes, mesh_bandwidth, mesh_latency, device_memory, pin):
@@ -150,11 +143,9 @@ def _instance(loaded, shape, mesh_axes, mesh_bandwidth, mesh_latency, device_mem
     from onnxpart.tile.onnx_constants import small_constants
     from onnxpart.tile.onnx_model import build_layout_instance, parse_pins
 
-    bandwidth = _per_axis(mesh_bandwidth, parse_bandwidth, "--mesh-bandwidth") if mesh_bandwidth else None
-    latency = _per_axis(mesh_latency, float, "--mesh-latency")
-    if any(v < 0 for v in latency):
-        raise UserError(f"--mesh-latency {mesh_latency}: seconds per ring step cannot be negative")
-    memory = parse_bytes(device_memory) if device_memory is not None else None
+    bandwidth = [parse_bandwidth(v, "--mesh-bandwidth") for v in mesh_bandwidth.split(",")] if mesh_bandwidth else None
+    latency = [parse_number(v, "--mesh-latency", SECONDS) for v in mesh_latency.split(",")]
+    memory = parse_bytes(device_memory, "--device-memory") if device_memory is not None else None
     names = [n.strip() for n in mesh_axes.split(",")] if mesh_axes else None
     constants = small_constants(loaded.model.model) if loaded.model is not None else {}
     inst = build_layout_instance(loaded.graph, shape, bandwidth, latency, memory, parse_pins(pin or [], len(shape)),
