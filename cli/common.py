@@ -9,6 +9,7 @@ import json
 import logging
 import sys
 import typing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
 
@@ -16,7 +17,7 @@ import typer
 from rich.console import Console
 
 from onnxpart.errors import UserError
-from onnxpart.units import SEED, Range
+from onnxpart.units import SEED, Range, parse_bytes, parse_fraction
 
 # Limits of the numeric options (README, "Limits"): far above real use, they keep what an option sizes
 # bounded. The limits numbers share with input files (devices, batch, seed) are in onnxpart.units.
@@ -35,6 +36,18 @@ ITERATIONS = Range(1, 100_000_000, integer=True)
 MAX_PIECES = Range(1, 1_000_000, integer=True)
 RUNS = Range(1, 1000, integer=True)
 TOP = Range(0, 1_000_000, integer=True)
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """The rule of a text option that holds a quantity (``25GB/s``, ``80%``): the unit parser of
+    :mod:`onnxpart.units` that reads it, ``parse(text, option)``."""
+
+    parse: Callable[[str, str], Any]
+
+    def check(self, text: str, what: str) -> Any:
+        return self.parse(text, what)
+
 
 console = Console()
 err_console = Console(stderr=True)
@@ -63,7 +76,7 @@ InputShapeOpt = Annotated[Optional[list[str]], typer.Option("--input-shape", hel
 DimOpt = Annotated[Optional[list[str]], typer.Option("--dim", help=DIM_HELP)]
 FreezeDimsOpt = Annotated[bool, typer.Option("--freeze-dims", help=FREEZE_HELP)]
 ExternalDataOpt = Annotated[Optional[str], typer.Option("--external-data-threshold",
-                                                       help=EXTERNAL_HELP + " [default: 1GiB]")]
+                                                       help=EXTERNAL_HELP + " [default: 1GiB]"), Quantity(parse_bytes)]
 CostOpt = Annotated[str, typer.Option("--cost", help=COST_HELP)]
 DeviceOpt = Annotated[str, typer.Option("--device", help=DEVICE_HELP)]
 CostsOpt = Annotated[Optional[Path], typer.Option("--costs", help=COSTS_HELP)]
@@ -79,7 +92,8 @@ SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of every randomized s
 WorkersOpt = Annotated[int, typer.Option("--workers", help="Cores the solvers may use: background processes and "
                                          "solver threads (0: all of this machine's)."), WORKERS]
 MaxGapOpt = Annotated[Optional[str], typer.Option("--max-gap", help="Exit with code 3 unless the certified "
-                                                  "gap 1 − LB/UB is at most this (e.g. 5%); the files are written.")]
+                                                  "gap 1 − LB/UB is at most this (e.g. 5%); the files are written."),
+                      Quantity(parse_fraction)]
 CheckCertificateOpt = Annotated[Optional[Path], typer.Option("--check-certificate", help="Re-check an earlier "
                                                              "output folder against this model instead of solving.")]
 VerifyOpt = Annotated[bool, typer.Option("--verify", help="Run the written models in onnxruntime on seeded inputs "
@@ -87,14 +101,15 @@ VerifyOpt = Annotated[bool, typer.Option("--verify", help="Run the written model
 VerifyTolOpt = Annotated[float, typer.Option("--verify-tol", help=VERIFY_TOL_HELP), VERIFY_TOL]
 
 
-def checked_options(command: Callable) -> dict[str, tuple[str, Range]]:
-    """Parameter -> (the option as the user writes it, its :class:`~onnxpart.units.Range`) for every
-    numeric option of ``command`` whose annotation carries a Range (``Annotated[int, typer.Option("-k"),
-    STAGES]``): :func:`handle_errors` checks each before the command runs."""
+def checked_options(command: Callable) -> dict[str, tuple[str, Range | Quantity]]:
+    """Parameter -> (the option as the user writes it, its rule) for every option of ``command`` whose
+    annotation carries a :class:`~onnxpart.units.Range` (``Annotated[int, typer.Option("-k"), STAGES]``)
+    or a :class:`Quantity`: :func:`handle_errors` checks each before the command runs, so a bad number is
+    refused before any model is read."""
     checks = {}
     for name, hint in typing.get_type_hints(command, include_extras=True).items():
         extras = getattr(hint, "__metadata__", ())
-        allowed = next((m for m in extras if isinstance(m, Range)), None)
+        allowed = next((m for m in extras if isinstance(m, (Range, Quantity))), None)
         if allowed is not None:
             option = next((m for m in extras if isinstance(m, typer.models.OptionInfo)), None)
             decls = () if option is None else (option.default, *option.param_decls)  # Annotated: the first
@@ -104,9 +119,8 @@ def checked_options(command: Callable) -> dict[str, tuple[str, Range]]:
 
 
 def handle_errors(command: Callable) -> Callable:
-    """Check the command's numeric options against their ranges (:func:`checked_options`), then run it;
-    a UserError becomes a one-line message and its exit code, Ctrl-C exit 130. Bugs keep their
-    tracebacks."""
+    """Check the command's numeric options (:func:`checked_options`), then run it; a UserError becomes a
+    one-line message and its exit code, Ctrl-C exit 130. Bugs keep their tracebacks."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -181,8 +195,6 @@ def progress_bar(time_limit: float, fmt: Callable[[float, str], str], disable: b
 
 def gap_limit(max_gap: Optional[str]) -> Optional[float]:
     """``--max-gap`` as a fraction (checked to lie in [0, 1): :func:`onnxpart.units.parse_fraction`)."""
-    from onnxpart.units import parse_fraction
-
     return parse_fraction(max_gap, "--max-gap") if max_gap is not None else None
 
 

@@ -11,7 +11,8 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from onnxpart.cli.common import (FRACTION, GENERATIONS, IDEAL_LIMIT, POPULATION, RANDOM_ORDERS, STAGES, CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
+from onnxpart.cli.common import (FRACTION, GENERATIONS, IDEAL_LIMIT, POPULATION, RANDOM_ORDERS, STAGES, Quantity,
+                                 CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
                                  ExternalDataOpt, ForceOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt, JsonOpt,
                                  MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt,
                                  certificate_line, check_folder, console, enforce_gap, err_console, gap_limit,
@@ -40,8 +41,8 @@ def partition(
     freeze_dims: FreezeDimsOpt = False,
     external_data_threshold: ExternalDataOpt = None,
     coarsen: CoarsenOpt = False,
-    bandwidth: Optional[str] = typer.Option(None, "--bandwidth", help="Inter-stage bandwidth (e.g. 25GB/s); default: the device's interconnect."),
-    stage_memory: Optional[str] = typer.Option(None, "--stage-memory", help="Fast memory per stage for parameters (e.g. 40MiB); the excess streams at the bandwidth (Eq. 2). Off by default."),
+    bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Inter-stage bandwidth (e.g. 25GB/s); default: the device's interconnect."), Quantity(parse_bandwidth)] = None,
+    stage_memory: Annotated[Optional[str], typer.Option("--stage-memory", help="Fast memory per stage for parameters (e.g. 40MiB); the excess streams at the bandwidth (Eq. 2). Off by default."), Quantity(parse_bytes)] = None,
     graph_format: FormatOpt = "auto",
     verify: VerifyOpt = False,
     verify_tol: VerifyTolOpt = 1e-4,

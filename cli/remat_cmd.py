@@ -13,13 +13,13 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from onnxpart.cli.common import (MAX_RECOMPUTE, ORDER_TIME_LIMIT, CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
+from onnxpart.cli.common import (MAX_RECOMPUTE, ORDER_TIME_LIMIT, Quantity, CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
                                  ExternalDataOpt, ForceOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt, JsonOpt,
                                  MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt,
                                  check_folder, console, enforce_gap, err_console, gap_limit, handle_errors,
                                  load_costed, print_json, progress_bar, result, verify_line)
 from onnxpart.errors import InfeasibleError, UserError
-from onnxpart.units import byte_unit, format_bytes, format_seconds
+from onnxpart.units import byte_unit, format_bytes, format_seconds, parse_percent_or_bytes
 
 PHASES = {"phase1": "phase 1: peak", "phase2": "phase 2: time", "checkmate": "checkmate MILP"}
 
@@ -27,7 +27,7 @@ PHASES = {"phase1": "phase 1: peak", "phase2": "phase 2: time", "checkmate": "ch
 @handle_errors
 def remat(
     model: Path = typer.Argument(..., help="ONNX model, or a JSON graph: costs.json, dnn-partitioning or networkx node-link."),
-    budget: str = typer.Option(..., "--budget", "-b", help="Memory budget: 80% (of the file order's peak), 24MiB, 6,422,528 (bytes), or min (the smallest that works: Moccasin phase 1 with half the time limit)."),
+    budget: Annotated[str, typer.Option("--budget", "-b", help="Memory budget: 80% (of the file order's peak), 24MiB, 6,422,528 (bytes), or min (the smallest that works: Moccasin phase 1 with half the time limit)."), Quantity(parse_percent_or_bytes)] = ...,
     output: OutputOpt = None,
     force: ForceOpt = False,
     method: str = typer.Option("moccasin", "--method", help="moccasin, checkmate, checkmate-lp, greedy; comma-separated to run several (sharing --time-limit)."),
@@ -62,8 +62,6 @@ def remat(
     """Fit a memory budget with the least recomputation (Moccasin CP-SAT; Checkmate baselines)."""
     from onnxpart import remat as rm
     from onnxpart.readers import check_format
-    from onnxpart.units import parse_percent_or_bytes
-
     methods = tuple(m.strip() for m in method.split(",") if m.strip())
     methods = rm.METHODS if compare and len(methods) == 1 else methods
     if precedence not in ("literals", "reservoir"):

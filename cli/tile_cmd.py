@@ -11,13 +11,13 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from onnxpart.cli.common import (CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
+from onnxpart.cli.common import (Quantity, CheckCertificateOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
                                  ExternalDataOpt, ForceOpt, FormatOpt, InputShapeOpt, JsonOpt, MaxGapOpt, OutputOpt,
                                  SeedOpt, TimeLimitOpt, VerifyTolOpt, WorkersOpt, check_folder, console, enforce_gap,
                                  err_console, gap_limit, handle_errors, load_costed, print_json, progress_bar, result,
                                  verify_line)
 from onnxpart.errors import UserError
-from onnxpart.units import DEVICES, SECONDS, format_bytes, format_seconds, parse_bandwidth, parse_bytes, parse_number
+from onnxpart.units import DEVICES, format_bytes, format_seconds, parse_bandwidth, parse_bytes, parse_seconds
 
 
 @handle_errors
@@ -38,13 +38,16 @@ def tile(
     explain: bool = typer.Option(False, "--explain", help="Print every resharding and the two ops' preferences "
                                  "that forced it."),
     compare: bool = typer.Option(False, "--compare", help="Print one table of every method's result."),
-    mesh_bandwidth: Optional[str] = typer.Option(None, "--mesh-bandwidth", help="Link bandwidth of each mesh "
-                                                 "axis's ring: one value or one per axis (e.g. 300GB/s,25GB/s); "
-                                                 "default: the device spec's interconnect."),
-    mesh_latency: str = typer.Option("5e-6", "--mesh-latency", help="Seconds per ring step: one value or one "
-                                     "per mesh axis (e.g. 2e-6,1e-5)."),
-    device_memory: Optional[str] = typer.Option(None, "--device-memory", help="Bound on weights + activations "
-                                                "per device (e.g. 40GiB); exit 4 when no layout fits."),
+    mesh_bandwidth: Annotated[Optional[str], typer.Option("--mesh-bandwidth", help="Link bandwidth of each mesh "
+                                                          "axis's ring: one value or one per axis (e.g. "
+                                                          "300GB/s,25GB/s); default: the device spec's interconnect."),
+                              Quantity(lambda text, what: _per_axis(text, what, parse_bandwidth))] = None,
+    mesh_latency: Annotated[str, typer.Option("--mesh-latency", help="Seconds per ring step: one value or one per "
+                                              "mesh axis (e.g. 2e-6,1e-5)."),
+                            Quantity(lambda text, what: _per_axis(text, what, parse_seconds))] = "5e-6",
+    device_memory: Annotated[Optional[str], typer.Option("--device-memory", help="Bound on weights + activations "
+                                                         "per device (e.g. 40GiB); exit 4 when no layout fits."),
+                             Quantity(parse_bytes)] = None,
     labels: Optional[str] = typer.Option(None, "--labels", help="Matrix programs: the tilings allowed, "
                                          "comma-separated subset of row,col,block."),
     time_limit: TimeLimitOpt = 30.0,
@@ -138,13 +141,18 @@ def _mesh_shape(devices: Optional[int], mesh: Optional[str]) -> tuple[int, ...]:
     return shape
 
 
+def _per_axis(text: str, option: str, parse) -> list[float]:
+    """One value per mesh axis, or one for all: ``300GB/s,25GB/s`` read by ``parse``."""
+    return [parse(part, option) for part in text.split(",")]
+
+
 def _instance(loaded, shape, mesh_axes, mesh_bandwidth, mesh_latency, device_memory, pin):
     from onnxpart.tile.mesh import parts
     from onnxpart.tile.onnx_constants import small_constants
     from onnxpart.tile.onnx_model import build_layout_instance, parse_pins
 
-    bandwidth = [parse_bandwidth(v, "--mesh-bandwidth") for v in mesh_bandwidth.split(",")] if mesh_bandwidth else None
-    latency = [parse_number(v, "--mesh-latency", SECONDS) for v in mesh_latency.split(",")]
+    bandwidth = _per_axis(mesh_bandwidth, "--mesh-bandwidth", parse_bandwidth) if mesh_bandwidth else None
+    latency = _per_axis(mesh_latency, "--mesh-latency", parse_seconds)
     memory = parse_bytes(device_memory, "--device-memory") if device_memory is not None else None
     names = [n.strip() for n in mesh_axes.split(",")] if mesh_axes else None
     constants = small_constants(loaded.model.model) if loaded.model is not None else {}

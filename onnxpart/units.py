@@ -79,14 +79,21 @@ class Range:
         """None when ``value`` (an int or float, never a bool) lies in the range, else what is wrong:
         ``must be an integer from 1 to 1024, got 1180591620717411303424`` (``given``: the text the user
         wrote, shown instead of the value)."""
-        wrong = f"must be {self.describe()}, got {given if given is not None else quoted(value)}"
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return wrong
-        if isinstance(value, float) and (not math.isfinite(value) or (self.integer and not value.is_integer())):
-            return wrong
-        below = value <= self.low if self.low_open else value < self.low
-        above = value >= self.high if self.high_open else value > self.high
-        return wrong if below or above else None
+        if self.contains(value):
+            return None
+        return f"must be {self.describe()}, got {given if given is not None else quoted(value)}"
+
+    def contains(self, value: object) -> bool:
+        """True when ``value`` is an int or a finite float (integral for an integer range) in the range."""
+        kind = type(value)
+        if kind is float:
+            if not math.isfinite(value) or (self.integer and not value.is_integer()):
+                return False
+        elif kind is not int and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            return False
+        if value < self.low or (self.low_open and value == self.low):
+            return False
+        return value < self.high or (not self.high_open and value == self.high)
 
     def check(self, value: object, what: str, given: str | None = None) -> int | float:
         """``value`` as an int (integer ranges) or a float; a UserError naming ``what`` when it is out of

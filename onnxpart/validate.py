@@ -152,8 +152,12 @@ def number(allowed: Range, parse: Callable[[str, str], float] | None = None) -> 
     """The field type of a number checked against ``allowed`` (an int for an integer range, else a
     float): a JSON/YAML number, or with ``parse`` (a unit parser of :mod:`onnxpart.units`, such as
     ``parse_bandwidth``) also text such as ``"16GB/s"``."""
+    exact = int if allowed.integer else float
+    contains = allowed.contains
 
     def check(value: Any) -> int | float:
+        if contains(value):  # the common case first: input files hold millions of numbers
+            return exact(value)
         try:
             if isinstance(value, str) and parse is not None:
                 return parse(value, "")
