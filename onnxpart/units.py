@@ -104,8 +104,8 @@ class Range:
         return int(value) if self.integer else float(value)
 
 
-_NUMBER = re.compile(r"\s*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*")
-_INTEGER = re.compile(r"\s*[+-]?[0-9]{1,400}\s*")  # longer is out of every range (and past int()'s digit limit)
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+_INTEGER = re.compile(r"[+-]?[0-9]{1,400}", re.ASCII)  # longer is out of every range (and past int()'s digit limit)
 
 
 def parse_number(text: str, what: str, allowed: Range) -> int | float:
@@ -115,9 +115,10 @@ def parse_number(text: str, what: str, allowed: Range) -> int | float:
 
 
 def _read_number(text: str, what: str) -> int | float:
-    if not isinstance(text, str) or not _NUMBER.fullmatch(text):
+    stripped = text.strip() if isinstance(text, str) else None
+    if stripped is None or not _NUMBER.fullmatch(stripped):
         raise NumberError(what, f"cannot read {quoted(text)} as a number: use e.g. 8, 0.5 or 1e-6")
-    return int(text) if _INTEGER.fullmatch(text) else float(text)
+    return int(stripped) if _INTEGER.fullmatch(stripped) else float(stripped)
 
 
 # --------------------------------------------------------------------------------------------- limits
