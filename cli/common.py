@@ -119,8 +119,8 @@ def checked_options(command: Callable) -> dict[str, tuple[str, Range | Quantity]
 
 
 def handle_errors(command: Callable) -> Callable:
-    """Check the command's numeric options (:func:`checked_options`), then run it; a UserError becomes a
-    one-line message and its exit code, Ctrl-C exit 130. Bugs keep their tracebacks."""
+    """Check the command's numeric and quantity options (:func:`checked_options`), then run it; a UserError
+    becomes a one-line message and its exit code, Ctrl-C exit 130. Bugs keep their tracebacks."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

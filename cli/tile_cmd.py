@@ -43,7 +43,7 @@ def tile(
                                                           "300GB/s,25GB/s); default: the device spec's interconnect."),
                               Quantity(lambda text, what: _per_axis(text, what, parse_bandwidth))] = None,
     mesh_latency: Annotated[str, typer.Option("--mesh-latency", help="Seconds per ring step: one value or one per "
-                                              "mesh axis (e.g. 2e-6,1e-5)."),
+                                              "mesh axis (e.g. 2e-6,10us)."),
                             Quantity(lambda text, what: _per_axis(text, what, parse_seconds))] = "5e-6",
     device_memory: Annotated[Optional[str], typer.Option("--device-memory", help="Bound on weights + activations "
                                                          "per device (e.g. 40GiB); exit 4 when no layout fits."),
