@@ -64,7 +64,7 @@ def parse_json(text: str, source: str) -> Any:
     :data:`MAX_DEPTH`. ``NaN``, ``Infinity`` and numbers past the float range read as floats; the
     schemas refuse them, naming the field."""
     if json_too_deep(text):
-        raise UserError(f"{source}: nested deeper than {MAX_DEPTH} levels (the limit for input files)")
+        raise UserError(f"{source}: nested too deeply: more than {MAX_DEPTH} levels (the limit for input files)")
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -102,8 +102,8 @@ def _check_yaml_events(events, source: str) -> None:
         if isinstance(event, yaml.CollectionStartEvent):
             open_sizes.append([1, event.anchor])
             if len(open_sizes) > MAX_DEPTH:
-                raise UserError(f"{source}: line {event.start_mark.line + 1}: nested deeper than {MAX_DEPTH} "
-                                "levels (the limit for input files)")
+                raise UserError(f"{source}: line {event.start_mark.line + 1}: nested too deeply: more than "
+                                f"{MAX_DEPTH} levels (the limit for input files)")
             added = 1
         elif isinstance(event, yaml.CollectionEndEvent):
             nodes, anchor = open_sizes.pop()

@@ -51,7 +51,7 @@ def node_link(**node) -> dict:
 GRAPHS = {
     "negative work": (json.dumps(costs_graph(op={"work": -1})), "ops[0].work: must be a duration"),
     "NaN": ('{"ops": [{"name": "a", "work": NaN}], "tensors": []}', "ops[0].work: must be a duration from 0 s"),
-    "deep nesting": (DEEP_JSON, "nested deeper than 64 levels"),
+    "deep nesting": (DEEP_JSON, "nested too deeply: more than 64 levels"),
     "unknown op": (json.dumps(costs_graph(tensor={"consumers": ["ghost"]})), "names unknown op 'ghost'"),
     "wrong type": (json.dumps(costs_graph(op={"work": "fast"})), "ops[0].work: must be a duration"),
     "Infinity": ('{"ops": [{"name": "a", "work": Infinity}], "tensors": []}', "got inf"),
@@ -136,7 +136,7 @@ DEVICES = {
     "mapping as a number": (DEVICE.replace("op_overhead: 5us", "op_overhead: {}"), "op_overhead: must be a duration"),
     "no peaks": (DEVICE.replace("{float32: 1.0e12}", "{}"), "peak_flops: expected at least 1 entry"),
     "billion laughs": (LAUGHS, "aliases expand to more than 1,000,000 nodes"),
-    "deep nesting": ("peak_flops: " + "[" * 10_000 + "]" * 10_000 + "\n", "nested deeper than 64 levels"),
+    "deep nesting": ("peak_flops: " + "[" * 10_000 + "]" * 10_000 + "\n", "nested too deeply: more than 64 levels"),
 }
 DEVICE_COMMANDS = ("inspect", "annotate") + STRATEGIES
 
@@ -161,7 +161,7 @@ SYSTEMS = {
     "missing": (None, "does not exist"),
     "folder": ("folder", "is a folder"),
     "billion laughs": (LAUGHS, "aliases expand to more than 1,000,000 nodes"),
-    "deep nesting": ('{"devices": ' + DEEP_JSON + "}", "nested deeper than 64 levels"),
+    "deep nesting": ('{"devices": ' + DEEP_JSON + "}", "nested too deeply: more than 64 levels"),
     "negative peak_flops": (INLINE.replace("float32: 1.0e12", "float32: -1.0e12"),
                             "devices[0].spec.peak_flops.float32 (line 3): must be a FLOP/s rate"),
     "NaN latency": (INLINE.replace("latency: 1us", "latency: .nan"), "links.default.latency (line 6): must be"),
@@ -192,7 +192,7 @@ def test_a_bad_system_file(tmp_path, kind):
     ('{"program": [{"out": "C", "op": "inv", "in": ["A"]}], "default_size": [NaN, 2]}', "default_size[0]"),
     ('[{"loop": 100000, "body": [{"loop": 100000, "body": [{"out": "C", "op": "inv", "in": ["A"]}]}]}]',
      "above the limit 2147483647"),
-    ('{"program": ' + DEEP_JSON + "}", "nested deeper than 64 levels"),
+    ('{"program": ' + DEEP_JSON + "}", "nested too deeply: more than 64 levels"),
 ], ids=["wrong type", "NaN size", "loop weights", "deep nesting"])
 def test_a_bad_matrix_program(tmp_path, text, says):
     program = tmp_path / "program.json"
