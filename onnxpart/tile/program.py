@@ -44,7 +44,7 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import Field, StringConstraints, model_validator
 
 from onnxpart.units import Range
-from onnxpart.validate import Schema, field_path, located, number, parse_json, validate
+from onnxpart.validate import Schema, located, number, parse_json, validate
 
 #: The tiling types of the paper's Fig. 1, in label-index order.
 LABELS: tuple[str, ...] = ("row", "col", "block")
@@ -79,8 +79,8 @@ class Operand:
 
 @dataclass(frozen=True)
 class Expression:
-    """One atomic expression ``out = op(inputs)``; ``where`` names it in messages (``program[3]``, or
-    ``program[1].body[0]`` inside a loop)."""
+    """One atomic expression ``out = op(inputs)``; ``where`` names it in plans (``expression 3``, or
+    ``expression 1, body 0`` inside a loop)."""
 
     where: str
     out: str
@@ -203,6 +203,12 @@ def _flatten(items: list, at: tuple, weight: int, out: list[tuple[tuple, _Expres
             out.append((at + (i,), validate(_Expression, raw, source, at=at + (i,)), weight))
 
 
+def _expression_name(at: tuple) -> str:
+    """``("program", 0, "body", 1)`` -> ``expression 0, body 1``: how plans name an expression."""
+    indices = [p for p in at if isinstance(p, int)]
+    return ", ".join([f"expression {indices[0]}"] + [f"body {i}" for i in indices[1:]])
+
+
 class _State:
     """Matrices defined so far while reading the program in order (SSA renaming, shapes)."""
 
@@ -255,7 +261,7 @@ class _State:
             raise located(self.source, at + ("out",), f"sizes[{raw.out!r}] is {self.declared[raw.out]} but "
                                                       f"{raw.op} gives {shape}")
         matrix = self.define(raw.out, shape)
-        return Expression(field_path(at), matrix, raw.op, inputs, weight * int(raw.weight),
+        return Expression(_expression_name(at), matrix, raw.op, inputs, weight * int(raw.weight),
                           tuple(raw.algorithms) if raw.algorithms else None)
 
     def _out_shape(self, op: str, inputs: tuple[Operand, ...], at: tuple) -> tuple[int, int]:
