@@ -168,6 +168,18 @@ def number(allowed: Range, parse: Callable[[str, str], float] | None = None) -> 
     return Annotated[float, PlainValidator(check)]
 
 
+def identifier(pattern: str, words: str) -> Any:
+    """The field type of a name that fully matches ``pattern``; ``words`` says in errors what it must be."""
+    compiled = re.compile(pattern)
+
+    def check(value: Any) -> str:
+        if isinstance(value, str) and compiled.fullmatch(value):
+            return value
+        raise PydanticCustomError("name", "must be {words}, got {got}", {"words": words, "got": quoted(value)})
+
+    return Annotated[str, PlainValidator(check)]
+
+
 def validate(schema: type[M], data: Any, source: str, *, at: Loc = (), lines: Mapping[Loc, int] | None = None) -> M:
     """``data`` as ``schema``; the first problem as one UserError naming ``source``, the field path
     (below ``at``, where ``data`` sits in the file) and, with ``lines`` (field path -> line), the line."""

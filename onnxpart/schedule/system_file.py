@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import yaml
-from pydantic import Field, StringConstraints
+from pydantic import Field
 
 from onnxpart.cost_models.device import DeviceSpec, DeviceSpecFile, load_device
 from onnxpart.costs_io import read_costs_file
@@ -39,7 +39,7 @@ from onnxpart.files import read_text
 from onnxpart.schedule.model import Device, Link, System
 from onnxpart.units import (BATCH, BYTES, DEVICES, SECONDS, BANDWIDTH, NumberError, parse_bandwidth, parse_bytes,
                             parse_number, parse_seconds, quoted)
-from onnxpart.validate import Schema, compose_yaml, located, number, parse_json, validate
+from onnxpart.validate import Schema, compose_yaml, identifier, located, number, parse_json, validate
 
 
 class _LinkEntry(Schema):
@@ -59,7 +59,7 @@ class _Links(Schema):
 
 
 class _DeviceEntry(Schema):
-    name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$")]
+    name: identifier(r"[A-Za-z_][A-Za-z0-9_.-]*", "a name (letters, digits, _ . -; not starting with a digit)")
     spec: Any = None  # a built-in device, a device file or an inline spec: :func:`_spec`
     count: number(DEVICES) = 1
     memory: Optional[number(BYTES, parse_bytes)] = None

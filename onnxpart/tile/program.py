@@ -41,10 +41,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import Field, model_validator
 
 from onnxpart.units import Range
-from onnxpart.validate import Schema, located, number, parse_json, validate
+from onnxpart.validate import Schema, identifier, located, number, parse_json, validate
 
 #: The tiling types of the paper's Fig. 1, in label-index order.
 LABELS: tuple[str, ...] = ("row", "col", "block")
@@ -125,7 +125,7 @@ WEIGHT = Range(1, 2**31 - 1, integer=True)
 #: (CP-SAT's integer objective included); above 2**53 costs are no longer exact.
 MAX_WEIGHTED_ELEMENTS = 2**53
 
-MatrixName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_.']*$")]
+MatrixName = identifier(r"[A-Za-z_][A-Za-z0-9_.']*", "a matrix name (letters, digits, _ . ')")
 Shape = Annotated[list[number(MATRIX_DIM)], Field(min_length=2, max_length=2)]
 
 

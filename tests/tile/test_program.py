@@ -72,7 +72,7 @@ def test_fixed_pins_a_domain():
     ('[{"out": "G", "op": "sub", "in": ["A", "B"]}]', "program[0].op: must be 'add', 'mul', 'inv' or 'transpose'"),
     ('[{"out": "G", "op": "mul", "in": ["A"]}]', "program[0]: 'in' must list 2 matrix name(s) for mul"),
     ('[{"out": "C", "op": "inv", "in": ["A"]}, {"out": 3, "op": "inv", "in": ["C"]}]',
-     "program[1].out: must be a valid string, got 3"),
+     "program[1].out: must be a matrix name (letters, digits, _ . '), got 3"),
     ('[{"out": "G", "op": "inv", "in": ["A"], "weight": 0}]', "program[0].weight: must be an integer from 1"),
     ('[{"out": "G", "op": "inv", "in": ["A"], "algorithms": ["cannon"]}]', "program[0]: 'algorithms' must be inv"),
     ('[{"out": "G", "op": "inv", "in": ["A"], "colour": 1}]', "program[0].colour: unknown key"),
