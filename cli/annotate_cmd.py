@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 
 from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, CleanOpt, DEVICE_HELP, DIM_HELP, ForceShapeOpt,
-                                 INPUT_SHAPE_HELP, console, handle_errors, load_costed, print_json)
+                                 INPUT_SHAPE_HELP, RUNS, console, handle_errors, load_costed, print_json)
 from onnxpart.errors import UserError
-from onnxpart.units import format_seconds
+from onnxpart.units import BATCH, format_seconds
 
 
 @handle_errors
@@ -24,10 +24,11 @@ def annotate(
     force_shape: ForceShapeOpt = False,
     dim: Optional[list[str]] = typer.Option(None, "--dim", help=DIM_HELP),
     coarsen: bool = typer.Option(False, "--coarsen", help=COARSEN_HELP),
-    runs: int = typer.Option(5, "--runs", min=1, help="Profiled runs for --cost measured (median per node)."),
-    batch: Optional[int] = typer.Option(None, "--batch", min=1, help="Cost a batch of B inputs: the symbolic dim "
-                                        "on axis 0 of every graph input set to B × its --dim value (default 1); "
-                                        "recorded as the file's batch, for a system file's costs: {B: file}."),
+    runs: Annotated[int, typer.Option("--runs", help="Profiled runs for --cost measured (median per node)."), RUNS] = 5,
+    batch: Annotated[Optional[int], typer.Option("--batch", help="Cost a batch of B inputs: the symbolic dim on axis 0 "
+                                                 "of every graph input set to B × its --dim value (default 1); "
+                                                 "recorded as the file's batch, for a system file's costs: {B: file}."),
+                     BATCH] = None,
     force: bool = typer.Option(False, "--force", help="Overwrite an existing costs file that onnxpart wrote."),
     clean: CleanOpt = False,
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary on stdout."),

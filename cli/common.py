@@ -8,6 +8,8 @@ import functools
 import json
 import logging
 import sys
+import typing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional, Sequence
 
@@ -16,6 +18,37 @@ from rich.console import Console
 from rich.markup import escape
 
 from onnxpart.errors import UserError
+from onnxpart.units import SEED, Range, parse_bytes, parse_fraction
+
+# Limits of the numeric options (README, "Limits"): far above real use, they keep what an option sizes
+# bounded. The limits numbers share with input files (devices, batch, seed) are in onnxpart.units.
+TIME_LIMIT = Range(0.1, 1e7, noun="a number of seconds")
+ORDER_TIME_LIMIT = Range(0, 1e7, noun="a number of seconds")
+WORKERS = Range(0, 4096, integer=True)
+VERIFY_TOL = Range(0, 1e6)
+STAGES = Range(1, 1024, integer=True)
+FRACTION = Range(0, 1, noun="a fraction")
+POPULATION = Range(2, 100_000, integer=True)
+GENERATIONS = Range(0, 1_000_000, integer=True)
+RANDOM_ORDERS = Range(0, 1_000_000, integer=True)
+IDEAL_LIMIT = Range(0, 10_000_000, integer=True)
+MAX_RECOMPUTE = Range(1, 16, integer=True)
+ITERATIONS = Range(1, 100_000_000, integer=True)
+MAX_PIECES = Range(1, 1_000_000, integer=True)
+RUNS = Range(1, 1000, integer=True)
+TOP = Range(0, 1_000_000, integer=True)
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """The rule of a text option that holds a quantity (``25GB/s``, ``80%``): the unit parser of
+    :mod:`onnxpart.units` that reads it, ``parse(text, option)``."""
+
+    parse: Callable[[str, str], Any]
+
+    def check(self, text: str, what: str) -> Any:
+        return self.parse(text, what)
+
 
 console = Console()
 err_console = Console(stderr=True)
@@ -47,7 +80,7 @@ ForceShapeOpt = Annotated[bool, typer.Option("--force-shape", help=FORCE_SHAPE_H
 DimOpt = Annotated[Optional[list[str]], typer.Option("--dim", help=DIM_HELP)]
 FreezeDimsOpt = Annotated[bool, typer.Option("--freeze-dims", help=FREEZE_HELP)]
 ExternalDataOpt = Annotated[Optional[str], typer.Option("--external-data-threshold",
-                                                       help=EXTERNAL_HELP + " [default: 1GiB]")]
+                                                       help=EXTERNAL_HELP + " [default: 1GiB]"), Quantity(parse_bytes)]
 CostOpt = Annotated[str, typer.Option("--cost", help=COST_HELP)]
 DeviceOpt = Annotated[str, typer.Option("--device", help=DEVICE_HELP)]
 CostsOpt = Annotated[Optional[Path], typer.Option("--costs", help=COSTS_HELP)]
@@ -61,20 +94,37 @@ ForceOpt = Annotated[bool, typer.Option("--force", help="Replace an existing out
 CleanOpt = Annotated[bool, typer.Option("--clean", help="With --force: also replace an output that onnxpart did "
                                         "not write, deleting what it holds.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout (nothing else there).")]
-TimeLimitOpt = Annotated[float, typer.Option("--time-limit", min=0.1, help="Total wall-clock seconds for the "
-                                             "whole solve: every method, search and bound together.")]
+TimeLimitOpt = Annotated[float, typer.Option("--time-limit", help="Total wall-clock seconds for the whole solve: "
+                                             "every method, search and bound together."), TIME_LIMIT]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of every randomized search and of --verify's inputs "
-                                      "(same inputs and seed, same files).")]
-WorkersOpt = Annotated[int, typer.Option("--workers", min=0, help="Cores the solvers may use: background "
-                                         "processes and solver threads (0: all of this machine's).")]
+                                      "(same inputs and seed, same files)."), SEED]
+WorkersOpt = Annotated[int, typer.Option("--workers", help="Cores the solvers may use: background processes and "
+                                         "solver threads (0: all of this machine's)."), WORKERS]
 MaxGapOpt = Annotated[Optional[str], typer.Option("--max-gap", help="Exit with code 3 unless the certified "
-                                                  "gap 1 − LB/UB is at most this (e.g. 5%); the files are written.")]
+                                                  "gap 1 − LB/UB is at most this (e.g. 5%); the files are written."),
+                      Quantity(parse_fraction)]
 CheckCertificateOpt = Annotated[Optional[Path], typer.Option("--check-certificate", help="Re-check an earlier "
                                                              "output folder against this model instead of solving.")]
 VerifyOpt = Annotated[bool, typer.Option("--verify", help="Run the written models in onnxruntime on seeded inputs "
                                          "(at the costed dims and at twice each dynamic dim) against the original.")]
-VerifyTolOpt = Annotated[float, typer.Option("--verify-tol", min=0.0, help=VERIFY_TOL_HELP)]
+VerifyTolOpt = Annotated[float, typer.Option("--verify-tol", help=VERIFY_TOL_HELP), VERIFY_TOL]
 
+
+def checked_options(command: Callable) -> dict[str, tuple[str, Range | Quantity]]:
+    """Parameter -> (the option as the user writes it, its rule) for every option of ``command`` whose
+    annotation carries a :class:`~onnxpart.units.Range` (``Annotated[int, typer.Option("-k"), STAGES]``)
+    or a :class:`Quantity`: :func:`handle_errors` checks each before the command runs, so a bad number is
+    refused before any model is read."""
+    checks = {}
+    for name, hint in typing.get_type_hints(command, include_extras=True).items():
+        extras = getattr(hint, "__metadata__", ())
+        allowed = next((m for m in extras if isinstance(m, (Range, Quantity))), None)
+        if allowed is not None:
+            option = next((m for m in extras if isinstance(m, typer.models.OptionInfo)), None)
+            decls = () if option is None else (option.default, *option.param_decls)  # Annotated: the first
+            decls = [d for d in decls if isinstance(d, str) and d.startswith("-")]  # name sits in `default`
+            checks[name] = (decls[0] if decls else "--" + name.replace("_", "-"), allowed)
+    return checks
 
 
 def comma_list(text: str, option: str, what: str, use: str) -> list[str]:
@@ -99,14 +149,17 @@ def choose(text: str, option: str, known: Sequence[str], what: str = "method") -
 
 
 def handle_errors(command: Callable) -> Callable:
-    """Turn UserError into a one-line message and its exit code; Ctrl-C and SIGTERM (which
-    :mod:`onnxpart.interrupts` raises as KeyboardInterrupt) into one line and exit 130 or 143 — the output
-    folders' ``with`` blocks have removed what they staged, so nothing is written. Bugs keep their
-    tracebacks."""
+    """Check the command's numeric and quantity options (:func:`checked_options`), then run it; a UserError
+    becomes a one-line message and its exit code; Ctrl-C and SIGTERM (which :mod:`onnxpart.interrupts`
+    raises as KeyboardInterrupt) one line and exit 130 or 143 — the output folders' ``with`` blocks have
+    removed what they staged, so nothing is written. Bugs keep their tracebacks."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
+            for name, (option, allowed) in checked_options(command).items():
+                if kwargs.get(name) is not None:
+                    allowed.check(kwargs[name], option)
             return command(*args, **kwargs)
         except UserError as exc:
             err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
@@ -175,15 +228,8 @@ def progress_bar(time_limit: float, fmt: Callable[[float, str], str], disable: b
 
 
 def gap_limit(max_gap: Optional[str]) -> Optional[float]:
-    """``--max-gap`` as a fraction (checked to lie in [0, 1))."""
-    from onnxpart.units import parse_fraction
-
-    if max_gap is None:
-        return None
-    limit = parse_fraction(max_gap)
-    if not 0 <= limit < 1:
-        raise UserError(f"--max-gap must be in [0%, 100%), got {max_gap}")
-    return limit
+    """``--max-gap`` as a fraction (checked to lie in [0, 1): :func:`onnxpart.units.parse_fraction`)."""
+    return parse_fraction(max_gap, "--max-gap") if max_gap is not None else None
 
 
 def enforce_gap(certificate: dict, limit: Optional[float], output) -> None:

@@ -4,13 +4,13 @@ order, costliest ops."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
 
-from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, COSTS_HELP, DEVICE_HELP, DIM_HELP, INPUT_SHAPE_HELP,
-                                 ForceShapeOpt, console, handle_errors, load_costed, print_json)
+from onnxpart.cli.common import (COARSEN_HELP, COSTS_HELP, COST_HELP, DEVICE_HELP, DIM_HELP, ForceShapeOpt,
+                                 INPUT_SHAPE_HELP, TOP, console, handle_errors, load_costed, print_json)
 from onnxpart.units import format_bytes, format_flops, format_seconds
 
 
@@ -24,7 +24,7 @@ def inspect(
     device: str = typer.Option("a100", "--device", help=DEVICE_HELP),
     costs: Optional[Path] = typer.Option(None, "--costs", help=COSTS_HELP),
     coarsen: bool = typer.Option(False, "--coarsen", help=COARSEN_HELP),
-    top: int = typer.Option(10, "--top", min=0, help="How many of the costliest ops to list."),
+    top: Annotated[int, typer.Option("--top", help="How many of the costliest ops to list."), TOP] = 10,
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
 ) -> None:
     """Summarize a model: ops, parameters, FLOPs, activations, peak memory, costliest ops."""

@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
 
 from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
-                                 ExternalDataOpt, ForceOpt, ForceShapeOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt,
-                                 JsonOpt, MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt,
+                                 ExternalDataOpt, FRACTION, ForceOpt, ForceShapeOpt, FormatOpt, FreezeDimsOpt,
+                                 GENERATIONS, IDEAL_LIMIT, InputShapeOpt, JsonOpt, MaxGapOpt, OutputOpt, POPULATION,
+                                 Quantity, RANDOM_ORDERS, STAGES, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt,
                                  WorkersOpt, certificate_line, check_folder, choose, console, enforce_gap,
-                                 err_console, gap_limit, handle_errors, load_costed, print_json, progress_bar, result,
-                                 verify_line, verify_written)
+                                 err_console, gap_limit, handle_errors, load_costed, print_json, progress_bar,
+                                 result, verify_line, verify_written)
 from onnxpart.errors import UserError
 from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes
 
@@ -24,7 +25,8 @@ from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_
 @handle_errors
 def partition(
     model: Path = typer.Argument(..., help="ONNX model, or a JSON graph: costs.json, dnn-partitioning or networkx node-link."),
-    stages: int = typer.Option(..., "-k", "--stages", help="Number of pipeline stages k (≥ 1; empty stages are allowed)."),
+    stages: Annotated[int, typer.Option("-k", "--stages", help="Number of pipeline stages k (1 to 1024; empty "
+                                        "stages are allowed)."), STAGES] = ...,
     output: OutputOpt = None,
     bounds: str = typer.Option("simple,bottleneck,exact", "--bounds", help="Lower bounds to prove: any of simple, bottleneck, guess, exact (comma-separated), or none. `simple` also reports the single-block and convex-block min-cut bounds."),
     time_limit: TimeLimitOpt = 60.0,
@@ -40,20 +42,20 @@ def partition(
     freeze_dims: FreezeDimsOpt = False,
     external_data_threshold: ExternalDataOpt = None,
     coarsen: CoarsenOpt = False,
-    bandwidth: Optional[str] = typer.Option(None, "--bandwidth", help="Inter-stage bandwidth (e.g. 25GB/s); default: the device's interconnect."),
-    stage_memory: Optional[str] = typer.Option(None, "--stage-memory", help="Fast memory per stage for parameters (e.g. 40MiB); the excess streams at the bandwidth (Eq. 2). Off by default."),
+    bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Inter-stage bandwidth (e.g. 25GB/s); default: the device's interconnect."), Quantity(parse_bandwidth)] = None,
+    stage_memory: Annotated[Optional[str], typer.Option("--stage-memory", help="Fast memory per stage for parameters (e.g. 40MiB); the excess streams at the bandwidth (Eq. 2). Off by default."), Quantity(parse_bytes)] = None,
     graph_format: FormatOpt = "auto",
     verify: VerifyOpt = False,
     verify_tol: VerifyTolOpt = 1e-4,
     check_certificate: CheckCertificateOpt = None,
-    population: int = typer.Option(100, "--population", min=2, help="BRKGA population size."),
-    generations: int = typer.Option(100, "--generations", min=0, help="BRKGA generations (0: no BRKGA)."),
-    elite: float = typer.Option(0.2, "--elite", min=0.0, max=1.0, help="BRKGA elite fraction."),
-    mutants: float = typer.Option(0.15, "--mutants", min=0.0, max=1.0, help="BRKGA mutant fraction."),
-    rho: float = typer.Option(0.7, "--rho", min=0.0, max=1.0, help="BRKGA probability of inheriting the elite parent's gene."),
-    random_orders: int = typer.Option(100, "--random-orders", min=0, help="Random priority vectors tried before BRKGA (random-T)."),
+    population: Annotated[int, typer.Option("--population", help="BRKGA population size."), POPULATION] = 100,
+    generations: Annotated[int, typer.Option("--generations", help="BRKGA generations (0: no BRKGA)."), GENERATIONS] = 100,
+    elite: Annotated[float, typer.Option("--elite", help="BRKGA elite fraction."), FRACTION] = 0.2,
+    mutants: Annotated[float, typer.Option("--mutants", help="BRKGA mutant fraction."), FRACTION] = 0.15,
+    rho: Annotated[float, typer.Option("--rho", help="BRKGA probability of inheriting the elite parent's gene."), FRACTION] = 0.7,
+    random_orders: Annotated[int, typer.Option("--random-orders", help="Random priority vectors tried before BRKGA (random-T)."), RANDOM_ORDERS] = 100,
     mla: bool = typer.Option(True, "--mla/--no-mla", help="Seed the search with an mla-weighted order."),
-    ideal_limit: int = typer.Option(5000, "--ideal-limit", min=0, help="Use the exact ideal DP when the DAG has at most this many ideals (0: never)."),
+    ideal_limit: Annotated[int, typer.Option("--ideal-limit", help="Use the exact ideal DP when the DAG has at most this many ideals (0: never)."), IDEAL_LIMIT] = 5000,
     force: ForceOpt = False,
     clean: CleanOpt = False,
     as_json: JsonOpt = False,
@@ -63,10 +65,6 @@ def partition(
     from onnxpart.partition.orders import BrkgaOptions
     from onnxpart.readers import check_format
 
-    if stages < 1:
-        raise UserError(f"-k must be at least 1, got {stages}")
-    if not time_limit > 0:
-        raise UserError(f"--time-limit must be positive, got {time_limit}")
     methods = _bound_methods(bounds)
     limit = gap_limit(max_gap)
     check_format(graph_format)
@@ -112,8 +110,8 @@ def _load(model: Path, graph_format: str, *, costs, cost, device, input_shape, c
     """-> (Instance, OpGraph, LoadedModel or None for graph-only input)."""
     from onnxpart.partition.model import from_graph
 
-    bw = parse_bandwidth(bandwidth) if bandwidth is not None else None
-    memory = parse_bytes(stage_memory) if stage_memory is not None else None
+    bw = parse_bandwidth(bandwidth, "--bandwidth") if bandwidth is not None else None
+    memory = parse_bytes(stage_memory, "--stage-memory") if stage_memory is not None else None
     loaded = load_costed(model, fmt=graph_format, input_shape=input_shape, coarsen=coarsen, costs=costs, cost=cost,
                          device=device, dim=dim, force_shape=force_shape)
     return from_graph(loaded.graph, bandwidth=bw, stage_memory=memory), loaded.graph, loaded.model

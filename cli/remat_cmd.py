@@ -8,18 +8,19 @@ import contextlib
 import dataclasses
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
 
 from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
                                  ExternalDataOpt, ForceOpt, ForceShapeOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt,
-                                 JsonOpt, MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt,
-                                 WorkersOpt, check_folder, choose, console, enforce_gap, err_console, gap_limit,
-                                 handle_errors, load_costed, print_json, progress_bar, result, verify_line)
+                                 JsonOpt, MAX_RECOMPUTE, MaxGapOpt, ORDER_TIME_LIMIT, OutputOpt, Quantity, SeedOpt,
+                                 TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt, check_folder, choose, console,
+                                 enforce_gap, err_console, gap_limit, handle_errors, load_costed, print_json,
+                                 progress_bar, result, verify_line)
 from onnxpart.errors import InfeasibleError, UserError
-from onnxpart.units import byte_unit, format_bytes, format_seconds
+from onnxpart.units import byte_unit, format_bytes, format_seconds, parse_percent_or_bytes
 
 PHASES = {"phase1": "phase 1: peak", "phase2": "phase 2: time", "checkmate": "checkmate MILP"}
 
@@ -27,16 +28,16 @@ PHASES = {"phase1": "phase 1: peak", "phase2": "phase 2: time", "checkmate": "ch
 @handle_errors
 def remat(
     model: Path = typer.Argument(..., help="ONNX model, or a JSON graph: costs.json, dnn-partitioning or networkx node-link."),
-    budget: str = typer.Option(..., "--budget", "-b", help="Memory budget: 80% (of the file order's peak), 24MiB, 6,422,528 (bytes), or min (the smallest that works: Moccasin phase 1 with half the time limit)."),
+    budget: Annotated[str, typer.Option("--budget", "-b", help="Memory budget: 80% (of the file order's peak), 24MiB, 6,422,528 (bytes), or min (the smallest that works: Moccasin phase 1 with half the time limit)."), Quantity(parse_percent_or_bytes)] = ...,
     output: OutputOpt = None,
     force: ForceOpt = False,
     clean: CleanOpt = False,
     method: str = typer.Option("moccasin", "--method", help="moccasin, checkmate, checkmate-lp, greedy; comma-separated to run several (sharing --time-limit)."),
     compare: bool = typer.Option(False, "--compare", help="Run the methods on the same instance and print one table (all four if one is named)."),
     order: str = typer.Option("fixed", "--order", help="fixed: the file's order (paper §2.3); minmem: the memory-minimizing order; free: the solver picks (§2.1)."),
-    max_recompute: int = typer.Option(2, "--max-recompute", min=1, help="C_v: how many times an op may be computed (2 = at most one recomputation)."),
+    max_recompute: Annotated[int, typer.Option("--max-recompute", help="C_v: how many times an op may be computed (2 = at most one recomputation)."), MAX_RECOMPUTE] = 2,
     time_limit: TimeLimitOpt = 60.0,
-    order_time_limit: float = typer.Option(10.0, "--order-time-limit", min=0.0, help="Seconds (out of --time-limit) for the exact part of --order minmem."),
+    order_time_limit: Annotated[float, typer.Option("--order-time-limit", help="Seconds (out of --time-limit) for the exact part of --order minmem."), ORDER_TIME_LIMIT] = 10.0,
     workers: WorkersOpt = 0,
     seed: SeedOpt = 0,
     max_gap: MaxGapOpt = None,
@@ -65,7 +66,6 @@ def remat(
     from onnxpart import remat as rm
     from onnxpart.output_guard import run_reads
     from onnxpart.readers import check_format
-    from onnxpart.units import parse_percent_or_bytes
 
     methods = choose(method, "--method", rm.METHODS)
     methods = rm.METHODS if compare and len(methods) == 1 else methods
@@ -76,7 +76,7 @@ def remat(
     # --time-limit is the whole run: --order minmem's part first, the rest shared by the methods
     per_method = (time_limit - (min(order_time_limit, time_limit / 2) if order == "minmem" else 0.0)) / len(methods)
     options = rm.RematOptions(
-        budget=parse_percent_or_bytes(budget), methods=methods, order=order, max_copies=max_recompute,
+        budget=parse_percent_or_bytes(budget, "--budget"), methods=methods, order=order, max_copies=max_recompute,
         time_limit=max(per_method, 0.1), order_time_limit=min(order_time_limit, time_limit / 2),
         workers=workers or os.cpu_count() or 1,
         seed=seed, include_params=include_params, deterministic=deterministic, precedence=precedence)

@@ -7,19 +7,19 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 from rich.table import Table
 
 from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
-                                 ExternalDataOpt, ForceOpt, ForceShapeOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt,
-                                 JsonOpt, MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt,
-                                 WorkersOpt, certificate_line, check_folder, choose, console, enforce_gap, gap_limit,
-                                 handle_errors, load_costed, print_json, progress_bar, result, verify_line,
-                                 verify_written)
+                                 ExternalDataOpt, ForceOpt, ForceShapeOpt, FormatOpt, FreezeDimsOpt, ITERATIONS,
+                                 InputShapeOpt, JsonOpt, MAX_PIECES, MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt,
+                                 VerifyOpt, VerifyTolOpt, WorkersOpt, certificate_line, check_folder, choose,
+                                 console, enforce_gap, gap_limit, handle_errors, load_costed, print_json,
+                                 progress_bar, result, verify_line, verify_written)
 from onnxpart.errors import UserError
-from onnxpart.units import format_bytes, format_seconds
+from onnxpart.units import BATCH, format_bytes, format_seconds
 
 METHOD_HELP = ("Methods to run (comma-separated): heft, met, greedy, sa, ea (baselines), exact/cpsat (CP-SAT), "
                "milp (HiGHS), split (MILP-SPLIT).")
@@ -33,9 +33,9 @@ def schedule(
     method: str = typer.Option("met,greedy,heft,sa,ea,cpsat", "--method", help=METHOD_HELP),
     compare: bool = typer.Option(False, "--compare", help="Run every method on this instance and print one table."),
     objective: str = typer.Option("latency", "--objective", help="latency (one input's makespan) or throughput (inputs per second for a batch split over the devices' batch sizes; pieces compute a slice of the batch)."),
-    batch: int = typer.Option(1, "--batch", min=1, help="Throughput: inputs per batch (L), split into slices over the devices."),
-    max_pieces: Optional[int] = typer.Option(None, "--max-pieces", min=1, help="At most N device-contiguous pieces: merge the cheapest boundaries (exit 4 if no merge is feasible)."),
-    iterations: int = typer.Option(2000, "--iterations", min=1, help="SA / EA fitness evaluations."),
+    batch: Annotated[int, typer.Option("--batch", help="Throughput: inputs per batch (L), split into slices over the devices."), BATCH] = 1,
+    max_pieces: Annotated[Optional[int], typer.Option("--max-pieces", help="At most N device-contiguous pieces: merge the cheapest boundaries (exit 4 if no merge is feasible)."), MAX_PIECES] = None,
+    iterations: Annotated[int, typer.Option("--iterations", help="SA / EA fitness evaluations."), ITERATIONS] = 2000,
     time_limit: TimeLimitOpt = 10.0,
     seed: SeedOpt = 0,
     workers: WorkersOpt = 0,

@@ -4,28 +4,27 @@ parses options, runs load → cost → solve → certificate → emit and prints
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
 
 from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
                                  ExternalDataOpt, ForceOpt, ForceShapeOpt, FormatOpt, InputShapeOpt, JsonOpt,
-                                 MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyTolOpt, WorkersOpt, check_folder,
-                                 choose, comma_list, console, enforce_gap, err_console, gap_limit, handle_errors,
-                                 load_costed, print_json, progress_bar, result, verify_line)
+                                 MaxGapOpt, OutputOpt, Quantity, SeedOpt, TimeLimitOpt, VerifyTolOpt, WorkersOpt,
+                                 check_folder, choose, comma_list, console, enforce_gap, err_console, gap_limit,
+                                 handle_errors, load_costed, print_json, progress_bar, result, verify_line)
 from onnxpart.errors import UserError
-from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes
+from onnxpart.units import DEVICES, format_bytes, format_seconds, parse_bandwidth, parse_bytes, parse_seconds
 
 
 @handle_errors
 def tile(
     model: Path = typer.Argument(..., help="ONNX model (or a costs/graph JSON), or a matrix program JSON."),
-    devices: int = typer.Option(0, "--devices", "-d", help="Devices D of a 1-D mesh (ONNX input; ≥ 1); "
-                                "the same as --mesh D."),
+    devices: Annotated[Optional[int], typer.Option("--devices", "-d", help="Devices D of a 1-D mesh (ONNX input; "
+                                                   "1 to 4096); the same as --mesh D."), DEVICES] = None,
     mesh: Optional[str] = typer.Option(None, "--mesh", help="Mesh shape, devices per axis: 8, or 2x4 for a "
                                        "2-D mesh (ONNX input)."),
     mesh_axes: Optional[str] = typer.Option(None, "--mesh-axes", help="Mesh axis names, comma-separated "
@@ -39,13 +38,16 @@ def tile(
     explain: bool = typer.Option(False, "--explain", help="Print every resharding and the two ops' preferences "
                                  "that forced it."),
     compare: bool = typer.Option(False, "--compare", help="Print one table of every method's result."),
-    mesh_bandwidth: Optional[str] = typer.Option(None, "--mesh-bandwidth", help="Link bandwidth of each mesh "
-                                                 "axis's ring: one value or one per axis (e.g. 300GB/s,25GB/s); "
-                                                 "default: the device spec's interconnect."),
-    mesh_latency: str = typer.Option("5e-6", "--mesh-latency", help="Seconds per ring step: one value or one "
-                                     "per mesh axis (e.g. 2e-6,1e-5)."),
-    device_memory: Optional[str] = typer.Option(None, "--device-memory", help="Bound on weights + activations "
-                                                "per device (e.g. 40GiB); exit 4 when no layout fits."),
+    mesh_bandwidth: Annotated[Optional[str], typer.Option("--mesh-bandwidth", help="Link bandwidth of each mesh "
+                                                          "axis's ring: one value or one per axis (e.g. "
+                                                          "300GB/s,25GB/s); default: the device spec's interconnect."),
+                              Quantity(lambda text, what: _per_axis(text, what, parse_bandwidth))] = None,
+    mesh_latency: Annotated[str, typer.Option("--mesh-latency", help="Seconds per ring step: one value or one per "
+                                              "mesh axis (e.g. 2e-6,10us)."),
+                            Quantity(lambda text, what: _per_axis(text, what, parse_seconds))] = "5e-6",
+    device_memory: Annotated[Optional[str], typer.Option("--device-memory", help="Bound on weights + activations "
+                                                         "per device (e.g. 40GiB); exit 4 when no layout fits."),
+                             Quantity(parse_bytes)] = None,
     sharded_outputs: bool = typer.Option(False, "--sharded-outputs", help="Leave the graph outputs in their "
                                          "layouts (the next program reads them sharded); default: each is "
                                          "gathered whole onto every device at the end of the step, and priced."),
@@ -128,34 +130,34 @@ def _cores() -> int:
 
 def _is_program(path: Path) -> bool:
     """A .json file holding a list, or an object with a "program" list, is a matrix program."""
+    from onnxpart.files import read_json
+
     if path.suffix.lower() != ".json" or not path.is_file():
         return False
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = read_json(path, "matrix program")
+    except UserError:
         return True  # let the program parser say what is wrong
     return isinstance(data, list) or (isinstance(data, dict) and "program" in data)
 
 
-def _mesh_shape(devices: int, mesh: Optional[str]) -> tuple[int, ...]:
+def _mesh_shape(devices: Optional[int], mesh: Optional[str]) -> tuple[int, ...]:
     """--mesh and --devices -> the mesh shape (--devices D is --mesh D)."""
     from onnxpart.tile.mesh import parse_mesh
 
     if mesh is None:
-        if devices < 1:
+        if devices is None:
             raise UserError("pass --devices D or --mesh SHAPE (e.g. --mesh 2x4; every axis ≥ 1)")
         return (devices,)
     shape = parse_mesh(mesh)
-    if devices and devices != math.prod(shape):
+    if devices is not None and devices != math.prod(shape):
         raise UserError(f"--devices {devices} disagrees with --mesh {mesh} ({math.prod(shape)} devices): pass one")
     return shape
 
 
-def _per_axis(text: str, parse, option: str) -> list[float]:
-    try:
-        return [parse(part) for part in comma_list(text, option, "value", "one value, or one per mesh axis")]
-    except ValueError as exc:
-        raise UserError(f"{option} {text!r}: {exc}") from None
+def _per_axis(text: str, option: str, parse) -> list[float]:
+    """One value per mesh axis, or one for all: ``300GB/s,25GB/s`` read by ``parse``."""
+    return [parse(part, option) for part in comma_list(text, option, "value", "one value, or one per mesh axis")]
 
 
 def _instance(loaded, shape, mesh_axes, mesh_bandwidth, mesh_latency, device_memory, pin, device, sharded_outputs):
@@ -163,11 +165,9 @@ def _instance(loaded, shape, mesh_axes, mesh_bandwidth, mesh_latency, device_mem
     from onnxpart.tile.onnx_constants import small_constants
     from onnxpart.tile.onnx_model import build_layout_instance, parse_pins
 
-    bandwidth = _per_axis(mesh_bandwidth, parse_bandwidth, "--mesh-bandwidth") if mesh_bandwidth else None
-    latency = _per_axis(mesh_latency, float, "--mesh-latency")
-    if any(v < 0 for v in latency):
-        raise UserError(f"--mesh-latency {mesh_latency}: seconds per ring step cannot be negative")
-    memory = parse_bytes(device_memory) if device_memory is not None else None
+    bandwidth = _per_axis(mesh_bandwidth, "--mesh-bandwidth", parse_bandwidth) if mesh_bandwidth else None
+    latency = _per_axis(mesh_latency, "--mesh-latency", parse_seconds)
+    memory = parse_bytes(device_memory, "--device-memory") if device_memory is not None else None
     names = comma_list(mesh_axes, "--mesh-axes", "axis name", "one name per mesh axis, e.g. dp,tp") if mesh_axes \
         else None
     constants = small_constants(loaded.model.model) if loaded.model is not None else {}

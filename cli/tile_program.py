@@ -7,23 +7,19 @@ from pathlib import Path
 from typing import Optional
 
 from onnxpart.cli.common import check_folder, choose, err_console, result
-from onnxpart.errors import UserError
 
 
 def run(path: Path, output, method: Optional[str], labels: Optional[str], time_limit: float, seed: int,
         workers: int, force: bool, clean: bool, check_certificate: Optional[Path], as_json: bool) -> Optional[dict]:
     """Tile the program in ``path`` into ``output`` (never over ``path``: :class:`onnxpart.files.OutputDir`),
     or check an earlier folder; -> the JSON result (None after a check)."""
+    from onnxpart.files import read_text
     from onnxpart.onnx_io import file_sha256
     from onnxpart.tile import METHODS, TileOptions, emit, solve
     from onnxpart.tile.model import build_instance
     from onnxpart.tile.program import load_program
 
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read {path}: {exc}") from None
-    instance = build_instance(load_program(text, path.stem))
+    instance = build_instance(load_program(read_text(path, "matrix program"), path.stem, str(path)))
     if labels is not None:
         instance = emit.restrict_labels(instance, list(choose(labels, "--labels", instance.labels, "tiling")))
     sha = file_sha256(path)

@@ -3,14 +3,18 @@ or a user's own YAML/JSON file passed as ``--device path``."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Annotated, Optional
 
-import yaml
+from pydantic import Field
 
 from onnxpart.errors import UserError
+from onnxpart.files import read_text
+from onnxpart.units import (BANDWIDTH, BYTES, FLOP_RATE, SECONDS, parse_bandwidth, parse_bytes, parse_number,
+                            parse_seconds)
+from onnxpart.validate import OpenSchema, load_yaml, number, parse_json, validate
 
 _REQUIRED = ("peak_flops", "memory_bandwidth", "memory_capacity", "op_overhead", "interconnect_bandwidth")
 
@@ -36,49 +40,45 @@ class DeviceSpec:
         return self.peak_flops.get("float32", next(iter(self.peak_flops.values())))
 
 
+class DeviceSpecFile(OpenSchema):
+    """The schema of a device spec: a device file, or a system file's inline ``spec:``. Numbers may carry
+    units (``2TB/s``, ``80GiB``, ``5us``); other keys (notes, sources) are ignored."""
+
+    name: Optional[str] = None
+    description: str = ""
+    peak_flops: Annotated[dict[str, number(FLOP_RATE, lambda text, what: parse_number(text, what, FLOP_RATE))],
+                          Field(min_length=1)]
+    memory_bandwidth: number(BANDWIDTH, parse_bandwidth)
+    memory_capacity: number(BYTES, parse_bytes)
+    op_overhead: number(SECONDS, parse_seconds)
+    interconnect_bandwidth: number(BANDWIDTH, parse_bandwidth)
+
+    def spec(self, default_name: str) -> DeviceSpec:
+        """The :class:`DeviceSpec` (named ``default_name`` where the file gives no name)."""
+        return DeviceSpec(self.name or default_name, self.description, dict(self.peak_flops), self.memory_bandwidth,
+                          self.memory_capacity, self.op_overhead, self.interconnect_bandwidth)
+
+
 def builtin_devices() -> list[str]:
     folder = resources.files("onnxpart.cost_models") / "devices"
     return sorted(p.name.rsplit(".", 1)[0] for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
 def load_device(name_or_path: str) -> DeviceSpec:
-    """A built-in device by name (``cpu``, ``t4``, ``a100``, ``h100``) or a YAML/JSON file."""
+    """A built-in device by name (``cpu``, ``t4``, ``a100``, ``h100``) or a YAML/JSON file
+    (:class:`DeviceSpecFile`)."""
     path = Path(name_or_path)
     if path.suffix.lower() in (".yaml", ".yml", ".json") or path.exists():
-        if not path.is_file():
-            raise UserError(f"device file {path} does not exist")
-        text = path.read_text()
-        source = str(path)
+        text, source = read_text(path, "device file"), str(path)
+        name = path.stem
     else:
-        folder = resources.files("onnxpart.cost_models") / "devices"
-        candidate = folder / f"{name_or_path.lower()}.yaml"
+        candidate = resources.files("onnxpart.cost_models") / "devices" / f"{name_or_path.lower()}.yaml"
         if not candidate.is_file():
             raise UserError(f"unknown device {name_or_path!r}: use one of {', '.join(builtin_devices())} "
                             "or a YAML/JSON file with " + ", ".join(_REQUIRED))
-        text = candidate.read_text()
-        source = name_or_path.lower()
-    try:
-        data = json.loads(text) if source.endswith(".json") else yaml.safe_load(text)
-    except Exception as exc:
-        raise UserError(f"cannot read device file {source}: {exc}") from None
+        text, source = candidate.read_text(), name_or_path.lower()
+        name = source
+    data = parse_json(text, source) if source.endswith(".json") else load_yaml(text, source)
     if not isinstance(data, dict):
         raise UserError(f"device file {source} must hold a mapping with {', '.join(_REQUIRED)}")
-    missing = [key for key in _REQUIRED if key not in data]
-    if missing:
-        raise UserError(f"device file {source} lacks {', '.join(missing)}")
-    try:
-        peak = {str(k): float(v) for k, v in dict(data["peak_flops"]).items()}
-        spec = DeviceSpec(
-            name=str(data.get("name", path.stem if path.suffix else source)),
-            description=str(data.get("description", "")),
-            peak_flops=peak,
-            memory_bandwidth=float(data["memory_bandwidth"]),
-            memory_capacity=float(data["memory_capacity"]),
-            op_overhead=float(data["op_overhead"]),
-            interconnect_bandwidth=float(data["interconnect_bandwidth"]),
-        )
-    except (TypeError, ValueError) as exc:
-        raise UserError(f"device file {source} has a non-numeric value: {exc}") from None
-    if min(spec.memory_bandwidth, spec.interconnect_bandwidth, *spec.peak_flops.values()) <= 0 or spec.op_overhead < 0:
-        raise UserError(f"device file {source}: bandwidths and peaks must be positive, overhead ≥ 0")
-    return spec
+    return validate(DeviceSpecFile, data, source).spec(name)

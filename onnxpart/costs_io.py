@@ -4,19 +4,21 @@ documented in README.md.
 
 Reading needs only: ``ops[].name``, ``ops[].work`` and ``tensors[]`` with ``name``, ``bytes``,
 ``producer`` (an op name or null) and ``consumers`` (op names); everything else is optional, so any tool
-can write a graph onnxpart will read.
+can write a graph onnxpart will read. :class:`CostsFile` is the schema every reader validates against:
+numbers finite and in range (:mod:`onnxpart.units`), names unique, every op a tensor names listed.
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from onnxpart.dag import Dag
 from onnxpart.errors import UserError
 from onnxpart.files import read_json
 from onnxpart.graph import Node, Op, OpGraph, Param, Tensor, TensorInfo
+from onnxpart.units import BANDWIDTH, BATCH, BYTES, DIM, FLOPS, SECONDS
+from onnxpart.validate import OpenSchema, located, number, validate
 
 SCHEMA = "onnxpart.costs/1"
 
@@ -67,102 +69,166 @@ def is_costs(data: Any) -> bool:
     return isinstance(data, dict) and "ops" in data and "tensors" in data
 
 
-def read_costs_file(path: str | Path) -> dict[str, Any]:
-    """The parsed costs file at ``path``; a one-line UserError if it is not one."""
+# ------------------------------------------------------------------------------------------- schema
+Seconds = number(SECONDS)
+Bytes = number(BYTES)
+Dim = number(DIM)
+
+
+class CostsOp(OpenSchema):
+    """``ops[]``: what a strategy reads of an op; other keys (``inputs``, ``outputs`` …) are ignored."""
+
+    name: str
+    work: Seconds = 0.0
+    op_type: str = "Op"
+    onnx_nodes: Optional[list[str]] = None
+    const_nodes: list[str] = []
+    params: list[str] = []
+    flops: number(FLOPS) = 0.0
+    mem_bytes: Bytes = 0.0
+    param_bytes: Bytes = 0.0
+    internal_bytes: Bytes = 0.0
+    opaque: bool = False
+
+
+class CostsTensor(OpenSchema):
+    """``tensors[]``: an edge; ``producer`` null for a graph input."""
+
+    name: str
+    bytes: Bytes
+    producer: Optional[str] = None
+    consumers: list[str] = []
+    dtype: str = "unknown"
+    shape: list[Dim] = []
+    transfer: Optional[Seconds] = None
+
+
+class CostsParam(OpenSchema):
+    """``params[]``: a weight, owned by its first consumer."""
+
+    name: str
+    bytes: Bytes
+    owner: str
+    consumers: Optional[list[str]] = None
+    dtype: str = "unknown"
+    shape: list[Dim] = []
+
+
+class CostsModel(OpenSchema):
+    path: Optional[str] = None
+    sha256: Optional[str] = None
+
+
+class CostsFile(OpenSchema):
+    """A costs file (README, "costs.json schema"); keys other tools add are ignored."""
+
+    ops: list[CostsOp]
+    tensors: list[CostsTensor]
+    params: list[CostsParam] = []
+    model: Optional[CostsModel] = None
+    graph: str = "graph"
+    cost_model: Optional[str] = None
+    device: Optional[str] = None
+    bandwidth: Optional[number(BANDWIDTH)] = None
+    batch: Optional[number(BATCH)] = None
+    inputs: Optional[list[str]] = None
+    outputs: Optional[list[str]] = None
+
+
+def read_costs_file(path: str | Path) -> CostsFile:
+    """The costs file at ``path``, validated; a one-line UserError if it is not one."""
     data = read_json(path, "costs file")
     if not is_costs(data):
         raise UserError(f"{path} is not an onnxpart costs file (needs 'ops' and 'tensors'; see README)")
-    return data
+    return validate(CostsFile, data, str(path))
 
 
-def graph_from_costs(data: dict[str, Any], source: str = "costs file") -> OpGraph:
-    """Rebuild a costed OpGraph; ops are re-sorted topologically if the file lists them otherwise."""
-    try:
-        raw_ops = list(data["ops"])
-        names = [str(o["name"]) for o in raw_ops]
-        if len(set(names)) != len(names):
-            raise UserError(f"{source}: op names are not unique")
-        where = {name: i for i, name in enumerate(names)}
-        raw_tensors = list(data["tensors"])
-        for t in raw_tensors:
-            for ref in [t.get("producer")] + list(t.get("consumers", [])):
-                if ref is not None and ref not in where:
-                    raise UserError(f"{source}: tensor {t['name']!r} names unknown op {ref!r}")
-        try:
-            order = Dag(len(raw_ops), [(where[t["producer"]], where[c]) for t in raw_tensors
-                                       if t.get("producer") is not None
-                                       for c in t.get("consumers", [])]).topological_order().tolist()
-        except ValueError:
-            raise UserError(f"{source}: the graph has a cycle") from None
-        new_index = {old: new for new, old in enumerate(order)}
-        tensors = {}
-        op_inputs: list[list[str]] = [[] for _ in raw_ops]
-        op_outputs: list[list[str]] = [[] for _ in raw_ops]
-        for t in raw_tensors:
-            producer = None if t.get("producer") is None else new_index[where[t["producer"]]]
-            consumers = tuple(sorted(new_index[where[c]] for c in t.get("consumers", [])))
-            size = float(t["bytes"])
-            if size < 0 or not math.isfinite(size):
-                raise UserError(f"{source}: tensor {t['name']!r} has bytes {t['bytes']!r}")
-            transfer = None if t.get("transfer") is None else float(t["transfer"])
-            if transfer is not None and (transfer < 0 or not math.isfinite(transfer)):
-                raise UserError(f"{source}: tensor {t['name']!r} has transfer {t['transfer']!r}")
-            tensors[t["name"]] = Tensor(str(t["name"]), str(t.get("dtype", "unknown")), tuple(t.get("shape", ())),
-                                        int(round(size)), producer, consumers, transfer)
-            if producer is not None:
-                op_outputs[producer].append(t["name"])
-            for c in consumers:
-                op_inputs[c].append(t["name"])
-        params = {}
-        for p in data.get("params", []):
-            params[p["name"]] = Param(p["name"], p.get("dtype", "unknown"), tuple(p.get("shape", ())), int(p["bytes"]),
-                                      new_index[where[p["owner"]]],
-                                      tuple(new_index[where[c]] for c in p.get("consumers", [p["owner"]])))
-        ops = []
-        for new, old in enumerate(order):
-            o = raw_ops[old]
-            work = float(o.get("work", 0.0))
-            if work < 0 or not math.isfinite(work):
-                raise UserError(f"{source}: op {o['name']!r} has work {o.get('work')!r}")
-            onnx_nodes = o.get("onnx_nodes") or [o["name"]]
-            op_type = str(o.get("op_type", "Op"))
-            ops.append(Op(
-                index=new, name=str(o["name"]), op_type=op_type,
-                nodes=tuple(Node(n, op_type, "", (), ()) for n in onnx_nodes),
-                inputs=tuple(op_inputs[new]), outputs=tuple(op_outputs[new]),
-                params=tuple(o.get("params", ())), param_bytes=int(o.get("param_bytes", 0)),
-                const_nodes=tuple(o.get("const_nodes", ())), internal_bytes=int(o.get("internal_bytes", 0)),
-                opaque=bool(o.get("opaque", False)), work=work, flops=float(o.get("flops", 0.0)),
-                mem_bytes=float(o.get("mem_bytes", 0.0)),
-            ))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UserError(f"{source}: malformed entry ({type(exc).__name__}: {exc})") from None
+def graph_from_costs(data: Any, source: str = "costs file") -> OpGraph:
+    """Rebuild a costed OpGraph from parsed JSON (validated against :class:`CostsFile`); ops are re-sorted
+    topologically if the file lists them otherwise."""
+    costs = validate(CostsFile, data, source)
+    where = _op_index(costs, source)
+    order = _topological(costs, where, source)
+    new_index = {old: new for new, old in enumerate(order)}
+    tensors: dict[str, Tensor] = {}
+    op_inputs: list[list[str]] = [[] for _ in costs.ops]
+    op_outputs: list[list[str]] = [[] for _ in costs.ops]
+    for t in costs.tensors:
+        producer = None if t.producer is None else new_index[where[t.producer]]
+        consumers = tuple(sorted(new_index[where[c]] for c in t.consumers))
+        tensors[t.name] = Tensor(t.name, t.dtype, tuple(t.shape), int(round(t.bytes)), producer, consumers,
+                                 t.transfer)
+        if producer is not None:
+            op_outputs[producer].append(t.name)
+        for c in consumers:
+            op_inputs[c].append(t.name)
+    params = {p.name: Param(p.name, p.dtype, tuple(p.shape), int(round(p.bytes)), new_index[where[p.owner]],
+                            tuple(new_index[where[c]] for c in (p.consumers or [p.owner])))
+              for p in costs.params}
+    ops = [_op(costs.ops[old], new, op_inputs[new], op_outputs[new]) for new, old in enumerate(order)]
     values = {t.name: TensorInfo(t.dtype, t.shape, t.bytes) for t in tensors.values()}
-    model = data.get("model") or {}
-    inputs = data.get("inputs") or [t.name for t in tensors.values() if t.producer is None]
-    outputs = data.get("outputs") or [t.name for t in tensors.values() if t.producer is not None and not t.consumers]
+    inputs = costs.inputs or [t.name for t in tensors.values() if t.producer is None]
+    outputs = costs.outputs or [t.name for t in tensors.values() if t.producer is not None and not t.consumers]
     return OpGraph(
-        name=str(data.get("graph", "graph")), ops=ops, tensors=tensors, params=params, inputs=inputs,
-        outputs=outputs, values=values, model_sha256=model.get("sha256"),
-        cost_model=str(data.get("cost_model") or "file"), device=data.get("device"),
-        bandwidth=float(data["bandwidth"]) if data.get("bandwidth") else None,
+        name=costs.graph, ops=ops, tensors=tensors, params=params, inputs=inputs, outputs=outputs, values=values,
+        model_sha256=costs.model.sha256 if costs.model else None, cost_model=costs.cost_model or "file",
+        device=costs.device, bandwidth=costs.bandwidth,
     )
 
 
-def apply_costs(graph: OpGraph, data: dict[str, Any], source: str = "costs file") -> OpGraph:
-    """Put the work of a costs file on ``graph`` (same model, same op names), refusing a mismatch."""
-    recorded = (data.get("model") or {}).get("sha256")
+def _op_index(costs: CostsFile, source: str) -> dict[str, int]:
+    """Op name -> its index in the file; every name a tensor or parameter refers to must be one."""
+    where: dict[str, int] = {}
+    for i, op in enumerate(costs.ops):
+        if op.name in where:
+            raise located(source, ("ops", i, "name"), f"op {op.name!r} is listed twice")
+        where[op.name] = i
+    seen: set[str] = set()
+    for kind, entries in (("tensors", costs.tensors), ("params", costs.params)):
+        for i, entry in enumerate(entries):
+            if entry.name in seen:
+                raise located(source, (kind, i, "name"), f"{entry.name!r} is listed twice")
+            seen.add(entry.name)
+            refs = ([("producer", entry.producer)] if kind == "tensors" else [("owner", entry.owner)]) + [
+                ("consumers", c) for c in entry.consumers or []]
+            for key, ref in refs:
+                if ref is not None and ref not in where:
+                    raise located(source, (kind, i, key), f"{entry.name!r} names unknown op {ref!r}")
+    return where
+
+
+def _topological(costs: CostsFile, where: dict[str, int], source: str) -> list[int]:
+    """A topological order of the file's ops (ties: file order); a cycle is an error."""
+    edges = [(where[t.producer], where[c]) for t in costs.tensors if t.producer is not None for c in t.consumers]
+    try:
+        return Dag(len(costs.ops), edges).topological_order().tolist()
+    except ValueError:
+        raise UserError(f"{source}: the graph has a cycle") from None
+
+
+def _op(o: CostsOp, index: int, inputs: list[str], outputs: list[str]) -> Op:
+    return Op(index=index, name=o.name, op_type=o.op_type,
+              nodes=tuple(Node(n, o.op_type, "", (), ()) for n in (o.onnx_nodes or [o.name])),
+              inputs=tuple(inputs), outputs=tuple(outputs), params=tuple(o.params),
+              param_bytes=int(round(o.param_bytes)), const_nodes=tuple(o.const_nodes),
+              internal_bytes=int(round(o.internal_bytes)), opaque=o.opaque, work=o.work, flops=o.flops,
+              mem_bytes=o.mem_bytes)
+
+
+def apply_costs(graph: OpGraph, costs: CostsFile, source: str = "costs file") -> OpGraph:
+    """Put the work of a costs file (:func:`read_costs_file`) on ``graph`` (same model, same op names),
+    refusing a mismatch."""
+    recorded = costs.model.sha256 if costs.model else None
     if recorded and graph.model_sha256 and recorded != graph.model_sha256:
         raise UserError(f"{source} was made for another model (sha256 {recorded[:12]}…, this one is "
                         f"{graph.model_sha256[:12]}…): run annotate again")
-    by_name = {o["name"]: o for o in data["ops"]}
+    by_name = {o.name: o for o in costs.ops}
     missing = [op.name for op in graph.ops if op.name not in by_name]
     if missing:
         raise UserError(f"{source} has no cost for op {missing[0]!r} (and {len(missing) - 1} more): "
                         "was it made with the same --coarsen and --input-shape?")
-    work = [float(by_name[op.name].get("work", 0.0)) for op in graph.ops]
-    flops = [float(by_name[op.name].get("flops", 0.0)) for op in graph.ops]
-    mem = [float(by_name[op.name].get("mem_bytes", 0.0)) for op in graph.ops]
-    return graph.with_costs(work, flops, mem, cost_model=str(data.get("cost_model") or "file"),
-                            device=data.get("device"),
-                            bandwidth=float(data["bandwidth"]) if data.get("bandwidth") else None)
+    work = [by_name[op.name].work for op in graph.ops]
+    flops = [by_name[op.name].flops for op in graph.ops]
+    mem = [by_name[op.name].mem_bytes for op in graph.ops]
+    return graph.with_costs(work, flops, mem, cost_model=costs.cost_model or "file", device=costs.device,
+                            bandwidth=costs.bandwidth)

@@ -1,7 +1,7 @@
 """File input and output. Every file onnxpart writes goes through here: written to a temporary file in
 the destination folder, flushed, then renamed over the target, so a crash or Ctrl-C never leaves a half
-file. JSON inputs are read through :func:`read_json`, which turns a missing or malformed file into a
-one-line :class:`UserError`."""
+file. Input files are read through :func:`read_text` and :func:`read_json`, which turn a missing,
+unreadable or malformed file into a one-line :class:`UserError`."""
 
 from __future__ import annotations
 
@@ -56,19 +56,28 @@ def _umask() -> int:
     return mask
 
 
-def read_json(path: str | os.PathLike, what: str = "file") -> Any:
-    """Parse a JSON file; ``what`` names it in the error (``"costs file"``, ``"graph file"``…)."""
+def read_text(path: str | os.PathLike, what: str = "file") -> str:
+    """The text of an input file; ``what`` names it in the one-line error for a path that does not exist,
+    is a folder, cannot be read or is not UTF-8 text."""
     path = Path(path)
-    if not path.is_file():
+    if path.is_dir():
+        raise UserError(f"{what} {path} is a folder, not a file")
+    if not path.exists():
         raise UserError(f"{what} {path} does not exist")
     try:
-        return json.loads(path.read_text())
+        return path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise UserError(f"cannot read {what} {path}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path} is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise UserError(f"{path} is nested too deeply to be an onnxpart file") from None
+        raise UserError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{what} {path} is not UTF-8 text") from None
+
+
+def read_json(path: str | os.PathLike, what: str = "file") -> Any:
+    """Parse a JSON input file (:func:`read_text`, then :func:`onnxpart.validate.parse_json`, which
+    refuses a document nested too deep); ``what`` names it in errors (``"costs file"``, ``"graph file"``…)."""
+    from onnxpart.validate import parse_json
+
+    return parse_json(read_text(path, what), str(path))
 
 
 def _jsonable(value: Any) -> Any:

@@ -68,5 +68,5 @@ def weight_policy(loaded, threshold: Optional[str]):
     from onnxpart.units import parse_bytes
     from onnxpart.writer import WeightPolicy
 
-    limit = int(parse_bytes(threshold)) if threshold is not None else WeightPolicy.threshold
+    limit = int(parse_bytes(threshold, "--external-data-threshold")) if threshold is not None else WeightPolicy.threshold
     return WeightPolicy(source_dir=loaded.folder, always_external=loaded.uses_external_data, threshold=limit)

@@ -12,21 +12,29 @@ is a graph, recognised by its keys; anything else is an ONNX model):
 - ``node-link``: networkx node-link JSON (the Moccasin and Checkmate benchmark graphs),
   :func:`read_node_link`.
 
-Every reader's errors are one-line :class:`UserError` naming the file and the problem.
+Every JSON format has its pydantic schema (:class:`~onnxpart.costs_io.CostsFile`, :class:`DnnGraph`, the
+node-link schema of :func:`_node_link_schema`), so every reader's errors are one-line :class:`UserError`
+naming the file, the field and the problem: a wrong type, a negative or non-finite number, an unknown
+node in an edge.
 """
 
 from __future__ import annotations
 
-import math
+import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Annotated, Any, Mapping, Optional, Sequence
 
-from onnxpart.costs_io import graph_from_costs, is_costs
+from pydantic import Field, PlainValidator, create_model
+from pydantic_core import PydanticCustomError
+
+from onnxpart.costs_io import Bytes, Seconds, graph_from_costs, is_costs
+from onnxpart.dag import Dag
 from onnxpart.errors import UserError
 from onnxpart.files import read_json
-from onnxpart.dag import Dag
 from onnxpart.graph import Node, Op, OpGraph, Param, Tensor, TensorInfo
+from onnxpart.units import quoted
+from onnxpart.validate import OpenSchema, Schema, located, validate
 
 FORMATS = ("auto", "onnx", "costs", "dnn-partitioning", "node-link")
 
@@ -83,15 +91,45 @@ def read_graph_data(data: Any, fmt: str, source: str) -> OpGraph:
     return read(data, source)
 
 
+# ------------------------------------------------------------------------------------------ schemas
+def _is_label(value: Any) -> Any:
+    if isinstance(value, (int, str)) and not isinstance(value, bool):
+        return value
+    raise PydanticCustomError("label", "must be an integer or a string, got {got}", {"got": quoted(value)})
+
+
+#: A node id or a colour class: an integer or a string.
+Label = Annotated[Any, PlainValidator(_is_label)]
+
+
+class _DnnNode(OpenSchema):
+    id: int
+    fpgaLatency: Seconds
+    size: Bytes = 0.0
+    name: Optional[str] = None
+    colorClass: Optional[Label] = None
+
+
+class _DnnEdge(OpenSchema):
+    sourceId: int
+    destId: int
+    cost: Seconds
+    size: Bytes = 0.0
+
+
+class DnnGraph(OpenSchema):
+    """The schema of a dnn-partitioning graph (what onnxpart reads of it)."""
+
+    nodes: list[_DnnNode]
+    edges: list[_DnnEdge]
+
+
 # ------------------------------------------------------------------------------- dnn-partitioning
 def is_dnn_partitioning(data: Any) -> bool:
     """True for the dnn-partitioning artifact's format (``nodes`` with ``fpgaLatency``, ``edges`` with
     ``sourceId``/``destId``/``cost``)."""
-    try:
-        return (isinstance(data, dict) and isinstance(data.get("nodes"), list) and isinstance(data.get("edges"), list)
-                and (not data["nodes"] or "fpgaLatency" in data["nodes"][0]))
-    except (TypeError, KeyError):
-        return False
+    return (isinstance(data, dict) and isinstance(data.get("nodes"), list) and isinstance(data.get("edges"), list)
+            and (not data["nodes"] or (isinstance(data["nodes"][0], dict) and "fpgaLatency" in data["nodes"][0])))
 
 
 def read_dnn_partitioning(data: dict[str, Any], source: str = "graph") -> OpGraph:
@@ -111,8 +149,8 @@ def read_dnn_partitioning(data: dict[str, Any], source: str = "graph") -> OpGrap
       op carry no tensor; sources and sinks are free, so the graph has no inputs or outputs.
     - Parameters: a node's ``size`` is parameter bytes, one :class:`Param` per node owned by its op.
     """
-    nodes = _dnn_nodes(data, source)
-    op_of = _dnn_ops(nodes.color, nodes.edges, source)
+    nodes = _dnn_nodes(validate(DnnGraph, data, source), source)
+    op_of = _dnn_ops(nodes.color, nodes.edges)
     return _dnn_graph(nodes, op_of, Path(source).stem)
 
 
@@ -129,46 +167,40 @@ class _DnnNodes:
     out_bytes: dict[int, float]  # node -> largest edge size out of it
 
 
-def _dnn_nodes(data: dict[str, Any], source: str) -> _DnnNodes:
-    """Parse and check the nodes and edges of a dnn-partitioning graph."""
-    try:
-        nodes = list(data["nodes"])
-        ids = [int(n["id"]) for n in nodes]
-        if len(set(ids)) != len(ids):
-            raise UserError(f"{source}: node ids are not unique")
-        where = {node_id: i for i, node_id in enumerate(ids)}
-        latency = [float(n["fpgaLatency"]) for n in nodes]
-        size = [float(n.get("size", 0.0)) for n in nodes]
-        labels = [str(n.get("name", n["id"])) for n in nodes]
-        color = [n.get("colorClass", ("solo", n["id"])) for n in nodes]
-        edges, out_cost, out_bytes = [], {}, {}
-        for e in data["edges"]:
-            u, v = where[int(e["sourceId"])], where[int(e["destId"])]
-            cost = float(e["cost"])
-            if u in out_cost and abs(out_cost[u] - cost) > 1e-6:
-                raise UserError(f"{source}: node {ids[u]} has two different outgoing edge costs")
-            out_cost[u] = cost
-            out_bytes[u] = max(out_bytes.get(u, 0.0), float(e.get("size", 0.0)))
-            edges.append((u, v))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UserError(f"{source}: malformed dnn-partitioning graph ({type(exc).__name__}: {exc})") from None
-    if not all(x >= 0 and math.isfinite(x) for x in latency + size + [*out_cost.values(), *out_bytes.values()]):
-        raise UserError(f"{source}: negative or non-finite latency, size or edge cost")
+def _dnn_nodes(graph: DnnGraph, source: str) -> _DnnNodes:
+    """The nodes and edges of a validated dnn-partitioning graph: ids unique, every edge between listed
+    nodes, one transfer time per node."""
+    where: dict[int, int] = {}
+    for i, n in enumerate(graph.nodes):
+        if n.id in where:
+            raise located(source, ("nodes", i, "id"), f"node id {n.id} is listed twice")
+        where[n.id] = i
+    edges, out_cost, out_bytes = [], {}, {}
+    for i, e in enumerate(graph.edges):
+        for key in ("sourceId", "destId"):
+            if getattr(e, key) not in where:
+                raise located(source, ("edges", i, key), f"unknown node id {getattr(e, key)}")
+        u, v = where[e.sourceId], where[e.destId]
+        if u in out_cost and abs(out_cost[u] - e.cost) > 1e-6:
+            raise located(source, ("edges", i, "cost"), f"node {e.sourceId} has two different outgoing edge costs")
+        out_cost[u] = e.cost
+        out_bytes[u] = max(out_bytes.get(u, 0.0), e.size)
+        edges.append((u, v))
+    labels = [n.name if n.name is not None else str(n.id) for n in graph.nodes]
     if len(set(labels)) != len(labels):
-        labels = [f"{label}#{node_id}" for label, node_id in zip(labels, ids)]
-    return _DnnNodes(labels, latency, size, color, edges, out_cost, out_bytes)
+        labels = [f"{label}#{n.id}" for label, n in zip(labels, graph.nodes)]
+    return _DnnNodes(labels, [n.fpgaLatency for n in graph.nodes], [n.size for n in graph.nodes],
+                     [n.colorClass if n.colorClass is not None else ("solo", n.id) for n in graph.nodes], edges,
+                     out_cost, out_bytes)
 
 
-def _dnn_ops(color: list[Any], edges: list[tuple[int, int]], source: str) -> list[int]:
+def _dnn_ops(color: list[Any], edges: list[tuple[int, int]]) -> list[int]:
     """Op index of every node: colour classes contracted, then the strongly connected components of the
     contraction fused (so a cycle is never an error), ops numbered in a topological order (ties: first
     appearance in the file)."""
     import networkx as nx
 
-    try:
-        class_of = {c: i for i, c in enumerate(dict.fromkeys(color))}
-    except TypeError:
-        raise UserError(f"{source}: a colorClass is not a number or a string") from None
+    class_of = {c: i for i, c in enumerate(dict.fromkeys(color))}
     group = [class_of[c] for c in color]
     contracted = nx.DiGraph()
     contracted.add_nodes_from(range(len(class_of)))
@@ -236,66 +268,84 @@ def is_node_link(data: Any) -> bool:
         and "graph" in data and "ops" not in data
 
 
+class _NodeLinkAttrs(OpenSchema):
+    node_duration_tag: str = "duration"
+    node_output_cost_tag: str = "out_cost"
+    order: Optional[list[Label]] = None
+    name: Optional[str] = None
+
+
+@functools.lru_cache(maxsize=None)
+def _node_link_schema(id_key: str, duration_key: str, size_key: str, links_key: str,
+                      ends: tuple[str, str]) -> type[Schema]:
+    """The schema of a node-link graph whose nodes are keyed ``id_key`` with times ``duration_key`` and
+    output bytes ``size_key``, and whose links (under ``links_key``) run ``ends[0]`` -> ``ends[1]``."""
+    node = create_model("NodeLinkNode", __base__=OpenSchema, **{
+        "node_id": (Label, Field(alias=id_key)), "duration": (Seconds, Field(alias=duration_key)),
+        "size": (Bytes, Field(alias=size_key)), "label": (Optional[Label], Field(None, alias="name"))})
+    link = create_model("NodeLinkLink", __base__=OpenSchema, source=(Label, Field(alias=ends[0])),
+                        target=(Label, Field(alias=ends[1])))
+    return create_model("NodeLinkGraph", __base__=OpenSchema, nodes=(list[node], ...),
+                        links=(list[link], Field(alias=links_key)))
+
+
 def read_node_link(data: dict[str, Any], source: str = "graph") -> OpGraph:
-    """An OpGraph from a networkx node-link graph (the Moccasin benchmark graphs), parsed by
-    :func:`networkx.node_link_graph` (edges under ``links`` or ``edges``; always read as directed).
+    """An OpGraph from a networkx node-link graph (the Moccasin benchmark graphs).
 
     Node attributes: ``duration`` and ``out_cost`` (random layered graphs; the graph attribute
     ``node_duration_tag`` / ``node_output_cost_tag`` may rename them) or ``cost_cpu`` and ``cost_ram``
     (Checkmate graphs); ``param_cost`` is not read. Node ids are ``id`` (or ``name``); edge endpoints are
-    ``source``/``target`` (or ``"0"``/``"1"``, as networkx writes some multigraph exports). The op order is
-    the graph attribute ``order`` when present (the input topological order whose peak sets the budget),
-    else the node-list order; sinks are the graph outputs. Each node has one output tensor, named after
-    the node.
+    ``source``/``target`` (or ``"0"``/``"1"``, as networkx writes some multigraph exports). Edges are
+    always read as directed. The op order is the graph attribute ``order`` when present (the input
+    topological order whose peak sets the budget), else the node-list order; sinks are the graph outputs.
+    Each node has one output tensor, named after the node.
     """
-    graph, attrs = _node_link_graph(data, source)
-    duration_tag = attrs.get("node_duration_tag", "duration")
-    size_tag = attrs.get("node_output_cost_tag", "out_cost")
-    ids = list(graph.nodes)
-    nodes = [graph.nodes[i] for i in ids]
-    try:
-        names = [str(a.get("name", i)) for i, a in zip(ids, nodes)]
-        durations = [float(a[duration_tag] if duration_tag in a else a["cost_cpu"]) for a in nodes]
-        sizes = [int(a[size_tag] if size_tag in a else a["cost_ram"]) for a in nodes]
-        where = {node_id: i for i, node_id in enumerate(ids)}
-        order = [where[i] for i in attrs["order"]] if attrs.get("order") else list(range(len(ids)))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UserError(f"{source}: not a graph onnxpart can read (missing or bad {exc}); nodes need "
-                        "duration/out_cost or cost_cpu/cost_ram") from None
+    attrs = _node_link_attrs(data, source)
+    keys = _node_link_keys(data, attrs)
+    graph = validate(_node_link_schema(*keys), data, source)
+    where: dict[Any, int] = {}
+    for i, node in enumerate(graph.nodes):
+        if node.node_id in where:
+            raise located(source, ("nodes", i, keys[0]), f"node {node.node_id!r} is listed twice")
+        where[node.node_id] = i
+    edges = []
+    for i, link in enumerate(graph.links):
+        for end, key in ((link.source, keys[4][0]), (link.target, keys[4][1])):
+            if end not in where:
+                raise located(source, (keys[3], i, key), f"unknown node {end!r}: not in 'nodes'")
+        edges.append((where[link.source], where[link.target]))
+    for k, node_id in enumerate(attrs.order or []):
+        if node_id not in where:
+            raise located(source, ("graph", "order", k), f"unknown node {node_id!r}: not in 'nodes'")
+    order = [where[i] for i in attrs.order] if attrs.order else list(range(len(graph.nodes)))
+    names = [str(n.label if n.label is not None else n.node_id) for n in graph.nodes]
     if len(set(names)) != len(names):
         names = [f"{name}#{i}" for i, name in enumerate(names)]
-    if any(d < 0 or not math.isfinite(d) for d in durations) or any(s < 0 for s in sizes):
-        raise UserError(f"{source}: negative or non-finite duration or size")
-    edges = [(where[u], where[v]) for u, v in graph.edges()]
-    order = _node_link_order(order, edges, source)
-    return _node_link_opgraph(names, durations, sizes, edges, order,
-                              str(attrs.get("name", Path(source).stem)))
+    return _node_link_opgraph(names, [n.duration for n in graph.nodes], [int(round(n.size)) for n in graph.nodes],
+                              edges, _node_link_order(order, edges, source), attrs.name or Path(source).stem)
 
 
-def _node_link_graph(data: dict[str, Any], source: str):
-    """(``networkx`` directed graph, graph attribute dict) of a node-link dict; one-line errors."""
-    import networkx as nx
-
-    links = "links" if "links" in data else "edges"
-    raw_nodes, raw_links = data.get("nodes"), data.get(links)
-    if not isinstance(raw_nodes, list) or not isinstance(raw_links, list):
-        raise UserError(f"{source}: a node-link graph needs lists 'nodes' and '{links}'")
-    key = "id" if all(isinstance(n, dict) and "id" in n for n in raw_nodes) else "name"
-    if not all(isinstance(n, dict) and key in n for n in raw_nodes):
-        raise UserError(f"{source}: every node needs an 'id' (or a 'name')")
-    first = raw_links[0] if raw_links and isinstance(raw_links[0], dict) else {}
-    ends = ("0", "1") if "source" not in first and "0" in first else ("source", "target")
-    try:
-        graph = nx.node_link_graph({**data, "directed": True}, source=ends[0], target=ends[1], name=key,
-                                   edges=links)
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise UserError(f"{source}: malformed node-link graph ({type(exc).__name__}: {exc})") from None
-    if graph.number_of_nodes() != len(raw_nodes):
-        raise UserError(f"{source}: node ids are not unique, or a link names a node that is not in 'nodes'")
+def _node_link_attrs(data: dict[str, Any], source: str) -> _NodeLinkAttrs:
+    """The graph attributes (a mapping, or the ``[[key, value], ...]`` older networkx wrote)."""
     attrs = data.get("graph") or {}
-    if isinstance(attrs, list):  # older networkx wrote graph attributes as [[key, value], ...]
-        attrs = {k: v for k, v in attrs}
-    return graph, attrs
+    if isinstance(attrs, list) and all(isinstance(pair, list) and len(pair) == 2 for pair in attrs):
+        attrs = {str(k): v for k, v in attrs}
+    return validate(_NodeLinkAttrs, attrs, source, at=("graph",))
+
+
+def _node_link_keys(data: dict[str, Any], attrs: _NodeLinkAttrs) -> tuple[str, str, str, str, tuple[str, str]]:
+    """The keys a node-link file uses, read from its first node and link: the node id, time and output
+    bytes, the links list, and the links' two ends."""
+    nodes = data.get("nodes") if isinstance(data.get("nodes"), list) else []
+    first = nodes[0] if nodes and isinstance(nodes[0], dict) else {}
+    id_key = "id" if "id" in first else "name"
+    duration = attrs.node_duration_tag if attrs.node_duration_tag in first or "cost_cpu" not in first else "cost_cpu"
+    size = attrs.node_output_cost_tag if attrs.node_output_cost_tag in first or "cost_ram" not in first else "cost_ram"
+    links = "links" if "links" in data else "edges"
+    raw = data.get(links) if isinstance(data.get(links), list) else []
+    link = raw[0] if raw and isinstance(raw[0], dict) else {}
+    ends = ("0", "1") if "source" not in link and "0" in link else ("source", "target")
+    return id_key, duration, size, links, ends
 
 
 def _node_link_order(order: list[int], edges: list[tuple[int, int]], source: str) -> list[int]:

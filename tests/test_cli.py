@@ -115,7 +115,7 @@ BAD_INPUTS = {
     "unknown cost model": (lambda tmp: ["inspect", light("squeezenet"), "--cost", "guess"],
                            r"unknown cost model 'guess': use analytic or measured"),
     "corrupt costs file": (lambda tmp: ["inspect", _write(tmp / "costs.json", b"{not json")],
-                           r"costs\.json is not valid JSON: "),
+                           r"costs\.json: line 1: not valid JSON: "),
 }
 
 

@@ -132,7 +132,7 @@ def test_device_file(tmp_path):
     spec = load_device(str(path))
     assert spec.name == "mine" and spec.peak_for("float16") == 1e12
     path.write_text("name: broken\npeak_flops: {float32: 1.0e12}\n")
-    with pytest.raises(UserError, match="lacks memory_bandwidth"):
+    with pytest.raises(UserError, match="memory_bandwidth: missing"):
         load_device(str(path))
 
 

@@ -18,50 +18,75 @@ Format (units accepted as in the CLI: ``64GiB``, ``16GB/s``, ``100Gbps``, ``10us
 
 ``from``/``to`` name a group (all its copies) or one copy (``gpu:2``). Later entries override earlier
 ones. A pair with no link and no default has no direct transfer (see :meth:`System.route`).
-Every error is one line naming the file, the key and, for YAML, the line.
+:class:`SystemFile` is the schema (numbers finite and in range, :mod:`onnxpart.units`; at most
+:data:`~onnxpart.units.DEVICES` devices in all, copies included). Every error is one line naming the file,
+the key and the line.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import re
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Optional
 
 import yaml
+from pydantic import Field
 
-from onnxpart.cost_models.device import DeviceSpec, load_device
+from onnxpart.cost_models.device import DeviceSpec, DeviceSpecFile, load_device
 from onnxpart.costs_io import read_costs_file
 from onnxpart.errors import UserError
+from onnxpart.files import read_text
 from onnxpart.schedule.model import Device, Link, System
-from onnxpart.units import parse_bandwidth, parse_bytes
+from onnxpart.units import (BATCH, BYTES, DEVICES, SECONDS, BANDWIDTH, NumberError, parse_bandwidth, parse_bytes,
+                            parse_number, parse_seconds, quoted)
+from onnxpart.validate import Schema, compose_yaml, identifier, located, number, parse_json, validate
 
-_SECONDS = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+class _LinkEntry(Schema):
+    bandwidth: number(BANDWIDTH, parse_bandwidth)
+    latency: number(SECONDS, parse_seconds) = 0.0
 
 
-class _Reader:
-    """The parsed document with the line of every key path, and error helpers."""
+class _PairEntry(_LinkEntry):
+    source: str = Field(alias="from")
+    to: str
+    both_ways: bool = False
+
+
+class _Links(Schema):
+    default: Optional[_LinkEntry] = None
+    pairs: list[_PairEntry] = []
+
+
+class _DeviceEntry(Schema):
+    name: identifier(r"[A-Za-z_][A-Za-z0-9_.-]*", "a name (letters, digits, _ . -; not starting with a digit)")
+    spec: Any = None  # a built-in device, a device file or an inline spec: :func:`_spec`
+    count: number(DEVICES) = 1
+    memory: Optional[number(BYTES, parse_bytes)] = None
+    batch_sizes: Annotated[list[number(BATCH)], Field(min_length=1)] = [1]
+    costs: Any = None  # a costs file or {batch size: costs file}: :func:`_costs`
+
+
+class SystemFile(Schema):
+    """The schema of a system file (module docstring)."""
+
+    name: Optional[str] = None
+    description: Optional[str] = None
+    devices: Annotated[list[_DeviceEntry], Field(min_length=1)]
+    links: Optional[_Links] = None
+
+
+class _Document:
+    """A system file read: its data, the line of every key path, and errors that name both."""
 
     def __init__(self, path: Path):
-        self.path = path
+        self.path, self.source = path, str(path)
         self.files = [path]  # every file read: this one, device spec files, costs files
         self.lines: dict[tuple, int] = {}
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise UserError(f"cannot read system file {path}: {exc.strerror}") from None
+        text = read_text(path, "system file")
         if path.suffix.lower() == ".json":
-            try:
-                json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise UserError(f"{path}: line {exc.lineno}: not valid JSON: {exc.msg}") from None
-        try:
-            node = yaml.compose(text, Loader=yaml.SafeLoader)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"line {mark.line + 1}: " if mark is not None else ""
-            raise UserError(f"{path}: {where}not valid YAML: {getattr(exc, 'problem', exc)}") from None
+            parse_json(text, self.source)  # JSON's own errors (and depth limit) first
+        node = compose_yaml(text, self.source)
         self.data = self._convert(node, ()) if node is not None else None
 
     def _convert(self, node: yaml.Node, at: tuple) -> Any:
@@ -78,208 +103,115 @@ class _Reader:
         return yaml.SafeLoader("").construct_object(node)
 
     def fail(self, at: tuple, message: str) -> UserError:
-        key = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if n else str(p)) for n, p in enumerate(at))
-        line = next((self.lines[at[:m]] for m in range(len(at), -1, -1) if at[:m] in self.lines), None)
-        where = f"{key or '(top level)'}" + (f" (line {line})" if line is not None else "")
-        return UserError(f"{self.path}: {where}: {message}")
-
-    def mapping(self, value: Any, at: tuple, what: str) -> dict:
-        if not isinstance(value, dict):
-            raise self.fail(at, f"expected a mapping ({what})")
-        return value
-
-    def number(self, value: Any, at: tuple, kind: str) -> float:
-        """A bytes / bandwidth / seconds / count quantity, number or string with a unit."""
-        try:
-            if isinstance(value, bool):
-                raise ValueError
-            if kind == "bytes":
-                v = float(value) if isinstance(value, (int, float)) else parse_bytes(str(value))
-            elif kind == "bandwidth":
-                v = float(value) if isinstance(value, (int, float)) else parse_bandwidth(str(value))
-            elif kind == "seconds":
-                v = float(value) if isinstance(value, (int, float)) else _seconds(str(value))
-            else:
-                raise AssertionError(kind)
-        except (UserError, ValueError, TypeError):
-            raise self.fail(at, f"cannot read {value!r} as {kind}") from None
-        if not (v > 0 or (kind == "seconds" and v == 0)) or math.isnan(v):
-            raise self.fail(at, f"{kind} must be {'≥ 0' if kind == 'seconds' else 'positive'}, got {value!r}")
-        return v
-
-
-def _seconds(text: str) -> float:
-    m = re.match(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zµ]*)\s*$", text)
-    if not m or m.group(2) not in _SECONDS:
-        raise ValueError(text)
-    return float(m.group(1)) * _SECONDS[m.group(2)]
+        return located(self.source, at, message, self.lines)
 
 
 def load_system(path: str | Path) -> System:
     """Read and check a system file; see the module docstring for the format."""
-    r = _Reader(Path(path))
-    top = r.mapping(r.data, (), "with 'devices' and optionally 'links'")
-    unknown = set(top) - {"devices", "links", "name", "description"}
-    if unknown:
-        raise r.fail((sorted(unknown)[0],), "unknown key (expected devices, links)")
-    if not isinstance(top.get("devices"), list) or not top["devices"]:
-        raise r.fail(("devices",), "expected a non-empty list of devices")
+    doc = _Document(Path(path))
+    top = validate(SystemFile, doc.data, doc.source, lines=doc.lines)
     devices: list[Device] = []
     groups: dict[str, list[int]] = {}
-    for n, entry in enumerate(top["devices"]):
-        copies = _device_entry(r, entry, ("devices", n), Path(path).parent)
-        group = copies[0].group
-        if group in groups:
-            raise r.fail(("devices", n, "name"), f"device {group!r} is listed twice")
-        groups[group] = list(range(len(devices), len(devices) + len(copies)))
-        devices.extend(copies)
-    system = System(devices, files=tuple(r.files))
-    _links(r, top.get("links"), system, groups)
+    for n, entry in enumerate(top.devices):
+        at = ("devices", n)
+        if entry.name in groups:
+            raise doc.fail(at + ("name",), f"device {entry.name!r} is listed twice")
+        if len(devices) + entry.count > DEVICES.high:
+            raise doc.fail(at + ("count",), f"more than {DEVICES.high:g} devices in all (the limit)")
+        groups[entry.name] = list(range(len(devices), len(devices) + entry.count))
+        devices.extend(_copies(doc, entry, at))
+    system = System(devices, files=tuple(doc.files))
+    _links(doc, top.links, system, groups)
     return system
 
 
-_DEVICE_KEYS = {"name", "spec", "count", "memory", "batch_sizes", "costs"}
-_LINK_KEYS = {"bandwidth", "latency"}
-
-
-def _device_entry(r: _Reader, entry: Any, at: tuple, folder: Path) -> list[Device]:
+def _copies(doc: _Document, entry: _DeviceEntry, at: tuple) -> list[Device]:
     """One ``devices`` entry, expanded into its ``count`` identical copies."""
-    entry = r.mapping(entry, at, "a device with name, spec, count, memory, batch_sizes")
-    for key in entry:
-        if key not in _DEVICE_KEYS:
-            raise r.fail(at + (key,), f"unknown key (expected {', '.join(sorted(_DEVICE_KEYS))})")
-    name = entry.get("name")
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", name):
-        raise r.fail(at + ("name",), "each device needs a name (letters, digits, _ . -)")
-    spec = _spec(r, entry.get("spec"), at + ("spec",), folder) if "spec" in entry else None
-    count = entry.get("count", 1)
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise r.fail(at + ("count",), f"count must be a positive integer, got {count!r}")
-    if "memory" in entry:
-        memory = r.number(entry["memory"], at + ("memory",), "bytes")
+    spec = _spec(doc, entry.spec, at + ("spec",)) if entry.spec is not None else None
+    if entry.memory is not None:
+        memory = entry.memory
     else:
         memory = spec.memory_capacity if spec is not None else math.inf
-    sizes = entry.get("batch_sizes", [1])
-    if (not isinstance(sizes, list) or not sizes
-            or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in sizes)):
-        raise r.fail(at + ("batch_sizes",), f"batch_sizes must be a list of positive integers, got {sizes!r}")
-    costs = _costs(r, entry["costs"], at + ("costs",), folder) if entry.get("costs") is not None else None
-    names = [name] if count == 1 else [f"{name}:{c}" for c in range(count)]
-    return [Device(n, name, spec, memory, tuple(sorted(set(sizes))), costs) for n in names]
+    costs = _costs(doc, entry.costs, at + ("costs",)) if entry.costs is not None else None
+    names = [entry.name] if entry.count == 1 else [f"{entry.name}:{c}" for c in range(entry.count)]
+    return [Device(n, entry.name, spec, memory, tuple(sorted(set(entry.batch_sizes))), costs) for n in names]
 
 
-def _costs(r: _Reader, value: Any, at: tuple, folder: Path) -> tuple[tuple[int, str], ...]:
+def _costs(doc: _Document, value: Any, at: tuple) -> tuple[tuple[int, str], ...]:
     """``(batch, path)`` per measured batch size, ascending: one costs file (batch 1) or a mapping batch
     size → file, paths relative to the system file. Each file must be a readable costs file whose
     recorded ``batch`` (``onnxpart annotate --batch``), if any, is its key."""
-    if isinstance(value, dict):
-        if not value:
-            raise r.fail(at, "expected a costs file or a mapping batch size → costs file")
+    if isinstance(value, str):
+        pairs = [(1, value, at)]
+    elif isinstance(value, dict) and value:
         pairs = []
         for key, path in value.items():
-            if not re.fullmatch(r"[1-9][0-9]*", key):
-                raise r.fail(at + (key,), f"batch size must be a positive integer, got {key!r}")
-            pairs.append((int(key), path, at + (key,)))
+            try:
+                pairs.append((parse_number(key, "batch size", BATCH), path, at + (key,)))
+            except NumberError as exc:
+                raise doc.fail(at + (key,), str(exc)) from None
     else:
-        pairs = [(1, value, at)]
+        raise doc.fail(at, f"expected a costs file or a mapping batch size → costs file, got {quoted(value)}")
     out = []
     for batch, path, where in sorted(pairs, key=lambda p: p[0]):
         if not isinstance(path, str) or not path:
-            raise r.fail(where, f"expected the path of a costs file, got {path!r}")
-        full = str(folder / path) if not Path(path).is_absolute() else path
+            raise doc.fail(where, f"expected the path of a costs file, got {quoted(path)}")
+        full = str(doc.path.parent / path) if not Path(path).is_absolute() else path
         try:
-            recorded = read_costs_file(full).get("batch")
+            recorded = read_costs_file(full).batch
         except UserError as exc:
-            raise r.fail(where, str(exc)) from None
+            raise doc.fail(where, str(exc)) from None
         if recorded is not None and recorded != batch:
-            fix = f"list it as costs: {{{recorded}: {path}}}" if isinstance(recorded, int) else "measure it again"
-            raise r.fail(where, f"{path} was measured at batch {recorded!r}, not {batch}: {fix}")
+            raise doc.fail(where, f"{path} was measured at batch {recorded}, not {batch}: list it as costs: "
+                                  f"{{{recorded}: {path}}}")
         out.append((batch, full))
-        r.files.append(Path(full))
+        doc.files.append(Path(full))
     return tuple(out)
 
 
-def _spec(r: _Reader, value: Any, at: tuple, folder: Path) -> DeviceSpec:
+def _spec(doc: _Document, value: Any, at: tuple) -> DeviceSpec:
     """A built-in device name, a device file (relative to the system file) or an inline mapping."""
     if isinstance(value, str):
-        candidate = folder / value
+        candidate = doc.path.parent / value
         source = str(candidate) if candidate.suffix.lower() in (".yaml", ".yml", ".json") else value
         try:
             spec = load_device(source)
         except UserError as exc:
-            raise r.fail(at, str(exc)) from None
+            raise doc.fail(at, str(exc)) from None
         if Path(source).is_file():
-            r.files.append(Path(source))
+            doc.files.append(Path(source))
         return spec
-    value = r.mapping(value, at, "a device name or peak_flops, memory_bandwidth, ...")
-    required = ("peak_flops", "memory_bandwidth", "memory_capacity", "op_overhead", "interconnect_bandwidth")
-    for key in required:
-        if key not in value:
-            raise r.fail(at, f"inline spec lacks {key}")
-    peaks = r.mapping(value["peak_flops"], at + ("peak_flops",), "dtype: FLOP/s")
-    try:
-        return DeviceSpec(name=str(value.get("name", r.path.stem)), description=str(value.get("description", "")),
-                          peak_flops={str(k): float(v) for k, v in peaks.items()},
-                          memory_bandwidth=r.number(value["memory_bandwidth"], at + ("memory_bandwidth",), "bandwidth"),
-                          memory_capacity=r.number(value["memory_capacity"], at + ("memory_capacity",), "bytes"),
-                          op_overhead=r.number(value["op_overhead"], at + ("op_overhead",), "seconds"),
-                          interconnect_bandwidth=r.number(value["interconnect_bandwidth"],
-                                                          at + ("interconnect_bandwidth",), "bandwidth"))
-    except (TypeError, ValueError):
-        raise r.fail(at + ("peak_flops",), "peak FLOP/s must be numbers") from None
+    if isinstance(value, dict):
+        return validate(DeviceSpecFile, value, doc.source, at=at, lines=doc.lines).spec(doc.path.stem)
+    raise doc.fail(at, f"expected a device name, a device file or a mapping with peak_flops, memory_bandwidth, "
+                       f"memory_capacity, op_overhead, interconnect_bandwidth; got {quoted(value)}")
 
 
-def _link(r: _Reader, value: Any, at: tuple, extra: set[str]) -> Link:
-    value = r.mapping(value, at, "bandwidth and latency")
-    for key in value:
-        if key not in _LINK_KEYS | extra:
-            raise r.fail(at + (key,), f"unknown key (expected {', '.join(sorted(_LINK_KEYS | extra))})")
-    if "bandwidth" not in value:
-        raise r.fail(at, "a link needs a bandwidth")
-    return Link(r.number(value["bandwidth"], at + ("bandwidth",), "bandwidth"),
-                r.number(value.get("latency", 0.0), at + ("latency",), "seconds"))
-
-
-def _endpoints(r: _Reader, value: Any, at: tuple, system: System, groups: dict[str, list[int]]) -> list[int]:
-    if isinstance(value, str):
-        if value in groups:
-            return groups[value]
-        if value in system.names:
-            return [system.names.index(value)]
+def _endpoints(doc: _Document, value: str, at: tuple, system: System, groups: dict[str, list[int]]) -> list[int]:
+    if value in groups:
+        return groups[value]
+    if value in system.names:
+        return [system.names.index(value)]
     known = ", ".join(groups) + ("" if len(groups) == system.k else " (or a copy such as "
                                  + next(d.name for d in system.devices if ":" in d.name) + ")")
-    raise r.fail(at, f"unknown device {value!r}: the system has {known}")
+    raise doc.fail(at, f"unknown device {value!r}: the system has {known}")
 
 
-def _links(r: _Reader, links: Any, system: System, groups: dict[str, list[int]]) -> None:
+def _links(doc: _Document, links: Optional[_Links], system: System, groups: dict[str, list[int]]) -> None:
     """Fill ``system.links``: the default for every ordered pair, then each pair entry in order."""
     if links is None:
         return
-    links = r.mapping(links, ("links",), "with default and/or pairs")
-    for key in links:
-        if key not in ("default", "pairs"):
-            raise r.fail(("links", key), "unknown key (expected default, pairs)")
-    if "default" in links:
-        default = _link(r, links["default"], ("links", "default"), set())
+    if links.default is not None:
+        default = Link(links.default.bandwidth, links.default.latency)
         system.links = {(u, v): default for u in range(system.k) for v in range(system.k) if u != v}
-    pairs = links.get("pairs", [])
-    if not isinstance(pairs, list):
-        raise r.fail(("links", "pairs"), "expected a list of {from, to, bandwidth, latency}")
-    for n, entry in enumerate(pairs):
+    for n, entry in enumerate(links.pairs):
         at = ("links", "pairs", n)
-        entry = r.mapping(entry, at, "from, to, bandwidth, latency")
-        for key in ("from", "to"):
-            if key not in entry:
-                raise r.fail(at, f"a link needs '{key}'")
-        src = _endpoints(r, entry["from"], at + ("from",), system, groups)
-        dst = _endpoints(r, entry["to"], at + ("to",), system, groups)
-        link = _link(r, entry, at, {"from", "to", "both_ways"})
-        both = entry.get("both_ways", False)
-        if not isinstance(both, bool):
-            raise r.fail(at + ("both_ways",), "both_ways must be true or false")
+        src = _endpoints(doc, entry.source, at + ("from",), system, groups)
+        dst = _endpoints(doc, entry.to, at + ("to",), system, groups)
+        link = Link(entry.bandwidth, entry.latency)
         for u in src:
             for v in dst:
                 if u != v:
                     system.links[(u, v)] = link
-                    if both:
+                    if entry.both_ways:
                         system.links[(v, u)] = link

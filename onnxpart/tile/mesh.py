@@ -22,6 +22,7 @@ Resharding src -> dst is priced and planned by the index sets it moves, in :mod:
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from functools import cached_property
 
 from onnxpart.errors import UserError
 from onnxpart.tile.catalog import P, R, Algorithm, Layout, Mesh, S
+from onnxpart.units import DEVICES, MESH_AXES, Range, parse_number
 
 
 class MeshLayout(tuple):
@@ -95,9 +97,7 @@ class DeviceMesh:
 def make_mesh(shape: Sequence[int], names: Sequence[str] | None = None, latencies: Sequence[float] = (5e-6,),
               bandwidths: Sequence[float] = (100e9,)) -> DeviceMesh:
     """A DeviceMesh; one latency or bandwidth applies to every axis. UserError on a bad shape or count."""
-    shape = tuple(int(p) for p in shape)
-    if not shape or any(p < 1 for p in shape):
-        raise UserError(f"--mesh {'x'.join(map(str, shape)) or '(empty)'}: every axis needs at least 1 device")
+    shape = check_mesh(tuple(int(p) for p in shape))
     names = tuple(names) if names else ("x", "y", "z", "w")[:len(shape)] if len(shape) <= 4 else \
         tuple(f"a{j}" for j in range(len(shape)))
     if len(names) != len(shape) or len(set(names)) != len(names):
@@ -119,12 +119,30 @@ _MESH = re.compile(r"^\s*\d+(\s*[x×,]\s*\d+)*\s*$")
 
 
 def parse_mesh(text: str) -> tuple[int, ...]:
-    """``8``, ``2x4`` (or ``2,4``) -> the mesh shape; UserError otherwise."""
+    """``8``, ``2x4`` (or ``2,4``) -> the mesh shape (:func:`check_mesh`); UserError otherwise."""
     if not _MESH.match(text):
         raise UserError(f"--mesh {text!r}: use the devices per axis, e.g. 8 or 2x4")
-    shape = tuple(int(p) for p in re.split(r"[x×,]", text.replace(" ", "")))
+    parts = re.split(r"[x×,]", text.replace(" ", ""))
+    if len(parts) > MESH_AXES:
+        raise UserError(f"--mesh {text!r}: at most {MESH_AXES} axes (the limit), got {len(parts)}")
+    return check_mesh(tuple(parse_number(p, "--mesh", AXIS) for p in parts))
+
+
+#: Devices along one mesh axis.
+AXIS = Range(1, DEVICES.high, integer=True, noun="a device count")
+
+
+def check_mesh(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``shape`` if it is a mesh onnxpart plans for: 1 to :data:`~onnxpart.units.MESH_AXES` axes of at
+    least 1 device, at most :data:`~onnxpart.units.DEVICES` devices in all (resharding tries every order
+    of the changed axes, so more axes would explode); UserError otherwise."""
+    text = "x".join(map(str, shape)) or "(empty)"
+    if not shape or len(shape) > MESH_AXES:
+        raise UserError(f"--mesh {text}: give 1 to {MESH_AXES} axes (the limit)")
     if any(p < 1 for p in shape):
-        raise UserError(f"--mesh {text!r}: every axis needs at least 1 device")
+        raise UserError(f"--mesh {text}: every axis needs at least 1 device")
+    if math.prod(shape) > DEVICES.high:
+        raise UserError(f"--mesh {text}: {math.prod(shape)} devices, above the limit of {DEVICES.high}")
     return shape
 
 

@@ -23,6 +23,11 @@ Operand resolution: a defined (or ``sizes``-declared) name is that matrix; else 
 of ``X``; else the name is a new input matrix. A name that is both a matrix and ``stem + "T"`` of
 another is ambiguous and rejected.
 
+:class:`ProgramFile`, :class:`_Expression` and :class:`_Loop` are the schema: a bad field is one error
+naming the file and its path (``program[0].op``; a bare list reads as ``program``). Dims and weights
+(``weight`` × its loops) are integers up to 2**31 − 1, and Σ weight × elements over the expressions'
+matrices at most 2**53, so every cost the solvers add up stays exact.
+
 Labels (tiling types, the paper's Fig. 1): ``row``, ``col``, ``block`` (tau = 3). Transposing swaps
 ``row`` and ``col`` and keeps ``block``. Each op has algorithms, each with its preferred tilings
 (output first, then the operands as the op reads them); L(e) is their union (Section 4).
@@ -32,12 +37,14 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal, Optional
 
-from onnxpart.errors import UserError
+from pydantic import Field, model_validator
+
+from onnxpart.units import Range
+from onnxpart.validate import Schema, identifier, located, number, parse_json, validate
 
 #: The tiling types of the paper's Fig. 1, in label-index order.
 LABELS: tuple[str, ...] = ("row", "col", "block")
@@ -61,9 +68,6 @@ CATALOG: dict[str, tuple[int, tuple[tuple[str, tuple[str, ...]], ...]]] = {
     "transpose": (1, (("local", (_C, _R)), ("local", (_R, _C)), ("local", (_B, _B)))),
 }
 
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.']*$")
-
-
 @dataclass(frozen=True)
 class Operand:
     matrix: str
@@ -75,7 +79,8 @@ class Operand:
 
 @dataclass(frozen=True)
 class Expression:
-    """One atomic expression ``out = op(inputs)``; ``where`` names it in messages (``expression 3``)."""
+    """One atomic expression ``out = op(inputs)``; ``where`` names it in plans (``expression 3``, or
+    ``expression 1, body 0`` inside a loop)."""
 
     where: str
     out: str
@@ -108,79 +113,107 @@ class Program:
         return rows * cols
 
 
-def load_program(text: str, name: str = "program") -> Program:
-    """Parse JSON text (see the module docstring)."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"matrix program is not valid JSON: {exc}") from None
-    return parse_program(data, name)
+def load_program(text: str, name: str = "program", source: str = "matrix program") -> Program:
+    """Parse JSON text (see the module docstring); ``source`` names the file in errors."""
+    return parse_program(parse_json(text, source), name, source)
 
 
-def parse_program(data: Any, name: str = "program") -> Program:
-    """Parse the decoded JSON (a list of expressions or an object with ``program``); raises UserError
-    with the expression index and field for anything malformed."""
-    if isinstance(data, list):
-        data = {"program": data}
-    if not isinstance(data, dict) or not isinstance(data.get("program"), list):
-        raise UserError("matrix program must be a JSON list of expressions or an object with a "
-                        "'program' list")
-    unknown = set(data) - {"program", "sizes", "default_size", "fixed", "name"}
-    if unknown:
-        raise UserError(f"matrix program: unknown top-level field(s) {sorted(unknown)}")
-    default = _shape(data.get("default_size", [1, 1]), "default_size")
-    sizes = data.get("sizes", {})
-    if not isinstance(sizes, dict):
-        raise UserError("matrix program: 'sizes' must map matrix names to [rows, cols]")
-    declared = {str(k): _shape(v, f"sizes[{k!r}]") for k, v in sizes.items()}
-    flat: list[tuple[str, dict, int]] = []
-    _flatten(data["program"], "expression ", 1, flat)
+#: What a program's numbers may be: matrix dims, and expression weights (``weight`` × enclosing ``loop``s).
+MATRIX_DIM = Range(1, 2**31 - 1, integer=True)
+WEIGHT = Range(1, 2**31 - 1, integer=True)
+#: Σ over expressions of weight × the elements of their matrices bounds every cost the solvers add up
+#: (CP-SAT's integer objective included); above 2**53 costs are no longer exact.
+MAX_WEIGHTED_ELEMENTS = 2**53
+
+MatrixName = identifier(r"[A-Za-z_][A-Za-z0-9_.']*", "a matrix name (letters, digits, _ . ')")
+Shape = Annotated[list[number(MATRIX_DIM)], Field(min_length=2, max_length=2)]
+
+
+class _Expression(Schema):
+    """``{"out": "G", "op": "mul", "in": ["A", "FT"], "weight": 1, "algorithms": [...]}``."""
+
+    out: MatrixName
+    op: Literal["add", "mul", "inv", "transpose"]
+    operands: list[MatrixName] = Field(alias="in")
+    weight: number(WEIGHT) = 1
+    algorithms: Optional[Annotated[list[str], Field(min_length=1)]] = None
+
+    @model_validator(mode="after")
+    def _fits_the_op(self) -> "_Expression":
+        arity, algorithms = CATALOG[self.op][0], {a for a, _ in CATALOG[self.op][1]}
+        if len(self.operands) != arity:
+            raise ValueError(f"'in' must list {arity} matrix name(s) for {self.op}, got {self.operands!r}")
+        unknown = [a for a in self.algorithms or () if a not in algorithms]
+        if unknown:
+            raise ValueError(f"'algorithms' must be {self.op} algorithms ({', '.join(sorted(algorithms))}), "
+                             f"got {unknown!r}")
+        return self
+
+
+class _Loop(Schema):
+    """``{"loop": k, "body": [...]}``: the body's expressions run k times."""
+
+    loop: number(WEIGHT)
+    body: Annotated[list[Any], Field(min_length=1)]
+
+
+class ProgramFile(Schema):
+    """The schema of a matrix program's top level (the module docstring); the expressions and loops of
+    ``program`` are validated one by one as :func:`_flatten` unrolls them."""
+
+    program: list[Any]
+    sizes: dict[MatrixName, Shape] = {}
+    default_size: Shape = [1, 1]
+    fixed: dict[str, Literal["row", "col", "block"]] = {}
+    name: Optional[str] = None
+
+
+def parse_program(data: Any, name: str = "program", source: str = "matrix program") -> Program:
+    """Parse the decoded JSON (a list of expressions or an object with ``program``); a UserError naming
+    ``source``, the field path (``program[2].op``; a bare list reads as ``program``) and what is wrong."""
+    top = validate(ProgramFile, {"program": data} if isinstance(data, list) else data, source)
+    flat: list[tuple[tuple, _Expression, int]] = []
+    _flatten(top.program, ("program",), 1, flat, source)
     if not flat:
-        raise UserError("matrix program has no expressions")
-    state = _State(declared, default)
-    expressions = tuple(state.expression(where, raw, weight) for where, raw, weight in flat)
-    fixed = _fixed(data.get("fixed", {}), state)
-    return Program(expressions, dict(state.shapes), tuple(state.inputs), fixed,
-                   str(data.get("name", name)))
+        raise located(source, ("program",), "the program has no expressions")
+    state = _State({k: (int(r), int(c)) for k, (r, c) in top.sizes.items()},
+                   (int(top.default_size[0]), int(top.default_size[1])), source)
+    expressions = tuple(state.expression(at, raw, weight) for at, raw, weight in flat)
+    fixed = {state.matrix(m, ("fixed", m)): label for m, label in top.fixed.items()}
+    program = Program(expressions, dict(state.shapes), tuple(state.inputs), fixed, top.name or name)
+    weighted = sum(e.weight * sum(program.elements(o.matrix) for o in e.inputs) + e.weight * program.elements(e.out)
+                   for e in expressions)
+    if weighted > MAX_WEIGHTED_ELEMENTS:
+        raise located(source, ("program",), f"weights × matrix elements add up to {weighted:.3g}, above the "
+                                            f"limit 2**53 = {MAX_WEIGHTED_ELEMENTS:.3g}: use smaller sizes or weights")
+    return program
 
 
-def _shape(value: Any, what: str) -> tuple[int, int]:
-    if (not isinstance(value, (list, tuple)) or len(value) != 2
-            or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in value)):
-        raise UserError(f"matrix program: {what} must be [rows, cols] with positive integers, got {value!r}")
-    return int(value[0]), int(value[1])
-
-
-def _flatten(items: Any, prefix: str, weight: int, out: list[tuple[str, dict, int]]) -> None:
-    """Unroll loop blocks into (where, expression dict, weight) in program order."""
+def _flatten(items: list, at: tuple, weight: int, out: list[tuple[tuple, _Expression, int]], source: str) -> None:
+    """Unroll loop blocks into (field path, expression, weight) in program order."""
     for i, raw in enumerate(items):
-        where = f"{prefix}{i}"
-        if not isinstance(raw, dict):
-            raise UserError(f"{where}: must be an object like {{\"out\": \"G\", \"op\": \"mul\", "
-                            f"\"in\": [\"A\", \"FT\"]}}, got {raw!r}")
-        if "loop" in raw:
-            count = raw["loop"]
-            if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-                raise UserError(f"{where}: field 'loop' must be a positive integer, got {count!r}")
-            if set(raw) - {"loop", "body"} or not isinstance(raw.get("body"), list):
-                raise UserError(f"{where}: a loop block is {{\"loop\": k, \"body\": [...]}}")
-            _flatten_body(raw["body"], where, weight * count, out)
+        if isinstance(raw, dict) and "loop" in raw:
+            loop = validate(_Loop, raw, source, at=at + (i,))
+            total = weight * loop.loop
+            if total > WEIGHT.high:
+                raise located(source, at + (i, "loop"), f"nested loops repeat the body {total} times, above the "
+                                                        f"limit {WEIGHT.high}")
+            _flatten(loop.body, at + (i, "body"), total, out, source)
         else:
-            out.append((where, raw, weight))
+            out.append((at + (i,), validate(_Expression, raw, source, at=at + (i,)), weight))
 
 
-def _flatten_body(items: list, where: str, weight: int, out: list[tuple[str, dict, int]]) -> None:
-    start = len(out)
-    _flatten(items, f"{where}, body ", weight, out)
-    if len(out) == start:
-        raise UserError(f"{where}: field 'body' is empty")
+def _expression_name(at: tuple) -> str:
+    """``("program", 0, "body", 1)`` -> ``expression 0, body 1``: how plans name an expression."""
+    indices = [p for p in at if isinstance(p, int)]
+    return ", ".join([f"expression {indices[0]}"] + [f"body {i}" for i in indices[1:]])
 
 
 class _State:
     """Matrices defined so far while reading the program in order (SSA renaming, shapes)."""
 
-    def __init__(self, declared: dict[str, tuple[int, int]], default: tuple[int, int]) -> None:
-        self.declared, self.default = declared, default
+    def __init__(self, declared: dict[str, tuple[int, int]], default: tuple[int, int], source: str) -> None:
+        self.declared, self.default, self.source = declared, default, source
         self.shapes: dict[str, tuple[int, int]] = {}
         self.current: dict[str, str] = {}  # user name -> latest matrix (SSA version)
         self.versions: dict[str, int] = {}
@@ -189,12 +222,18 @@ class _State:
     def known(self, name: str) -> bool:
         return name in self.current or name in self.declared
 
-    def resolve(self, name: str, where: str) -> Operand:
+    def matrix(self, name: str, at: tuple) -> str:
+        """The latest matrix of a user name (``fixed``'s keys)."""
+        if name not in self.current:
+            raise located(self.source, at, "no such matrix")
+        return self.current[name]
+
+    def resolve(self, name: str, at: tuple) -> Operand:
         stem = name[:-1] if len(name) > 1 and name.endswith("T") else None
         if self.known(name):
             if stem is not None and self.known(stem):
-                raise UserError(f"{where}: field 'in': {name!r} is ambiguous (a matrix, and the "
-                                f"transpose of {stem!r}); rename one of them")
+                raise located(self.source, at, f"{name!r} is ambiguous (a matrix, and the transpose of "
+                                               f"{stem!r}); rename one of them")
             return Operand(self._use(name))
         if stem is not None:
             return Operand(self._use(stem), True)
@@ -215,77 +254,33 @@ class _State:
         self.shapes[matrix] = shape
         return matrix
 
-    def expression(self, where: str, raw: dict, weight: int) -> Expression:
-        unknown = set(raw) - {"out", "op", "in", "weight", "algorithms"}
-        if unknown:
-            raise UserError(f"{where}: unknown field(s) {sorted(unknown)} (use out, op, in, weight, "
-                            f"algorithms)")
-        op = raw.get("op")
-        if op not in CATALOG:
-            raise UserError(f"{where}: field 'op' must be one of {', '.join(CATALOG)}, got {op!r}")
-        out = raw.get("out")
-        if not isinstance(out, str) or not _NAME.match(out) or "@" in out:
-            raise UserError(f"{where}: field 'out' must be a matrix name (letters, digits, _), got {out!r}")
-        arity = CATALOG[op][0]
-        names = raw.get("in")
-        if (not isinstance(names, list) or len(names) != arity
-                or not all(isinstance(n, str) and _NAME.match(n) for n in names)):
-            raise UserError(f"{where}: field 'in' must list {arity} matrix name(s) for {op}, got {names!r}")
-        extra = raw.get("weight", 1)
-        if not isinstance(extra, int) or isinstance(extra, bool) or extra < 1:
-            raise UserError(f"{where}: field 'weight' must be a positive integer, got {extra!r}")
-        algorithms = _algorithms(raw.get("algorithms"), op, where)
-        inputs = tuple(self.resolve(n, where) for n in names)
-        shape = self._out_shape(op, inputs, where)
-        if self.declared.get(out, shape) != shape:
-            raise UserError(f"{where}: field 'out': sizes[{out!r}] is {self.declared[out]} but "
-                            f"{op} gives {shape}")
-        matrix = self.define(out, shape)
-        return Expression(where, matrix, op, inputs, weight * extra, algorithms)
+    def expression(self, at: tuple, raw: _Expression, weight: int) -> Expression:
+        inputs = tuple(self.resolve(n, at + ("in", k)) for k, n in enumerate(raw.operands))
+        shape = self._out_shape(raw.op, inputs, at + ("in",))
+        if self.declared.get(raw.out, shape) != shape:
+            raise located(self.source, at + ("out",), f"sizes[{raw.out!r}] is {self.declared[raw.out]} but "
+                                                      f"{raw.op} gives {shape}")
+        matrix = self.define(raw.out, shape)
+        return Expression(_expression_name(at), matrix, raw.op, inputs, weight * int(raw.weight),
+                          tuple(raw.algorithms) if raw.algorithms else None)
 
-    def _out_shape(self, op: str, inputs: tuple[Operand, ...], where: str) -> tuple[int, int]:
+    def _out_shape(self, op: str, inputs: tuple[Operand, ...], at: tuple) -> tuple[int, int]:
         shapes = []
         for o in inputs:
             r, c = self.shapes[o.matrix]
             shapes.append((c, r) if o.transposed else (r, c))
         text = " and ".join(f"{r}x{c}" for r, c in shapes)
         if op == "add" and shapes[0] != shapes[1]:
-            raise UserError(f"{where}: add needs equal shapes, got {text} (field 'in')")
+            raise located(self.source, at, f"add needs equal shapes, got {text}")
         if op == "mul":
             if shapes[0][1] != shapes[1][0]:
-                raise UserError(f"{where}: mul shapes {text} do not match ({shapes[0][1]} != "
-                                f"{shapes[1][0]}; field 'in')")
+                raise located(self.source, at, f"mul shapes {text} do not match ({shapes[0][1]} != {shapes[1][0]})")
             return shapes[0][0], shapes[1][1]
         if op == "inv" and shapes[0][0] != shapes[0][1]:
-            raise UserError(f"{where}: inv needs a square matrix, got {text} (field 'in')")
+            raise located(self.source, at, f"inv needs a square matrix, got {text}")
         if op == "transpose":
             return shapes[0][1], shapes[0][0]
         return shapes[0]
-
-
-def _algorithms(value: Any, op: str, where: str) -> tuple[str, ...] | None:
-    if value is None:
-        return None
-    names = {a for a, _ in CATALOG[op][1]}
-    if (not isinstance(value, list) or not value
-            or not all(isinstance(a, str) and a in names for a in value)):
-        raise UserError(f"{where}: field 'algorithms' must be a non-empty list of {op} algorithms "
-                        f"({', '.join(sorted(names))}), got {value!r}")
-    return tuple(value)
-
-
-def _fixed(value: Any, state: _State) -> dict[str, str]:
-    if not isinstance(value, dict):
-        raise UserError("matrix program: 'fixed' must map matrix names to row, col or block")
-    fixed = {}
-    for name, label in value.items():
-        if name not in state.current:
-            raise UserError(f"matrix program: fixed[{name!r}]: no such matrix")
-        if label not in LABELS:
-            raise UserError(f"matrix program: fixed[{name!r}] must be one of {', '.join(LABELS)}, "
-                            f"got {label!r}")
-        fixed[state.current[name]] = label
-    return fixed
 
 
 def feasible_tilings(expr: Expression) -> tuple[tuple[str, ...], list[tuple[str, tuple[str, ...], tuple[str, ...]]]]:

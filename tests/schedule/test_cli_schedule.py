@@ -178,8 +178,8 @@ BAD_JSON = """{"devices": [
     ("system.yaml", TINY, r"op \S+ needs \d+ bytes .* the largest device it can run on, b, has 2048 bytes"),
     ("system.yaml", UNLINKED, r"needs 240448 bytes .* linked to one another \(a\) holds 150000: a transfer it "
                               r"needs is impossible"),
-    ("system.yaml", MALFORMED, r"system.yaml: devices\[0\].count \(line 2\): count must be a positive integer"),
-    ("system.json", BAD_JSON_KEY, r"system.json: devices\[0\].memory \(line 3\): cannot read 'lots' as bytes"),
+    ("system.yaml", MALFORMED, r"system.yaml: devices\[0\].count \(line 2\): must be an integer from 1 to 4096, got 'two'"),
+    ("system.json", BAD_JSON_KEY, r"system.json: devices\[0\].memory \(line 3\): cannot read 'lots' as a size"),
     ("system.json", BAD_JSON, r"system.json: line 3: not valid JSON"),
 ])
 def test_bad_input(tmp_path, name, text, pattern):

@@ -119,8 +119,8 @@ def test_single_file_form_still_means_batch_1(tmp_path):
     ("{1: b1.json, 8: b1.json}", "devices[0].costs.8 (line 5): b1.json was measured at batch 1, not 8"),
     ("b8.json", "devices[0].costs (line 5): b8.json was measured at batch 8, not 1: list it as costs: {8: b8.json}"),
     ("{1: b1.json, 8: gone.json}", "devices[0].costs.8 (line 5): costs file"),
-    ("{0: b1.json}", "devices[0].costs.0 (line 5): batch size must be a positive integer"),
-    ("{1: b1.json, eight: b8.json}", "devices[0].costs.eight (line 5): batch size must be a positive integer"),
+    ("{0: b1.json}", "devices[0].costs.0 (line 5): batch size: must be an integer from 1 to 65536, got '0'"),
+    ("{1: b1.json, eight: b8.json}", "devices[0].costs.eight (line 5): batch size: cannot read 'eight' as a number"),
     ("{}", "devices[0].costs (line 5): expected a costs file or a mapping"),
 ])
 def test_a_bad_costs_entry_is_one_line_naming_the_key(tmp_path, costs, expected):

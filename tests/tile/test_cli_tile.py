@@ -149,7 +149,7 @@ def test_matrix_program(tmp_path):
 
 
 @pytest.mark.parametrize("text,match", [("[{\"out\": \"C\", \"op\": \"mul\"", "not valid JSON"),
-                                        ("{\"program\": [{\"op\": \"mul\"}]}", "expression")])
+                                        ("{\"program\": [{\"op\": \"mul\"}]}", "prog.json: program[0].out: missing")])
 def test_malformed_program(tmp_path, text, match):
     path = tmp_path / "prog.json"
     path.write_text(text)

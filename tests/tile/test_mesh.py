@@ -82,7 +82,7 @@ def test_parse_mesh_and_layouts():
     assert parse_mesh_layout("S(0)R", 2) == L(S(0), R) and parse_mesh_layout("rs[1]", 2) == L(R, S(1))
     assert parse_mesh_layout("S(0)", 1) == S(0) and str(L(S(0), S(0))) == "S(0)S(0)"
     assert parse_pins(["w=PS(1)"], 2) == {"w": L(P, S(1))}
-    for text, match in (("2x", "--mesh"), ("0x4", "at least 1")):
+    for text, match in (("2x", "--mesh"), ("0x4", "from 1 to 4096")):
         with pytest.raises(UserError, match=match):
             parse_mesh(text)
     with pytest.raises(UserError, match="component"):
@@ -188,7 +188,9 @@ def test_sharding_spec_of_a_dim_split_over_both_axes():
 
 @pytest.mark.parametrize("args,match", [
     (["--mesh", "2x"], "--mesh '2x'"),
-    (["--mesh", "2x0"], "at least 1"),
+    (["--mesh", "2x0"], "--mesh: must be a device count from 1 to 4096, got '0'"),
+    (["--mesh", "2x2x2x2x2x2x2x2x2x2"], "at most 4 axes"),
+    (["--mesh", "64x128"], "8192 devices, above the limit of 4096"),
     (["--mesh", "2x4", "-d", "4"], "disagrees"),
     (["--mesh", "2x4", "--mesh-axes", "a,b,c"], "--mesh-axes"),
     (["--mesh", "2x4", "--mesh-bandwidth", "1GB/s,2GB/s,3GB/s"], "--mesh-bandwidth"),

@@ -65,31 +65,36 @@ def test_fixed_pins_a_domain():
 
 
 @pytest.mark.parametrize("data, message", [
-    ("[", "not valid JSON"),
-    ('{"x": 1}', "JSON list of expressions"),
-    ("[]", "no expressions"),
-    ('[5]', "expression 0: must be an object"),
-    ('[{"out": "G", "op": "sub", "in": ["A", "B"]}]', "expression 0: field 'op'"),
-    ('[{"out": "G", "op": "mul", "in": ["A"]}]', "expression 0: field 'in' must list 2"),
+    ("[", "p.json: line 1: not valid JSON"),
+    ('{"x": 1}', "p.json: program: missing"),
+    ("[]", "program: the program has no expressions"),
+    ('[5]', "program[0]: expected a mapping, got 5"),
+    ('[{"out": "G", "op": "sub", "in": ["A", "B"]}]', "program[0].op: must be 'add', 'mul', 'inv' or 'transpose'"),
+    ('[{"out": "G", "op": "mul", "in": ["A"]}]', "program[0]: 'in' must list 2 matrix name(s) for mul"),
     ('[{"out": "C", "op": "inv", "in": ["A"]}, {"out": 3, "op": "inv", "in": ["C"]}]',
-     "expression 1: field 'out'"),
-    ('[{"out": "G", "op": "inv", "in": ["A"], "weight": 0}]', "expression 0: field 'weight'"),
-    ('[{"out": "G", "op": "inv", "in": ["A"], "algorithms": ["cannon"]}]', "expression 0: field 'algorithms'"),
-    ('[{"out": "G", "op": "inv", "in": ["A"], "colour": 1}]', "expression 0: unknown field"),
+     "program[1].out: must be a matrix name (letters, digits, _ . '), got 3"),
+    ('[{"out": "G", "op": "inv", "in": ["A"], "weight": 0}]', "program[0].weight: must be an integer from 1"),
+    ('[{"out": "G", "op": "inv", "in": ["A"], "algorithms": ["cannon"]}]', "program[0]: 'algorithms' must be inv"),
+    ('[{"out": "G", "op": "inv", "in": ["A"], "colour": 1}]', "program[0].colour: unknown key"),
     ('{"program": [{"out": "C", "op": "mul", "in": ["A", "B"]}], "sizes": {"A": [2, 3], "B": [2, 3]}}',
-     "expression 0: mul shapes 2x3 and 2x3 do not match"),
+     "program[0].in: mul shapes 2x3 and 2x3 do not match"),
     ('{"program": [{"out": "C", "op": "inv", "in": ["A"]}], "sizes": {"A": [2, 3]}}',
-     "expression 0: inv needs a square matrix"),
+     "program[0].in: inv needs a square matrix"),
     ('{"program": [{"out": "C", "op": "add", "in": ["A", "AT"]}], "sizes": {"A": [2, 3]}}',
-     "expression 0: add needs equal shapes"),
-    ('{"program": [{"out": "C", "op": "inv", "in": ["A"]}], "sizes": {"A": [2, -1]}}', "sizes['A']"),
-    ('[{"loop": 0, "body": []}]', "expression 0: field 'loop'"),
-    ('[{"loop": 2, "body": [{"out": "C", "op": "inv"}]}]', "expression 0, body 0: field 'in'"),
+     "program[0].in: add needs equal shapes"),
+    ('{"program": [{"out": "C", "op": "inv", "in": ["A"]}], "sizes": {"A": [2, -1]}}', "sizes.A[1]: must be"),
+    ('[{"loop": 0, "body": []}]', "program[0].loop: must be an integer from 1"),
+    ('[{"loop": 2, "body": [{"out": "C", "op": "inv"}]}]', "program[0].body[0].in: missing"),
     ('[{"out": "A", "op": "inv", "in": ["X"]}, {"out": "AT", "op": "inv", "in": ["X"]},'
-     ' {"out": "C", "op": "inv", "in": ["AT"]}]', "expression 2: field 'in': 'AT' is ambiguous"),
-    ('{"program": [{"out": "C", "op": "inv", "in": ["A"]}], "fixed": {"A": "diagonal"}}', "fixed['A']"),
+     ' {"out": "C", "op": "inv", "in": ["AT"]}]', "program[2].in[0]: 'AT' is ambiguous"),
+    ('{"program": [{"out": "C", "op": "inv", "in": ["A"]}], "fixed": {"A": "diagonal"}}',
+     "fixed.A: must be 'row', 'col' or 'block'"),
+    ('[{"loop": 65536, "body": [{"loop": 65536, "body": [{"out": "C", "op": "inv", "in": ["A"]}]}]}]',
+     "program[0].body[0].loop: nested loops repeat the body 4294967296 times, above the limit 2147483647"),
+    ('{"program": [{"out": "C", "op": "mul", "in": ["A", "A"]}], "default_size": [100000000, 100000000]}',
+     "program: weights × matrix elements add up to 3e+16, above the limit 2**53"),
 ])
 def test_malformed_programs_name_the_expression_and_field(data, message):
     with pytest.raises(UserError, match="^[^\n]*$") as info:
-        load_program(data)
-    assert message in str(info.value)
+        load_program(data, source="p.json")
+    assert str(info.value).startswith("p.json: ") and message in str(info.value)
