@@ -21,10 +21,10 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from onnxpart.certificate import SCHEMA, Certificate, LowerBound, above, same_value
-from onnxpart.validation import NonNegative, Schema, validate_json
+from onnxpart.validate import NonNegative, ReadBackSchema, validate
 
 
-class LowerBoundSchema(Schema):
+class LowerBoundSchema(ReadBackSchema):
     method: str
     value: NonNegative | None
     status: str
@@ -33,7 +33,7 @@ class LowerBoundSchema(Schema):
     note: str = ""
 
 
-class CertificateSchema(Schema):
+class CertificateSchema(ReadBackSchema):
     """``certificate.json`` as :meth:`Certificate.to_dict` writes it."""
 
     schema_: Literal[SCHEMA] = Field(alias="schema")
@@ -48,7 +48,7 @@ class CertificateSchema(Schema):
     details: dict[str, Any]
 
 
-class ModelRef(Schema):
+class ModelRef(ReadBackSchema):
     """A manifest's ``model``: the file it was made from and its sha256 (None for a graph file without one)."""
 
     path: str | None
@@ -59,7 +59,7 @@ def read_certificate(path: Path) -> tuple[Certificate, CertificateSchema]:
     """``certificate.json`` validated -> (the certificate, the fields as stored, derived ones included)."""
     from onnxpart.files import read_json
 
-    stored = validate_json(CertificateSchema, read_json(path, "certificate"), str(path))
+    stored = validate(CertificateSchema, read_json(path, "certificate"), str(path))
     bounds = [LowerBound(b.method, b.value, b.status, b.solver, b.seconds, b.note) for b in stored.lower_bounds]
     return Certificate(stored.problem, stored.instance_sha256, stored.objective, stored.upper_bound, bounds,
                        stored.details), stored

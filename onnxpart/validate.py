@@ -25,7 +25,7 @@ from typing import Annotated, Any, TypeVar
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, PlainValidator, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError
 from pydantic_core import PydanticCustomError
 
 from onnxpart.errors import UserError
@@ -146,6 +146,20 @@ class OpenSchema(Schema):
     onnxpart does not read are ignored."""
 
     model_config = ConfigDict(extra="ignore")
+
+
+class ReadBackSchema(BaseModel):
+    """A schema for a file onnxpart wrote and reads back to check it (manifests, sequences, certificates,
+    plans): strict types, no NaN or infinity, unknown keys kept (a file may carry more than its checker
+    reads)."""
+
+    model_config = ConfigDict(strict=True, allow_inf_nan=False, extra="allow", populate_by_name=True)
+
+
+#: a finite number ≥ 0 in a file read back (seconds, bytes, a bound)
+NonNegative = Annotated[float, Field(ge=0)]
+#: a count or an index in a file read back
+Count = Annotated[int, Field(ge=0)]
 
 
 def number(allowed: Range, parse: Callable[[str, str], float] | None = None) -> Any:

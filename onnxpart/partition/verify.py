@@ -21,10 +21,10 @@ from onnxpart.certificate import Certificate, instance_hash
 from onnxpart.certificate_check import ModelRef, differences, hash_problems, mismatch
 from onnxpart.partition.cuts import single_block_bound
 from onnxpart.partition.model import Instance, check_assignment, simple_lower_bound
-from onnxpart.validation import Count, NonNegative, Schema, validate_json
+from onnxpart.validate import Count, NonNegative, ReadBackSchema, validate
 
 
-class StageSchema(Schema):
+class StageSchema(ReadBackSchema):
     index: Count
     file: str | None
     ops: list[str]
@@ -39,7 +39,7 @@ class StageSchema(Schema):
     cost: NonNegative
 
 
-class ManifestSchema(Schema):
+class ManifestSchema(ReadBackSchema):
     """``manifest.json`` (``onnxpart.partition-manifest/1``) as :func:`onnxpart.partition.emit.manifest` writes it."""
 
     model: ModelRef
@@ -72,7 +72,7 @@ def check_certificate(inst: Instance, graph, manifest: Any, cert: Certificate, m
     from onnxpart.partition import Solution
     from onnxpart.partition import emit
 
-    checked = validate_json(ManifestSchema, manifest, where)
+    checked = validate(ManifestSchema, manifest, where)
     k = checked.k
     problems = hash_problems(cert, instance_hash(model_sha256, inst.digest(), k), checked.model, model_sha256,
                              "costs, bandwidth, stage memory or k")

@@ -20,7 +20,7 @@ from typing import Any
 
 from onnxpart import runtime
 from onnxpart.certificate_check import ModelRef
-from onnxpart.validation import Count, NonNegative, Schema, validate_json
+from onnxpart.validate import Count, NonNegative, ReadBackSchema, validate
 from onnxpart.verify import DEFAULT_TOLERANCE, VerifyReport, add_size, check_dims, reference_run
 
 #: --verify notes a measured peak further than this fraction from the predicted one
@@ -77,7 +77,7 @@ def memory_check(predicted: float, measured: float | None, original: float | Non
     return out
 
 
-class EventSchema(Schema):
+class EventSchema(ReadBackSchema):
     event: Count
     op: str
     recompute: Count
@@ -85,7 +85,7 @@ class EventSchema(Schema):
     memory_bytes: NonNegative
 
 
-class SequenceSchema(Schema):
+class SequenceSchema(ReadBackSchema):
     """``sequence.json`` (``onnxpart.remat.sequence/1``) as :func:`onnxpart.remat.emit.sequence_payload` writes it."""
 
     model: ModelRef
@@ -102,7 +102,7 @@ class SequenceSchema(Schema):
     events: list[EventSchema]
 
 
-class RematDetails(Schema):
+class RematDetails(ReadBackSchema):
     """The certificate's ``details`` the instance hash depends on."""
 
     include_params: bool = False
@@ -124,8 +124,8 @@ def check_certificate(graph, sequence: Any, certificate, model_sha256: str | Non
     from onnxpart.remat.model import build_instance
     from onnxpart.remat.sequence import InvalidSequence, baseline, simulate
 
-    checked = validate_json(SequenceSchema, sequence, where)
-    details = validate_json(RematDetails, certificate.details, f"{Path(where).with_name('certificate.json')}: details")
+    checked = validate(SequenceSchema, sequence, where)
+    details = validate(RematDetails, certificate.details, f"{Path(where).with_name('certificate.json')}: details")
     instance = build_instance(graph, details.include_params)
     budget = checked.budget_bytes
     order = tuple(instance.order if details.instance_order is None else details.instance_order)

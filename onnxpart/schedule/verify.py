@@ -29,13 +29,13 @@ from onnxpart.certificate import Certificate
 from onnxpart.certificate_check import ModelRef, differences, hash_problems, mismatch
 from onnxpart.schedule import bounds as _bounds
 from onnxpart.schedule.model import Instance
-from onnxpart.validation import Count, NonNegative, Schema, validate_json
+from onnxpart.validate import Count, NonNegative, ReadBackSchema, validate as read_as
 
 #: ``[lo, hi)``: a range of the batch's inputs
 Inputs = Annotated[list[Count], Field(min_length=2, max_length=2)]
 
 
-class OpEntry(Schema):
+class OpEntry(ReadBackSchema):
     name: str
     device: str
     start: NonNegative
@@ -48,7 +48,7 @@ class SliceEntry(OpEntry):
     inputs: Inputs
 
 
-class TransferEntry(Schema):
+class TransferEntry(ReadBackSchema):
     src_op: str
     dst_op: str
     from_: str = Field(alias="from")
@@ -62,7 +62,7 @@ class SliceTransferEntry(TransferEntry):
     inputs: Inputs
 
 
-class DeviceEntry(Schema):
+class DeviceEntry(ReadBackSchema):
     name: str
     busy: NonNegative
     ops: Count
@@ -70,7 +70,7 @@ class DeviceEntry(Schema):
     capacity: NonNegative | None
 
 
-class _Manifest(Schema):
+class _Manifest(ReadBackSchema):
     """What both objectives' ``manifest.json`` (``onnxpart.schedule-manifest/1``) hold."""
 
     model: ModelRef
@@ -99,11 +99,11 @@ class ThroughputManifest(_Manifest):
     transfers: list[SliceTransferEntry]
 
 
-class _Options(Schema):
+class _Options(ReadBackSchema):
     max_pieces: Annotated[int, Field(ge=1)] | None = None
 
 
-class CertificateDetails(Schema):
+class CertificateDetails(ReadBackSchema):
     """The certificate's ``details`` the instance hash depends on (``--max-pieces``)."""
 
     options: _Options = Field(default_factory=_Options)
@@ -136,7 +136,7 @@ def check_certificate(inst: Instance, graph, manifest: Any, cert: Certificate, m
     from onnxpart.schedule.pieces import later_reads, piece_of, pieces
     from onnxpart.schedule.simulator import Schedule, simulate, transfers_of, validate
 
-    checked = validate_json(LatencyManifest, manifest, where)
+    checked = read_as(LatencyManifest, manifest, where)
     problems = hash_problems(cert, emit.certificate_hash(inst, model_sha256, _max_pieces(cert, where)),
                              checked.model, model_sha256, "costs or system")
     read = _read_ops(inst, checked.ops, problems)
@@ -166,7 +166,7 @@ def check_certificate(inst: Instance, graph, manifest: Any, cert: Certificate, m
 
 def _max_pieces(cert: Certificate, where: str) -> int | None:
     """The ``--max-pieces`` the certificate was made with (part of its instance hash)."""
-    details = validate_json(CertificateDetails, cert.details, f"{Path(where).with_name('certificate.json')}: details")
+    details = read_as(CertificateDetails, cert.details, f"{Path(where).with_name('certificate.json')}: details")
     return details.options.max_pieces
 
 
@@ -223,7 +223,7 @@ def check_batch_certificate(inst: Instance, graph, manifest: Any, cert: Certific
     from onnxpart.schedule import Solution, batch_pieces, emit, emit_batch
     from onnxpart.schedule.batch import critical_path_bound, validate_batch
 
-    checked = validate_json(ThroughputManifest, manifest, where)
+    checked = read_as(ThroughputManifest, manifest, where)
     expected_hash = emit_batch.certificate_hash(inst, model_sha256, checked.batch, _max_pieces(cert, where))
     problems = hash_problems(cert, expected_hash, checked.model, model_sha256, "costs, system or batch")
     sched = _read_slices(inst, checked, problems)

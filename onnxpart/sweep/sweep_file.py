@@ -23,8 +23,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
 
 from onnxpart.errors import UserError
+from onnxpart.files import read_text
 from onnxpart.sweep.commands import STRATEGIES, command
 from onnxpart.sweep.grid import ModelSpec, Settings, StrategyGrid, expand_models
+from onnxpart.validate import compose_yaml, load_yaml
 
 Scalar = Union[StrictBool, StrictInt, StrictFloat, StrictStr]
 
@@ -77,17 +79,9 @@ class SweepFile:
 
 def read_sweep_file(path: Path) -> SweepFile:
     """Parse and validate ``path``; models and files resolve against its folder."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise UserError(f"cannot read sweep file {path}: {exc.strerror}") from None
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        raise UserError(f"{path}: {where}not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    text = read_text(path, "sweep file")
+    node = compose_yaml(text, str(path))  # within the input files' depth and alias limits
+    data = load_yaml(text, str(path))
     try:
         parsed = _SweepFile.model_validate(data)
     except ValidationError as exc:

@@ -24,33 +24,30 @@ from collections import Counter
 from typing import Literal, Optional
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
 from onnxpart.certificate import Certificate, instance_hash
 from onnxpart.errors import UserError
 from onnxpart.tile.emit import SCHEMA, instance_digest
 from onnxpart.tile.onnx_model import LayoutInstance, Plan, parse_layout, reshardings
+from onnxpart.validate import ReadBackSchema, validate
 
 #: Relative tolerance of a recomputed value against the one read back (JSON keeps floats exactly; sums taken
 #: in another order differ in the last bits).
 RTOL = 1e-9
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True, allow_inf_nan=False)
-
-
-class Slot(_Model):
+class Slot(ReadBackSchema):
     tensor: str
     layout: str
 
 
-class TensorEntry(_Model):
+class TensorEntry(ReadBackSchema):
     name: str
     layout: str
 
 
-class OpEntry(_Model):
+class OpEntry(ReadBackSchema):
     name: str
     algorithm: str
     inputs: list[Slot]
@@ -59,7 +56,7 @@ class OpEntry(_Model):
     seconds: float
 
 
-class ReshardingEntry(_Model):
+class ReshardingEntry(ReadBackSchema):
     tensor: str
     source: str = Field(alias="from")
     to: str
@@ -68,12 +65,12 @@ class ReshardingEntry(_Model):
     seconds: float
 
 
-class Totals(_Model):
+class Totals(ReadBackSchema):
     step_time_s: float
     one_device_s: float
 
 
-class PlanFile(_Model):
+class PlanFile(ReadBackSchema):
     schema_: Literal[SCHEMA] = Field(alias="schema")
     outputs: Literal["gathered", "sharded"]
     tensors: list[TensorEntry]
@@ -84,12 +81,7 @@ class PlanFile(_Model):
 
 def parse_plan_file(payload) -> PlanFile:
     """plan.json -> :class:`PlanFile`; UserError naming the first fields that are missing or wrong."""
-    try:
-        return PlanFile.model_validate(payload)
-    except ValidationError as exc:
-        problems = [f"{'.'.join(map(str, e['loc'])) or 'the file'}: {e['msg']}" for e in exc.errors(include_input=False)]
-        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-        raise UserError(f"plan.json is not an {SCHEMA} plan: {'; '.join(problems[:3])}{more}") from None
+    return validate(PlanFile, payload, f"plan.json (an {SCHEMA} plan)")
 
 
 def check_plan(inst: LayoutInstance, payload, cert: Certificate, model_sha: str | None) -> tuple[float | None, list[str]]:

@@ -113,8 +113,8 @@ def _lower_bound(value: float) -> Tamper:
 SHARED: dict[str, tuple[Tamper, str]] = {
     "upper bound lowered": (lambda m, c: c.update(upper_bound=c["upper_bound"] * 0.9), "certificate upper bound"),
     "lower bound above the upper bound": (_lower_bound(lambda c: c["upper_bound"] * 2), "exceeds the upper bound"),
-    "lower bound NaN": (_lower_bound(math.nan), "lower_bounds[0].value: Input should be a finite number"),
-    "lower bound negative": (_lower_bound(-1e-6), "lower_bounds[0].value: Input should be greater than"),
+    "lower bound NaN": (_lower_bound(math.nan), "lower_bounds[0].value: must be a finite number"),
+    "lower bound negative": (_lower_bound(-1e-6), "lower_bounds[0].value: must be greater than"),
     "gap changed": (lambda m, c: c.update(gap=min(1.0, (c["gap"] or 0.0) + 0.25)), "certificate gap"),
     "best lower bound changed": (lambda m, c: c.update(best_lower_bound=c["upper_bound"] / 3),
                                  "certificate best_lower_bound"),
@@ -140,10 +140,10 @@ def test_another_models_folder_is_refused(folders, tmp_path, kind):
 
 
 MALFORMED: dict[str, tuple[Callable[[Folder], str], str]] = {
-    "an array": (lambda f: "[]", "must be a JSON object, not an array"),
-    "an empty object": (lambda f: "{}", "Field required"),
+    "an array": (lambda f: "[]", "(top level): expected a mapping, got []"),
+    "an empty object": (lambda f: "{}", ": missing"),
     "a wrong type": (lambda f: json.dumps({**f.read()[0], f.number: str(f.read()[0][f.number])}),
-                     "Input should be a valid number"),
+                     "must be a valid number"),
     "deeply nested": (lambda f: "[" * 100_000 + "]" * 100_000, "nested too deeply"),
 }
 

@@ -81,10 +81,10 @@ def test_tampered_plans_are_named(solved, how):
 
 FILES = {  # name -> (plan.json text or None for "leave the good one", certificate from another model?, mention)
     "absent-folder": (None, False, "does not exist"),
-    "a-list": ("[]", False, "the file: Input should be a valid dictionary"),
-    "an-empty-object": ("{}", False, "schema: Field required"),
-    "wrong-types": ("wrong-types", False, "totals.step_time_s: Input should be a valid number"),
-    "deep-nesting": ("deep", False, "tensors.0"),
+    "a-list": ("[]", False, "(top level): expected a mapping, got []"),
+    "an-empty-object": ("{}", False, "schema: missing"),
+    "wrong-types": ("wrong-types", False, "totals.step_time_s: must be a valid number"),
+    "deep-nesting": ("deep", False, "nested too deeply"),
     "another-models-certificate": (None, True, "instance hash differs"),
     "softmax-on-its-axis": ("softmax-on-its-axis", False, f"op {SOFTMAX} (Softmax)"),
 }
