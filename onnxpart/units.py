@@ -162,6 +162,8 @@ def _quantity(text: str, units: dict[str, float], what: str, kind: str, examples
     match = _QUANTITY.fullmatch(text) if isinstance(text, str) else None
     unit = match.group(2).lower() if match else None
     if unit not in units:
+        if isinstance(text, str) and text.strip().startswith("-") and _QUANTITY.fullmatch(text.strip()[1:]):
+            raise NumberError(what, f"cannot be negative, got {quoted(text.strip())}")
         raise NumberError(what, f"cannot read {quoted(text)} as {kind}: use e.g. {examples}")
     return float(match.group(1)) * units[unit], quoted(text.strip())
 

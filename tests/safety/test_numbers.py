@@ -142,6 +142,7 @@ CASES = [case(command, option, values[i]) for option, values in KIT.items()
          for i, command in enumerate(STRATEGY_ARGS)] + [
     case("partition", "-k", TWO_70), case("partition", "-k", "0"),
     case("partition", "--bandwidth", "1e400"), case("partition", "--bandwidth", "inf"),
+    case("partition", "--bandwidth", "-5"),
     case("partition", "--stage-memory", "1e400", "--bandwidth", "1GB/s"),
     case("partition", "--population", TWO_70), case("partition", "--generations", "-1"),
     case("partition", "--elite", "nan"), case("partition", "--random-orders", TWO_70),
@@ -174,4 +175,4 @@ def test_a_bad_number_is_one_line_naming_the_option(tmp_path, command, option, v
     out = tmp_path / ("costs.json" if command == "annotate" else "out")
     guard = Guard(tmp_path / "cwd", (DIAMOND, SYSTEM), out)
     line = guard.refused(*command_line(command, option, value, extra, out), mention=option)
-    assert "must be" in line or "cannot read" in line or "limit" in line, line
+    assert "must be" in line or "cannot read" in line or "limit" in line or "cannot be negative" in line, line
