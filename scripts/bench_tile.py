@@ -7,12 +7,12 @@ section); ``--onnx-only`` runs just those.
 
 Rows:
 
-* the five Section 6 programs (:func:`onnxpart.tile.programs.paper_program`, matrices 1x1 so the cost
+* the five Section 6 programs (:func:`onnxpart.tile.program.programs.paper_program`, matrices 1x1 so the cost
   counts retiled matrices as in the paper's Fig. 6), with one implementation per op (the paper's
   setting) and with every implementation: cost and time of local / greedy / exhaustive / exact;
-* random CHLP instances (H_{m,n,k}, L_{tau,s}) of Section 4 (:func:`onnxpart.tile.model.random_chlp`)
+* random CHLP instances (H_{m,n,k}, L_{tau,s}) of Section 4 (:func:`onnxpart.tile.program.model.random_chlp`)
   at growing n, several seeds: greedy vs exact (CP-SAT, warm-started from greedy);
-* random matrix programs (:func:`onnxpart.tile.model.random_program`) at a few sizes.
+* random matrix programs (:func:`onnxpart.tile.program.model.random_program`) at a few sizes.
 
 Then the paper's anchors and our targets, judged from the rows.
 """
@@ -32,10 +32,10 @@ sys.path.insert(0, str(ROOT))  # this checkout's onnxpart, not an installed copy
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import machine_line, write_section  # noqa: E402
 
-from onnxpart.tile import Solution, TileOptions, solve  # noqa: E402
-from onnxpart.tile.exact import EXHAUSTIVE_LIMIT  # noqa: E402
-from onnxpart.tile.model import Instance, build_instance, random_chlp, random_program  # noqa: E402
-from onnxpart.tile.programs import PAPER_PROGRAMS, paper_program  # noqa: E402
+from onnxpart.tile.program import ProgramOptions, ProgramSolution, solve  # noqa: E402
+from onnxpart.tile.program.exact import EXHAUSTIVE_LIMIT  # noqa: E402
+from onnxpart.tile.program.model import Instance, build_instance, random_chlp, random_program  # noqa: E402
+from onnxpart.tile.program.programs import PAPER_PROGRAMS, paper_program  # noqa: E402
 
 #: The paper's Table 1 (seconds): local, exhaustive search, greedy.
 PAPER_TABLE1 = {
@@ -58,14 +58,14 @@ def chlp_instance(n: int, k: int, s: int, tau: int, density: float, seed: int) -
 
 def run(instance: Instance, methods: tuple[str, ...], time_limit: float, repeats: int = 1) -> dict:
     """Solve with ``methods`` (tree off, so each method is timed on its own); per-method median time."""
-    options = TileOptions(methods=methods, tree="off", time_limit=time_limit)
+    options = ProgramOptions(methods=methods, tree="off", time_limit=time_limit)
     error = None
     try:
-        solutions: list[Solution] = [solve(instance, options) for _ in range(repeats)]
+        solutions: list[ProgramSolution] = [solve(instance, options) for _ in range(repeats)]
     except AssertionError as exc:  # an internal check of a method failed: record it, keep the others' rows
         error = f"{type(exc).__name__}: {exc}"
         rest = tuple(m for m in methods if m != "exact")
-        solutions = [solve(instance, TileOptions(methods=rest, tree="off", time_limit=time_limit))]
+        solutions = [solve(instance, ProgramOptions(methods=rest, tree="off", time_limit=time_limit))]
     first = solutions[0]
     row: dict = {"instance": instance.name, "n": instance.n, "m": instance.m,
                  "space": instance.space_size(), "methods": {}}
@@ -269,7 +269,7 @@ def markdown(paper: list[dict], chlp: list[dict], programs: list[dict], args, co
         "### Paper anchors and targets",
         "",
         "Paper (Table 1, Fig. 6; its machine, its programs and cost tables — ours approximate them, see "
-        "`onnxpart/tile/programs.py`): greedy 0.019–0.043 s per program; exhaustive 0.05–1275 s; greedy "
+        "`onnxpart/tile/program/programs.py`): greedy 0.019–0.043 s per program; exhaustive 0.05–1275 s; greedy "
         "matched exhaustive on 4 of 5 programs and beat local on all.",
         "",
         f"Here: greedy {min(greedy_ms):.1f}–{max(greedy_ms):.1f} ms per program; exhaustive "
