@@ -29,9 +29,9 @@ MeshAxesOpt = Annotated[Optional[str], typer.Option("--mesh-axes", help="Mesh ax
                                                     "x,y,...), e.g. dp,tp.")]
 MethodOpt = Annotated[Optional[str], typer.Option("--method", help="Methods, comma-separated: local, greedy, exact "
                                                   "(ONNX; default all); programs also exhaustive, tree.")]
-PinOpt = Annotated[Optional[list[str]], typer.Option("--pin", help="Fix a tensor's layout: TENSOR=LAYOUT with LAYOUT R, "
-                                                     "P or S(d) per mesh axis: S(0) on a 1-D mesh, S(0)R on a 2-D one "
-                                                     "(repeatable).")]
+PinOpt = Annotated[Optional[list[str]], typer.Option("--pin", help="Fix a tensor's layout: TENSOR=LAYOUT with LAYOUT "
+                                                     "R, P or S(d) per mesh axis: S(0) on a 1-D mesh, S(0)R on a 2-D "
+                                                     "one (repeatable).")]
 ExplainOpt = Annotated[bool, typer.Option("--explain", help="Print every resharding and the two ops' preferences that "
                                           "forced it.")]
 CompareOpt = Annotated[bool, typer.Option("--compare", help="Print one table of every method's result.")]

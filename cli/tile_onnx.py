@@ -91,8 +91,9 @@ def _instance(loaded, shape, mesh: MeshOptions, device: str):
     names = comma_list(mesh.mesh_axes, "--mesh-axes", "axis name", "one name per mesh axis, e.g. dp,tp") \
         if mesh.mesh_axes else None
     constants = small_constants(loaded.model.model) if loaded.model is not None else {}
-    inst = build_layout_instance(loaded.graph, shape, bandwidth, latency, memory, parse_pins(mesh.pin or [], len(shape)),
-                                 constants, names, load_device(device), mesh.sharded_outputs)
+    pins = parse_pins(mesh.pin or [], len(shape))
+    inst = build_layout_instance(loaded.graph, shape, bandwidth, latency, memory, pins, constants, names,
+                                 load_device(device), mesh.sharded_outputs)
     _note_replicated_only(inst)
     return inst
 

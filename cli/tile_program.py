@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Optional
 
-from onnxpart.cli.common import check_folder, choose, err_console, result
+from onnxpart.cli.common import check_folder, choose, progress_bar, result
 from onnxpart.errors import UserError
 
 
@@ -31,13 +31,16 @@ def run(path: Path, output: Optional[Path], check_certificate: Optional[Path], m
     if check_certificate is not None:
         _check(instance, check_certificate, sha, as_json)
         return None
-    return _solve_and_write(instance, path, sha, output, (method, labels, time_limit, seed, workers), force, clean)
+    return _solve_and_write(instance, path, sha, output, (method, labels, time_limit, seed, workers), force, clean,
+                            as_json)
 
 
-def _solve_and_write(instance, path: Path, sha: str, output: Path, solving: tuple, force: bool, clean: bool) -> dict:
+def _solve_and_write(instance, path: Path, sha: str, output: Path, solving: tuple, force: bool, clean: bool,
+                     as_json: bool) -> dict:
     """Solve (``solving``: --method, --labels, --time-limit, --seed, --workers), then write plan.json and
     certificate.json into ``output``."""
     from onnxpart import tile
+    from onnxpart.board import Board
     from onnxpart.files import OutputDir, write_json
     from onnxpart.tile.program import ProgramOptions, emit
 
@@ -45,8 +48,8 @@ def _solve_and_write(instance, path: Path, sha: str, output: Path, solving: tupl
     methods = choose(method, "--method", tuple(tile.program.METHODS)) if method else ProgramOptions.methods
     out = OutputDir(output, force=force, clean=clean, reads=[path])
     options = ProgramOptions(methods=methods, time_limit=time_limit, workers=workers, seed=seed)
-    with err_console.status(f"tiling {path.name}…"):
-        solution = tile.solve(instance, options)
+    with progress_bar(time_limit, lambda value, _: f"{value:g}", disable=as_json) as on_progress:
+        solution = tile.solve(instance, options, Board(on_progress))
     plan = emit.plan_payload(solution, str(path), sha)
     recorded = {"methods": list(methods), "labels": labels, "time_limit": time_limit, "seed": seed}
     cert = emit.certificate(solution, sha, recorded).to_dict()
@@ -71,4 +74,5 @@ def _check(instance, folder: Path, sha, as_json: bool) -> None:
 def report(summary: dict, explain: bool) -> tuple[Callable[[float], str], list[str], list[str]]:
     """The terminal report of a result: (how a cost is written, the line before the objective line — every
     matrix's tiling —, none after it)."""
-    return (lambda value: f"{value:g}"), [", ".join(f"{m}={lab}" for m, lab in summary["manifest"]["labels"].items())], []
+    tilings = ", ".join(f"{m}={lab}" for m, lab in summary["manifest"]["labels"].items())
+    return (lambda value: f"{value:g}"), [tilings], []

@@ -209,7 +209,7 @@ def markdown(rows: list[dict], command: str, seconds: float, machine: str, time_
              f"times are under that load). Command: `{command}` "
              f"({seconds:.0f} s in all)"
              + (" — a **quick** run: BERT with 4 layers, meshes 4 and 2x4 only" if quick else "") + ". "
-             "Per row one `solve_layouts` with local, greedy and exact (bucket elimination over step time and "
+             "Per row one `onnxpart.tile.onnx.solve` with local, greedy and exact (bucket elimination over step time and "
              "bytes per device with Lagrangian pruning; CP-SAT, warm-started, where it does not finish) "
              f"sharing {time_limit:g} s; step times in µs (analytic costs on an A100, its interconnect on "
              "every mesh axis: launch overhead on every device, shard rooflines, reshardings by the index sets "

@@ -125,6 +125,7 @@ def solve(inst: LayoutInstance, options: LayoutOptions = LayoutOptions(), board:
     one = inst.replicated_plan()
     if one is not None and inst.cost(one) <= best.cost * (1 + TIE):
         method = best.method if inst.cost(one) >= best.cost * (1 - TIE) else "replicated"
+        board.offer(inst.cost(one), method)
         return LayoutSolution(inst, inst.plan(one), inst.cost(one), method, results, bounds, replicated=True)
     return LayoutSolution(inst, inst.plan(best.layouts), best.cost, best.method, results, bounds)
 

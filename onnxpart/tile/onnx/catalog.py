@@ -1,9 +1,9 @@
 """The ONNX side's layout catalog: sharding layouts on a 1-D mesh of ``p`` devices, the algorithms each op
-type offers, and collective costs. Pure data and functions; :mod:`onnxpart.tile.onnx.op_catalog` picks them per
-ONNX node and :mod:`onnxpart.tile.onnx.model` applies them to an OpGraph. This module holds the layouts,
+type offers, and collective costs. Pure data and functions; :mod:`onnxpart.tile.onnx.op_catalog` picks them
+per ONNX node and :mod:`onnxpart.tile.onnx.build` applies them to an OpGraph. This module holds the layouts,
 the collectives and the matmul (MatMul, Gemm, Einsum), elementwise and normalization families;
-:mod:`~onnxpart.tile.onnx.catalog_conv`, :mod:`~onnxpart.tile.onnx.catalog_shape` and :mod:`~onnxpart.tile.onnx.catalog_reduce`
-hold the others. :mod:`onnxpart.tile.onnx.verify` executes them.
+:mod:`~onnxpart.tile.onnx.catalog_conv`, :mod:`~onnxpart.tile.onnx.catalog_shape` and
+:mod:`~onnxpart.tile.onnx.catalog_reduce` hold the others. :mod:`onnxpart.tile.onnx.verify` executes them.
 
 This is the ONNX analogue of the matrix programs' ``row``/``col``/``block`` labels and feasible tilings
 (:mod:`onnxpart.tile.program.program`): a tensor's label is a :class:`Layout`, an op's feasible labeling is an

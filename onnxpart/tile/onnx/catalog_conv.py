@@ -1,6 +1,6 @@
 """The layout catalog's convolution family (see :mod:`onnxpart.tile.onnx.catalog` for layouts and
-:class:`~onnxpart.tile.onnx.catalog.Algorithm`): Conv, ConvTranspose, pooling and BatchNormalization in inference mode, all
-on NCHW-style tensors ``[N, C, spatial...]`` (ONNX's layout for these ops).
+:class:`~onnxpart.tile.onnx.catalog.Algorithm`): Conv, ConvTranspose, pooling and BatchNormalization in inference
+mode, all on NCHW-style tensors ``[N, C, spatial...]`` (ONNX's layout for these ops).
 
 Conv (ONNX Conv-11: Y[n, m] = Σ_c X[n, c] ⋆ W[m, c] + B[m], the channels split into ``group`` groups):
 

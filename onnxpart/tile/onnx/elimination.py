@@ -95,7 +95,8 @@ def solve(inst: LayoutInstance, reduced: Reduced, incumbent: float | None = None
         room = network.weighted(order, None, deadline)  # least bytes of the rest
         bound = min(math.inf if incumbent is None else incumbent, dual.plan_cost) * (1 + 1e-9)
         prune = _Pruning(guides, (0.0, dual.lam), room, limit, bound)
-        last = pareto.Eliminator(network.grids, deadline, max_points or pareto.MAX_POINTS, prune).run(order, network.leaves(1.0, 0.0, True))[-1]
+        eliminator = pareto.Eliminator(network.grids, deadline, max_points or pareto.MAX_POINTS, prune)
+        last = eliminator.run(order, network.leaves(1.0, 0.0, True))[-1]
     except pareto.GiveUp:
         return _given_up(network, dual, start)
     if not np.isfinite(last.cost[0, 0]):  # nothing within M beats the bound: the fitting weighted optimum
@@ -222,8 +223,9 @@ class _Network:
     def order(self, max_table: int, deadline: float | None = None) -> list[int] | None:
         """A min-fill elimination order (ties: fewest neighbours, then lowest index) among the variables
         whose function would have at most ``max_table`` assignments; None when none is left to eliminate
-        that way; pareto.GiveUp past ``deadline``. Keys live in a heap and are recomputed only around the eliminated variable (the only
-        place they change); a variable over the limit is not scored (its fill would cost O(degree²))."""
+        that way; :class:`~onnxpart.tile.onnx.pareto.GiveUp` past ``deadline``. Keys live in a heap and are
+        recomputed only around the eliminated variable (the only place they change); a variable over the limit
+        is not scored (its fill would cost O(degree²))."""
         graph = nx.Graph()
         graph.add_nodes_from(range(len(self.sizes)))
         for scope, _, _ in self.terms:

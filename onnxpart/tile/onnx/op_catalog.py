@@ -1,9 +1,9 @@
 """Which algorithms an ONNX node offers: the per-op-type dispatch from a node (op type, attributes, input
 and output shapes, small constant inputs) to the 1-D catalog's families — :mod:`onnxpart.tile.onnx.catalog`
 (MatMul, Gemm, elementwise, Transpose, normalizations), :mod:`~onnxpart.tile.onnx.catalog_conv`,
-:mod:`~onnxpart.tile.onnx.catalog_shape` and :mod:`~onnxpart.tile.onnx.catalog_reduce`. :mod:`onnxpart.tile.onnx.model`
-composes these per mesh axis into an op's choices; a node this module returns None for runs replicated
-only.
+:mod:`~onnxpart.tile.onnx.catalog_shape` and :mod:`~onnxpart.tile.onnx.catalog_reduce`.
+:mod:`onnxpart.tile.onnx.build` composes these per mesh axis into an op's choices; a node this module returns
+None for runs replicated only.
 """
 
 from __future__ import annotations

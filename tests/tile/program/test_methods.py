@@ -146,13 +146,18 @@ def test_greedy_options_and_components():
 
 
 def test_exact_hint_and_time_limit_status_report_a_proven_bound():
-    instance = random_chlp(40, 60, 3, 4, seed=1)
+    """CP-SAT stopped by its limit says ``time_limit``, keeps the hint's tiling or a better one, and reports a
+    proven bound (at most the optimum); given the time it proves the optimum. The limit is deterministic time
+    (one seed, one worker), so the stop is the same whatever the machine's load."""
+    instance = random_chlp(8, 14, 3, 4, seed=0)
     hint = greedy(instance)
-    result = solve_cpsat_tiling(instance, time_limit=0.05, hint=hint, workers=1)
-    assert result.status in ("optimal", "time_limit")
-    assert result.bound.status == result.status and result.bound.solver == "cp-sat"
-    assert result.cost is not None and result.bound.value <= result.cost
-    assert result.cost <= instance.cost(hint) or result.status == "time_limit"
+    optimum = brute_force(instance)
+    assert instance.cost(hint) > optimum  # a hint the solver can improve on
+    stopped = solve_cpsat_tiling(instance, time_limit=60.0, hint=hint, workers=1, deterministic_time=1e-3)
+    assert stopped.status == stopped.bound.status == "time_limit" and stopped.bound.solver == "cp-sat"
+    assert stopped.bound.value <= optimum <= stopped.cost <= instance.cost(hint)
+    proved = solve_cpsat_tiling(instance, time_limit=60.0, hint=hint, workers=1, deterministic_time=10.0)
+    assert proved.status == proved.bound.status == "optimal" and proved.bound.value == proved.cost == optimum
 
 
 def test_unknown_method_is_a_user_error():
