@@ -81,7 +81,7 @@ def markdown(rows: list[dict], time_limit: float) -> str:
              "Blocks from `scripts/make_tp_blocks.py` (sparse weights, nothing read): GPT-2 medium (hidden 1024, "
              "16 heads, MLP 4096, 1024 tokens) and Llama 7B (hidden 4096, 32 heads, SwiGLU 11008, 2048 tokens). "
              "Megatron: column-parallel Q/K/V and first MLP matmul(s), row-parallel output projection and second "
-             "MLP matmul with one all-reduce each (`tests/tile/megatron.py`); on 2x4 data parallel over x, tensor "
+             "MLP matmul with one all-reduce each (`tests/tile/onnx/megatron.py`); on 2x4 data parallel over x, tensor "
              f"parallel over y. Exact: every method, {time_limit:g} s. Step times in µs under one cost model: "
              "launch overhead on every device, shard rooflines, reshardings by the index sets they move, final "
              "gathers of the outputs.", "",
