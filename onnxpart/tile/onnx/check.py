@@ -15,6 +15,8 @@ alone:
   its op and tensor;
 * the totals (step time, one-device time), the certificate's upper bound (the recomputed step time), its
   lower bounds (none above it) and ``--device-memory`` must agree.
+
+Numbers compare by the one tolerance rule of :mod:`onnxpart.certificate` (:func:`~onnxpart.certificate.same_value`).
 """
 
 from __future__ import annotations
@@ -23,20 +25,14 @@ import math
 from collections import Counter
 from typing import Literal, Optional
 
-import numpy as np
 from pydantic import Field
 
-from onnxpart.certificate import Certificate, instance_hash
+from onnxpart.certificate import Certificate, above, instance_hash, same_value
 from onnxpart.errors import UserError
 from onnxpart.tile.onnx.build import parse_layout
 from onnxpart.tile.onnx.emit import SCHEMA, instance_digest, reshardings
 from onnxpart.tile.onnx.model import LayoutInstance, Plan
 from onnxpart.validate import ReadBackSchema, validate
-
-#: Relative tolerance of a recomputed value against the one read back (JSON keeps floats exactly; sums taken
-#: in another order differ in the last bits).
-RTOL = 1e-9
-
 
 class Slot(ReadBackSchema):
     tensor: str
@@ -109,7 +105,7 @@ def check_plan(inst: LayoutInstance, payload, cert: Certificate, model_sha: str 
         problems.append(f"plan.json's one-device time {read.totals.one_device_s} differs from the model's, "
                         f"{inst.one_device}")
     lower = cert.best_lower_bound
-    if lower is not None and not (isinstance(lower, (int, float)) and lower <= value * (1 + RTOL)):
+    if lower is not None and above(lower, value):
         problems.append(f"the lower bound {lower} exceeds the recomputed step time {value}")
     if not inst.fits(plan.layouts):
         problems.append("the layouts exceed --device-memory")
@@ -117,9 +113,9 @@ def check_plan(inst: LayoutInstance, payload, cert: Certificate, model_sha: str 
 
 
 def _same(a: float, b) -> bool:
-    """``b`` (read back) is a finite number equal to the recomputed ``a`` within :data:`RTOL`."""
-    return (isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b)
-            and bool(np.isclose(a, b, rtol=RTOL, atol=0.0)))
+    """``b`` (read back) is a finite number equal to the recomputed ``a`` by the one tolerance rule
+    (:func:`onnxpart.certificate.same_value`)."""
+    return isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b) and same_value(a, b)
 
 
 def _plan(inst: LayoutInstance, read: PlanFile) -> Plan:
