@@ -36,7 +36,7 @@ class Method:
 
 
 def registry(*methods: Method) -> dict[str, Method]:
-    """The methods by name, in the order listed (the order they run in and ties are broken by)."""
+    """The methods by name, in the order listed (the default order of ``--method``)."""
     return {m.name: m for m in methods}
 
 

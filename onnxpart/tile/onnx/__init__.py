@@ -3,7 +3,7 @@ after "Matrix Tiling as Constrained Hypergraph Labeling" (Sections 4–6) with p
 
 Public entry: :func:`solve` (a :class:`~onnxpart.tile.onnx.model.LayoutInstance`, built by
 :func:`~onnxpart.tile.onnx.build.build_layout_instance`, and :class:`LayoutOptions`) -> :class:`LayoutSolution`.
-The methods (:data:`METHODS`, run in that order):
+The methods (:data:`METHODS`; they run in the order asked):
 
 * ``local`` — Section 6's baseline (:func:`onnxpart.tile.onnx.heuristics.local`);
 * ``greedy`` — op and tensor moves from the local and the replicated plan
@@ -94,7 +94,7 @@ def _exact(inst: LayoutInstance, run: Run) -> Outcome:
     return Outcome(layouts, bound.status, bound)
 
 
-#: The methods, in the order they run (``--method`` picks among them).
+#: The methods, in their default order (``--method`` picks among them; they run in the order asked).
 METHODS = registry(
     Method("local", "heuristic", _local, 0, "each op's locally cheapest algorithm, in topological order"),
     Method("greedy", "heuristic", _greedy, 1, "op and tensor moves while the step time drops"),
@@ -111,13 +111,10 @@ def solve(inst: LayoutInstance, options: LayoutOptions = LayoutOptions(), board:
     run = Run(options, Budget(options.time_limit, {name: METHODS[name].weight for name in names}))
     bounds = [closed_form_bound(inst)]
     board.add(bounds[0])
-    results = []
-    for done in run_methods(METHODS, names, inst, run, board, lambda x: inst.cost(x) if inst.fits(x) else None):
-        if done.outcome.bound is not None:
-            bounds.append(done.outcome.bound)
-        solved = done.value is not None
-        results.append(LayoutResult(done.method, done.outcome.answer if solved else None, done.value, done.seconds,
-                                    done.outcome.status if solved else "no_solution"))
+    ran = run_methods(METHODS, names, inst, run, board, lambda x: inst.cost(x) if inst.fits(x) else None)
+    bounds += [d.outcome.bound for d in ran if d.outcome.bound is not None]
+    results = [LayoutResult(d.method, d.outcome.answer, d.value, d.seconds, d.outcome.status) if d.value is not None
+               else LayoutResult(d.method, None, None, d.seconds, "no_solution") for d in ran]
     solved = [r for r in results if r.cost is not None]
     if not solved:
         raise InfeasibleError("no method found layouts within --device-memory")
