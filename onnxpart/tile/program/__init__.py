@@ -122,7 +122,8 @@ def _exact(instance: Instance, run: Run) -> Outcome:
     return Outcome(found.labels, found.status, found.bound)
 
 
-#: The methods, in their default order (``--method`` picks among them).
+#: The methods (``--method`` picks among them; they run in the order asked, by default
+#: :attr:`ProgramOptions.methods`).
 METHODS = registry(
     Method("local", "heuristic", _local, 0, "each expression's locally best tiling, in program order"),
     Method("greedy", "heuristic", _greedy, 0, "Algorithms 1–4: buckets of expressions in greedy order"),
