@@ -40,7 +40,7 @@ def run(path: Path, output: Optional[Path], check_certificate: Optional[Path], m
     if verify and load["force_shape"]:
         raise UserError("--verify runs the model at its own dims, and a sharding plan holds for the dims it was "
                         "made for, which --force-shape replaced: drop one of them")
-    shape = mesh_shape(mesh.devices, mesh.mesh)
+    shape = _mesh_shape(mesh.devices, mesh.mesh)
     loaded = load_costed(path, **load)
     if verify and loaded.model is None:
         raise UserError("--verify needs an ONNX model (graph-only input has nothing to run)")
@@ -59,7 +59,7 @@ def run(path: Path, output: Optional[Path], check_certificate: Optional[Path], m
                             as_json)
 
 
-def mesh_shape(devices: Optional[int], mesh: Optional[str]) -> tuple[int, ...]:
+def _mesh_shape(devices: Optional[int], mesh: Optional[str]) -> tuple[int, ...]:
     """--mesh and --devices -> the mesh shape (--devices D is --mesh D)."""
     from onnxpart.tile.onnx.mesh import parse_mesh
 
