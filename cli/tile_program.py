@@ -1,42 +1,58 @@
-"""`onnxpart tile program.json`: the paper's matrix programs through the existing CHLP solvers
-(onnxpart.tile.solve); files through onnxpart.tile.emit."""
+"""`onnxpart tile program.json`: the paper's matrix programs (onnxpart.tile.program) run for the `tile`
+command — parse → CHLP instance → solve → certificate → plan.json, certificate.json — and its lines of the
+terminal report."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Optional
 
-from onnxpart.cli.common import check_folder, choose, err_console, result
+from onnxpart.cli.common import check_folder, choose, progress_bar, result
+from onnxpart.errors import UserError
 
 
-def run(path: Path, output, method: Optional[str], labels: Optional[str], time_limit: float, seed: int,
-        workers: int, force: bool, clean: bool, check_certificate: Optional[Path], as_json: bool) -> Optional[dict]:
+def run(path: Path, output: Optional[Path], check_certificate: Optional[Path], method: Optional[str],
+        time_limit: float, seed: int, workers: int, force: bool, clean: bool, as_json: bool, *,
+        labels: Optional[str], verify: bool) -> Optional[dict]:
     """Tile the program in ``path`` into ``output`` (never over ``path``: :class:`onnxpart.files.OutputDir`),
     or check an earlier folder; -> the JSON result (None after a check)."""
     from onnxpart.files import read_text
     from onnxpart.onnx_io import file_sha256
-    from onnxpart.tile import METHODS, TileOptions, emit, solve
-    from onnxpart.tile.model import build_instance
-    from onnxpart.tile.program import load_program
+    from onnxpart.tile.program.model import build_instance, restrict_labels
+    from onnxpart.tile.program.program import load_program
 
+    if verify:
+        raise UserError("--verify runs an ONNX model's plan; a matrix program has no model to run")
     instance = build_instance(load_program(read_text(path, "matrix program"), path.stem, str(path)))
     if labels is not None:
-        instance = emit.restrict_labels(instance, list(choose(labels, "--labels", instance.labels, "tiling")))
+        instance = restrict_labels(instance, choose(labels, "--labels", instance.labels, "tiling"))
     sha = file_sha256(path)
     if check_certificate is not None:
         _check(instance, check_certificate, sha, as_json)
         return None
-    from onnxpart.cli.tile_cmd import _methods
-    from onnxpart.files import OutputDir, write_json
+    return _solve_and_write(instance, path, sha, output, (method, labels, time_limit, seed, workers), force, clean,
+                            as_json)
 
-    methods = _methods(method, METHODS) if method else ("local", "greedy", "exact")
+
+def _solve_and_write(instance, path: Path, sha: str, output: Path, solving: tuple, force: bool, clean: bool,
+                     as_json: bool) -> dict:
+    """Solve (``solving``: --method, --labels, --time-limit, --seed, --workers), then write plan.json and
+    certificate.json into ``output``."""
+    from onnxpart import tile
+    from onnxpart.board import Board
+    from onnxpart.files import OutputDir, write_json
+    from onnxpart.tile.program import ProgramOptions, emit
+
+    method, labels, time_limit, seed, workers = solving
+    methods = choose(method, "--method", tuple(tile.program.METHODS)) if method else ProgramOptions.methods
     out = OutputDir(output, force=force, clean=clean, reads=[path])
-    options = TileOptions(methods=methods, time_limit=time_limit, workers=workers, seed=seed)
-    with err_console.status(f"tiling {path.name}…"):
-        solution = solve(instance, options)
-    plan = emit.program_plan(solution, str(path), sha)
+    options = ProgramOptions(methods=methods, time_limit=time_limit, workers=workers, seed=seed)
+    with progress_bar(time_limit, lambda value, _: f"{value:g}", disable=as_json) as on_progress:
+        solution = tile.solve(instance, options, Board(on_progress))
+    plan = emit.plan_payload(solution, str(path), sha)
     recorded = {"methods": list(methods), "labels": labels, "time_limit": time_limit, "seed": seed}
-    cert = emit.program_certificate(solution, sha, recorded).to_dict()
+    cert = emit.certificate(solution, sha, recorded).to_dict()
     with out:
         write_json(out.path("plan.json"), plan)
         write_json(out.path("certificate.json"), cert)
@@ -45,13 +61,18 @@ def run(path: Path, output, method: Optional[str], labels: Optional[str], time_l
 
 
 def _check(instance, folder: Path, sha, as_json: bool) -> None:
-    from onnxpart.tile import emit
+    from onnxpart.tile.program.check import check_plan
 
     def check(plan, cert):
-        value, problems = emit.check_program_plan(instance, plan, cert, sha)
+        value, problems = check_plan(instance, plan, cert, sha)
         return problems, {"cost": value}
 
-    check_folder(folder, "plan.json", check, lambda facts: f"certificate ok: cost {facts['cost']:g} recomputed from plan.json",
-                 as_json)
+    check_folder(folder, "plan.json", check, lambda facts: f"certificate ok: cost {facts['cost']:g} recomputed from "
+                 "plan.json", as_json)
 
 
+def report(summary: dict, explain: bool) -> tuple[Callable[[float], str], list[str], list[str]]:
+    """The terminal report of a result: (how a cost is written, the line before the objective line — every
+    matrix's tiling —, none after it)."""
+    tilings = ", ".join(f"{m}={lab}" for m, lab in summary["manifest"]["labels"].items())
+    return (lambda value: f"{value:g}"), [tilings], []

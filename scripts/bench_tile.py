@@ -7,12 +7,12 @@ section); ``--onnx-only`` runs just those.
 
 Rows:
 
-* the five Section 6 programs (:func:`onnxpart.tile.programs.paper_program`, matrices 1x1 so the cost
+* the five Section 6 programs (:func:`onnxpart.tile.program.programs.paper_program`, matrices 1x1 so the cost
   counts retiled matrices as in the paper's Fig. 6), with one implementation per op (the paper's
   setting) and with every implementation: cost and time of local / greedy / exhaustive / exact;
-* random CHLP instances (H_{m,n,k}, L_{tau,s}) of Section 4 (:func:`onnxpart.tile.model.random_chlp`)
+* random CHLP instances (H_{m,n,k}, L_{tau,s}) of Section 4 (:func:`onnxpart.tile.program.model.random_chlp`)
   at growing n, several seeds: greedy vs exact (CP-SAT, warm-started from greedy);
-* random matrix programs (:func:`onnxpart.tile.model.random_program`) at a few sizes.
+* random matrix programs (:func:`onnxpart.tile.program.model.random_program`) at a few sizes.
 
 Then the paper's anchors and our targets, judged from the rows.
 """
@@ -32,10 +32,10 @@ sys.path.insert(0, str(ROOT))  # this checkout's onnxpart, not an installed copy
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import machine_line, write_section  # noqa: E402
 
-from onnxpart.tile import Solution, TileOptions, solve  # noqa: E402
-from onnxpart.tile.exact import EXHAUSTIVE_LIMIT  # noqa: E402
-from onnxpart.tile.model import Instance, build_instance, random_chlp, random_program  # noqa: E402
-from onnxpart.tile.programs import PAPER_PROGRAMS, paper_program  # noqa: E402
+from onnxpart.tile.program import ProgramOptions, ProgramSolution, solve  # noqa: E402
+from onnxpart.tile.program.exact import EXHAUSTIVE_LIMIT  # noqa: E402
+from onnxpart.tile.program.model import Instance, build_instance, random_chlp, random_program  # noqa: E402
+from onnxpart.tile.program.programs import PAPER_PROGRAMS, paper_program  # noqa: E402
 
 #: The paper's Table 1 (seconds): local, exhaustive search, greedy.
 PAPER_TABLE1 = {
@@ -45,6 +45,8 @@ PAPER_TABLE1 = {
     "random-1": (0.0041, 1.0372, 0.029209),
     "random-2": (0.0014, 0.0517, 0.023032),
 }
+#: CP-SAT's threads on the program rows.
+WORKERS = 2
 GREEDY_TOL = 1e-3  # greedy within 0.1% of exact
 GREEDY_MS = 50.0
 EXACT_PAPER_S = 1.0
@@ -58,14 +60,14 @@ def chlp_instance(n: int, k: int, s: int, tau: int, density: float, seed: int) -
 
 def run(instance: Instance, methods: tuple[str, ...], time_limit: float, repeats: int = 1) -> dict:
     """Solve with ``methods`` (tree off, so each method is timed on its own); per-method median time."""
-    options = TileOptions(methods=methods, tree="off", time_limit=time_limit)
+    options = ProgramOptions(methods=methods, tree="off", time_limit=time_limit, workers=WORKERS)
     error = None
     try:
-        solutions: list[Solution] = [solve(instance, options) for _ in range(repeats)]
+        solutions: list[ProgramSolution] = [solve(instance, options) for _ in range(repeats)]
     except AssertionError as exc:  # an internal check of a method failed: record it, keep the others' rows
         error = f"{type(exc).__name__}: {exc}"
         rest = tuple(m for m in methods if m != "exact")
-        solutions = [solve(instance, TileOptions(methods=rest, tree="off", time_limit=time_limit))]
+        solutions = [solve(instance, ProgramOptions(methods=rest, tree="off", time_limit=time_limit, workers=WORKERS))]
     first = solutions[0]
     row: dict = {"instance": instance.name, "n": instance.n, "m": instance.m,
                  "space": instance.space_size(), "methods": {}}
@@ -205,8 +207,8 @@ def markdown(paper: list[dict], chlp: list[dict], programs: list[dict], args, co
         "## Tiling: matrix-tiling programs (CHLP)",
         "",
         f"Machine: {machine_line()}. Command: `{command}` ({seconds:.0f} s in all). "
-        f"Exact = CP-SAT warm-started from greedy, {args.time_limit:g} s limit, 2 workers; exhaustive limit "
-        f"{EXHAUSTIVE_LIMIT:,} labelings; tree method off so each method is timed alone.",
+        f"Exact = CP-SAT warm-started from greedy, {args.time_limit:g} s per solve, {WORKERS} workers; exhaustive "
+        f"limit {EXHAUSTIVE_LIMIT:,} labelings; tree method off so each method is timed alone.",
         "",
         f"### The paper's five programs (Section 6, Table 1), matrices 1x1 (cost = retiled matrices); "
         f"times are the median of {args.repeats} runs",
@@ -269,7 +271,7 @@ def markdown(paper: list[dict], chlp: list[dict], programs: list[dict], args, co
         "### Paper anchors and targets",
         "",
         "Paper (Table 1, Fig. 6; its machine, its programs and cost tables — ours approximate them, see "
-        "`onnxpart/tile/programs.py`): greedy 0.019–0.043 s per program; exhaustive 0.05–1275 s; greedy "
+        "`onnxpart/tile/program/programs.py`): greedy 0.019–0.043 s per program; exhaustive 0.05–1275 s; greedy "
         "matched exhaustive on 4 of 5 programs and beat local on all.",
         "",
         f"Here: greedy {min(greedy_ms):.1f}–{max(greedy_ms):.1f} ms per program; exhaustive "
@@ -287,7 +289,8 @@ def markdown(paper: list[dict], chlp: list[dict], programs: list[dict], args, co
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--time-limit", type=float, default=10.0, help="seconds per exact (CP-SAT) solve")
+    parser.add_argument("--time-limit", type=float, default=10.0,
+                        help="seconds per solve, every method together (CP-SAT has what the others leave)")
     parser.add_argument("--quick", action="store_true", help="small sizes, one seed, short limit")
     parser.add_argument("--no-write", action="store_true", help="do not write BENCHMARKS.md")
     parser.add_argument("--json", type=Path, help="write every row as JSON here")

@@ -5,7 +5,7 @@ One transformer block each of GPT-2 medium (hidden 1024, 16 heads, MLP 4096, 102
 Llama 7B (hidden 4096, 32 heads, SwiGLU 11008, 2048 tokens, batch 2), fp16, built by
 ``scripts/make_tp_blocks.py`` with sparse zero weights (nothing is read), costed on an A100 with its NVLink
 on every mesh axis. Per mesh (2, 4, 8, 2x4): the one-device step time, the Megatron-LM layout
-(:mod:`tests.tile.megatron`: tensor parallel over the whole 1-D mesh; on 2x4 data parallel over x and tensor
+(:mod:`tests.tile.onnx.megatron`: tensor parallel over the whole 1-D mesh; on 2x4 data parallel over x and tensor
 parallel over y) priced by the same model, and ``exact`` (every method, ``--time-limit``): its step time,
 status, proven bound and speed-up over one device. Then the targets, judged from the rows.
 """
@@ -23,10 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_tp_blocks  # noqa: E402
 
 from onnxpart.loading import load_costed  # noqa: E402
-from onnxpart.tile.onnx_constants import small_constants  # noqa: E402
-from onnxpart.tile.onnx_model import build_layout_instance  # noqa: E402
-from onnxpart.tile.onnx_search import LayoutOptions, solve_layouts  # noqa: E402
-from tests.tile.megatron import megatron_plan  # noqa: E402
+from onnxpart.onnx_constants import small_constants  # noqa: E402
+from onnxpart.tile.onnx.build import build_layout_instance  # noqa: E402
+from onnxpart.tile.onnx import LayoutOptions, solve  # noqa: E402
+from tests.tile.onnx.megatron import megatron_plan  # noqa: E402
 
 MESHES = ((2,), (4,), (8,), (2, 4))
 BATCH = {"gpt2-medium": 4, "llama-7b": 2}
@@ -44,7 +44,7 @@ def rows(time_limit: float, workers: int, meshes=MESHES, shapes=None) -> list[di
                 inst = build_layout_instance(loaded.graph, mesh, constants=small_constants(loaded.model.model))
                 megatron = inst.plan_cost(megatron_plan(inst, dp=0 if len(mesh) > 1 else None))
                 start = time.perf_counter()
-                sol = solve_layouts(inst, LayoutOptions(time_limit=time_limit, workers=workers))
+                sol = solve(inst, LayoutOptions(time_limit=time_limit, workers=workers))
                 exact = next(r for r in sol.results if r.method == "exact")
                 row = {"model": name, "batch": BATCH[name], "mesh": "x".join(map(str, mesh)), "tensors": len(inst.tensors),
                        "one_device": inst.one_device, "megatron": megatron, "exact": exact.cost, "status": exact.status,
@@ -81,7 +81,7 @@ def markdown(rows: list[dict], time_limit: float) -> str:
              "Blocks from `scripts/make_tp_blocks.py` (sparse weights, nothing read): GPT-2 medium (hidden 1024, "
              "16 heads, MLP 4096, 1024 tokens) and Llama 7B (hidden 4096, 32 heads, SwiGLU 11008, 2048 tokens). "
              "Megatron: column-parallel Q/K/V and first MLP matmul(s), row-parallel output projection and second "
-             "MLP matmul with one all-reduce each (`tests/tile/megatron.py`); on 2x4 data parallel over x, tensor "
+             "MLP matmul with one all-reduce each (`tests/tile/onnx/megatron.py`); on 2x4 data parallel over x, tensor "
              f"parallel over y. Exact: every method, {time_limit:g} s. Step times in µs under one cost model: "
              "launch overhead on every device, shard rooflines, reshardings by the index sets they move, final "
              "gathers of the outputs.", "",

@@ -34,9 +34,11 @@ import make_fixtures  # noqa: E402
 
 from onnxpart.verify import VerificationError  # noqa: E402
 from onnxpart.loading import load_costed  # noqa: E402
-from onnxpart.tile.onnx_constants import small_constants  # noqa: E402
-from onnxpart.tile.onnx_model import LayoutInstance, build_layout_instance  # noqa: E402
-from onnxpart.tile.onnx_search import LayoutOptions, brute_force, solve_layouts  # noqa: E402
+from onnxpart.onnx_constants import small_constants  # noqa: E402
+from onnxpart.tile.onnx.build import build_layout_instance
+from onnxpart.tile.onnx.model import LayoutInstance  # noqa: E402
+from onnxpart.tile.onnx import LayoutOptions, solve
+from onnxpart.tile.onnx.exact import brute_force  # noqa: E402
 
 LIGHT = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"
 MESHES = ((2,), (4,), (8,), (2, 4))
@@ -63,8 +65,8 @@ def space(inst: LayoutInstance) -> int:
 
 def solve_row(inst: LayoutInstance, time_limit: float, workers: int, loaded=None) -> dict:
     """One instance with local, greedy, exact (and exhaustive where it is small enough); with ``loaded``
-    (the model) the best plan also runs under ``--verify`` (:func:`onnxpart.tile.verify.verify_plan`)."""
-    sol = solve_layouts(inst, LayoutOptions(("local", "greedy", "exact"), time_limit, workers))
+    (the model) the best plan also runs under ``--verify`` (:func:`onnxpart.tile.onnx.verify.verify_plan`)."""
+    sol = solve(inst, LayoutOptions(("local", "greedy", "exact"), time_limit, workers))
     methods = {r.method: {"cost": r.cost, "seconds": r.seconds, "status": r.status} for r in sol.results}
     size = space(inst)
     if size <= EXHAUSTIVE_LIMIT:
@@ -84,7 +86,7 @@ def solve_row(inst: LayoutInstance, time_limit: float, workers: int, loaded=None
 
 
 def verify_row(inst: LayoutInstance, plan, loaded) -> dict:
-    from onnxpart.tile.verify import verify_plan
+    from onnxpart.tile.onnx.verify import verify_plan
 
     start = time.perf_counter()
     try:
@@ -207,7 +209,7 @@ def markdown(rows: list[dict], command: str, seconds: float, machine: str, time_
              f"times are under that load). Command: `{command}` "
              f"({seconds:.0f} s in all)"
              + (" — a **quick** run: BERT with 4 layers, meshes 4 and 2x4 only" if quick else "") + ". "
-             "Per row one `solve_layouts` with local, greedy and exact (bucket elimination over step time and "
+             "Per row one `onnxpart.tile.onnx.solve` with local, greedy and exact (bucket elimination over step time and "
              "bytes per device with Lagrangian pruning; CP-SAT, warm-started, where it does not finish) "
              f"sharing {time_limit:g} s; step times in µs (analytic costs on an A100, its interconnect on "
              "every mesh axis: launch overhead on every device, shard rooflines, reshardings by the index sets "

@@ -6,7 +6,7 @@ Weights are either sparse zero external data (:class:`make_big_model.Builder`: a
 written but the protobuf — for planning and benchmarks) or small random initializers (``random=True``:
 runnable, for ``--verify``). Names follow one scheme, ``l{i}.attn.{q,k,v,o}.{w,b}`` and
 ``l{i}.mlp.{up,gate,down}.{w,b}``, which the Megatron-LM layout of the tests reads
-(:mod:`tests.tile.megatron`).
+(:mod:`tests.tile.onnx.megatron`).
 
     .venv/bin/python scripts/make_tp_blocks.py /tmp/gpt2m --kind gpt2 --hidden 1024 --heads 16 --seq 1024
     .venv/bin/python scripts/make_tp_blocks.py /tmp/llama --kind llama --hidden 4096 --heads 32 --ffn 11008 --seq 2048

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from onnxpart.costs_io import CostsFile
 from onnxpart.errors import UserError
-from onnxpart.tile.mesh import parse_mesh
+from onnxpart.tile.onnx.mesh import parse_mesh
 from onnxpart.units import (BANDWIDTH, BATCH, BYTES, DEVICES, GAP, SECONDS, SEED, NumberError, Range, format_bytes,
                             format_seconds, parse_bandwidth, parse_bytes, parse_fraction, parse_number,
                             parse_percent_or_bytes, parse_seconds)

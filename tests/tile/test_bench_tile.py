@@ -49,7 +49,7 @@ def test_onnx_mesh_rows_and_report(tmp_path):
     spec = importlib.util.spec_from_file_location("bench_tile_onnx", SCRIPT.parent / "bench_tile_onnx.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    from tests.tile.onnx_models import mlp
+    from tests.tile.onnx.onnx_models import mlp
 
     model = Path(mlp(tmp_path / "mlp.onnx", batch=64, d_in=256, d_hidden=1024, d_out=256))
     rows = bench.model_rows("mlp", model, ((2,), (2, 2)), time_limit=10, workers=1, verify=True)

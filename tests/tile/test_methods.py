@@ -1,178 +1,57 @@
-"""Every method against brute force on tiny programs and random CHLP instances (≤ 6 matrices), the tree
-algorithm against exact on transpose-only programs, and the orderings on the paper's five programs."""
+"""What tile's two problems share (onnxpart.tile.methods): one time budget whose shares come from the
+registered weights, the dispatcher, and a solve that offers every answer and bound to the board."""
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from onnxpart.errors import UserError
-from onnxpart.tile import TileOptions, solve
-from onnxpart.tile import tree as tree_mod
-from onnxpart.tile.exact import exhaustive, solve_cpsat_tiling
-from onnxpart.tile.heuristics import GreedyOptions, greedy, local
-from onnxpart.tile.model import Edge, Instance, build_instance, random_chlp, random_program
-from onnxpart.tile.program import parse_program
-from onnxpart.tile.programs import PAPER_PROGRAMS, paper_program
-from onnxpart.tile.space import SpaceTooLarge
-
-from .helpers import brute_cost, brute_force
-
-ALL = TileOptions(methods=("local", "greedy", "exhaustive", "tree", "exact"), time_limit=2.0, workers=1)
-FEW = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+from onnxpart import tile
+from onnxpart.board import Board
+from onnxpart.loading import load_costed
+from onnxpart.tile.methods import MIN_SECONDS, Budget
+from onnxpart.tile.onnx import METHODS as LAYOUT_METHODS
+from onnxpart.tile.onnx import LayoutOptions, LayoutSolution
+from onnxpart.tile.onnx.build import build_layout_instance
+from onnxpart.tile.program import METHODS as PROGRAM_METHODS
+from onnxpart.tile.program import ProgramOptions, ProgramSolution
+from onnxpart.tile.program.programs import paper_program
+from tests.tile.onnx.onnx_models import mlp
 
 
-def check_against_brute_force(instance: Instance) -> None:
-    optimum = brute_force(instance)
-    solution = solve(instance, ALL)
-    by_method = {r.method: r for r in solution.results}
-    for r in solution.results:
-        if r.labels is not None:
-            assert r.cost == brute_cost(instance, r.labels)  # every reported cost is the paper's cost
-            assert r.cost >= optimum
-    assert by_method["exact"].cost == optimum and by_method["exact"].status == "optimal"
-    assert by_method["exhaustive"].cost == optimum
-    if tree_mod.applies(instance):
-        assert by_method["tree"].cost == optimum
-    for bound in solution.lower_bounds:
-        assert bound.value is not None and bound.value <= optimum + 1e-9
-    assert solution.cost == optimum and solution.proven_optimal
+def test_shares_come_from_the_weights_of_the_methods_that_run():
+    """ONNX greedy gets half the limit beside exact and all of it alone; local (weight 0) none."""
+    both = Budget(10.0, {name: LAYOUT_METHODS[name].weight for name in ("local", "greedy", "exact")})
+    alone = Budget(10.0, {name: LAYOUT_METHODS[name].weight for name in ("local", "greedy")})
+    assert (both.share("greedy"), both.share("local"), alone.share("greedy")) == (5.0, 0.0, 10.0)
+    assert both.deadline == both.start + 10.0 and 0.0 < both.left() <= 10.0
 
 
-@FEW
-@given(st.integers(0, 10_000), st.integers(3, 6), st.integers(1, 5), st.integers(2, 3), st.integers(1, 4))
-def test_random_chlp_matches_brute_force(seed, n, m, k, s):
-    k = min(k, n)
-    m = min(m, math.comb(n, k))
-    check_against_brute_force(random_chlp(n, m, k, min(s, 3 ** k), seed=seed))
+def test_a_spent_budget_still_gives_a_solver_its_floor():
+    spent = Budget(0.0)
+    assert spent.left() == MIN_SECONDS and spent.left(floor=1e-3) == 1e-3
 
 
-@FEW
-@given(st.integers(0, 10_000), st.integers(1, 2), st.integers(1, 4))
-def test_random_programs_match_brute_force(seed, n_inputs, n_exprs):
-    instance = random_program(n_inputs, n_exprs, max_weight=3, seed=seed)
-    assert instance.n <= 6
-    check_against_brute_force(instance)
+def test_every_registered_method_has_a_kind_and_a_help_line():
+    for methods in (LAYOUT_METHODS, PROGRAM_METHODS):
+        for name, method in methods.items():
+            assert method.name == name and method.kind in ("heuristic", "exact") and method.help
+    assert tuple(LAYOUT_METHODS) == LayoutOptions.methods
+    assert set(ProgramOptions.methods) <= set(PROGRAM_METHODS)
 
 
-def test_weighted_sizes_and_copies_match_brute_force():
-    p = parse_program({"program": [{"out": "C", "op": "mul", "in": ["AT", "A"]},
-                                   {"out": "D", "op": "inv", "in": ["C"], "weight": 5},
-                                   {"out": "E", "op": "mul", "in": ["D", "B"], "algorithms": ["cannon"]},
-                                   {"out": "F", "op": "mul", "in": ["E", "ET"]}],
-                       "sizes": {"A": [3, 2], "B": [2, 7]}, "fixed": {"B": "row"}})
-    check_against_brute_force(build_instance(p))
+def test_a_matrix_program_offers_every_tiling_and_bound_to_the_board():
+    board = Board()
+    solution = tile.solve(paper_program("random-2", 1, "one"), ProgramOptions(workers=1), board)
+    assert isinstance(solution, ProgramSolution)
+    assert board.incumbent == solution.cost and board.found_by == solution.method
+    assert [b.method for b in board.bounds] == [b.method for b in solution.lower_bounds] and board.bounds
+    assert board.lower == pytest.approx(solution.best_lower_bound)
 
 
-@FEW
-@given(st.integers(0, 10_000), st.integers(1, 3), st.integers(1, 12))
-def test_tree_equals_exact_on_transpose_only_programs(seed, n_inputs, n_exprs):
-    instance = random_program(n_inputs, n_exprs, ops=("transpose",), p_transpose=0.5, max_weight=4, seed=seed)
-    assert tree_mod.is_transpose_only(instance) and tree_mod.applies(instance)
-    labels, cost = tree_mod.solve_tree(instance)
-    exact = solve_cpsat_tiling(instance, time_limit=2.0, workers=1)
-    assert exact.status == "optimal" and cost == exact.cost == 0  # Theorem 1: every edge satisfied
-
-
-def test_tree_with_pinned_conflict_is_optimal():
-    # B = Aᵀ, C = Bᵀ with A and C both pinned to row: one of the two transposes must retile.
-    p = parse_program({"program": [{"out": "B", "op": "transpose", "in": ["A"]},
-                                   {"out": "C", "op": "transpose", "in": ["B"]},
-                                   {"out": "D", "op": "transpose", "in": ["C"], "weight": 3}],
-                       "fixed": {"A": "row", "D": "row"}})
-    instance = build_instance(p)
-    _, cost = tree_mod.solve_tree(instance)
-    assert cost == brute_force(instance) == 1
-
-
-def test_tree_applies_only_to_forests():
-    cyclic = Instance(("a", "b"), (1, 1), ((0, 1),) * 2,
-                      (Edge("e0", (0, 1), ((0, 0),), ("x",)), Edge("e1", (0, 1), ((0, 1),), ("x",))),
-                      ("row", "col"))
-    assert not tree_mod.applies(cyclic)
-    with pytest.raises(ValueError):
-        tree_mod.solve_tree(cyclic)
-    result = {r.method: r for r in solve(cyclic, ALL).results}["tree"]
-    assert result.status == "not_applicable"
-
-
-def test_exhaustive_refuses_above_its_limit_with_the_size():
-    instance = build_instance(paper_program("pca"))
-    with pytest.raises(SpaceTooLarge, match="43,046,721 labelings of 16 vertices"):
-        exhaustive(instance, limit=1000)
-    solution = solve(instance, TileOptions(methods=("exhaustive", "greedy"), exhaustive_limit=1000))
-    refused = solution.results[0]
-    assert refused.status == "refused" and "43,046,721" in refused.note
-    with pytest.raises(UserError, match="exhaustive search refused"):
-        solve(instance, TileOptions(methods=("exhaustive",), exhaustive_limit=1000))
-
-
-@pytest.mark.parametrize("implementations", ["all", "one"])
-@pytest.mark.parametrize("name", list(PAPER_PROGRAMS))
-def test_paper_programs_exact_proves_and_never_loses(name, implementations):
-    instance = build_instance(paper_program(name, implementations=implementations))
-    solution = solve(instance, TileOptions(time_limit=2.0, workers=1))
-    by_method = {r.method: r for r in solution.results}
-    assert by_method["exact"].status == "optimal" and solution.proven_optimal
-    assert by_method["exact"].cost <= by_method["greedy"].cost
-    assert by_method["exact"].cost <= by_method["local"].cost
-    # greedy vs local is not asserted: nothing in Algorithms 1–4 compares with the local pass, and a
-    # bucket chosen by γ can fix a matrix the local pass would have tiled better (see the report).
-
-
-def test_sizes_scale_costs():
-    small = build_instance(paper_program("linear-regression", implementations="one"))
-    large = build_instance(paper_program("linear-regression", size=10, implementations="one"))
-    a = solve(small, TileOptions(methods=("exact",), time_limit=2.0, workers=1))
-    b = solve(large, TileOptions(methods=("exact",), time_limit=2.0, workers=1))
-    assert b.cost == 100 * a.cost > 0
-
-
-def test_greedy_options_and_components():
-    instance = random_chlp(6, 4, 2, 2, seed=3)
-    for beta in (1, 2, 3):
-        for eta in (0.0, 0.5, 1.0):
-            x = greedy(instance, GreedyOptions(beta=beta, eta=eta, alpha=0))
-            assert all(x[v] in instance.domains[v] for v in range(instance.n))
-    # alpha above |S|: every component is searched exhaustively, so greedy is optimal
-    assert instance.cost(greedy(instance, GreedyOptions(alpha=3 ** 6))) == brute_force(instance)
-    with pytest.raises(UserError, match="beta"):
-        greedy(instance, GreedyOptions(beta=0))
-    assert local(instance).shape == (6,)
-
-
-def test_exact_hint_and_time_limit_status_report_a_proven_bound():
-    instance = random_chlp(40, 60, 3, 4, seed=1)
-    hint = greedy(instance)
-    result = solve_cpsat_tiling(instance, time_limit=0.05, hint=hint, workers=1)
-    assert result.status in ("optimal", "time_limit")
-    assert result.bound.status == result.status and result.bound.solver == "cp-sat"
-    assert result.cost is not None and result.bound.value <= result.cost
-    assert result.cost <= instance.cost(hint) or result.status == "time_limit"
-
-
-def test_unknown_method_is_a_user_error():
-    with pytest.raises(UserError, match="unknown tile method"):
-        solve(random_chlp(3, 1, 2, 1), TileOptions(methods=("magic",)))
-
-
-def test_solution_reports_labels_and_choices():
-    p = parse_program([{"out": "G", "op": "mul", "in": ["A", "FT"]}, {"out": "H", "op": "inv", "in": ["G"]}])
-    solution = solve(p, TileOptions(time_limit=2.0, workers=1))
-    assert set(solution.labels) == {"A", "F", "G", "H"}
-    assert set(solution.labels.values()) <= {"row", "col", "block"}
-    assert solution.cost == 0
-    assert solution.choices["expression 1: H = inv(G)"].startswith("gauss-jordan")
-    assert np.isfinite(solution.best_lower_bound)
-
-
-def test_greedy_can_lose_to_local():
-    """Documented, not a bug: Algorithms 1–4 never compare with the local pass. On this random program
-    (33 of 500 such programs in our sweep) the first bucket (γ = 0 everywhere, so program order) tiles
-    X1 as row, which the later inverses and transposes pay for; the local pass happens to keep X1 col."""
-    instance = random_program(3, 8, seed=21)
-    assert instance.cost(greedy(instance)) == 1 > instance.cost(local(instance)) == 0
+def test_a_layout_instance_goes_to_the_layout_problem(tmp_path):
+    graph = load_costed(mlp(tmp_path / "mlp.onnx"), cost="analytic", device="a100").graph
+    board = Board()
+    solution = tile.solve(build_layout_instance(graph, 2), LayoutOptions(time_limit=5.0, workers=1), board)
+    assert isinstance(solution, LayoutSolution)
+    assert board.incumbent == pytest.approx(solution.cost, rel=1e-12)
+    assert board.lower == pytest.approx(solution.best_lower_bound)

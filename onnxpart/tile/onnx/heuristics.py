@@ -1,0 +1,174 @@
+"""Fast layouts for an ONNX layout instance (:mod:`onnxpart.tile.onnx.model`), after Sections 5–6 of
+"Matrix Tiling as Constrained Hypergraph Labeling"; no bounds.
+
+* :func:`local` — the paper's Section 6 baseline: ops in topological order, each takes its locally
+  cheapest algorithm given the layouts fixed so far; its not-yet-laid-out tensors take that
+  algorithm's layouts.
+* :func:`greedy` — improvement from the local plan and from all-replicated: Algorithm 3's bucket step
+  with buckets of one edge (β = 1: lay out all tensors of one op by one of its algorithms) and of one
+  vertex (one tensor, every layout in its domain), repeated while the step time drops. Every move keeps
+  ``--device-memory``.
+* :func:`fit_memory` — shrink a plan until it fits ``--device-memory``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import dataclass
+
+from onnxpart.tile.onnx.catalog import Layout
+from onnxpart.tile.onnx.model import LayoutInstance
+
+
+def local(inst: LayoutInstance) -> dict[str, Layout]:
+    """Section 6's local solver (module docstring), then :func:`fit_memory`."""
+    x: dict[str, Layout] = {}
+    for op in inst.ops:
+        best = min(range(len(op.choices)), key=lambda c: _local_cost(inst, op, c, x))
+        choice = op.choices[best]
+        for t, want in itertools.chain(zip(op.inputs, choice.inputs), zip(op.outputs, choice.outputs)):
+            if t not in x:
+                x[t] = _nearest(inst, t, want)
+    for t in inst.tensors:
+        x.setdefault(t.name, t.domain[0])
+    return fit_memory(inst, x)
+
+
+def _local_cost(inst: LayoutInstance, op, c: int, x: dict) -> float:
+    choice = op.choices[c]
+    total = choice.seconds
+    for t, want in zip(op.inputs, choice.inputs):
+        total += inst.reshard_time(x.get(t, _nearest(inst, t, want)), want, t)
+    for t, made in zip(op.outputs, choice.outputs):
+        total += inst.reshard_time(made, x.get(t, _nearest(inst, t, made)), t)
+    return total
+
+
+def _nearest(inst: LayoutInstance, t: str, want: Layout) -> Layout:
+    """``want`` when it is in t's domain, else the domain's layout closest to it (cheapest to convert)."""
+    var = inst.tensor(t)
+    if want in var.domain:
+        return want
+    return min(var.domain, key=lambda a: inst.reshard_time(a, want, t) + inst.reshard_time(want, a, t))
+
+
+def greedy(inst: LayoutInstance, max_rounds: int = 50, deadline: float | None = None,
+           trials: float = math.inf) -> dict[str, Layout]:
+    """Improve the local plan and the all-replicated one by op and tensor moves; the best of them.
+    With ``--device-memory`` also Lagrangian runs (Fisher, "The Lagrangian Relaxation Method for Solving
+    Integer Programming Problems", Management Science 1981): moves priced at seconds + λ·bytes per
+    device, free of the bound, for λ in ``LAGRANGE`` times (step time / memory); each result is then
+    made to fit (:func:`fit_memory`) and improved under the bound. A round runs only while its moves fit
+    in ``trials`` (all runs together): a deterministic budget, so one time limit gives one plan whatever the
+    machine's load; ``deadline`` (``time.perf_counter()`` seconds) is the safety net, checked between rounds."""
+    budget = _Trials(trials, deadline)
+    starts = [local(inst), fit_memory(inst, {t.name: t.domain[0] for t in inst.tensors})]  # R first when allowed
+    plans = [_improve(inst, x, max_rounds, budget) for x in starts]
+    if inst.memory is not None:
+        scale = inst.cost(plans[0]) / max(inst.memory, 1.0)
+        for factor in LAGRANGE:
+            if budget.spent():
+                break
+            priced = _improve(inst, dict(plans[0]), max_rounds, budget, factor * scale)
+            plans.append(_improve(inst, fit_memory(inst, priced), max_rounds, budget))
+    return min([x for x in plans if inst.fits(x)] or plans, key=inst.cost)
+
+
+#: λ per (step time / --device-memory) of greedy's Lagrangian runs.
+LAGRANGE = (0.3, 1.0, 3.0)
+#: Greedy's move trials per second of its time share (about a fifth of what 2 loaded cores try on a
+#: 600-tensor 2x4 instance, so the wall-clock deadline rarely ends it first).
+TRIALS_PER_SECOND = 2000.0
+
+
+@dataclass
+class _Trials:
+    trials: float
+    deadline: float | None
+
+    def spent(self, more: int = 0) -> bool:
+        """Whether ``more`` trials no longer fit (they are taken when they do), or the deadline passed."""
+        if more > self.trials or (self.deadline is not None and time.perf_counter() > self.deadline):
+            return True
+        self.trials -= more
+        return False
+
+
+def _improve(inst: LayoutInstance, x: dict[str, Layout], max_rounds: int, budget: _Trials,
+             price: float | None = None) -> dict[str, Layout]:
+    """Rounds of op and tensor moves on ``x`` (in place) while one lowers the step time and keeps the
+    memory bound — or, with a ``price`` per byte, while one lowers step time + price·memory per device."""
+    touching = _touching(inst)
+    memory = [inst.memory_per_device(x)]  # kept up to date by _try
+    moves = [{t: want for t, want in zip(op.inputs + op.outputs, c.inputs + c.outputs)}
+             for op in inst.ops for c in op.choices]
+    moves += [{t.name: a} for t in inst.tensors for a in t.domain]
+    for _ in range(max_rounds):
+        if budget.spent(len(moves)):
+            break
+        improved = False
+        for move in moves:
+            move = {t: a for t, a in move.items() if a in inst.tensor(t).domain and x[t] != a}
+            if move and _try(inst, x, move, touching, memory, price):
+                improved = True
+        if not improved:
+            break
+    return x
+
+
+def _try(inst: LayoutInstance, x: dict, move: dict, touching: dict, memory: list, price: float | None) -> bool:
+    """Apply ``move`` to ``x`` when it pays (:func:`_improve`); ``memory[0]`` is x's memory per device."""
+    ops = {i for t in move for i in touching[t]}
+    before = _local_time(inst, x, ops, move)
+    grown = sum(inst.tensor(t).per_device(a, inst.mesh) - inst.tensor(t).per_device(x[t], inst.mesh)
+                for t, a in move.items())
+    old = {t: x[t] for t in move}
+    x.update(move)
+    after = _local_time(inst, x, ops, move) + (price or 0.0) * grown
+    fits = price is not None or inst.memory is None or memory[0] + grown <= inst.memory * (1 + 1e-12)
+    if after < before - 1e-15 * max(1.0, abs(before)) and fits:
+        memory[0] += grown
+        return True
+    x.update(old)
+    return False
+
+
+def _local_time(inst: LayoutInstance, x: dict, ops, tensors) -> float:
+    """The part of T(x) that ``ops`` and the final gathers of ``tensors`` pay."""
+    return sum(inst.best_choice(inst.ops[i], x)[1] for i in ops) + sum(inst.final_time(t, x[t]) for t in tensors)
+
+
+def _touching(inst: LayoutInstance) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {t.name: [] for t in inst.tensors}
+    for i, op in enumerate(inst.ops):
+        for t in dict.fromkeys(op.inputs + op.outputs):
+            out[t].append(i)
+    return out
+
+
+def fit_memory(inst: LayoutInstance, x: dict[str, Layout]) -> dict[str, Layout]:
+    """Shrink tensors to their smallest layout, most bytes saved per second added first, until the plan
+    fits ``--device-memory`` (unchanged when there is no bound or it fits already)."""
+    touching = _touching(inst)
+    mesh = inst.mesh
+    while not inst.fits(x):
+        best, score = None, -math.inf
+        for t in inst.tensors:
+            small = min(t.domain, key=lambda a: t.per_device(a, mesh))
+            saved = t.per_device(x[t.name], mesh) - t.per_device(small, mesh)
+            if saved <= 0:
+                continue
+            ops = touching[t.name]
+            old = x[t.name]
+            before = _local_time(inst, x, ops, [t.name])
+            x[t.name] = small
+            added = _local_time(inst, x, ops, [t.name]) - before
+            x[t.name] = old
+            if saved / (max(added, 0.0) + 1e-12) > score:
+                best, score = (t.name, small), saved / (max(added, 0.0) + 1e-12)
+        if best is None:
+            break
+        x[best[0]] = best[1]
+    return x
