@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from onnxpart.schedule import Instance
+from onnxpart.schedule.common import budget
 
 
 def topological_orders(n: int, edges) -> list[tuple[int, ...]]:
@@ -116,3 +117,12 @@ def chain_of_modules(rng: np.random.Generator, modules: int, size: int, k: int) 
         entry, n = exit_, exit_ + 1
     time = rng.integers(1, 9, size=(n, k)).astype(float)
     return Instance(time, edges, latency=0.5, bandwidth=2.0)
+
+
+def budgets_not_clock(monkeypatch, time_limit: float, factor: float = 50.0) -> float:
+    """A time limit ``factor`` times ``time_limit`` with CP-SAT's deterministic seconds per wall second
+    (:data:`onnxpart.schedule.common.budget.DET_PER_SECOND`) divided by ``factor``: SPLIT's deterministic
+    budgets are those of ``time_limit``, and its wall-clock deadlines ``factor`` times further away, so the
+    budgets — not the machine's load — end every module solve (the answer is reproducible)."""
+    monkeypatch.setattr(budget, "DET_PER_SECOND", budget.DET_PER_SECOND / factor)
+    return time_limit * factor

@@ -12,7 +12,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from onnxpart.schedule import Instance, Solution, latency, load_system, simulate
+from onnxpart.schedule import OBJECTIVES, Instance, Solution, load_system, simulate
 from onnxpart.schedule.latency import exact, heuristics
 from onnxpart.schedule.latency.pieces import later_reads, piece_of, pieces
 from tests.conftest import FIXTURES
@@ -86,7 +86,7 @@ def test_pieces_of_a_diamond_are_acyclic_where_one_piece_per_device_loops(tmp_pa
 
     out = tmp_path / "out"
     check = dict(verify=True, seed=0, tolerance=1e-4, freeze=False, axis=None)
-    summary = _write(latency, OutputDir(out), Solution(inst, sched, "heft"), sched, graph, loaded,
+    summary = _write(OBJECTIVES["latency"], OutputDir(out), Solution(inst, sched, "heft"), sched, graph, loaded,
                      (str(FIXTURES / "diamond.onnx"), loaded.sha256), {}, weight_policy(loaded, None), check)
     assert summary["verify"]["ok"] and summary["pieces"] == 3
     manifest = json.loads((out / "manifest.json").read_text())

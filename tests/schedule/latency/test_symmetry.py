@@ -17,7 +17,7 @@ from onnxpart.schedule.common import budget
 from onnxpart.schedule.common.modules import cut_ops, segments
 from onnxpart.schedule.latency import exact, split, symmetry
 from onnxpart.schedule.latency.simulator import validate
-from tests.schedule.helpers import chain_of_modules
+from tests.schedule.helpers import budgets_not_clock, chain_of_modules
 
 FAST = {"bandwidth": "300GB/s", "latency": "2us"}
 SLOW = {"bandwidth": "100Gbps", "latency": "5us"}
@@ -159,11 +159,12 @@ def test_relabelled_module_schedules_are_valid_and_optimal_for_their_pair(seed):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_split_with_and_without_the_reduction_agree(seed):
+def test_split_with_and_without_the_reduction_agree(seed, monkeypatch):
     """Module solves optimal: the same makespan and DP bound with the orbit mates filled by relabelling
     as with every pair solved, a valid joined schedule, and fewer pairs solved."""
     inst = _symmetric_chain(seed)
-    on, off = (split.milp_split(inst, time_limit=10.0, symmetric=flag) for flag in (True, False))
+    limit = budgets_not_clock(monkeypatch, 10.0)
+    on, off = (split.milp_split(inst, time_limit=limit, symmetric=flag) for flag in (True, False))
     for res in (on, off):
         assert res.status == "optimal" and validate(inst, res.schedule) == []
     assert on.makespan == pytest.approx(off.makespan) and on.bound == pytest.approx(off.bound)
@@ -178,6 +179,6 @@ def test_refinement_re_solves_representatives_of_open_mates(monkeypatch):
     monkeypatch.setattr(budget, "DET_PER_SECOND", 0.002)
     chain = chain_of_modules(np.random.default_rng(0), modules=2, size=8, k=2)
     inst = Instance(chain.time[:, [0, 0, 0]], chain.edges, latency=0.1, bandwidth=20.0)  # its chain: mates
-    res = split.milp_split(inst, time_limit=6.0, seed=1, symmetric=True)
+    res = split.milp_split(inst, time_limit=budgets_not_clock(monkeypatch, 6.0), seed=1, symmetric=True)
     assert res.solved_pairs < res.pairs and res.solves > res.solved_pairs  # some representatives solved again
     assert validate(inst, res.schedule) == [] and res.bound <= res.makespan + 1e-9
