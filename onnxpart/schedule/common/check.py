@@ -17,6 +17,7 @@ from onnxpart.certificate import Certificate
 from onnxpart.certificate_check import ModelRef, mismatch
 from onnxpart.validate import Count, NonNegative, ReadBackSchema, validate as read_as
 
+
 class OpEntry(ReadBackSchema):
     name: str
     device: str

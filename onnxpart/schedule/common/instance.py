@@ -103,7 +103,7 @@ class Instance:
         the system's devices by default, else ``(1,)``); ``fixed[i, u]`` the batch-independent part of
         ``time[i, u]`` (launch overhead, reading the weights; default 0); ``act_mem[i]`` the per-input
         activation bytes inside ``mem[i]`` (default 0); ``curves[u]`` the measured
-        :class:`~onnxpart.schedule.batch_curve.BatchCurve` of a device timed per batch size (default
+        :class:`~onnxpart.schedule.system.batch_curve.BatchCurve` of a device timed per batch size (default
         none). See :meth:`time_batch`."""
         if batch_sizes is None:
             batch_sizes = ([d.batch_sizes for d in self.system.devices] if self.system is not None
@@ -117,7 +117,7 @@ class Instance:
 
     def time_batch(self, i: int, u: int, size: int) -> float:
         """Seconds op ``i`` takes on device ``u`` for a batch of ``size`` inputs (``t_{i,u,l}``): from
-        the device's measured :class:`~onnxpart.schedule.batch_curve.BatchCurve` when it has one, else the
+        the device's measured :class:`~onnxpart.schedule.system.batch_curve.BatchCurve` when it has one, else the
         batch-independent part once plus the rest ``size`` times, ``fixed + (time − fixed)·size`` (the
         roofline at batch 1 with weights and launch read once per batch). 0 for size 0; ``inf`` where the
         op cannot run."""
@@ -375,4 +375,3 @@ def from_graph(graph: Any, system: System, cost_fn: Callable[[int, int], float] 
         act.append(float(io))
     return Instance(time, edges, mem=mem, capacity=[d.memory for d in system.devices], system=system,
                     op_names=[op.name for op in graph.ops], fixed=fixed, act_mem=act, curves=curves)
-

@@ -27,7 +27,7 @@ at 0) and a zero-time, zero-memory stand-in of ``r`` pinned to ``x`` as its exit
 starts first; the schedule's ops of ``S_k`` shifted by ``σ_k``, with the stand-in at ``start(r*) − σ_k
 = σ_{k+1} − σ_k``, schedule that sub-instance (each op of ``S_k`` ends, data sent, before ``r*`` starts)
 within that length. Summing over the windows, ``C`` is at least the DP's minimum over the barriers'
-device tuples of ``Σ_k min_r LB(S_k, e_k, r, x_k[r])`` (:func:`onnxpart.schedule.split.join_dp`), with
+device tuples of ``Σ_k min_r LB(S_k, e_k, r, x_k[r])`` (:func:`onnxpart.schedule.latency.split.join_dp`), with
 ``LB`` the sub-instance's device path and path LP (:mod:`.bounds`: with the pinned ends, their heads, tails and
 binary Carlier rows count the round trip that moving work off the channels' devices costs). Memory
 (3.7) is relaxed to each device's full capacity per segment (a relaxation: the bound stands).
@@ -61,7 +61,7 @@ from onnxpart.schedule.latency.bounds import device_path_bound, path_lp_bound
 from onnxpart.schedule.latency.split import join_dp, segment_instance
 from onnxpart.schedule.latency.split_lane import floor_bound
 
-#: Most ops in a barrier :func:`onnxpart.schedule.solve` looks for (the chain modules' most channels).
+#: Most ops in a barrier :func:`.chain_split.split_on_channels` looks for (the chain modules' most channels).
 MAX_RECEIVERS = 4
 #: Most sub-instance floors the bound sets up (their device paths; ten modules on three devices: 276 with
 #: two channels, 816 with three, 2,436 with four).

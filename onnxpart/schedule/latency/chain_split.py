@@ -10,7 +10,7 @@ inputs live), though not when they arrive. The join re-simulates the whole mappi
 start orders in sequence (:func:`.simulator.simulate`), so the returned schedule is exact for the cost
 model whatever the module solves assumed.
 
-With a :class:`Guide` (:func:`onnxpart.schedule.solve` passes the barrier DP's segments and its best
+With a :class:`Guide` (:func:`split_on_channels` passes the barrier DP's segments and its best
 chain's devices for their receivers: a guide from lower bounds, not a proof) the guide's segments are
 solved as the modules, with the receivers pinned. Each module's exit then holds zero-time stand-ins of
 the pinned ops it feeds (so its makespan includes delivering its data to their devices), and a pinned op
@@ -25,7 +25,7 @@ modules with the same pins and their feeders kept joined to 3.37.
 Modules run one after the other in the join, so a graph whose channels are nearly independent (the
 benchmark's wd stacks: each channel a chain of its own) loses the overlap across modules that a
 whole-graph list schedule keeps: there HEFT beat the join by 5–15% at 60 s. With a ``warm`` schedule of
-the whole graph (:func:`onnxpart.schedule.solve` passes its best heuristic's, as it warm-starts exact)
+the whole graph (:func:`onnxpart.schedule.latency.solve` passes its best heuristic's, as it warm-starts exact)
 the better of the two is returned and the note says which — a warm-started method never answers worse
 than its start.
 """
@@ -170,8 +170,9 @@ def chain_split(inst: Instance, modules: list[list[int]], time_limit: float, see
 
 
 def chain_of_modules(inst: Instance) -> tuple[int, list[list[int]]] | None:
-    """``(channels, modules)``: when no single op cuts the graph into modules (:func:`onnxpart.schedule.common.modules.cut_ops`),
-    the first chain of 2-, 3- or 4-channel modules (:func:`.multichannel.chain_modules`), if any."""
+    """``(channels, modules)``: when no single op cuts the graph into modules
+    (:func:`onnxpart.schedule.common.modules.cut_ops`), the first chain of 2-, 3- or 4-channel modules
+    (:func:`.multichannel.chain_modules`), if any."""
     cuts = cut_ops(inst)
     if has_modules(inst, cuts):
         return None

@@ -41,7 +41,7 @@ rounds and the answer do not depend on ``workers``; :func:`join_dp` and the join
 Memory (3.7) is a sum over the whole graph: the modules are solved with each device's full capacity
 (a relaxation, so the bound stands); if the joined mapping overflows a device, SPLIT returns no
 schedule and says so. A graph without cut ops falls back to one whole-graph solve (``fallback`` and
-``reason`` in the result); :func:`onnxpart.schedule.solve` first tries multi-channel modules
+``reason`` in the result); :func:`onnxpart.schedule.latency.solve` first tries multi-channel modules
 (Section 3.3.2: :mod:`.chain_split` and :mod:`.multichannel`) there.
 """
 

@@ -15,7 +15,7 @@ calls :func:`solve_modules` once for the first pass over every pair and once per
   maximum of the two (each a proof).
 * **Live bound.** A job posts the floor and CP-SAT's proven bound on ``OPT(S, u, v)`` as they rise.
   Until a pair has reported, its table entry is 0 (every segment cost is ≥ 0), so the DP recursion over
-  the current table (:func:`onnxpart.schedule.split.join_dp`) is a proven lower bound of the whole makespan
+  the current table (:func:`onnxpart.schedule.latency.split.join_dp`) is a proven lower bound of the whole makespan
   at every moment; the lane posts it to the board as ``split-dp`` whenever it rises, which moves the
   progress bar.
 * **Time.** A job weighs its sub-instances' op counts ``w_i``; jobs go largest first, ``W`` at a time, a
@@ -284,4 +284,3 @@ def _answer_late(jobs: list[ModuleJob], answered: set[Key], tables: ModuleTables
         warm = pair.warm if pair.warm is not None else heuristics.best_constructive(pair.sub)
         tables.take(ModuleResult(pair.key, warm, bounds.critical_path_bound(pair.sub).value, "time_limit",
                                  wall_stop=True))
-

@@ -18,7 +18,7 @@ With measured sizes ``s_1 < … < s_m`` and times ``t_1 … t_m`` of one op:
   efficient per input faster than affine): it then assumes no fixed part at all, which keeps
   ``t(b) > 0`` and the per-input time ``t(b)/b`` no better than at ``s_1``;
 * **one measured size** ``s_1`` (the single-file form): the rule of
-  :meth:`~onnxpart.schedule.model.Instance.time_batch` scaled from that point,
+  :meth:`~onnxpart.schedule.common.instance.Instance.time_batch` scaled from that point,
   ``t(b) = f + (t_1 − f)·b/s_1`` with ``f = min(fixed, t_1)`` the batch-independent part (the device
   spec's launch overhead and weight read, 0 without a spec) — exactly today's rule when ``s_1 = 1``.
 """

@@ -2,7 +2,7 @@
 as ``onnxpart annotate --cost measured [--batch B]`` writes them on that device) gives each op's seconds
 there, by op name, instead of the device spec's analytic roofline — the thesis profiles every op on every
 device of its platform (Section 4.1). One file is the time per single input (batch 1); a mapping gives
-one file per measured batch size, and :class:`~onnxpart.schedule.batch_curve.BatchCurve` gives the time
+one file per measured batch size, and :class:`~onnxpart.schedule.system.batch_curve.BatchCurve` gives the time
 at any batch size from them.
 """
 

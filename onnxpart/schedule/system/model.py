@@ -98,4 +98,3 @@ class System:
         best = np.minimum(direct, hop)
         np.fill_diagonal(best, 0.0)
         return best
-

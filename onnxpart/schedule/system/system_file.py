@@ -1,4 +1,4 @@
-"""Reading a system description (``--system`` YAML or JSON) into a :class:`~onnxpart.schedule.model.System`.
+"""Reading a system description (``--system`` YAML or JSON) into a :class:`~onnxpart.schedule.system.model.System`.
 
 Format (units accepted as in the CLI: ``64GiB``, ``16GB/s``, ``100Gbps``, ``10us``)::
 
@@ -8,8 +8,8 @@ Format (units accepted as in the CLI: ``64GiB``, ``16GB/s``, ``100Gbps``, ``10us
         count: 4             # identical copies (default 1)
         memory: 40GiB        # default: the spec's memory_capacity
         batch_sizes: [1, 64] # default [1]
-        costs: gpu.json      # optional: measured op times on this device at batch 1 (onnxpart.schedule.measured),
-                             # or per batch size: {1: gpu_b1.json, 8: gpu_b8.json} (onnxpart.schedule.batch_curve)
+        costs: gpu.json      # optional: measured op times on this device at batch 1 (schedule.system.measured),
+                             # or per batch size: {1: gpu_b1.json, 8: gpu_b8.json} (schedule.system.batch_curve)
     links:
       default: {bandwidth: 16GB/s, latency: 10us}   # every ordered pair not listed below (optional)
       pairs:

@@ -5,12 +5,12 @@ A batched schedule splits each op's ``L`` inputs into slices over the devices (d
 orders every slice (model parallelism). The manifest's ``ops[]`` lists every slice — name, device,
 start, end, ``batch`` (its size), ``input`` (its first input) and ``inputs`` ``[lo, hi)`` — and
 ``transfers[]`` every tensor move between slices on two devices that share inputs (precedence per
-input, 3.3; each timed by :meth:`~onnxpart.schedule.model.Instance.delay_count`), so the batch makespan
+input, 3.3; each timed by :meth:`~onnxpart.schedule.common.instance.Instance.delay_count`), so the batch makespan
 ``C`` can be recomputed; the certificate bounds ``C`` (minimized), and ``details`` gives the
 throughput ``L/C`` and the proven ceiling ``L/LB``. ``gantt.png`` is drawn from the same events
-(:func:`onnxpart.schedule.emit.gantt_png`). ``pieces[]`` lists the pieces of
-:mod:`onnxpart.schedule.batch_pieces` — as latency's, plus ``slice`` ``[lo, hi)``, ``batch``, ``input``
-and ``run`` (on rows or once per input, :mod:`onnxpart.schedule.batch_run`) — and ``batch_axis`` says
+(:func:`onnxpart.schedule.common.gantt.gantt_png`). ``pieces[]`` lists the pieces of
+:mod:`onnxpart.schedule.throughput.pieces` — as latency's, plus ``slice`` ``[lo, hi)``, ``batch``, ``input``
+and ``run`` (on rows or once per input, :mod:`onnxpart.schedule.throughput.verify`) — and ``batch_axis`` says
 which axis the pieces slice; :func:`piece_models` makes each piece's ONNX model with the shared parts
 emitter (:func:`onnxpart.parts.part_models`, one piece's ops against the rest).
 
@@ -96,7 +96,8 @@ def _piece_entry(inst: Instance, sched: BatchSchedule, piece: Piece, graph, file
     slices = [(i, piece.device) for i in piece.ops]
     return piece_entry(inst, graph, piece, files, (reads, makes),
                        (min(sched.start[key] for key in slices), max(sched.end[key] for key in slices)),
-                       slice=[lo, hi], batch=hi - lo, input=lo, run=axis.run(reads + makes) if axis is not None else None)
+                       slice=[lo, hi], batch=hi - lo, input=lo,
+                       run=axis.run(reads + makes) if axis is not None else None)
 
 
 def _alone(inst: Instance, piece: Piece) -> np.ndarray:
@@ -149,7 +150,7 @@ def gantt_title(graph, sched: BatchSchedule) -> str:
 def shards(split: Split) -> tuple[list[int], int]:
     """``(device of each shard, inputs per shard g)`` of an op's ``split``: ``g`` is the gcd of every slice
     boundary, so each slice ``[lo, hi)`` is ``(hi − lo) / g`` whole shards, contiguous and in device order
-    (:func:`~onnxpart.schedule.batch.ranges`); a device appears once per shard it holds."""
+    (:func:`~onnxpart.schedule.throughput.model.ranges`); a device appears once per shard it holds."""
     spans = [(u, lo, hi) for u, (lo, hi) in enumerate(ranges(split)) if hi > lo]
     g = math.gcd(*(bound for _, lo, hi in spans for bound in (lo, hi)))
     return [u for u, lo, hi in spans for _ in range((hi - lo) // g)], g
@@ -183,7 +184,7 @@ def sharding_spec(tensor: str, split: Split, axis: int | None, dim: str | None) 
 def annotated_model(loaded, graph, inst: Instance, sched: BatchSchedule, axis) -> onnx.ModelProto:
     """The original model (``loaded``: :class:`~onnxpart.onnx_io.LoadedModel`) annotated by
     :func:`onnxpart.parts.annotate` (one part per op) with a :func:`sharding_spec` per node output.
-    The batch axis of a tensor is the pieces' (``axis``: :class:`~onnxpart.schedule.batch_run.BatchAxis`):
+    The batch axis of a tensor is the pieces' (``axis``: :class:`~onnxpart.schedule.throughput.verify.BatchAxis`):
     with a symbolic batch dim, the tensor's one axis named by it (none when no single axis is); per
     input, axis 0 (none for a scalar). A weight generator's output has none."""
     generated = {name for op in graph.ops for name in op.const_nodes}

@@ -52,7 +52,7 @@ def uniform(inst: Instance, batch: int, max_slices: int | None = None) -> Heuris
     slices wait only on its own earlier slices, so a split's makespan is its busiest device's total
     ``Σ_i t(i, u, s_u)`` and its memory ``Σ_i mem_i + act_i·(s_u − 1)``: both are tabled per device and
     size, and only the best split is simulated. ``max_slices``: only splits with at most that many slices
-    (each slice's lane is then one piece: :func:`.batch_pieces.merge`). ``schedule`` None if none fits."""
+    (each slice's lane is then one piece: :func:`.pieces.merge`). ``schedule`` None if none fits."""
     t0 = now()
     cands = op_splits(inst, batch)
     common = set(cands[0]).intersection(*map(set, cands[1:])) if cands else set()

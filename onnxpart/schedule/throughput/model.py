@@ -6,8 +6,9 @@ use exactly these):
 
 * A **split** of op ``i`` gives every device ``u`` a slice size ``n[i][u] ∈ {0} ∪ B_u`` with
   ``Σ_u n[i][u] = L`` — the thesis's ``b_{i,u,l}`` (one batch per op and device, constraints
-  3.4–3.5). The slice on ``u`` runs ``time_batch(i, u, n)`` seconds (:meth:`~onnxpart.schedule.common.instance.Instance.time_batch`),
-  without preemption; a device runs one slice at a time.
+  3.4–3.5). The slice on ``u`` runs ``time_batch(i, u, n)`` seconds
+  (:meth:`~onnxpart.schedule.common.instance.Instance.time_batch`), without preemption; a device runs one
+  slice at a time.
 * Inputs are assigned to slices **contiguously in device order**: slice ``(i, u)`` holds inputs
   ``[lo, lo + n)`` with ``lo = Σ_{w<u} n[i][w]``. (The thesis's ``x_{i,u,l}`` leaves the assignment
   free; fixing it keeps the model polynomial to state and makes two ops split alike chain slice by
@@ -26,9 +27,9 @@ use exactly these):
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-import math
 
 import numpy as np
 
@@ -193,7 +194,6 @@ def overlap(a: tuple[int, int], b: tuple[int, int]) -> int:
     return max(0, min(a[1], b[1]) - max(a[0], b[0]))
 
 
-
 def slices(splits: Sequence[Split], i: int) -> list[int]:
     return [u for u, x in enumerate(splits[i]) if x > 0]
 
@@ -222,7 +222,6 @@ def memory_violations(inst: Instance, splits: Sequence[Split]) -> list[str]:
             for u in range(inst.k) if load[u] > inst.capacity[u] * (1 + 1e-12)]
 
 
-
 def fits(inst: Instance, load: np.ndarray, i: int, s: Split) -> bool:
     """Whether op ``i`` split as ``s`` fits on top of the devices' ``load`` (3.7 with batching)."""
     return all(x == 0 or load[u] + inst.mem[i] + inst.act_mem[i] * (x - 1) <= inst.capacity[u] * (1 + 1e-12)
@@ -234,4 +233,3 @@ def add_load(inst: Instance, load: np.ndarray, i: int, s: Split) -> None:
     for u, x in enumerate(s):
         if x > 0:
             load[u] += inst.mem[i] + inst.act_mem[i] * (x - 1)
-

@@ -53,11 +53,13 @@ class BatchSchedule:
         return b
 
 
-def slice_order(inst: Instance, splits: Sequence[Split], op_order: Sequence[int] | None = None) -> list[tuple[int, int]]:
+def slice_order(inst: Instance, splits: Sequence[Split],
+                op_order: Sequence[int] | None = None) -> list[tuple[int, int]]:
     return [(i, u) for i in (inst.topo if op_order is None else op_order) for u in slices(splits, i)]
 
 
-def ready_time(inst: Instance, i: int, u: int, lohi: tuple[int, int], spans: Sequence[list[tuple[int, int]]], end) -> float:
+def ready_time(inst: Instance, i: int, u: int, lohi: tuple[int, int], spans: Sequence[list[tuple[int, int]]],
+               end) -> float:
     """When the inputs ``lohi`` of slice ``(i, u)`` have arrived: each predecessor's slice sharing ``c``
     of them ends, plus the transfer of ``c`` inputs (``spans[p]`` is :func:`ranges` of ``p``'s split)."""
     ready = 0.0
@@ -76,7 +78,8 @@ def ready_time(inst: Instance, i: int, u: int, lohi: tuple[int, int], spans: Seq
 @dataclass(frozen=True)
 class SliceTransfer:
     """Edge ``e``'s tensors for the inputs ``[lo, hi)`` from slice ``src = (i, u)`` to ``dst = (j, v)``,
-    ``u ≠ v``: leaves when ``src`` ends, lasts :meth:`~onnxpart.schedule.common.instance.Instance.delay_count` (contention-free links)."""
+    ``u ≠ v``: leaves when ``src`` ends, lasts :meth:`~onnxpart.schedule.common.instance.Instance.delay_count`
+    (contention-free links)."""
 
     edge: int
     src: tuple[int, int]
@@ -100,7 +103,7 @@ def slice_transfers(inst: Instance, sched: BatchSchedule) -> list[SliceTransfer]
 
 
 def simulate(inst: Instance, splits: Sequence[Split], order: Sequence[tuple[int, int]] | None = None,
-                   insertion: bool = False) -> BatchSchedule:
+             insertion: bool = False) -> BatchSchedule:
     """The list schedule of the slices of ``splits`` in ``order`` (default: ops in BFS order, devices
     ascending); each slice starts when its inputs have arrived and its device is free (append) or in
     the earliest gap (insertion). Transfers that no route carries make the start ``inf``."""

@@ -1,5 +1,6 @@
-"""MILP-SPLIT for the throughput objective (Sections 3.3.1 and 4.4): the modules of :mod:`.split` solved
-one after the other on the whole batch by the CP-SAT batch model (:func:`.batch.cpsat`), each seeing the
+"""MILP-SPLIT for the throughput objective (Sections 3.3.1 and 4.4): the modules between cut ops
+(:mod:`onnxpart.schedule.common.modules`) solved one after the other on the whole batch by the CP-SAT
+batch model (:func:`.exact.cpsat`), each seeing the
 split its entry cut op was given by the module before, then joined and re-simulated.
 
 Why in sequence, with the entry pinned. Solved alone, module ``k`` chooses the split of its entry cut
@@ -16,21 +17,23 @@ is not a lower bound on the batch makespan ``C`` (two modules of equal work on t
 almost entirely). What does hold is ``C ≥ LB_lat(before c_k) + LB_batch(S_k) + LB_lat(after S_k)``: the
 first slice of ``c_k`` starts only after one input crossed everything before it, and the inputs of
 the last slice of ``S_k`` to end still cross everything after. With one module's batch work against
-single-input latencies it is dominated by the whole-graph load LP (:func:`.batch.load_lp`) on the
+single-input latencies it is dominated by the whole-graph load LP (:func:`.bounds.load_lp`) on the
 batched stacks, so it is not computed; the throughput certificate uses the whole-graph bounds.
 
 No symmetry reduction. Latency SPLIT solves one (entry, exit) pair per orbit of the device
-automorphisms (:mod:`.symmetry`); here there are no pairs — each module is solved once, with its entry
-pinned to the split the module before chose and the memory those modules left — so it does not apply.
+automorphisms (:mod:`onnxpart.schedule.latency.symmetry`); here there are no pairs — each module is
+solved once, with its entry pinned to the split the module before chose and the memory those modules
+left — so it does not apply.
 
-Warm start. :func:`onnxpart.schedule.solve` passes its best baseline's schedule: a graph without cut ops
+Warm start. :func:`onnxpart.schedule.throughput.solve` passes its best baseline's schedule: a graph without cut ops
 is solved whole from the better of it and :func:`_warm`'s (bHEFT re-simulated from its splits alone
 loses its order: on the wd stacks that start left CP-SAT at 1179 inputs/s against bHEFT's 1998), and the
 join is replaced by it where it is shorter.
 
 Determinism. Each module solve is one-worker CP-SAT stopped by a *deterministic* budget,
-``DET_PER_SECOND·T·n_s/Σn`` (:mod:`onnxpart.schedule.common.budget`) for a module of ``n_s`` ops (:mod:`onnxpart.schedule.latency.split_lane`'s rule), with the wall clock
-(an equal share of the time left) only as a safety net counted in the note. So ``--workers`` changes
+``DET_PER_SECOND·T·n_s/Σn`` for a module of ``n_s`` ops (:mod:`onnxpart.schedule.common.budget`, latency
+SPLIT's rule), with the wall clock (an equal share of the time left) only as a safety net counted in the
+note. So ``--workers`` changes
 neither the answer nor, the modules depending on one another, the time: it is used by the whole-graph
 solve of a graph without modules.
 """
@@ -81,7 +84,7 @@ def split_throughput(inst: Instance, batch: int, time_limit: float, seed: int = 
                      warm: BatchSchedule | None = None):
     """``(schedule | None, status, seconds, note)`` of throughput MILP-SPLIT (module docstring); a
     graph without cut ops is solved whole with ``workers`` CP-SAT threads. ``warm``, a schedule of the
-    whole graph (:func:`onnxpart.schedule.solve` passes its best baseline's), warm-starts that solve and is
+    whole graph (:func:`onnxpart.schedule.throughput.solve` passes its best baseline's), warm-starts that solve and is
     returned where it beats the modules' join: a warm-started method never answers worse than its start."""
     clock = Budget(time_limit)
     t0 = clock.start

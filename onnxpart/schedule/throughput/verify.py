@@ -1,7 +1,7 @@
 """Running throughput pieces on the inputs of a batch, and ``--verify`` for them.
 
 **The batch axis.** The throughput costs take one of the batch's ``L`` inputs to be one run of the model
-at its costed shape (:meth:`~onnxpart.schedule.model.Instance.time_batch` scales an op's per-input time
+at its costed shape (:meth:`~onnxpart.schedule.common.instance.Instance.time_batch` scales an op's per-input time
 by the slice size, or reads it off a device's measured batch curve), so input ``l`` is what one run of
 the model takes. Which axis carries it follows the
 usual convention, axis 0 of every graph input (:func:`batch_axis`):
@@ -134,4 +134,3 @@ def verify_pieces(loaded, runs: Sequence[tuple[Path, Mapping[str, Any]]], *, axi
                                                 f"along {axis.dim}, the rest once per input" if axis.dim else
                                                 "every piece ran once per input of its slice"))
     return report
-

@@ -79,5 +79,5 @@ def test_both_objectives_run_this_search(method, monkeypatch):
     start = throughput_heuristics.met(inst, 2).schedule.splits
     getattr(throughput_heuristics, run)(inst, 2, start, iterations=20, seed=1)
     assert [name for name, _ in calls] == [method, method]
-    assert calls[0][1] == [2] * 4 and calls[1][1] == [len(s) for s in
-                                                     throughput_heuristics.op_splits(inst, 2)]
+    splits = throughput_heuristics.op_splits(inst, 2)
+    assert calls[0][1] == [2] * 4 and calls[1][1] == [len(s) for s in splits]

@@ -1,4 +1,4 @@
-"""Barrier cuts and their DP bound (onnxpart/schedule/barrier.py): the cuts found are the channels'
+"""Barrier cuts and their DP bound (onnxpart/schedule/latency/barrier.py): the cuts found are the channels'
 receivers, the bound is never above the brute-force optimum, and on a two-channel stack whose
 transfers make offloading useless it proves more than the whole-graph bounds."""
 

@@ -13,7 +13,6 @@ from onnxpart.schedule.latency.simulator import InfeasibleMapping, Schedule, sim
 from tests.conftest import FIXTURES
 
 
-
 def test_simulate_rejects_infeasible_mappings():
     inst = Instance([[1, math.inf], [1, 1]], [(0, 1, 1.0)], mem=[3, 3], capacity=[5, 5], latency=1, bandwidth=1)
     with pytest.raises(InfeasibleMapping, match="op0 cannot run on d1"):

@@ -1,4 +1,4 @@
-"""The device-aware heads and tails and Carlier's lead + busy + trail rows (:mod:`onnxpart.schedule.bounds`,
+"""The device-aware heads and tails and Carlier's lead + busy + trail rows (:mod:`onnxpart.schedule.latency.bounds`,
 used by the path LP, CP-SAT and the MILP): they hold in every schedule, the bounds built on them never
 exceed the brute-force optimum — with pinned ops, as in SPLIT's (entry, exit) modules, where they
 matter — and on a round trip through a second device the Carlier row is what makes the path LP exact."""

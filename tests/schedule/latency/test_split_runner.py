@@ -22,7 +22,6 @@ from tests.conftest import FIXTURES
 from tests.schedule.helpers import budgets_not_clock, chain_of_modules
 
 
-
 def stacked_model(path, modules: int = 3, branches: int = 4, width: int = 128) -> None:
     """``modules`` modules in a row, each a Relu feeding ``branches`` parallel MatMuls summed: each Relu and
     Sum is a cut op, so SPLIT has a module per Relu → Sum to solve for every (entry, exit) device pair, and
@@ -54,7 +53,8 @@ def test_one_or_two_workers_give_the_same_manifest(tmp_path, monkeypatch, system
     manifests = []
     for workers in (1, 2):
         out = tmp_path / f"w{workers}"
-        result = CliRunner().invoke(app, ["schedule", str(model), "--system", str(FIXTURES / "systems" / f"{system}.yaml"), "-o", str(out),
+        system_file = FIXTURES / "systems" / f"{system}.yaml"
+        result = CliRunner().invoke(app, ["schedule", str(model), "--system", str(system_file), "-o", str(out),
                                           "--method", "split", "--workers", str(workers), "--time-limit",
                                           str(limit), "--seed", "4"])
         assert result.exit_code == 0, result.output

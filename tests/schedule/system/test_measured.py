@@ -1,5 +1,5 @@
 """Measured costs per batch size: the system file's ``costs: {B: file}``, the interpolation rule of
-:mod:`onnxpart.schedule.batch_curve`, the batch-1 time for latency, per-batch slice times for throughput
+:mod:`onnxpart.schedule.system.batch_curve`, the batch-1 time for latency, per-batch slice times for throughput
 (and in ``--check-certificate``), the errors for a bad costs entry, and ``annotate --batch``."""
 
 from __future__ import annotations

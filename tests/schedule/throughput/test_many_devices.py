@@ -1,4 +1,4 @@
-"""The throughput objective on systems with many devices (:func:`onnxpart.schedule.batch.split_family`):
+"""The throughput objective on systems with many devices (:func:`onnxpart.schedule.throughput.model.split_family`):
 the 6-node × 4-GPU system's splits are listed without enumerating its 10^15 products, in canonical order
 on each node, with the even data-parallel splits; the load LP stays a proven bound when the heuristics'
 families are canonical or cut at MAX_SPLITS; CP-SAT keeps every size; the baselines stop at their time
@@ -14,7 +14,6 @@ from onnxpart.schedule import Instance, Options, from_graph, load_system, solve
 from onnxpart.schedule.throughput import bounds, exact, heuristics, model, simulator
 from tests.conftest import FIXTURES
 from tests.schedule.throughput.test_solve import BATCH, CASES, TOL, _brute, _case
-
 
 
 @pytest.fixture(scope="module")

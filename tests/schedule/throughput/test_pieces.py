@@ -74,8 +74,8 @@ def test_data_parallelism_gives_one_piece_per_lane():
     inst = Instance(np.ones((3, 2)), [(0, 1, 1.0), (1, 2, 1.0)], latency=0.0, bandwidth=1.0,
                     batch_sizes=[(2,), (2,)])
     sched = simulator.simulate(inst, [(2, 2)] * 3)
-    assert [(p.device, p.ops, p.inputs) for p in pieces.pieces(inst, sched)] == [(0, (0, 1, 2), (0, 2)),
-                                                                          (1, (0, 1, 2), (2, 4))]
+    found = [(p.device, p.ops, p.inputs) for p in pieces.pieces(inst, sched)]
+    assert found == [(0, (0, 1, 2), (0, 2)), (1, (0, 1, 2), (2, 4))]
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -86,10 +86,12 @@ def test_bounds_below_and_heuristics_above(solved):
     relaxed = bounds.load_lp(inst, BATCH)
     for lb in (bounds.critical_path_bound(inst, BATCH), relaxed.bound):
         assert lb.value <= opt + TOL, lb.method
-    results = [heuristics.met(inst, BATCH), heuristics.greedy(inst, BATCH), heuristics.heft(inst, BATCH), heuristics.uniform(inst, BATCH),
+    results = [heuristics.met(inst, BATCH), heuristics.greedy(inst, BATCH), heuristics.heft(inst, BATCH),
+               heuristics.uniform(inst, BATCH),
                HeuristicResult("lp-rounded", relaxed.rounded, 0.0)]
     init = results[0].schedule.splits
-    results += [heuristics.simulated_annealing(inst, BATCH, init, iterations=100, seed=1), heuristics.one_plus_one_ea(inst, BATCH, init, iterations=100, seed=1)]
+    results += [heuristics.simulated_annealing(inst, BATCH, init, iterations=100, seed=1),
+                heuristics.one_plus_one_ea(inst, BATCH, init, iterations=100, seed=1)]
     for r in results:
         assert not simulator.validate(inst, r.schedule), r.method
         assert r.schedule.makespan >= opt - TOL, r.method
@@ -159,10 +161,11 @@ def test_slice_transfers_are_what_validate_batch_charges():
     inst = Instance(np.ones((2, 2)), [(0, 1, 2.0)], latency=1.0, bandwidth=2.0, batch_sizes=[(2, 4), (2, 4)])
     sched = simulator.simulate(inst, [(4, 0), (2, 2)])
     moved = simulator.slice_transfers(inst, sched)
-    assert moved == [simulator.SliceTransfer(0, (0, 0), (1, 1), (2, 4), 4.0, sched.end[(0, 0)], sched.end[(0, 0)] + 3.0)]
+    end = sched.end[(0, 0)]
+    assert moved == [simulator.SliceTransfer(0, (0, 0), (1, 1), (2, 4), 4.0, end, end + 3.0)]
     assert sched.start[(1, 1)] == moved[0].end and simulator.validate(inst, sched) == []
     early = simulator.BatchSchedule(sched.batch, sched.splits, {**sched.start, (1, 1): moved[0].end - 0.5},
-                            {**sched.end, (1, 1): sched.end[(1, 1)] - 0.5})
+                                    {**sched.end, (1, 1): sched.end[(1, 1)] - 0.5})
     assert any("before its inputs arrive" in p for p in simulator.validate(inst, early))
 
 
