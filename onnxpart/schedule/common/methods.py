@@ -1,9 +1,10 @@
 """The method registry and the run that every schedule objective drives the same way.
 
-Each objective's package (:mod:`onnxpart.schedule.latency`, :mod:`onnxpart.schedule.throughput`) lists its
-methods in one table of :class:`Method` — name, kind, the function that runs it, its weight in the time
-budget and a line of help — so adding a heuristic is one function and one line there; ``--method``,
-``--compare``, the help text and the certificate's ``methods`` follow from the table.
+Both objectives offer the methods of :data:`CATALOGUE` (name, kind, a line of help); each objective's
+package (:mod:`onnxpart.schedule.latency`, :mod:`onnxpart.schedule.throughput`) makes its table of
+:class:`Method` from it with :func:`registry` — the function that runs each and the weight of each kind
+in the time budget — so adding a method is one function per objective and one catalogue line;
+``--method``, ``--compare`` and the certificate's ``methods`` follow from the tables.
 
 A :class:`Run` is one solve's bookkeeping: the :class:`~.budget.Budget`, every method's
 :class:`~.solution.MethodResult`, the schedules found — each checked by the objective's independent
@@ -44,9 +45,25 @@ class Method:
     help: str
 
 
-def registry(*methods: Method) -> dict[str, Method]:
-    """The table of an objective's methods, by name, in their tie-break order."""
-    return {m.name: m for m in methods}
+#: The methods both objectives offer, in tie-break order (the earlier of two equal schedules is returned),
+#: with their kind and a line of help.
+CATALOGUE: dict[str, tuple[str, str]] = {
+    "met": (HEURISTIC, "MET: each op on its fastest device (batch: its best split)"),
+    "greedy": (HEURISTIC, "Greedy: each op, in BFS order, where it finishes first"),
+    "heft": (HEURISTIC, "HEFT: by upward rank, the earliest finish with insertion"),
+    "sa": (SEARCH, "simulated annealing over mappings (batch: splits)"),
+    "ea": (SEARCH, "the biased (1+1) evolutionary algorithm"),
+    "exact": (EXACT, "the same as cpsat"),
+    "milp": (EXACT, "the thesis MILP on HiGHS (batch: cpsat)"),
+    "cpsat": (EXACT, "CP-SAT"),
+    "split": (EXACT, "MILP-SPLIT: modules solved apart and joined"),
+}
+
+
+def registry(runs: dict[str, Callable[[str, "Context", float], None]], weights: dict[str, float]) -> dict[str, Method]:
+    """An objective's table: every method of :data:`CATALOGUE`, in its order, run by ``runs[name]`` with the
+    weight of its kind."""
+    return {name: Method(name, kind, runs[name], weights[kind], text) for name, (kind, text) in CATALOGUE.items()}
 
 
 @dataclass

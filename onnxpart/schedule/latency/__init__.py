@@ -74,18 +74,10 @@ def _split(name: str, context: Context, seconds: float) -> None:
 
 CONSTRUCTIVE = {"met": heuristics.met, "greedy": heuristics.greedy, "heft": heuristics.heft}
 
-#: Every latency method, in tie-break order (the earlier of two equal schedules is returned).
-METHODS: dict[str, Method] = registry(
-    Method("met", HEURISTIC, _constructive, 0, "each op on its fastest device (MET)"),
-    Method("greedy", HEURISTIC, _constructive, 0, "each op, in BFS order, where it finishes first"),
-    Method("heft", HEURISTIC, _constructive, 0, "HEFT: by upward rank, insertion-based earliest finish"),
-    Method("sa", SEARCH, _search, 1, "simulated annealing over mappings"),
-    Method("ea", SEARCH, _search, 1, "biased (1+1) evolutionary algorithm"),
-    Method("exact", EXACT, _solver, 1, "the same as cpsat"),
-    Method("milp", EXACT, _solver, 1, "the thesis MILP on HiGHS"),
-    Method("cpsat", EXACT, _solver, 1, "CP-SAT"),
-    Method("split", EXACT, _split, 1, "MILP-SPLIT: modules solved apart and joined"),
-)
+#: Every latency method (:data:`onnxpart.schedule.common.methods.CATALOGUE`), run by its function here.
+METHODS: dict[str, Method] = registry(dict(met=_constructive, greedy=_constructive, heft=_constructive, sa=_search,
+                                           ea=_search, exact=_solver, milp=_solver, cpsat=_solver, split=_split),
+                                      {HEURISTIC: 0, SEARCH: 1, EXACT: 1})  # constructive: milliseconds, no share
 
 
 def solve(instance: Instance, options, board: Board | None = None) -> Solution:

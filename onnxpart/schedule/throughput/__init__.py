@@ -62,18 +62,10 @@ def _split(name: str, context: Context, seconds: float) -> None:
 
 CONSTRUCTIVE = {"met": heuristics.met, "greedy": heuristics.greedy, "heft": heuristics.heft}
 
-#: Every throughput method, in tie-break order (the same names as latency's).
-METHODS: dict[str, Method] = registry(
-    Method("met", HEURISTIC, _constructive, 1, "each op on its best batch–device combination (bMET)"),
-    Method("greedy", HEURISTIC, _constructive, 1, "each op, in BFS order, on the split that finishes first"),
-    Method("heft", HEURISTIC, _constructive, 1, "bHEFT: by upward rank, insertion-based earliest finish"),
-    Method("sa", SEARCH, _search, 1, "simulated annealing over splits"),
-    Method("ea", SEARCH, _search, 1, "biased (1+1) evolutionary algorithm over splits"),
-    Method("exact", EXACT, _solver, 1, "CP-SAT with the batch variables"),
-    Method("milp", EXACT, _solver, 1, "the same as exact"),
-    Method("cpsat", EXACT, _solver, 1, "the same as exact"),
-    Method("split", EXACT, _split, 1, "MILP-SPLIT: modules whole-batch in sequence"),
-)
+#: Every throughput method (:data:`onnxpart.schedule.common.methods.CATALOGUE`), run by its function here.
+METHODS: dict[str, Method] = registry(dict(met=_constructive, greedy=_constructive, heft=_constructive, sa=_search,
+                                           ea=_search, exact=_solver, milp=_solver, cpsat=_solver, split=_split),
+                                      {HEURISTIC: 1, SEARCH: 1, EXACT: 1})  # the baselines share their own phase
 
 
 def solve(instance: Instance, options, board: Board | None = None) -> Solution:

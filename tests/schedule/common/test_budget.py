@@ -7,7 +7,7 @@ import pytest
 
 from onnxpart.board import Board
 from onnxpart.schedule.common import budget
-from onnxpart.schedule.common.methods import EXACT, HEURISTIC, SEARCH, Context, Method, Run, registry, run_methods
+from onnxpart.schedule.common.methods import EXACT, HEURISTIC, SEARCH, Context, Method, Run, run_methods
 
 
 class FakeClock:
@@ -58,8 +58,9 @@ def test_run_methods_gives_each_weighted_method_its_share_and_the_rest_no_limit(
             clock.t += spent
         return run
 
-    table = registry(Method("quick", HEURISTIC, record(0.0), 0, ""), Method("sa", SEARCH, record(1.0), 1, ""),
-                     Method("big", EXACT, record(1.0), 2, ""), Method("last", EXACT, record(0.0), 1, ""))
+    methods = [Method("quick", HEURISTIC, record(0.0), 0, ""), Method("sa", SEARCH, record(1.0), 1, ""),
+               Method("big", EXACT, record(1.0), 2, ""), Method("last", EXACT, record(0.0), 1, "")]
+    table = {m.name: m for m in methods}
     phases = []
     run = Run(budget.Budget(8.0), Board(lambda progress: phases.append(progress.phase)), lambda s: [], "schedule")
     run_methods(Context(None, None, run, lambda inst: None), table, ["quick", "sa", "big", "last"], run.budget)

@@ -1,5 +1,5 @@
-"""The method registry (:mod:`onnxpart.schedule.common.methods`): both objectives offer the same methods,
-the command's help names each, and a method added to a table is run and reported by ``solve``."""
+"""The method registry (:mod:`onnxpart.schedule.common.methods`): both objectives offer the catalogue's
+methods, the command's help names each, and a method added to a table is run and reported by ``solve``."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ import numpy as np
 
 import onnxpart.schedule as schedule
 from onnxpart.schedule import Instance, Options, latency, solve, throughput
-from onnxpart.schedule.common.methods import HEURISTIC, Method, registry
+from onnxpart.schedule.common.methods import CATALOGUE, HEURISTIC, Method
 from onnxpart.schedule.latency import heuristics
 
 
-def test_both_objectives_offer_the_same_methods_of_the_same_kinds_in_the_same_order():
-    assert list(latency.METHODS) == list(throughput.METHODS) == list(schedule.METHODS)
+def test_both_objectives_offer_the_catalogue_in_its_order_each_with_its_own_functions():
+    assert list(latency.METHODS) == list(throughput.METHODS) == list(schedule.METHODS) == list(CATALOGUE)
     assert [m.kind for m in latency.METHODS.values()] == [m.kind for m in throughput.METHODS.values()]
+    assert all(latency.METHODS[m].run is not throughput.METHODS[m].run for m in CATALOGUE)
 
 
 def test_the_help_names_every_registered_method():
@@ -30,7 +31,7 @@ def test_a_method_added_to_the_table_is_run_and_reported(monkeypatch):
         sched = latency.simulator.simulate(context.instance, [1] * context.instance.n)
         context.run.keep(name, sched, "ok", 0.0, note="all on device 1")
 
-    table = registry(*latency.METHODS.values(), Method("one", HEURISTIC, everything_on_device_1, 0, "one device"))
+    table = {**latency.METHODS, "one": Method("one", HEURISTIC, everything_on_device_1, 0, "one device")}
     monkeypatch.setattr(latency, "METHODS", table)
     monkeypatch.setattr(schedule, "METHODS", tuple(table))
     inst = Instance(np.array([[1.0, 1.5], [1.5, 1.0]]), [(0, 1, 1.0)], latency=10.0, bandwidth=1.0)
