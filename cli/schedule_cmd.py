@@ -5,7 +5,6 @@ progress and prints the result."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -86,7 +85,7 @@ def schedule(
     out = OutputDir(output, force=force, clean=clean,
                     reads=run_reads(model, loaded, costs=costs, device=device, system=inst.system))
     options = Options(methods=methods, objective=objective, batch=batch, time_limit=time_limit, seed=seed,
-                      iterations=iterations, workers=workers or os.cpu_count() or 1)
+                      iterations=iterations, workers=workers)
     solution, sched = _solve(package, inst, options, max_pieces, as_json)
 
     from onnxpart.loading import weight_policy

@@ -17,7 +17,8 @@ its package (``solve``, ``METHODS``, ``pieces``, ``emit``, ``check``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 
 from onnxpart.board import Board
 from onnxpart.errors import UserError
@@ -43,7 +44,7 @@ class Options:
     time_limit: float = 10.0  # total seconds: the searches (SA/EA) and the exact methods share them
     seed: int = 0
     iterations: int = 2000  # SA / EA fitness evaluations
-    workers: int = 1  # CP-SAT threads of a whole-graph solve; SPLIT's processes (one module solve each)
+    workers: int = 0  # CP-SAT threads of a whole-graph solve; SPLIT's processes; 0 = one per core
     lp_bound: bool = True  # the load LP among the simple bounds
     batch: int = 1  # throughput: inputs per batch (L), split into slices over the devices
 
@@ -66,4 +67,5 @@ def solve(instance: Instance, options: Options = Options(), board: Board | None 
     proven lower bound. ``options.time_limit`` is the whole run's wall clock; ``board``
     (:class:`onnxpart.board.Board`) hears every improved schedule (``offer``) and every finished bound
     (``add``), which is what the command's progress bar shows."""
+    options = replace(options, workers=options.workers or os.cpu_count() or 1)
     return OBJECTIVES[options.objective].solve(instance, options, board)

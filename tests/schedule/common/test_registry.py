@@ -3,6 +3,7 @@ methods, the command's help names each, and a method added to a table is run and
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -38,3 +39,13 @@ def test_a_method_added_to_the_table_is_run_and_reported(monkeypatch):
     sol = solve(inst, Options(methods=("met", "one"), time_limit=5.0))
     assert [r.method for r in sol.results] == ["met", "one"] and sol.results[1].note == "all on device 1"
     assert sol.method == "one" and sol.makespan == 2.5 < heuristics.met(inst).schedule.makespan  # MET pays the link
+
+
+def test_workers_default_to_one_per_core(monkeypatch):
+    """``Options.workers`` 0 (the default, as ``--workers``) is one per core, resolved in one place."""
+    seen = []
+    monkeypatch.setattr(latency, "solve", lambda inst, options, board=None: seen.append(options.workers))
+    inst = Instance(np.ones((1, 1)), [])
+    solve(inst, Options(methods=("met",)))
+    solve(inst, Options(methods=("met",), workers=3))
+    assert Options().workers == 0 and seen == [os.cpu_count() or 1, 3]
