@@ -20,6 +20,8 @@ from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, Cost
 from onnxpart.errors import UserError
 from onnxpart.units import BATCH, format_bytes, format_seconds
 
+#: The registry's methods (:data:`onnxpart.schedule.common.methods.CATALOGUE`), written out: importing the
+#: solvers to build it would slow every command's start; tests/schedule/common/test_registry.py keeps it in step.
 METHOD_HELP = ("Methods to run (comma-separated): heft, met, greedy, sa, ea (baselines), exact/cpsat (CP-SAT), "
                "milp (HiGHS), split (MILP-SPLIT).")
 

@@ -60,7 +60,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
 }
 
 
-def registry(runs: dict[str, Callable[[str, "Context", float], None]], weights: dict[str, float]) -> dict[str, Method]:
+def registry(runs: dict[str, Callable[[str, "Context", float], None]],
+             weights: dict[str, float]) -> dict[str, Method]:
     """An objective's table: every method of :data:`CATALOGUE`, in its order, run by ``runs[name]`` with the
     weight of its kind."""
     return {name: Method(name, kind, runs[name], weights[kind], text) for name, (kind, text) in CATALOGUE.items()}
