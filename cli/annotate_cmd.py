@@ -67,10 +67,10 @@ def annotate(
 
 
 def _batch_dims(model: Path, dim: list[str], batch: int) -> list[str]:
-    """``--dim`` with the model's batch dim (:func:`onnxpart.schedule.batch_run.batch_dim`: the symbolic dim
+    """``--dim`` with the model's batch dim (:func:`onnxpart.schedule.throughput.verify.batch_dim`: the symbolic dim
     on axis 0 of every graph input) set to ``batch`` × its rows per input (its ``--dim`` value, default 1)."""
     from onnxpart.onnx_io import parse_dims, read_model
-    from onnxpart.schedule.batch_run import batch_dim
+    from onnxpart.schedule.throughput.verify import batch_dim
 
     name = batch_dim(read_model(model).model)
     if name is None:

@@ -5,9 +5,8 @@ progress and prints the result."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
@@ -21,6 +20,8 @@ from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, Cost
 from onnxpart.errors import UserError
 from onnxpart.units import BATCH, format_bytes, format_seconds
 
+#: The registry's methods (:data:`onnxpart.schedule.common.methods.CATALOGUE`), written out: importing the
+#: solvers to build it would slow every command's start; tests/schedule/common/test_registry.py keeps it in step.
 METHOD_HELP = ("Methods to run (comma-separated): heft, met, greedy, sa, ea (baselines), exact/cpsat (CP-SAT), "
                "milp (HiGHS), split (MILP-SPLIT).")
 
@@ -61,7 +62,7 @@ def schedule(
     five baselines), with proven lower bounds and runnable per-device pieces; or maximize a batch's
     throughput, with pieces per slice of the batch."""
     from onnxpart.readers import check_format
-    from onnxpart.schedule import METHODS, Options
+    from onnxpart.schedule import METHODS, OBJECTIVES, Options
 
     methods = METHODS if compare else _methods(method)
     limit = gap_limit(max_gap)
@@ -73,12 +74,12 @@ def schedule(
                                 input_shape=input_shape, coarsen=coarsen, dim=dim, force_shape=force_shape)
     model_sha = loaded.sha256 if loaded is not None else graph.model_sha256
     if check_certificate is not None:
-        _check(inst, graph, check_certificate, model_sha, lambda: _batch_axis(loaded, freeze_dims), loaded is not None,
-               as_json)
+        _check(inst, graph, check_certificate, model_sha, loaded, freeze_dims, as_json)
         return
     if verify and loaded is None:
         raise UserError("--verify needs an ONNX model (graph-only input has nothing to run)")
-    axis = _batch_axis(loaded, freeze_dims) if objective == "throughput" else None
+    package = OBJECTIVES[objective]
+    axis = package.emit.pieces_axis(loaded, freeze_dims)
 
     from onnxpart.files import OutputDir
     from onnxpart.output_guard import run_reads
@@ -86,19 +87,16 @@ def schedule(
     out = OutputDir(output, force=force, clean=clean,
                     reads=run_reads(model, loaded, costs=costs, device=device, system=inst.system))
     options = Options(methods=methods, objective=objective, batch=batch, time_limit=time_limit, seed=seed,
-                      iterations=iterations, workers=workers or os.cpu_count() or 1)
-    solution, sched = _solve(inst, options, max_pieces, as_json)
+                      iterations=iterations, workers=workers)
+    solution, sched = _solve(package, inst, options, max_pieces, as_json)
 
     from onnxpart.loading import weight_policy
 
     policy = weight_policy(loaded, external_data_threshold) if loaded is not None else None
-    check = dict(verify=verify, seed=seed, tolerance=verify_tol, freeze=freeze_dims)
+    check = dict(verify=verify, seed=seed, tolerance=verify_tol, freeze=freeze_dims, axis=axis)
     recorded = {"methods": list(methods), "time_limit": time_limit, "seed": seed, "iterations": iterations,
                 "max_pieces": max_pieces, "system": str(system), "objective": objective, "batch": batch}
-    source = (str(model), model_sha)
-    summary = (_write(out, solution, sched, graph, loaded, source, recorded, policy, check)
-               if objective == "latency" else
-               _write_throughput(out, solution, sched, graph, loaded, source, recorded, policy, {**check, "axis": axis}))
+    summary = _write(package, out, solution, sched, graph, loaded, (str(model), model_sha), recorded, policy, check)
     if as_json:
         print_json(summary)
     else:
@@ -114,14 +112,6 @@ def _check_objective(objective: str, batch: int) -> None:
         raise UserError("--batch is for --objective throughput")
 
 
-def _batch_axis(loaded, freeze: bool):
-    """Throughput: the axis the pieces slice (:func:`onnxpart.schedule.batch_run.batch_axis`; exit 2 when
-    the model has none), None for graph-only input (no pieces are written)."""
-    from onnxpart.schedule.batch_run import batch_axis
-
-    return batch_axis(loaded, freeze) if loaded is not None else None
-
-
 def _methods(text: str) -> tuple[str, ...]:
     from onnxpart.schedule import METHODS
 
@@ -132,7 +122,8 @@ def _load(model: Path, system_path: Path, graph_format: str, *, costs, cost, dev
           force_shape=False):
     """-> (Instance, OpGraph, LoadedModel or None for graph-only input). The system file is read first,
     so a bad one is reported before any costing."""
-    from onnxpart.schedule.model import from_graph, load_system, recorded_cost_fn, table_cost_fn
+    from onnxpart.schedule import from_graph, load_system
+    from onnxpart.schedule.system.costs import recorded_cost_fn, table_cost_fn
 
     system = load_system(str(system_path))
     loaded = load_costed(model, fmt=graph_format, input_shape=input_shape, coarsen=coarsen, costs=costs, cost=cost,
@@ -142,99 +133,53 @@ def _load(model: Path, system_path: Path, graph_format: str, *, costs, cost, dev
     return from_graph(graph, system, cost_fn), graph, loaded.model
 
 
-def _solve(inst, options, max_pieces: Optional[int], quiet: bool):
-    """Solve with the live bar; -> (Solution, the emitted schedule: for latency canonical; merged to
-    --max-pieces, by :mod:`onnxpart.schedule.pieces` or, for throughput, :mod:`onnxpart.schedule.batch_pieces`)."""
+def _solve(package, inst, options, max_pieces: Optional[int], quiet: bool):
+    """Solve with the live bar; -> (Solution, the schedule to write: the objective package's
+    ``pieces.emitted_schedule``, merged to --max-pieces when given)."""
     from onnxpart.board import Board
-    from onnxpart.schedule import batch_pieces, pieces, solve
+    from onnxpart.schedule import solve
 
     with progress_bar(options.time_limit, lambda value, _: format_seconds(value), disable=quiet) as on_progress:
         solution = solve(inst, options, Board(on_progress))
-    throughput = options.objective == "throughput"
-    sched = solution.schedule if throughput else pieces.canonical(inst, solution.schedule)
-    if max_pieces is not None:
-        sched = (batch_pieces if throughput else pieces).merge(inst, sched, max_pieces)
-    return solution, sched
+    return solution, package.pieces.emitted_schedule(inst, solution.schedule, max_pieces)
 
 
-def _write(out, solution, sched, graph, loaded, source: tuple[str, Optional[str]], recorded: dict, policy,
+def _write(package, out, solution, sched, graph, loaded, source: tuple[str, Optional[str]], recorded: dict, policy,
            check: dict) -> dict:
-    """Pieces, annotated model, Gantt chart (ONNX input only), manifest and certificate into ``out``; with
-    ``check["verify"]`` the pieces are run against the original first, and a mismatch writes nothing."""
+    """Pieces, annotated model, Gantt chart (ONNX input only), manifest and certificate into ``out``, each
+    made by the objective's ``package.emit``; with ``check["verify"]`` the pieces are run against the
+    original first, and a mismatch writes nothing."""
     from onnxpart.files import write_json
-    from onnxpart.schedule import emit
-    from onnxpart.schedule.pieces import later_reads, piece_of, pieces
 
-    inst = solution.instance
-    parts = pieces(sched.mapping, sched.order)
-    bad = later_reads(inst, piece_of(inst, parts))
-    if bad:  # a bug: the order is topological
-        raise AssertionError(f"piece graph has a cycle: {bad[0]}")
+    inst, emit = solution.instance, package.emit
+    parts = package.pieces.checked_pieces(inst, sched)
     report, files = None, {}
     with out:
         if loaded is not None:
-            annotated = emit.annotated_model(loaded.model, graph, inst, sched)
+            annotated = emit.annotated_model(loaded, graph, inst, sched, check["axis"])
             files = _write_models(out, inst, parts, emit.piece_models, annotated, graph, loaded, policy,
                                   check["freeze"])
-        manifest = emit.manifest(solution, sched, parts, graph, source[0], source[1], files)
+        manifest = emit.manifest(solution, sched, parts, graph, source[0], source[1], files, check["axis"])
         if loaded is not None:
-            _write_gantt(out, manifest, f"{graph.name}: makespan {format_seconds(sched.makespan)}")
+            _write_gantt(out, manifest, emit.gantt_title(graph, sched))
         cert = emit.certificate(solution, sched, source[1], recorded)
         if check["verify"]:
-            report = verify_written(out, loaded, manifest["pieces"], check, "pieces")
+            report = verify_written(out, loaded, manifest["pieces"], check, "pieces",
+                                    emit.piece_runner(check["axis"], sched))
             cert.details["verify"] = report.to_dict()
         write_json(out.path("manifest.json"), manifest)
         write_json(out.path("certificate.json"), cert.to_dict())
     return result(out.target, manifest, cert.to_dict(), report.to_dict() if report is not None else None,
-                  makespan=sched.makespan, method=solution.method, pieces=len(parts))
-
-
-def _write_throughput(out, solution, sched, graph, loaded, source: tuple[str, Optional[str]], recorded: dict,
-                      policy, check: dict) -> dict:
-    """Pieces and ``annotated.onnx`` (ONNX input; :mod:`onnxpart.schedule.batch_pieces`), ``gantt.png``,
-    ``manifest.json`` and ``certificate.json`` of a batched schedule (:mod:`onnxpart.schedule.emit_batch`); with
-    ``check["verify"]`` the pieces are run on the batch's inputs against the original first
-    (:func:`onnxpart.schedule.batch_run.verify_pieces`), and a mismatch writes nothing."""
-    import functools
-
-    from onnxpart.files import write_json
-    from onnxpart.schedule import batch_pieces, emit_batch
-    from onnxpart.schedule.batch_run import verify_pieces
-
-    inst = solution.instance
-    parts = batch_pieces.pieces(inst, sched)
-    bad = batch_pieces.later_reads(inst, sched, parts)
-    if bad:  # a bug: pieces only read earlier pieces by construction
-        raise AssertionError(f"piece graph has a cycle: {bad[0]}")
-    report, files = None, {}
-    with out:
-        if loaded is not None:
-            annotated = emit_batch.annotated_model(loaded, graph, inst, sched, check["axis"])
-            files = _write_models(out, inst, parts, emit_batch.piece_models, annotated, graph, loaded, policy,
-                                  check["freeze"])
-        manifest = emit_batch.manifest(solution, sched, parts, graph, source[0], source[1], files, check["axis"])
-        if loaded is not None:
-            _write_gantt(out, manifest, f"{graph.name}: batch of {sched.batch}, makespan "
-                                        f"{format_seconds(sched.makespan)}")
-        cert = emit_batch.certificate(solution, sched, source[1], recorded)
-        if check["verify"]:
-            run = functools.partial(verify_pieces, axis=check["axis"], batch=sched.batch)
-            report = verify_written(out, loaded, manifest["pieces"], check, "pieces", run)
-            cert.details["verify"] = report.to_dict()
-        write_json(out.path("manifest.json"), manifest)
-        write_json(out.path("certificate.json"), cert.to_dict())
-    return result(out.target, manifest, cert.to_dict(), report.to_dict() if report is not None else None,
-                  makespan=sched.makespan, throughput=sched.throughput, batch=sched.batch, method=solution.method,
-                  pieces=len(parts))
+                  **emit.summary(sched), method=solution.method, pieces=len(parts))
 
 
 def _write_gantt(out, manifest: dict, title: str) -> None:
-    """``gantt.png`` drawn from the manifest's ``ops[]`` and ``transfers[]`` (:func:`emit.gantt_png`)."""
+    """``gantt.png`` drawn from the manifest's ``ops[]`` and ``transfers[]`` (:func:`gantt_png`)."""
     from onnxpart.files import atomic_write_bytes
-    from onnxpart.schedule import emit
+    from onnxpart.schedule.common.gantt import gantt_png
 
     devices = [d["name"] for d in manifest["system"]["devices"]]
-    atomic_write_bytes(out.path("gantt.png"), emit.gantt_png(devices, manifest["ops"], manifest["transfers"], title))
+    atomic_write_bytes(out.path("gantt.png"), gantt_png(devices, manifest["ops"], manifest["transfers"], title))
 
 
 def _write_models(out, inst, parts, make, annotated, graph, loaded, policy, freeze: bool) -> dict[int, str]:
@@ -249,17 +194,17 @@ def _write_models(out, inst, parts, make, annotated, graph, loaded, policy, free
 
 
 def _write_pieces(out, inst, parts, make, graph, loaded, policy, freeze: bool) -> dict[int, str]:
-    """One file per piece (:func:`onnxpart.schedule.emit.piece_file`, ``.data`` beside it by ``policy``),
-    its model from ``make`` (latency's or throughput's ``piece_models``); -> {piece: file}."""
+    """One file per piece (:func:`onnxpart.schedule.common.emit.piece_file`, ``.data`` beside it by
+    ``policy``), its model from ``make`` (latency's or throughput's ``piece_models``); -> {piece: file}."""
     import functools
 
-    from onnxpart.schedule import emit
+    from onnxpart.schedule.common.emit import piece_file
     from onnxpart.writer import write_model
 
     files = {}
     declare = functools.partial(loaded.value_info, freeze=freeze)
     for index, piece in make(loaded.model, graph, parts, inst, declare).items():
-        files[index] = emit.piece_file(parts[index], inst)
+        files[index] = piece_file(parts[index], inst)
         write_model(piece, out.path(files[index]), policy)
     return files
 
@@ -281,11 +226,8 @@ def _print(summary: dict, compare: bool) -> None:
 def _device_table(manifest: dict) -> Table:
     """Per device: ops, busy time, busy share of the (batch) makespan, memory peak (3.7), capacity."""
     count = len(manifest["pieces"])
-    pieces = f"{count} piece{'s' if count != 1 else ''}"
-    if manifest["objective"] == "throughput":
-        title = f"{manifest['graph']}: batch of {manifest['batch']}, {pieces} ({manifest['method']})"
-    else:
-        title = f"{manifest['graph']}: {pieces} ({manifest['method']})"
+    batch = f"batch of {manifest['batch']}, " if "batch" in manifest else ""
+    title = f"{manifest['graph']}: {batch}{count} piece{'s' if count != 1 else ''} ({manifest['method']})"
     table = Table(title=title, title_justify="left")
     for column in ("device", "ops", "busy", "busy %", "memory peak", "capacity"):
         table.add_column(column, justify="left" if column == "device" else "right")
@@ -325,30 +267,26 @@ def _rate(value: float) -> str:
     return f"{value:,.0f}" if value >= 1000 else f"{value:.4g}"
 
 
-def _check(inst, graph, folder: Path, model_sha, axis: Callable[[], Any], onnx_input: bool, as_json: bool) -> None:
-    """Latency folders are re-simulated from the mapping and order; throughput folders validated slice
-    by slice; every field of both recomputed (the manifest's ``objective`` says which); ``axis()``
-    gives the throughput pieces' batch axis."""
-    from onnxpart.schedule.verify import check_batch_certificate, check_certificate
+def _check(inst, graph, folder: Path, model_sha, loaded, freeze: bool, as_json: bool) -> None:
+    """The folder's manifest says its objective; that objective's ``check`` re-simulates (latency) or
+    validates slice by slice (throughput) and recomputes every field (:mod:`onnxpart.schedule.latency.check`,
+    :mod:`onnxpart.schedule.throughput.check`)."""
+    from onnxpart.schedule import OBJECTIVES
 
     where = str(folder / "manifest.json")
 
+    def package(manifest):
+        return OBJECTIVES["throughput" if isinstance(manifest, dict) and manifest.get("objective") == "throughput"
+                          else "latency"]
+
     def check(manifest, cert):
-        if isinstance(manifest, dict) and manifest.get("objective") == "throughput":
-            checked = check_batch_certificate(inst, graph, manifest, cert, model_sha, where, onnx_input, axis)
-        else:
-            checked = check_certificate(inst, graph, manifest, cert, model_sha, where, onnx_input)
+        chosen = package(manifest)
+        axis = lambda: chosen.emit.pieces_axis(loaded, freeze)  # noqa: E731  (only for ONNX input)
+        checked = chosen.check.check_certificate(inst, graph, manifest, cert, model_sha, where, loaded is not None,
+                                                 axis)
         return checked.problems, {"upper_bound": checked.upper_bound, "objective": manifest["objective"]}
 
     def ok_line(facts: dict) -> str:
-        if facts["objective"] == "throughput":
-            return (f"certificate ok: batch makespan {format_seconds(facts['upper_bound'])} validated slice by "
-                    "slice from the manifest, every transfer, piece and device recomputed; every lower bound is "
-                    "at most it")
-        return (f"certificate ok: makespan {format_seconds(facts['upper_bound'])} re-simulated from the "
-                "manifest's mapping and order, every transfer, piece and device recomputed; every lower bound "
-                "is at most it")
+        return OBJECTIVES[facts["objective"]].check.ok_line(facts["upper_bound"])
 
     check_folder(folder, "manifest.json", check, ok_line, as_json, problem="schedule")
-
-

@@ -127,6 +127,12 @@ def _einsum_flops(equation: str, ins: Sequence[tuple[int, ...]]) -> float | None
     return 2.0 * float(math.prod(extent.values()))
 
 
+def roofline(flops: float, nbytes: float, device: DeviceSpec, dtype: str = "float32") -> float:
+    """Seconds of ``flops`` operations moving ``nbytes`` on ``device``: ``max(flops / peak[dtype],
+    bytes / memory_bandwidth)``, launch overhead not included (module docstring)."""
+    return max(flops / device.peak_for(dtype), nbytes / device.memory_bandwidth)
+
+
 def analytic_costs(graph: OpGraph, device: DeviceSpec) -> OpGraph:
     """Cost every op of ``graph`` on ``device`` with the roofline model; returns a new, costed graph."""
     work, flops, moved = [], [], []
@@ -138,7 +144,7 @@ def analytic_costs(graph: OpGraph, device: DeviceSpec) -> OpGraph:
             if not cost.known:
                 unknown[node.op_type] = unknown.get(node.op_type, 0) + 1
             dtype = next((graph.values[o].dtype for o in node.outputs if o in graph.values), "float32")
-            op_time += max(cost.flops / device.peak_for(dtype), cost.bytes / device.memory_bandwidth)
+            op_time += roofline(cost.flops, cost.bytes, device, dtype)
             op_time += device.op_overhead
             op_flops += cost.flops
             op_bytes += cost.bytes

@@ -34,7 +34,7 @@ def run_reads(model: Path, *models: Any, costs: Path | None = None, device: str 
     """Every path a command reads: ``model`` (an ONNX model, a graph file or a matrix program), the
     external-data files of each loaded model in ``models`` (:class:`onnxpart.onnx_io.LoadedModel` or
     None), ``costs``, ``device`` when it names a file (as :func:`onnxpart.cost_models.load_device` reads
-    it) and the ``system``'s files (:attr:`onnxpart.schedule.model.System.files`)."""
+    it) and the ``system``'s files (:attr:`onnxpart.schedule.system.model.System.files`)."""
     reads = [Path(model)]
     for loaded in models:
         if loaded is not None:

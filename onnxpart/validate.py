@@ -6,7 +6,7 @@ their pydantic schemas with one-line errors.
   whose aliases expand to more than :data:`~onnxpart.units.MAX_YAML_NODES` nodes (a "billion laughs"
   file is refused after reading a few of its lines).
 - :class:`Schema` is the base of every input file's schema (the schemas live beside their readers:
-  ``costs_io``, ``readers``, ``cost_models.device``, ``schedule.system_file``, ``tile.program``);
+  ``costs_io``, ``readers``, ``cost_models.device``, ``schedule.system.system_file``, ``tile.program``);
   :func:`number` makes the field type of a number checked against a :class:`~onnxpart.units.Range` by the
   one numeric parser of :mod:`onnxpart.units`.
 - :func:`validate` runs a schema and turns the first pydantic error into one :class:`UserError` naming the

@@ -161,7 +161,7 @@ def run(inst, objective: str, batch: int, limit: float, seed: int = 0) -> dict:
     """Every method with ``limit`` seconds each (exact and split run alone so their times are theirs)."""
     row: dict = {"n": inst.n, "methods": {}, "seconds": {}, "status": {}}
     try:
-        base = solve(inst, Options(methods=METHODS[:5], objective=objective, batch=batch, time_limit=limit,
+        base = solve(inst, Options(methods=METHODS[:5], objective=objective, batch=batch, time_limit=limit, workers=1,
                                    seed=seed, iterations=2000))
     except InfeasibleError as err:  # e.g. a batch whose activations overflow every device (3.7)
         return {**row, "bound": None, "best": None, "lb_ub": None, "infeasible": str(err)}
@@ -170,7 +170,7 @@ def run(inst, objective: str, batch: int, limit: float, seed: int = 0) -> dict:
     lbs = list(base.lower_bounds)
     for m in ("exact", "split"):
         # warm start from the constructive baselines (SA/EA's iterations are not repeated)
-        sol = solve(inst, Options(methods=("met", "greedy", "heft", m), objective=objective, batch=batch,
+        sol = solve(inst, Options(methods=("met", "greedy", "heft", m), objective=objective, batch=batch, workers=1,
                                   time_limit=limit, seed=seed))
         r = next(r for r in sol.results if r.method == m)
         row["methods"][m], row["seconds"][m], row["status"][m] = r.makespan, r.seconds, r.status
@@ -243,7 +243,7 @@ def main() -> None:
             # split_30: SPLIT with a thirtieth of the time (is it 30× faster to exact's answer?)
             for key, meth, secs in (("exact", "exact", limit), ("split", "split", limit),
                                     ("split_30", "split", limit / SPEEDUP)):
-                sol = solve(inst, Options(methods=("met", "greedy", "heft", meth), time_limit=secs))
+                sol = solve(inst, Options(methods=("met", "greedy", "heft", meth), time_limit=secs, workers=1))
                 r = next(r for r in sol.results if r.method == meth)
                 row[key] = (r.makespan, r.seconds, r.status)
             results["speedup"][f"{m}|{var}"] = row

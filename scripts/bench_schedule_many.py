@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))  # this checkout's onnxpart, not an installed one
 
 from onnxpart.onnx_io import load_graph  # noqa: E402
 from onnxpart.schedule import Options, from_graph, load_system, solve  # noqa: E402
-from onnxpart.schedule import batch as B  # noqa: E402
+from onnxpart.schedule.throughput import heuristics, model  # noqa: E402
 
 SYSTEM = ROOT / "fixtures" / "systems" / "multinode_6x4.yaml"
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
@@ -42,14 +42,14 @@ METHODS = ("met", "greedy", "heft", "sa", "ea", "cpsat")
 
 def run(inst, objective: str, batch: int, limit: float) -> dict:
     t0 = time.perf_counter()
-    sol = solve(inst, Options(methods=METHODS, objective=objective, batch=batch, time_limit=limit))
+    sol = solve(inst, Options(methods=METHODS, objective=objective, batch=batch, time_limit=limit, workers=1))
     row = {"wall": time.perf_counter() - t0, "methods": {r.method: (r.makespan, r.status) for r in sol.results}}
     proven = [(lb.value, lb.method) for lb in sol.lower_bounds if lb.value is not None and math.isfinite(lb.value)]
     row["bound"], row["bound_by"] = max(proven)
     row["best"] = sol.makespan
     if objective == "throughput":
-        row["family"] = len(B.split_family(inst, batch).splits)
-        dp = B.uniform(inst, batch).schedule
+        row["family"] = len(model.split_family(inst, batch).splits)
+        dp = heuristics.uniform(inst, batch).schedule
         row["methods"]["data parallel"] = (dp.makespan if dp else None, "ok" if dp else "failed")
     return row
 

@@ -1,10 +1,10 @@
 """Tiny instances and an independent brute force for the schedule tests.
 
 The brute force does not use the package's simulator or delay tables: it recomputes every transfer
-from the raw latency/bandwidth arrays with the semantics stated in onnxpart/schedule/model.py
+from the raw latency/bandwidth arrays with the semantics stated in onnxpart/schedule/common/instance.py
 (contention-free links, ``latency + bytes/bandwidth`` across devices, free on one device, static
 memory (3.7)) and takes the best append list schedule over all mappings × all topological orders —
-which is the optimum (see onnxpart/schedule/simulator.py).
+which is the optimum (see onnxpart/schedule/latency/simulator.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import math
 
 import numpy as np
 
-from onnxpart.schedule.model import Instance
+from onnxpart.schedule import Instance
+from onnxpart.schedule.common import budget
 
 
 def topological_orders(n: int, edges) -> list[tuple[int, ...]]:
@@ -97,3 +98,31 @@ def random_case(rng: np.random.Generator, n: int, k: int, p_edge: float = 0.4, i
 def instance(case) -> Instance:
     return Instance(case["time"], case["edges"], mem=case["mem"], capacity=case["capacity"],
                     latency=case["latency"], bandwidth=case["bandwidth"])
+
+
+def chain_of_modules(rng: np.random.Generator, modules: int, size: int, k: int) -> Instance:
+    """Random single-entry single-exit modules joined op to op (1-channel modules)."""
+    edges, n = [], 1  # op 0 is the input op
+    entry = 0
+    for _ in range(modules):
+        ops = list(range(n, n + size))
+        exit_ = n + size
+        for a in ops:
+            edges.append((entry, a, float(rng.integers(1, 5))))
+            edges.append((a, exit_, float(rng.integers(1, 5))))
+        for a in ops:
+            for b in ops:
+                if a < b and rng.random() < 0.4:
+                    edges.append((a, b, float(rng.integers(1, 5))))
+        entry, n = exit_, exit_ + 1
+    time = rng.integers(1, 9, size=(n, k)).astype(float)
+    return Instance(time, edges, latency=0.5, bandwidth=2.0)
+
+
+def budgets_not_clock(monkeypatch, time_limit: float, factor: float = 50.0) -> float:
+    """A time limit ``factor`` times ``time_limit`` with CP-SAT's deterministic seconds per wall second
+    (:data:`onnxpart.schedule.common.budget.DET_PER_SECOND`) divided by ``factor``: SPLIT's deterministic
+    budgets are those of ``time_limit``, and its wall-clock deadlines ``factor`` times further away, so the
+    budgets — not the machine's load — end every module solve (the answer is reproducible)."""
+    monkeypatch.setattr(budget, "DET_PER_SECOND", budget.DET_PER_SECOND / factor)
+    return time_limit * factor

@@ -1,0 +1,101 @@
+"""The latency objective (Ghannane 2023): map every op onto one device of a heterogeneous system and
+order it, minimizing the makespan of one input, with a certified lower bound.
+
+:func:`solve` runs the chosen methods of :data:`METHODS` — the thesis's baselines (MET, Greedy, HEFT,
+SA, biased (1+1) EA; :mod:`.heuristics`), the exact models (thesis MILP on HiGHS, CP-SAT; :mod:`.exact`)
+and MILP-SPLIT (:mod:`.split`; :mod:`.chain_split` over multi-channel modules) — warm-starting each
+exact solve from the best schedule so far, checks every answer with the independent validator
+(:func:`.simulator.validate`), and gathers the proven lower bounds (:mod:`.bounds`). Pure: no files, no
+terminal. The answer becomes files through :mod:`.pieces` and :mod:`.emit`; :mod:`.check` re-checks them.
+"""
+
+from __future__ import annotations
+
+from onnxpart.board import Board
+from onnxpart.certificate import LowerBound
+from onnxpart.schedule.common.budget import Budget
+from onnxpart.schedule.common.instance import Instance
+from onnxpart.schedule.common.methods import (EXACT, HEURISTIC, SEARCH, Context, Method, Run, chosen, registry,
+                                              run_methods)
+from onnxpart.schedule.common.solution import Solution
+# check, emit, pieces: the answer as files, and re-checked (the command reads them from here)
+from onnxpart.schedule.latency import bounds, chain_split, check, emit, exact, heuristics, pieces, split
+from onnxpart.schedule.latency.simulator import validate
+
+
+__all__ = ["METHODS", "solve", "check", "emit", "pieces"]
+
+
+def _constructive(name: str, context: Context, seconds: float) -> None:
+    res = CONSTRUCTIVE[name](context.instance)
+    context.run.keep(name, res.schedule if res else None, "ok" if res else "failed", res.seconds if res else 0.0)
+
+
+def _search(name: str, context: Context, seconds: float) -> None:
+    """SA or EA from the first feasible constructive mapping (MET, else Greedy, else HEFT)."""
+    start = context.start()
+    if start is None:
+        context.run.keep(name, None, "failed", 0.0, note="no feasible start mapping")
+        return
+    run = heuristics.simulated_annealing if name == "sa" else heuristics.one_plus_one_ea
+    res = run(context.instance, start.mapping, iterations=context.options.iterations, seed=context.options.seed,
+              time_limit=seconds)
+    context.run.keep(name, res.schedule, "ok", res.seconds, note=f"{res.evaluations} evaluations")
+
+
+def _solver(name: str, context: Context, seconds: float) -> None:
+    """CP-SAT (``exact``, ``cpsat``) or the thesis MILP on HiGHS (``milp``), from the best schedule so far."""
+    inst, options, run = context.instance, context.options, context.run
+    if name == "milp":
+        res = exact.milp(inst, seconds, run.best(), seed=options.seed, on_bound=run.live(name))
+    else:
+        res = exact.cpsat(inst, seconds, run.best(), seed=options.seed, workers=options.workers,
+                          on_bound=run.live(name))
+    run.keep(name, res.schedule, res.status, res.seconds, res.bound, res.note)
+    run.add_bounds([LowerBound(name, res.bound, res.status, res.solver, res.seconds, res.note)])
+
+
+def _split(name: str, context: Context, seconds: float) -> None:
+    """MILP-SPLIT over one-op cuts, or, where there are none, over multi-channel modules (Section 3.3.2)."""
+    inst, options, run = context.instance, context.options, context.run
+    chain = chain_split.chain_of_modules(inst)
+    if chain is not None:
+        joined, found = chain_split.split_on_channels(inst, chain, seconds, options.seed, options.workers, run.best())
+        sched, status, secs, note = joined
+        run.keep(name, sched, status, secs, note=note)
+        run.add_bounds(found)
+        return
+    res = split.milp_split(inst, seconds, seed=options.seed, workers=options.workers, board=run.board)
+    run.keep(name, res.schedule, res.status, res.seconds, res.bound, res.reason)
+    note = (f"{len(res.modules)} modules, {res.solved_pairs} of {res.pairs} (entry, exit) pairs solved "
+            f"(the rest by symmetry), {res.solves} module solves")
+    run.add_bounds([LowerBound("split-dp", res.bound, res.status, "cp-sat+highs", res.seconds, res.reason or note)])
+
+
+CONSTRUCTIVE = {"met": heuristics.met, "greedy": heuristics.greedy, "heft": heuristics.heft}
+
+#: Every latency method (:data:`onnxpart.schedule.common.methods.CATALOGUE`), run by its function here.
+METHODS: dict[str, Method] = registry(dict(met=_constructive, greedy=_constructive, heft=_constructive, sa=_search,
+                                           ea=_search, exact=_solver, milp=_solver, cpsat=_solver, split=_split),
+                                      {HEURISTIC: 0, SEARCH: 1, EXACT: 1})  # constructive: milliseconds, no share
+
+
+def solve(instance: Instance, options, board: Board | None = None) -> Solution:
+    """Run ``options.methods`` (:class:`onnxpart.schedule.Options`) on ``instance`` and return the best
+    validated schedule with every method's result and every proven lower bound. ``options.time_limit`` is
+    the whole run's wall clock; ``board`` hears every improved schedule and every finished bound."""
+    run = Run(Budget(options.time_limit), board if board is not None else Board(),
+              lambda sched: validate(instance, sched), "schedule")
+    # the LPs within a quarter of the run (at most 10 s): a short run is left time to find a schedule
+    run.add_bounds(bounds.simple_bounds(instance, lp=options.lp_bound, time_limit=min(10.0, options.time_limit / 4)))
+    context = Context(instance, options, run, _first_feasible)
+    order = [m for kind in (HEURISTIC, SEARCH, EXACT) for m in chosen(METHODS, options.methods, kind)]
+    run_methods(context, METHODS, order, run.budget)
+    infeasible = any(r.status == "infeasible" for r in run.results)
+    return run.solution(instance, METHODS, "no mapping satisfies memory (3.7) and the links" if infeasible else
+                        "no method found a feasible mapping: add exact methods or a longer time limit")
+
+
+def _first_feasible(instance: Instance):
+    """The searches' start: the first feasible of MET, Greedy and HEFT (None if none is)."""
+    return heuristics.met(instance) or heuristics.greedy(instance) or heuristics.heft(instance)

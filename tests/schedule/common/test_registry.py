@@ -1,0 +1,51 @@
+"""The method registry (:mod:`onnxpart.schedule.common.methods`): both objectives offer the catalogue's
+methods, the command's help names each, and a method added to a table is run and reported by ``solve``."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+
+import onnxpart.schedule as schedule
+from onnxpart.schedule import Instance, Options, latency, solve, throughput
+from onnxpart.schedule.common.methods import CATALOGUE, HEURISTIC, Method
+from onnxpart.schedule.latency import heuristics
+
+
+def test_both_objectives_offer_the_catalogue_in_its_order_each_with_its_own_functions():
+    assert list(latency.METHODS) == list(throughput.METHODS) == list(schedule.METHODS) == list(CATALOGUE)
+    assert [m.kind for m in latency.METHODS.values()] == [m.kind for m in throughput.METHODS.values()]
+    assert all(latency.METHODS[m].run is not throughput.METHODS[m].run for m in CATALOGUE)
+
+
+def test_the_help_names_every_registered_method():
+    from onnxpart.cli.schedule_cmd import METHOD_HELP
+
+    assert all(re.search(rf"\b{name}\b", METHOD_HELP) for name in schedule.METHODS)
+
+
+def test_a_method_added_to_the_table_is_run_and_reported(monkeypatch):
+    """One function and one registry line: ``solve`` runs it, validates its schedule and lists its result."""
+    def everything_on_device_1(name, context, seconds):
+        sched = latency.simulator.simulate(context.instance, [1] * context.instance.n)
+        context.run.keep(name, sched, "ok", 0.0, note="all on device 1")
+
+    table = {**latency.METHODS, "one": Method("one", HEURISTIC, everything_on_device_1, 0, "one device")}
+    monkeypatch.setattr(latency, "METHODS", table)
+    monkeypatch.setattr(schedule, "METHODS", tuple(table))
+    inst = Instance(np.array([[1.0, 1.5], [1.5, 1.0]]), [(0, 1, 1.0)], latency=10.0, bandwidth=1.0)
+    sol = solve(inst, Options(methods=("met", "one"), time_limit=5.0))
+    assert [r.method for r in sol.results] == ["met", "one"] and sol.results[1].note == "all on device 1"
+    assert sol.method == "one" and sol.makespan == 2.5 < heuristics.met(inst).schedule.makespan  # MET pays the link
+
+
+def test_workers_default_to_one_per_core(monkeypatch):
+    """``Options.workers`` 0 (the default, as ``--workers``) is one per core, resolved in one place."""
+    seen = []
+    monkeypatch.setattr(latency, "solve", lambda inst, options, board=None: seen.append(options.workers))
+    inst = Instance(np.ones((1, 1)), [])
+    solve(inst, Options(methods=("met",)))
+    solve(inst, Options(methods=("met",), workers=3))
+    assert Options().workers == 0 and seen == [os.cpu_count() or 1, 3]

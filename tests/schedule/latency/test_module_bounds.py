@@ -1,0 +1,126 @@
+"""The module bounds against the true optimum: SPLIT's DP over module lower bounds (Section 3.3.1) and
+the multi-channel dep/pre recursion (Section 3.3.2, Table 3.1) never exceed the brute-force optimum on
+tiny instances (≤ 8 ops, 2–3 devices) or the proven CP-SAT optimum on small random DAGs with cut ops;
+a bound above the optimum is the bug each test names."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from onnxpart.schedule import Instance
+from onnxpart.schedule.latency import exact, heuristics, multichannel, split
+from tests.schedule.helpers import brute_force
+
+TOL = 1e-6
+
+
+def blocks(rng: np.random.Generator, sizes: list[int], channels: int, k: int, p_edge: float = 0.5) -> dict:
+    """Blocks of ops in sequence: random edges inside a block, ``channels`` random edges from each
+    block to the next (the modules of a multi-channel stack); random times, latency and bandwidth."""
+    edges, start = [], 0
+    for b, size in enumerate(sizes):
+        ops = range(start, start + size)
+        edges += [(i, j, float(rng.integers(1, 5))) for i in ops for j in ops if i < j and rng.random() < p_edge]
+        if b + 1 < len(sizes):
+            nxt = list(range(start + size, start + size + sizes[b + 1]))
+            for _ in range(channels):
+                edges.append((int(rng.choice(list(ops))), int(rng.choice(nxt)), float(rng.integers(1, 5))))
+        start += size
+    edges = sorted(set(edges))
+    n = sum(sizes)
+    return dict(time=rng.integers(1, 9, size=(n, k)).astype(float), edges=edges,
+                latency=float(rng.integers(0, 3)), bandwidth=float(rng.choice([1.0, 2.0])))
+
+
+def optimum(case: dict) -> float:
+    return brute_force(case["time"], case["edges"], case["latency"], case["bandwidth"])[0]
+
+
+def build(case: dict) -> Instance:
+    return Instance(case["time"], case["edges"], latency=case["latency"], bandwidth=case["bandwidth"])
+
+
+@pytest.mark.parametrize("shape", [([2, 2, 2], 2, 2), ([2, 3, 2], 2, 2), ([2, 2], 2, 3), ([3, 2, 3], 1, 2)])
+def test_multichannel_bound_below_brute_force(shape):
+    """Over 8 random cases of each shape: every case whose chain of modules is found (most are: the
+    test requires at least half) gets a bound no larger than the brute-force optimum."""
+    sizes, channels, k = shape
+    checked = 0
+    for seed in range(8):
+        case = blocks(np.random.default_rng(seed), sizes, channels, k)
+        inst = build(case)
+        modules = multichannel.chain_modules(inst, channels, min_size=2)
+        if modules is None:
+            continue
+        value, _, _ = multichannel.multichannel_bound(inst, modules, time_limit=1.0)
+        assert value <= optimum(case) + TOL, f"seed {seed}"
+        checked += 1
+    assert checked >= 4, f"only {checked} of 8 cases had a chain of modules"
+
+
+def test_multichannel_recursion_is_tight_on_a_serial_chain():
+    # three single-op modules on one device each way: every op reaches the next, so the forward
+    # recursion adds them up — the 2-to-2 row of Table 3.1 (guarantee 1): bound = optimum = 1 + 2 + 3
+    inst = Instance([[1.0], [2.0], [3.0]], [(0, 1, 1.0), (1, 2, 1.0)], latency=0.0, bandwidth=1.0)
+    modules = multichannel.chain_modules(inst, 1, min_size=1)
+    assert modules == [[0], [1], [2]]
+    value, status, _ = multichannel.multichannel_bound(inst, modules, time_limit=1.0)
+    assert status == "bound" and value == pytest.approx(6.0)
+
+
+def chain_with_cuts(rng: np.random.Generator, modules: int, size: int, k: int) -> dict:
+    """Modules of ``size`` ops between cut ops (entry → every op → exit), random edges inside."""
+    edges, entry, n = [], 0, 1
+    for _ in range(modules):
+        ops = list(range(n, n + size))
+        exit_ = n + size
+        edges += [(entry, a, float(rng.integers(1, 5))) for a in ops]
+        edges += [(a, exit_, float(rng.integers(1, 5))) for a in ops]
+        edges += [(a, b, float(rng.integers(1, 5))) for a in ops for b in ops if a < b and rng.random() < 0.5]
+        entry, n = exit_, exit_ + 1
+    return dict(time=rng.integers(1, 9, size=(n, k)).astype(float), edges=edges,
+                latency=float(rng.integers(0, 3)), bandwidth=float(rng.choice([1.0, 2.0])))
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("limit", [0.01, 2.0])
+def test_split_bound_below_brute_force(seed, limit):
+    k = 3 if seed % 2 else 2
+    case = chain_with_cuts(np.random.default_rng(seed), modules=2, size=2 if k == 2 else 1, k=k)
+    inst = build(case)
+    res = split.milp_split(inst, time_limit=limit)
+    assert not res.fallback
+    opt = optimum(case)
+    assert res.bound <= opt + TOL
+    assert res.makespan >= opt - TOL
+    if res.status == "optimal":  # every module proven: the DP bound is the certificate
+        assert res.bound == pytest.approx(opt, abs=TOL)
+
+
+@st.composite
+def dags_with_cuts(draw):
+    """Random DAGs with at least one cut op: two random blocks joined through a single op."""
+    k = draw(st.integers(2, 3))
+    sizes = [draw(st.integers(1, 4)), draw(st.integers(1, 4))]
+    edges, n = [], 0
+    cut = sizes[0]
+    for lo, hi in ((0, cut), (cut + 1, cut + 1 + sizes[1])):
+        ops = list(range(lo, hi))
+        edges += [(a, b, float(draw(st.integers(0, 4)))) for a in ops for b in ops if a < b and draw(st.booleans())]
+    edges += [(a, cut, float(draw(st.integers(0, 4)))) for a in range(cut)]
+    edges += [(cut, b, float(draw(st.integers(0, 4)))) for b in range(cut + 1, cut + 1 + sizes[1])]
+    n = cut + 1 + sizes[1]
+    time = [[float(draw(st.integers(1, 9))) for _ in range(k)] for _ in range(n)]
+    return Instance(time, edges, latency=draw(st.sampled_from([0.0, 1.0])), bandwidth=draw(st.sampled_from([1.0, 2.0])))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dags_with_cuts())
+def test_split_bound_below_exact_optimum(inst):
+    res = split.milp_split(inst, time_limit=1.0)
+    whole = exact.cpsat(inst, 5.0, heuristics.heft(inst).schedule)
+    assert whole.status == "optimal"
+    assert res.bound <= whole.makespan + TOL
