@@ -15,11 +15,15 @@ from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, Cost
                                  ExternalDataOpt, FRACTION, ForceOpt, ForceShapeOpt, FormatOpt, FreezeDimsOpt,
                                  GENERATIONS, IDEAL_LIMIT, InputShapeOpt, JsonOpt, MaxGapOpt, OutputOpt, POPULATION,
                                  Quantity, RANDOM_ORDERS, STAGES, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt,
-                                 WorkersOpt, certificate_line, check_folder, choose, console, enforce_gap,
+                                 WorkersOpt, certificate_line, check_folder, console, enforce_gap,
                                  err_console, gap_limit, handle_errors, load_costed, print_json, progress_bar,
-                                 result, verify_line, verify_written)
+                                 verify_line, verify_written, write_outputs)
 from onnxpart.errors import UserError
+from onnxpart.partition import IDEAL_LIMIT as PARTITION_IDEAL_LIMIT
+from onnxpart.partition import REGISTRY
 from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes
+
+BOUNDS_HELP = REGISTRY.help("Lower bounds to prove, comma-separated (or none):")
 
 
 @handle_errors
@@ -28,7 +32,7 @@ def partition(
     stages: Annotated[int, typer.Option("-k", "--stages", help="Number of pipeline stages k (1 to 1024; empty "
                                         "stages are allowed)."), STAGES] = ...,
     output: OutputOpt = None,
-    bounds: str = typer.Option("simple,bottleneck,exact", "--bounds", help="Lower bounds to prove: any of simple, bottleneck, guess, exact (comma-separated), or none. `simple` also reports the single-block and convex-block min-cut bounds."),
+    bounds: str = typer.Option("simple,bottleneck,exact", "--bounds", help=BOUNDS_HELP),
     time_limit: TimeLimitOpt = 60.0,
     seed: SeedOpt = 0,
     workers: WorkersOpt = 0,
@@ -55,7 +59,7 @@ def partition(
     rho: Annotated[float, typer.Option("--rho", help="BRKGA probability of inheriting the elite parent's gene."), FRACTION] = 0.7,
     random_orders: Annotated[int, typer.Option("--random-orders", help="Random priority vectors tried before BRKGA (random-T)."), RANDOM_ORDERS] = 100,
     mla: bool = typer.Option(True, "--mla/--no-mla", help="Seed the search with an mla-weighted order."),
-    ideal_limit: Annotated[int, typer.Option("--ideal-limit", help="Use the exact ideal DP when the DAG has at most this many ideals (0: never)."), IDEAL_LIMIT] = 5000,
+    ideal_limit: Annotated[int, typer.Option("--ideal-limit", help="Use the exact ideal DP when the DAG has at most this many ideals (0: never)."), IDEAL_LIMIT] = PARTITION_IDEAL_LIMIT,
     force: ForceOpt = False,
     clean: CleanOpt = False,
     as_json: JsonOpt = False,
@@ -65,7 +69,7 @@ def partition(
     from onnxpart.partition.orders import BrkgaOptions
     from onnxpart.readers import check_format
 
-    methods = _bound_methods(bounds)
+    methods = tuple(m for m in REGISTRY.parse(bounds, "--bounds", extra=("none",), what="bound") if m != "none")
     limit = gap_limit(max_gap)
     check_format(graph_format)
     if output is None and check_certificate is None:
@@ -117,12 +121,6 @@ def _load(model: Path, graph_format: str, *, costs, cost, device, input_shape, c
     return from_graph(loaded.graph, bandwidth=bw, stage_memory=memory), loaded.graph, loaded.model
 
 
-def _bound_methods(bounds: str) -> tuple[str, ...]:
-    from onnxpart.partition import BOUND_METHODS
-
-    return tuple(m for m in choose(bounds, "--bounds", (*BOUND_METHODS, "none"), "bound") if m != "none")
-
-
 def _warn(inst, graph, stages: int) -> None:
     """Notes on stderr: more stages than ops; ops that need more than --stage-memory by themselves."""
     if stages > inst.n:
@@ -150,27 +148,20 @@ def _warn_memory(graph, memory: float) -> None:
 
 
 def _write(out, solution, graph, loaded, model_path: Path, model_sha, options, policy, check: dict) -> dict:
-    """Stages, annotated model, manifest and certificate into ``out``; with ``check["verify"]`` the written
-    stages are run against the original first, and a mismatch leaves nothing written."""
-    from onnxpart.files import write_json
+    """Stages, annotated model, manifest and certificate into ``out`` (:func:`write_outputs`); with
+    ``check["verify"]`` the written stages are run against the original first, and a mismatch leaves
+    nothing written."""
     from onnxpart.partition import emit
 
-    files: dict[int, str] = {}
-    report = None
-    with out:
-        if loaded is not None:
-            files = _write_models(out, solution, graph, loaded, policy, check["freeze"])
-        manifest = emit.manifest(solution, graph, str(model_path), model_sha, files)
-        recorded = {"k": options.k, "time_limit": options.time_limit, "seed": options.seed,
-                    "bounds": list(options.bounds), "bandwidth": solution.instance.bandwidth,
-                    "stage_memory": solution.instance.stage_memory}
-        cert = emit.certificate(solution, model_sha, recorded)
-        if check["verify"]:
-            report = verify_written(out, loaded, manifest["stages"], check, "stages")
-            cert.details["verify"] = report.to_dict()
-        write_json(out.path("manifest.json"), manifest)
-        write_json(out.path("certificate.json"), cert.to_dict())
-    return result(out.target, manifest, cert.to_dict(), report.to_dict() if report is not None else None)
+    recorded = {"k": options.k, "time_limit": options.time_limit, "seed": options.seed,
+                "bounds": list(options.bounds), "bandwidth": solution.instance.bandwidth,
+                "stage_memory": solution.instance.stage_memory}
+    return write_outputs(
+        out, "manifest.json", lambda files: emit.manifest(solution, graph, str(model_path), model_sha, files),
+        emit.certificate(solution, model_sha, recorded),
+        models=lambda out: _write_models(out, solution, graph, loaded, policy, check["freeze"]) if loaded is not None else {},
+        verify=(lambda out, manifest: verify_written(out, loaded, manifest["stages"], check, "stages").to_dict())
+        if check["verify"] else None)
 
 
 def _write_models(out, solution, graph, loaded, policy, freeze: bool) -> dict[int, str]:
@@ -219,7 +210,7 @@ def _certificate_line(cert: dict) -> str:
 
 
 def _check(inst, graph, folder: Path, model_sha, onnx_input: bool, as_json: bool) -> None:
-    from onnxpart.partition.verify import check_certificate
+    from onnxpart.partition.check import check_certificate
 
     def check(manifest, cert):
         result = check_certificate(inst, graph, manifest, cert, model_sha, str(folder / "manifest.json"), onnx_input)

@@ -26,12 +26,11 @@ from onnxpart.partition.model import Instance
 
 log = logging.getLogger(__name__)
 
-#: Default caps: ideals enumerated, and (ideal pairs × tensors) work for the pair costs.
-IDEAL_LIMIT = 5000
+#: Default cap of the (ideal pairs × tensors) work for the pair costs.
 PAIR_WORK_LIMIT = 3e8
 
 
-def enumerate_ideals(inst: Instance, limit: int = IDEAL_LIMIT) -> list[int] | None:
+def enumerate_ideals(inst: Instance, limit: int) -> list[int] | None:
     """All ideals as bitmasks (bit v = op v), by size, or None as soon as there are more than ``limit``."""
     preds = [0] * inst.n
     for u, v in inst.edges():
@@ -72,7 +71,7 @@ def _masks_to_matrix(ideals: list[int], n: int) -> np.ndarray:
     return bits[:, :n].astype(bool)
 
 
-def ideal_dp(inst: Instance, k: int, limit: int = IDEAL_LIMIT,
+def ideal_dp(inst: Instance, k: int, limit: int,
              pair_work_limit: float = PAIR_WORK_LIMIT) -> IdealDpResult | None:
     """Proven-optimal partition into ≤ k blocks, or None when the ideals (or their pairs) exceed the limits."""
     n = inst.n

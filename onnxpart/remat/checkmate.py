@@ -145,13 +145,16 @@ def solve_checkmate(instance: Instance, budget: float, time_limit: float, seed: 
     result = solve_highs(highs, max(time_limit - (time.perf_counter() - start), 1.0), seed=seed)
     notes = {"columns": len(model.lp.cost), "rows": len(model.lp.row_lower)}
     if result.status == "infeasible":
-        return MethodResult("checkmate", "infeasible", None, None, "infeasible", time.perf_counter() - start,
-                            None, RESTRICTION, "highs", notes)
+        return MethodResult(method="checkmate", status="infeasible", sequence=None, bound=None,
+                            bound_status="infeasible", seconds=time.perf_counter() - start, time_to_best=None,
+                            restriction=RESTRICTION, solver="highs", notes=notes)
     bound = instance.base_duration + sc.quantum * max(result.bound, 0.0) if result.bound > -1e300 else None
     sequence = _sequence(instance, model, result.values) if result.has_solution else None
     status = result.status if sequence is not None else "no_solution"
-    return MethodResult("checkmate", status, sequence, bound, result.status if bound is not None else "none",
-                        time.perf_counter() - start, best_at[-1] if best_at else None, RESTRICTION, "highs", notes)
+    return MethodResult(method="checkmate", status=status, sequence=sequence, bound=bound,
+                        bound_status=result.status if bound is not None else "none",
+                        seconds=time.perf_counter() - start, time_to_best=best_at[-1] if best_at else None,
+                        restriction=RESTRICTION, solver="highs", notes=notes)
 
 
 def solve_checkmate_lp(instance: Instance, budget: float, time_limit: float, seed: int = 0) -> MethodResult:
@@ -166,13 +169,17 @@ def solve_checkmate_lp(instance: Instance, budget: float, time_limit: float, see
     notes = {"columns": len(model.lp.cost), "rows": len(model.lp.row_lower)}
     if not result.has_solution:
         status = "infeasible" if result.status == "infeasible" else "no_solution"
-        return MethodResult("checkmate-lp", status, None, None, status if status == "infeasible" else "none",
-                            time.perf_counter() - start, None, RESTRICTION, "highs", notes)
+        return MethodResult(method="checkmate-lp", status=status, sequence=None, bound=None,
+                            bound_status=status if status == "infeasible" else "none",
+                            seconds=time.perf_counter() - start, time_to_best=None, restriction=RESTRICTION,
+                            solver="highs", notes=notes)
     bound = _lp_bound(instance, result.objective) if result.status == "optimal" else None
     sequence = _round(instance, model, result.values)
-    return MethodResult("checkmate-lp", "rounded", sequence, bound, "optimal" if bound is not None else "none",
-                        time.perf_counter() - start, time.perf_counter() - start, RESTRICTION + ", LP relaxation",
-                        "highs", notes)
+    seconds = time.perf_counter() - start
+    return MethodResult(method="checkmate-lp", status="rounded", sequence=sequence, bound=bound,
+                        bound_status="optimal" if bound is not None else "none", seconds=seconds,
+                        time_to_best=seconds, restriction=RESTRICTION + ", LP relaxation", solver="highs",
+                        notes=notes)
 
 
 def _lp_bound(instance: Instance, objective: float) -> float:

@@ -401,6 +401,7 @@ def solve_greedy(instance: Instance, budget: float, max_copies: int, search_seco
     where = f"C_v ≤ {max_copies} computations per op, the input topological order's stages (§2.3)"
     if found is None or found[1].peak > budget:
         notes = None if found is None else {"reachable_budget": found[1].peak}
-        return MethodResult("greedy", "no_solution", None, None, "none", seconds, None, where, "greedy", notes)
-    return MethodResult("greedy", "heuristic", _ops(instance, found[0]), None, "none", seconds, seconds, where,
-                        "greedy")
+        return MethodResult(method="greedy", status="no_solution", sequence=None, bound_status="none",
+                            seconds=seconds, time_to_best=None, restriction=where, solver="greedy", notes=notes)
+    return MethodResult(method="greedy", status="heuristic", sequence=_ops(instance, found[0]), bound_status="none",
+                        seconds=seconds, time_to_best=seconds, restriction=where, solver="greedy")

@@ -500,8 +500,9 @@ def _unreached(run: _Run, result: SolveResult, hint_units: int) -> MethodResult:
     run.notes["proven_min_budget"] = run.to_bytes(result.bound) if result.bound > capacity else None
     if run.lp is not None:
         run.lp.cancel()
-    return MethodResult("moccasin", "infeasible" if proven else "no_solution", None, None, "none",
-                        run.elapsed(), None, restriction(run.options), "cp-sat", run.notes)
+    return MethodResult(method="moccasin", status="infeasible" if proven else "no_solution", sequence=None,
+                        bound=None, bound_status="none", seconds=run.elapsed(), time_to_best=None,
+                        restriction=restriction(run.options), solver="cp-sat", notes=run.notes)
 
 
 def _phase2(run: _Run, times: dict, active: set, fits: tuple[dict, set] | None) -> MethodResult:
@@ -535,6 +536,7 @@ def _phase2(run: _Run, times: dict, active: set, fits: tuple[dict, set] | None) 
         run.lp.cancel()  # CP-SAT proved the optimum: the LP cannot add anything
     elif run.lp is not None:
         extra.append(run.lp.result(run.wall - run.elapsed()))
-    return MethodResult("moccasin", status, _sequence(instance, times, active), bound,
-                        result.status if result.status in ("optimal", "time_limit") else "none",
-                        run.elapsed(), best_at[0], restriction(options), "cp-sat", notes, extra)
+    return MethodResult(method="moccasin", status=status, sequence=_sequence(instance, times, active), bound=bound,
+                        bound_status=result.status if result.status in ("optimal", "time_limit") else "none",
+                        seconds=run.elapsed(), time_to_best=best_at[0], restriction=restriction(options),
+                        solver="cp-sat", notes=notes, extra_bounds=extra)
