@@ -29,7 +29,7 @@ from onnxpart.units import format_bytes
 
 if TYPE_CHECKING:
     from onnxpart.remat.model import Instance, MethodResult
-    from onnxpart.remat.moccasin import Reached
+    from onnxpart.remat.moccasin_model import Reached
     from onnxpart.remat.orders import OrderResult
     from onnxpart.remat.sequence import SequenceProfile
 
@@ -183,7 +183,7 @@ def smallest_budget(instance: Instance, floor: int, options: Options, seconds: f
 
 def _moccasin_options(options: Options, seconds: float, **more: Any):
     """Moccasin's own options for a run of ``seconds`` (``more``: its other fields)."""
-    from onnxpart.remat.moccasin import MoccasinOptions
+    from onnxpart.remat.moccasin_model import MoccasinOptions
 
     return MoccasinOptions(max_copies=options.max_copies, order="free" if options.order == "free" else "fixed",
                            time_limit=seconds, workers=options.workers, seed=options.seed,

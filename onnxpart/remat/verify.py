@@ -12,7 +12,6 @@ run the same way.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from onnxpart import runtime
