@@ -65,6 +65,9 @@ def partition(
     as_json: JsonOpt = False,
 ) -> None:
     """Split a model into k pipeline stages minimizing the bottleneck stage (MTPP), with proven lower bounds."""
+    from onnxpart.files import OutputDir
+    from onnxpart.loading import weight_policy
+    from onnxpart.output_guard import run_reads
     from onnxpart.partition import Options, solve
     from onnxpart.partition.orders import BrkgaOptions
     from onnxpart.readers import check_format
@@ -85,10 +88,6 @@ def partition(
     _warn(inst, graph, stages)
     if verify and loaded is None:
         raise UserError("--verify needs an ONNX model (graph-only input has nothing to run)")
-
-    from onnxpart.files import OutputDir
-    from onnxpart.output_guard import run_reads
-
     out = OutputDir(output, force=force, clean=clean, reads=run_reads(model, loaded, costs=costs, device=device))
     options = Options(k=stages, time_limit=time_limit, seed=seed, bounds=methods, workers=workers,
                       brkga=BrkgaOptions(population=population, generations=generations, elite=elite,
@@ -96,12 +95,9 @@ def partition(
                       random_orders=random_orders, mla=mla, ideal_limit=ideal_limit)
     with progress_bar(time_limit, lambda value, _: format_seconds(value), disable=as_json) as on_progress:
         solution = solve(inst, dataclasses.replace(options, progress=on_progress))
-
-    from onnxpart.loading import weight_policy
-
     policy = weight_policy(loaded, external_data_threshold) if loaded is not None else None
-    check = dict(verify=verify, seed=seed, tolerance=verify_tol, freeze=freeze_dims)
-    summary = _write(out, solution, graph, loaded, model, model_sha, options, policy, check)
+    summary = _write(out, solution, graph, loaded, model, model_sha, options, policy,
+                     dict(verify=verify, seed=seed, tolerance=verify_tol, freeze=freeze_dims))
     if as_json:
         print_json(summary)
     else:
