@@ -209,8 +209,7 @@ def _check(inst, graph, folder: Path, model_sha, onnx_input: bool, as_json: bool
     from onnxpart.partition.check import check_certificate
 
     def check(manifest, cert):
-        result = check_certificate(inst, graph, manifest, cert, model_sha, str(folder / "manifest.json"), onnx_input)
-        return result.problems, {"upper_bound": result.upper_bound, "simple_bound": result.simple_bound}
+        return check_certificate(inst, graph, manifest, cert, model_sha, str(folder / "manifest.json"), onnx_input)
 
     check_folder(folder, "manifest.json", check, lambda facts: (
         f"certificate ok: every stage recomputed from the manifest's op lists, bottleneck "

@@ -93,14 +93,13 @@ def _show(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-@dataclass
-class Certificate:
-    problem: str  # "mtpp", "remat", ...
-    instance_sha256: str
-    objective: str  # what is minimized, with its unit
-    upper_bound: float
-    lower_bounds: list[LowerBound] = field(default_factory=list)
-    details: dict[str, Any] = field(default_factory=dict)
+class Bounded:
+    """Mixin of whatever has an objective ``value`` (an upper bound: the objective is minimized) and proven
+    ``lower_bounds`` — every strategy's Solution, and :class:`Certificate` — with the best bound, the gap and
+    ``proven_optimal`` by the one rule (:func:`best_bound`, :func:`relative_gap`, :func:`is_optimal`)."""
+
+    value: float
+    lower_bounds: list[LowerBound]
 
     @property
     def best_lower_bound(self) -> float | None:
@@ -109,11 +108,25 @@ class Certificate:
     @property
     def gap(self) -> float | None:
         """``1 - LB/UB`` (:func:`relative_gap`)."""
-        return relative_gap(self.upper_bound, self.best_lower_bound)
+        return relative_gap(self.value, self.best_lower_bound)
 
     @property
     def proven_optimal(self) -> bool:
         return is_optimal(self.gap)
+
+
+@dataclass
+class Certificate(Bounded):
+    problem: str  # "mtpp", "remat", ...
+    instance_sha256: str
+    objective: str  # what is minimized, with its unit
+    upper_bound: float
+    lower_bounds: list[LowerBound] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def value(self) -> float:
+        return self.upper_bound
 
     def check(self, upper: float, formulas: dict[str, float]) -> list[str]:
         """What this certificate claims that a recomputation from the files does not give (``[]``: all of it

@@ -2,8 +2,8 @@
 
 * :class:`MethodResult` — one method's outcome on one instance (the ``--compare`` row), which a strategy
   may subclass with fields of its own;
-* :class:`Solved` — the mixin of every ``Solution``: its proven ``lower_bounds``, the best of them and
-  the gap, by the one rule of :mod:`onnxpart.certificate`;
+* every ``Solution`` takes :class:`onnxpart.certificate.Bounded`: its proven ``lower_bounds``, the best of
+  them, the gap and ``proven_optimal`` by the one rule of the certificate;
 * :class:`Method` and :class:`Registry` — a strategy's methods in one ordered table (name, kind, the
   function that runs it, its time weight, its help): ``--method`` parsing, its help text, ``--compare``'s
   list and the methods of a kind all come from it, so adding a heuristic is one function and one line;
@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from onnxpart.certificate import best_bound, is_optimal, relative_gap
 from onnxpart.errors import UserError
 
 #: what a method proves: ``heuristic`` (a solution, no bound), ``exact`` (a solution and a proven
@@ -52,32 +51,13 @@ class MethodResult:
         return {f.name: getattr(self, f.name) for f in fields(MethodResult)}
 
 
-class Solved:
-    """Mixin of a strategy's ``Solution``: it has an objective ``value`` (an upper bound: the objective is
-    minimized) and ``lower_bounds`` (proven values only, :class:`onnxpart.certificate.LowerBound`)."""
-
-    value: float
-    lower_bounds: list
-
-    @property
-    def best_lower_bound(self) -> float | None:
-        return best_bound(self.lower_bounds)
-
-    @property
-    def gap(self) -> float | None:
-        return relative_gap(self.value, self.best_lower_bound)
-
-    @property
-    def proven_optimal(self) -> bool:
-        return is_optimal(self.gap)
-
-
 # ------------------------------------------------------------------------------------ the registry
 @dataclass(frozen=True)
 class Method:
     """One registered method. ``run`` is what runs it, with the strategy's arguments (:func:`run_methods`
     calls ``run(problem, options, board, seconds)``); ``weight`` is its time relative to the others'
-    (:meth:`Budget.share`); ``help`` one phrase for ``--help``."""
+    (:meth:`Budget.share`; 0: no share, for a method that takes no time to speak of); ``help`` one phrase
+    for ``--help``."""
 
     name: str
     kind: str
@@ -88,8 +68,8 @@ class Method:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"method {self.name!r}: kind {self.kind!r} is not one of {KINDS}")
-        if not self.weight > 0:
-            raise ValueError(f"method {self.name!r}: weight must be positive")
+        if not self.weight >= 0:
+            raise ValueError(f"method {self.name!r}: weight must be 0 or more")
 
 
 class Registry:
@@ -188,8 +168,9 @@ class Budget:
 
     def share(self, weight: float = 1.0, later: float = 0.0) -> float:
         """Seconds for a step of ``weight`` when steps weighing ``later`` in all still follow: its part of
-        what is left, never under :data:`FLOOR`; handed out (:meth:`take`)."""
-        return self.take(max(FLOOR, self.left() * weight / (weight + later)))
+        what is left (all of it when nothing weighs), never under :data:`FLOOR`; handed out (:meth:`take`)."""
+        part = weight / (weight + later) if weight + later > 0 else 1.0
+        return self.take(max(FLOOR, self.left() * part))
 
     def part(self, fraction: float) -> float:
         """Seconds for a step declared as ``fraction`` of the whole run."""
@@ -201,8 +182,10 @@ class Budget:
 
 
 def cores(workers: int) -> int:
-    """``workers`` as a count: 0 means one per core of this machine (every strategy's ``workers`` option)."""
-    return workers or os.cpu_count() or 1
+    """``workers`` as a count: 0 means one per core this process may use (every strategy's ``workers``)."""
+    if workers:
+        return workers
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
 def run_methods(methods: Sequence[Method], problem: Any, options: Any, board: Any,

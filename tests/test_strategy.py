@@ -1,5 +1,5 @@
 """The shared base of every strategy (onnxpart/strategy.py): the registry's parsing and help, the one time
-budget and how it is shared, the method runner, the Solution mixin's gap, Certificate.check; and that the
+budget and how it is shared, the method runner, the gap of a Solution and a certificate (certificate.Bounded), Certificate.check; and that the
 registries load no solver when the command line starts."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from onnxpart.board import Board
-from onnxpart.certificate import Certificate, LowerBound, relative_gap
+from onnxpart.certificate import Bounded, Certificate, LowerBound, relative_gap
 from onnxpart.errors import UserError
-from onnxpart.strategy import FLOOR, Budget, Method, MethodResult, Registry, Solved, run_methods
+from onnxpart.strategy import FLOOR, Budget, Method, MethodResult, Registry, cores, run_methods
 
 
 class Clock:
@@ -49,8 +49,11 @@ def test_registry_gives_kinds_help_and_the_run_order():
     assert REGISTRY.help("Methods:") == "Methods: met (heuristic): fastest device; sa (heuristic); cpsat (exact): CP-SAT."
     with pytest.raises(ValueError, match="kind"):
         Method("x", "guess", _noop)
+    with pytest.raises(ValueError, match="weight"):
+        Method("x", "bound", _noop, weight=-1.0)
     with pytest.raises(ValueError, match="share a name"):
         Registry(Method("x", "bound", _noop), Method("x", "exact", _noop))
+    assert cores(3) == 3 and cores(0) >= 1
 
 
 def test_budget_shares_what_is_left_by_weight_on_its_clock():
@@ -61,6 +64,7 @@ def test_budget_shares_what_is_left_by_weight_on_its_clock():
     assert budget.left() == pytest.approx(6.0) and not budget.expired()
     assert budget.share(2.0, later=1.0) == pytest.approx(4.0)
     assert budget.until(100.0) == budget.deadline and budget.part(0.15) == pytest.approx(1.5)
+    assert budget.share(0.0, later=1.0) == FLOOR and budget.share(0.0) == pytest.approx(6.0)  # weight 0: no share
     clock.now += 7.0
     assert budget.expired() and budget.left() == 0.0 and budget.share(1.0) == FLOOR
 
@@ -96,7 +100,7 @@ def test_run_methods_gives_each_its_share_and_offers_what_it_found():
 
 
 def test_solution_mixin_and_certificate_share_the_gap_rule():
-    class Solution(Solved):
+    class Solution(Bounded):
         def __init__(self, value, bounds):
             self.value, self.lower_bounds = value, bounds
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from onnxpart.board import Board, Progress
-from onnxpart.certificate import LowerBound
-from onnxpart.strategy import Budget, Method, Registry, Solved
+from onnxpart.certificate import Bounded, LowerBound
+from onnxpart.strategy import Budget, Method, Registry
 
 if TYPE_CHECKING:
     import numpy as np
@@ -61,7 +61,7 @@ class Options:
 
 
 @dataclass
-class Solution(Solved):
+class Solution(Bounded):
     """A partition into k (possibly empty) blocks numbered in DAG order, with its bounds."""
 
     instance: Instance

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from onnxpart.board import Board
-from onnxpart.certificate import Certificate, LowerBound, instance_hash
+from onnxpart.certificate import Bounded, Certificate, LowerBound, instance_hash
 from onnxpart.errors import InfeasibleError, UserError
-from onnxpart.strategy import Budget, Method, Registry, Solved, cores, run_methods
+from onnxpart.strategy import Budget, Method, Registry, cores, run_methods
 from onnxpart.units import format_bytes
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ class Options:
 
 
 @dataclass
-class Solution(Solved):
+class Solution(Bounded):
     instance: Instance  # in the input order the methods used
     budget: int  # bytes
     baseline: SequenceProfile  # the file's order, no recomputation: what --budget P% is relative to
