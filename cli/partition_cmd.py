@@ -155,7 +155,8 @@ def _write(out, solution, graph, loaded, model_path: Path, model_sha, options, p
     return write_outputs(
         out, "manifest.json", lambda files: emit.manifest(solution, graph, str(model_path), model_sha, files),
         emit.certificate(solution, model_sha, recorded),
-        models=lambda out: _write_models(out, solution, graph, loaded, policy, check["freeze"]) if loaded is not None else {},
+        models=lambda out: {} if loaded is None else _write_models(out, solution, graph, loaded, policy,
+                                                                   check["freeze"]),
         verify=(lambda out, manifest: verify_written(out, loaded, manifest["stages"], check, "stages").to_dict())
         if check["verify"] else None)
 

@@ -1,5 +1,6 @@
 """The shared base of every strategy (onnxpart/strategy.py): the registry's parsing and help, the one time
-budget and how it is shared, the method runner, the gap of a Solution and a certificate (certificate.Bounded), Certificate.check; and that the
+budget and how it is shared, the method runner, the gap of a Solution and a certificate
+(certificate.Bounded), Certificate.check; and that the
 registries load no solver when the command line starts."""
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def test_registry_gives_kinds_help_and_the_run_order():
     assert REGISTRY.names == ("met", "sa", "cpsat")
     assert REGISTRY.of_kind("exact") == ("cpsat",) and REGISTRY.of_kind("heuristic", "exact") == REGISTRY.names
     assert [m.name for m in REGISTRY.select(("cpsat", "met"))] == ["met", "cpsat"]  # registry order
-    assert REGISTRY.help("Methods:") == "Methods: met (heuristic): fastest device; sa (heuristic); cpsat (exact): CP-SAT."
+    assert REGISTRY.help("Methods:") == ("Methods: met (heuristic): fastest device; sa (heuristic); "
+                                         "cpsat (exact): CP-SAT.")
     with pytest.raises(ValueError, match="kind"):
         Method("x", "guess", _noop)
     with pytest.raises(ValueError, match="weight"):
@@ -89,7 +91,8 @@ def test_run_methods_gives_each_its_share_and_offers_what_it_found():
             return MethodResult(method=name, status="ok", value=value, seconds=takes)
         return run
 
-    methods = [Method("a", "heuristic", method("a", 5.0, 1.0)), Method("b", "exact", method("b", None, 0.0), weight=2.0),
+    methods = [Method("a", "heuristic", method("a", 5.0, 1.0)),
+               Method("b", "exact", method("b", None, 0.0), weight=2.0),
                Method("c", "heuristic", method("c", 3.0, 0.0))]
     board = Board()
     results = run_methods(methods, None, None, board, Budget(8.0, clock=clock))
@@ -123,7 +126,8 @@ def test_certificate_check_names_a_wrong_upper_bound_and_a_wrong_formula():
 
 def test_the_command_line_reads_the_registries_without_loading_a_solver():
     code = ("import sys, onnxpart.cli.app as app; "
-            "assert 'moccasin (exact)' in app.remat_cmd.METHOD_HELP and 'guess (bound)' in app.partition_cmd.BOUNDS_HELP; "
+            "assert 'moccasin (exact)' in app.remat_cmd.METHOD_HELP; "
+            "assert 'guess (bound)' in app.partition_cmd.BOUNDS_HELP; "
             "print(sorted(m for m in ('numpy', 'ortools', 'highspy', 'onnx', 'onnxruntime') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -109,8 +109,9 @@ def bound_jobs(inst: Instance, k: int, options, methods: Sequence[Method], deadl
 def run_bound_job(job: dict) -> BoundResult:
     """Run one bound job described by ``job`` (picklable, for a process pool): a HiGHS MIP of this module
     or the CP-SAT weighted bottleneck (:mod:`~onnxpart.partition.weighted`). The time limit is what is
-    left until ``job['deadline']`` (``time.monotonic()``, the same clock in every process). The exact, bottleneck and weighted jobs post their
-    proven bound while they run (:func:`onnxpart.parallel.post_bound`); a guess's LB_j alone bounds nothing."""
+    left until ``job['deadline']`` (``time.monotonic()``, the same clock in every process). The exact,
+    bottleneck and weighted jobs post their proven bound while they run (:func:`onnxpart.parallel.post_bound`);
+    a guess's LB_j alone bounds nothing."""
     limit = job["deadline"] - time.monotonic()
     name = {"guess": f"guess-{job.get('j')}", "weighted": "weighted-bottleneck"}.get(job["kind"], job["kind"])
     if limit <= 0.05:

@@ -163,7 +163,8 @@ def _budget(solution: Solution, options: Options, budget: Budget, later: float) 
     return Fit(instance, solution.budget, reached)
 
 
-def smallest_budget(instance: Instance, floor: int, options: Options, seconds: float) -> tuple[dict[str, Any], Reached | None]:
+def smallest_budget(instance: Instance, floor: int, options: Options,
+                    seconds: float) -> tuple[dict[str, Any], Reached | None]:
     """``--budget min``: the smallest peak any sequence reaches under the restriction (Moccasin phase 1,
     Eq. 12–13, for ``seconds``), what is proven about it, and the solution that reaches it (phase 2's start:
     None when the input order already fits the floor). ``status`` is ``optimal`` when the budget is proven

@@ -67,7 +67,8 @@ def _build(instance: Instance, capacity: int) -> _Model:
     order = instance.order
     pos = {v: p for p, v in enumerate(order)}
     q = [pos[instance.value_producer[x]] for x in range(len(instance.value_sizes))]
-    stages = _Stages(instance, sc, order, q, [sorted(pos[c] for c in instance.value_consumers[x]) for x in range(len(q))],
+    readers = [sorted(pos[c] for c in instance.value_consumers[x]) for x in range(len(q))]
+    stages = _Stages(instance, sc, order, q, readers,
                      [sum(sc.sizes[x] for x in instance.node_outputs[order[k]]) for k in range(len(order))])
     model = _variables(stages)
     for t in range(len(order)):

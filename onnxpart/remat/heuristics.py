@@ -268,7 +268,8 @@ def repair(instance: Instance, events: list[Event], budget: float, max_copies: i
     return _renumber(events)
 
 
-def _candidates(instance: Instance, events: list[Event], peak: int, limit: list[int]) -> dict[tuple[int, int], Event | None]:
+def _candidates(instance: Instance, events: list[Event], peak: int,
+                limit: list[int]) -> dict[tuple[int, int], Event | None]:
     """:func:`repair`'s moves at the event ``peak`` (an index into ``events``): (producer, stage) -> the
     producer's later recomputation that moves to that stage (None: a new recomputation there), for every
     value retained across the peak that its next reader's stage could recompute instead."""

@@ -19,8 +19,8 @@ from onnxpart.remat.background import MAX_NODES, BackgroundLpBound
 from onnxpart.remat.bounds import event_cover_entry
 from onnxpart.remat.heuristics import greedy_sequence
 from onnxpart.remat.model import Instance, MethodResult, Scale, scale
-from onnxpart.remat.moccasin_model import (MoccasinOptions, Reached, Vars, build, greedy_times, grid, hint, read_solution,
-                                           restriction, sequence_of, times_of)
+from onnxpart.remat.moccasin_model import (MoccasinOptions, Reached, Vars, build, greedy_times, grid, hint,
+                                           read_solution, restriction, sequence_of, times_of)
 from onnxpart.remat.sequence import baseline
 from onnxpart.solvers import SolveResult, solve_cpsat
 

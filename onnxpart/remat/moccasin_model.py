@@ -39,8 +39,9 @@ from onnxpart.remat.model import Instance, Scale
 
 @dataclass(frozen=True)
 class Reached:
-    """What phase 1 reached on its own (:func:`onnxpart.remat.moccasin.smallest_peak`): the smallest peak found and CP-SAT's proven
-    bound on it (bytes), whether that bound meets the peak, and the solution (start times, present copies)."""
+    """What phase 1 reached on its own (:func:`onnxpart.remat.moccasin.smallest_peak`): the smallest peak
+    found and CP-SAT's proven bound on it (bytes), whether that bound meets the peak, and the solution (start
+    times, present copies)."""
 
     peak: float
     proven: float | None
