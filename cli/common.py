@@ -11,13 +11,14 @@ import sys
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional, Sequence
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from onnxpart.errors import UserError
+from onnxpart.strategy import choose, comma_list  # noqa: F401  (the commands' one parser of comma-separated choices)
 from onnxpart.units import SEED, Range, parse_bytes, parse_fraction
 
 # Limits of the numeric options (README, "Limits"): far above real use, they keep what an option sizes
@@ -127,27 +128,6 @@ def checked_options(command: Callable) -> dict[str, tuple[str, Range | Quantity]
     return checks
 
 
-def comma_list(text: str, option: str, what: str, use: str) -> list[str]:
-    """The entries of a comma-separated option, stripped. None at all (``--method ,``) or an empty one
-    between commas (``heft,,sa``) is refused; ``what`` names an entry, ``use`` says what to give."""
-    items = [item.strip() for item in text.split(",")]
-    if not any(items):
-        raise UserError(f"no {what} given to {option}: {use}")
-    if not all(items):
-        raise UserError(f"{option} {text!r} has an empty {what} between commas: {use}")
-    return items
-
-
-def choose(text: str, option: str, known: Sequence[str], what: str = "method") -> tuple[str, ...]:
-    """A comma-separated choice among ``known`` (``--method heft,sa``): each entry known, in order, once."""
-    use = f"use {', '.join(known)}"
-    items = comma_list(text, option, what, use)
-    unknown = [item for item in items if item not in known]
-    if unknown:
-        raise UserError(f"unknown {option} {', '.join(unknown)}: {use}")
-    return tuple(dict.fromkeys(items))
-
-
 def handle_errors(command: Callable) -> Callable:
     """Check the command's numeric and quantity options (:func:`checked_options`), then run it; a UserError
     becomes a one-line message and its exit code; Ctrl-C and SIGTERM (which :mod:`onnxpart.interrupts`
@@ -247,6 +227,34 @@ def result(output, manifest: dict, certificate: dict, verify: Optional[dict], **
     """The one JSON result shape of every strategy command."""
     return {"output": None if output is None else str(output), "manifest": manifest, "certificate": certificate,
             "verify": verify, **extra}
+
+
+def write_outputs(out, manifest_name: str, manifest: Callable[[Any], dict], cert, *,
+                  models: Optional[Callable[[Any], Any]] = None,
+                  verify: Optional[Callable[[Any, dict], dict]] = None, report_in: str = "certificate",
+                  extras: Optional[Callable[[Any, dict], None]] = None, **summary: Any) -> dict:
+    """The one write sequence of every strategy command, inside ``out``'s atomic commit
+    (:class:`onnxpart.files.OutputDir`; None: nothing is written): ``models(out)`` writes the models and
+    says which (e.g. ``{stage: file}``), ``manifest(that)`` makes the manifest, ``verify(out, manifest)``
+    runs the written files (``--verify``: a mismatch raises, and nothing is committed) and returns its
+    report, kept in the ``certificate``'s details or the ``manifest`` (``report_in``); then
+    ``manifest_name``, ``certificate.json`` and ``extras(out, manifest)`` (charts) are written. ``cert`` is
+    the :class:`~onnxpart.certificate.Certificate`. -> the one JSON result (:func:`result`) with ``summary``."""
+    from onnxpart.files import write_json
+
+    if out is None:
+        return result(None, manifest(None), cert.to_dict(), None, **summary)
+    report = None
+    with out:
+        payload = manifest(models(out) if models is not None else None)
+        if verify is not None:
+            report = verify(out, payload)
+            (cert.details if report_in == "certificate" else payload)["verify"] = report
+        write_json(out.path(manifest_name), payload)
+        write_json(out.path("certificate.json"), cert.to_dict())
+        if extras is not None:
+            extras(out, payload)
+    return result(out.target, payload, cert.to_dict(), report, **summary)
 
 
 def check_folder(folder: Path, manifest_name: str, check: Callable[[Any, Any], tuple[list[str], dict]],

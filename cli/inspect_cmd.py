@@ -28,13 +28,13 @@ def inspect(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
 ) -> None:
     """Summarize a model: ops, parameters, FLOPs, activations, peak memory, costliest ops."""
-    from onnxpart.summary import summarize
+    from onnxpart.inspect_report import inspect_report
 
     from onnxpart.shapes import symbolic_dims
 
     loaded = load_costed(model, input_shape=input_shape, coarsen=coarsen, costs=costs, cost=cost, device=device,
                          dim=dim, force_shape=force_shape)
-    summary = summarize(loaded.graph, top=top)
+    summary = inspect_report(loaded.graph, top=top)
     summary["model"] = str(model)
     if loaded.model is not None:
         summary["symbolic_dims"] = [{"name": name, "inputs": inputs, "value": loaded.model.dims.get(name)}

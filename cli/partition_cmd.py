@@ -15,11 +15,15 @@ from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, Cost
                                  ExternalDataOpt, FRACTION, ForceOpt, ForceShapeOpt, FormatOpt, FreezeDimsOpt,
                                  GENERATIONS, IDEAL_LIMIT, InputShapeOpt, JsonOpt, MaxGapOpt, OutputOpt, POPULATION,
                                  Quantity, RANDOM_ORDERS, STAGES, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt,
-                                 WorkersOpt, certificate_line, check_folder, choose, console, enforce_gap,
+                                 WorkersOpt, certificate_line, check_folder, console, enforce_gap,
                                  err_console, gap_limit, handle_errors, load_costed, print_json, progress_bar,
-                                 result, verify_line, verify_written)
+                                 verify_line, verify_written, write_outputs)
 from onnxpart.errors import UserError
+from onnxpart.partition import IDEAL_LIMIT as PARTITION_IDEAL_LIMIT
+from onnxpart.partition import REGISTRY
 from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes
+
+BOUNDS_HELP = REGISTRY.help("Lower bounds to prove, comma-separated (or none):")
 
 
 @handle_errors
@@ -28,7 +32,7 @@ def partition(
     stages: Annotated[int, typer.Option("-k", "--stages", help="Number of pipeline stages k (1 to 1024; empty "
                                         "stages are allowed)."), STAGES] = ...,
     output: OutputOpt = None,
-    bounds: str = typer.Option("simple,bottleneck,exact", "--bounds", help="Lower bounds to prove: any of simple, bottleneck, guess, exact (comma-separated), or none. `simple` also reports the single-block and convex-block min-cut bounds."),
+    bounds: str = typer.Option("simple,bottleneck,exact", "--bounds", help=BOUNDS_HELP),
     time_limit: TimeLimitOpt = 60.0,
     seed: SeedOpt = 0,
     workers: WorkersOpt = 0,
@@ -55,17 +59,20 @@ def partition(
     rho: Annotated[float, typer.Option("--rho", help="BRKGA probability of inheriting the elite parent's gene."), FRACTION] = 0.7,
     random_orders: Annotated[int, typer.Option("--random-orders", help="Random priority vectors tried before BRKGA (random-T)."), RANDOM_ORDERS] = 100,
     mla: bool = typer.Option(True, "--mla/--no-mla", help="Seed the search with an mla-weighted order."),
-    ideal_limit: Annotated[int, typer.Option("--ideal-limit", help="Use the exact ideal DP when the DAG has at most this many ideals (0: never)."), IDEAL_LIMIT] = 5000,
+    ideal_limit: Annotated[int, typer.Option("--ideal-limit", help="Use the exact ideal DP when the DAG has at most this many ideals (0: never)."), IDEAL_LIMIT] = PARTITION_IDEAL_LIMIT,
     force: ForceOpt = False,
     clean: CleanOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Split a model into k pipeline stages minimizing the bottleneck stage (MTPP), with proven lower bounds."""
+    from onnxpart.files import OutputDir
+    from onnxpart.loading import weight_policy
+    from onnxpart.output_guard import run_reads
     from onnxpart.partition import Options, solve
     from onnxpart.partition.orders import BrkgaOptions
     from onnxpart.readers import check_format
 
-    methods = _bound_methods(bounds)
+    methods = tuple(m for m in REGISTRY.parse(bounds, "--bounds", extra=("none",), what="bound") if m != "none")
     limit = gap_limit(max_gap)
     check_format(graph_format)
     if output is None and check_certificate is None:
@@ -81,10 +88,6 @@ def partition(
     _warn(inst, graph, stages)
     if verify and loaded is None:
         raise UserError("--verify needs an ONNX model (graph-only input has nothing to run)")
-
-    from onnxpart.files import OutputDir
-    from onnxpart.output_guard import run_reads
-
     out = OutputDir(output, force=force, clean=clean, reads=run_reads(model, loaded, costs=costs, device=device))
     options = Options(k=stages, time_limit=time_limit, seed=seed, bounds=methods, workers=workers,
                       brkga=BrkgaOptions(population=population, generations=generations, elite=elite,
@@ -92,12 +95,9 @@ def partition(
                       random_orders=random_orders, mla=mla, ideal_limit=ideal_limit)
     with progress_bar(time_limit, lambda value, _: format_seconds(value), disable=as_json) as on_progress:
         solution = solve(inst, dataclasses.replace(options, progress=on_progress))
-
-    from onnxpart.loading import weight_policy
-
     policy = weight_policy(loaded, external_data_threshold) if loaded is not None else None
-    check = dict(verify=verify, seed=seed, tolerance=verify_tol, freeze=freeze_dims)
-    summary = _write(out, solution, graph, loaded, model, model_sha, options, policy, check)
+    summary = _write(out, solution, graph, loaded, model, model_sha, options, policy,
+                     dict(verify=verify, seed=seed, tolerance=verify_tol, freeze=freeze_dims))
     if as_json:
         print_json(summary)
     else:
@@ -115,12 +115,6 @@ def _load(model: Path, graph_format: str, *, costs, cost, device, input_shape, c
     loaded = load_costed(model, fmt=graph_format, input_shape=input_shape, coarsen=coarsen, costs=costs, cost=cost,
                          device=device, dim=dim, force_shape=force_shape)
     return from_graph(loaded.graph, bandwidth=bw, stage_memory=memory), loaded.graph, loaded.model
-
-
-def _bound_methods(bounds: str) -> tuple[str, ...]:
-    from onnxpart.partition import BOUND_METHODS
-
-    return tuple(m for m in choose(bounds, "--bounds", (*BOUND_METHODS, "none"), "bound") if m != "none")
 
 
 def _warn(inst, graph, stages: int) -> None:
@@ -150,27 +144,21 @@ def _warn_memory(graph, memory: float) -> None:
 
 
 def _write(out, solution, graph, loaded, model_path: Path, model_sha, options, policy, check: dict) -> dict:
-    """Stages, annotated model, manifest and certificate into ``out``; with ``check["verify"]`` the written
-    stages are run against the original first, and a mismatch leaves nothing written."""
-    from onnxpart.files import write_json
+    """Stages, annotated model, manifest and certificate into ``out`` (:func:`write_outputs`); with
+    ``check["verify"]`` the written stages are run against the original first, and a mismatch leaves
+    nothing written."""
     from onnxpart.partition import emit
 
-    files: dict[int, str] = {}
-    report = None
-    with out:
-        if loaded is not None:
-            files = _write_models(out, solution, graph, loaded, policy, check["freeze"])
-        manifest = emit.manifest(solution, graph, str(model_path), model_sha, files)
-        recorded = {"k": options.k, "time_limit": options.time_limit, "seed": options.seed,
-                    "bounds": list(options.bounds), "bandwidth": solution.instance.bandwidth,
-                    "stage_memory": solution.instance.stage_memory}
-        cert = emit.certificate(solution, model_sha, recorded)
-        if check["verify"]:
-            report = verify_written(out, loaded, manifest["stages"], check, "stages")
-            cert.details["verify"] = report.to_dict()
-        write_json(out.path("manifest.json"), manifest)
-        write_json(out.path("certificate.json"), cert.to_dict())
-    return result(out.target, manifest, cert.to_dict(), report.to_dict() if report is not None else None)
+    recorded = {"k": options.k, "time_limit": options.time_limit, "seed": options.seed,
+                "bounds": list(options.bounds), "bandwidth": solution.instance.bandwidth,
+                "stage_memory": solution.instance.stage_memory}
+    return write_outputs(
+        out, "manifest.json", lambda files: emit.manifest(solution, graph, str(model_path), model_sha, files),
+        emit.certificate(solution, model_sha, recorded),
+        models=lambda out: {} if loaded is None else _write_models(out, solution, graph, loaded, policy,
+                                                                   check["freeze"]),
+        verify=(lambda out, manifest: verify_written(out, loaded, manifest["stages"], check, "stages").to_dict())
+        if check["verify"] else None)
 
 
 def _write_models(out, solution, graph, loaded, policy, freeze: bool) -> dict[int, str]:
@@ -219,11 +207,10 @@ def _certificate_line(cert: dict) -> str:
 
 
 def _check(inst, graph, folder: Path, model_sha, onnx_input: bool, as_json: bool) -> None:
-    from onnxpart.partition.verify import check_certificate
+    from onnxpart.partition.check import check_certificate
 
     def check(manifest, cert):
-        result = check_certificate(inst, graph, manifest, cert, model_sha, str(folder / "manifest.json"), onnx_input)
-        return result.problems, {"upper_bound": result.upper_bound, "simple_bound": result.simple_bound}
+        return check_certificate(inst, graph, manifest, cert, model_sha, str(folder / "manifest.json"), onnx_input)
 
     check_folder(folder, "manifest.json", check, lambda facts: (
         f"certificate ok: every stage recomputed from the manifest's op lists, bottleneck "

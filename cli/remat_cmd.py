@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -16,13 +15,15 @@ from rich.table import Table
 from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
                                  ExternalDataOpt, ForceOpt, ForceShapeOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt,
                                  JsonOpt, MAX_RECOMPUTE, MaxGapOpt, ORDER_TIME_LIMIT, OutputOpt, Quantity, SeedOpt,
-                                 TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt, check_folder, choose, console,
+                                 TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt, check_folder, console,
                                  enforce_gap, err_console, gap_limit, handle_errors, load_costed, print_json,
-                                 progress_bar, result, verify_line)
+                                 progress_bar, verify_line, write_outputs)
 from onnxpart.errors import InfeasibleError, UserError
+from onnxpart.remat import REGISTRY
 from onnxpart.units import byte_unit, format_bytes, format_seconds, parse_percent_or_bytes
 
 PHASES = {"phase1": "phase 1: peak", "phase2": "phase 2: time", "checkmate": "checkmate MILP"}
+METHOD_HELP = REGISTRY.help("Comma-separated to run several, sharing --time-limit:")
 
 
 @handle_errors
@@ -32,8 +33,8 @@ def remat(
     output: OutputOpt = None,
     force: ForceOpt = False,
     clean: CleanOpt = False,
-    method: str = typer.Option("moccasin", "--method", help="moccasin, checkmate, checkmate-lp, greedy; comma-separated to run several (sharing --time-limit)."),
-    compare: bool = typer.Option(False, "--compare", help="Run the methods on the same instance and print one table (all four if one is named)."),
+    method: str = typer.Option("moccasin", "--method", help=METHOD_HELP),
+    compare: bool = typer.Option(False, "--compare", help="Run the methods on the same instance and print one table (all of them if one is named)."),
     order: str = typer.Option("fixed", "--order", help="fixed: the file's order (paper §2.3); minmem: the memory-minimizing order; free: the solver picks (§2.1)."),
     max_recompute: Annotated[int, typer.Option("--max-recompute", help="C_v: how many times an op may be computed (2 = at most one recomputation)."), MAX_RECOMPUTE] = 2,
     time_limit: TimeLimitOpt = 60.0,
@@ -67,19 +68,14 @@ def remat(
     from onnxpart.output_guard import run_reads
     from onnxpart.readers import check_format
 
-    methods = choose(method, "--method", rm.METHODS)
-    methods = rm.METHODS if compare and len(methods) == 1 else methods
-    if precedence not in ("literals", "reservoir"):
-        raise UserError(f"unknown --precedence {precedence!r}: use literals or reservoir")
+    methods = REGISTRY.parse(method)
     check_format(graph_format)
     limit = gap_limit(max_gap)
-    # --time-limit is the whole run: --order minmem's part first, the rest shared by the methods
-    per_method = (time_limit - (min(order_time_limit, time_limit / 2) if order == "minmem" else 0.0)) / len(methods)
-    options = rm.RematOptions(
-        budget=parse_percent_or_bytes(budget, "--budget"), methods=methods, order=order, max_copies=max_recompute,
-        time_limit=max(per_method, 0.1), order_time_limit=min(order_time_limit, time_limit / 2),
-        workers=workers or os.cpu_count() or 1,
-        seed=seed, include_params=include_params, deterministic=deterministic, precedence=precedence)
+    options = rm.Options(  # --time-limit is the whole run (onnxpart.remat: how it is shared)
+        budget=parse_percent_or_bytes(budget, "--budget"), order=order, max_copies=max_recompute,
+        methods=REGISTRY.names if compare and len(methods) == 1 else methods, time_limit=time_limit,
+        order_time_limit=order_time_limit, workers=workers, seed=seed, include_params=include_params,
+        deterministic=deterministic, precedence=precedence)
     with contextlib.ExitStack() as scratch:  # --ort-optimize's model and --verify's scratch folder live to the end
         loaded, prepass, options = _load(model, options, scratch, ort_optimize=ort_optimize, fmt=graph_format,
                                          input_shape=input_shape, force_shape=force_shape, dim=dim, coarsen=coarsen,
@@ -105,8 +101,8 @@ def remat(
 
 def _load(model: Path, options, scratch: contextlib.ExitStack, *, ort_optimize: bool, **how):
     """-> (Loaded, OrtPrePass or None, options with --budget P% resolved against the original model)."""
-    from onnxpart import remat as rm
-    from onnxpart.ort_optimize import load_ort_optimized, refuse_ort_optimize
+    from onnxpart.remat.model import resolve_budget
+    from onnxpart.remat.prepass import load_ort_optimized, refuse_ort_optimize
 
     if not ort_optimize:
         return load_costed(model, **how), None, options
@@ -114,8 +110,8 @@ def _load(model: Path, options, scratch: contextlib.ExitStack, *, ort_optimize: 
     loaded, prepass = load_ort_optimized(model, how["input_shape"], how["force_shape"], how["dim"], how["coarsen"],
                                          how["cost"], how["device"], options.include_params, scratch)
     if options.budget[0] != "min":  # --budget P% is of the peak of the model the user gave
-        options = dataclasses.replace(options, budget=("bytes", rm.resolve_budget(*options.budget,
-                                                                                  prepass.original_peak)))
+        options = dataclasses.replace(options, budget=("bytes", resolve_budget(*options.budget,
+                                                                               prepass.original_peak)))
     return loaded, prepass, options
 
 
@@ -137,10 +133,11 @@ def _output_dir(output: Optional[Path], verify: bool, scratch: contextlib.ExitSt
 def _solve(graph, options, time_limit: float, table_on_error: bool, quiet: bool):
     from onnxpart import remat as rm
     from onnxpart.board import Board
+    from onnxpart.remat.model import build_instance
 
     try:
         with progress_bar(time_limit, _remat_value, disable=quiet, phases=PHASES) as on_progress:
-            return rm.solve(graph, options, Board(on_progress))
+            return rm.solve(build_instance(graph, options.include_params), options, Board(on_progress))
     except InfeasibleError as exc:
         partial = getattr(exc, "solution", None)
         if partial is not None and table_on_error:
@@ -149,30 +146,32 @@ def _solve(graph, options, time_limit: float, table_on_error: bool, quiet: bool)
 
 
 def _emit(out, loaded, model_path: Path, solution, prepass, check: dict) -> dict:
-    """remat.onnx (+ .data), sequence.json, certificate.json, memory.png into ``out`` (one atomic commit);
-    with --verify the written remat.onnx is run against the original first, and a mismatch leaves nothing
-    written. -> the JSON result."""
+    """remat.onnx (+ .data), sequence.json, certificate.json, memory.png into ``out`` (one atomic commit,
+    :func:`write_outputs`); with --verify the written remat.onnx is run against the original first, and a
+    mismatch leaves nothing written. -> the JSON result."""
     from onnxpart import remat as rm
-    from onnxpart.remat.emit import sequence_payload
+    from onnxpart.remat.emit import plot_memory, sequence_payload
 
     graph, source, best = loaded.graph, loaded.model, solution.best
-    cert = rm.certificate(solution, graph.model_sha256)
     extra = {"ort_optimize": prepass.to_dict()} if prepass is not None else {}
     remat_model = _remat_model(source, graph, solution, check["include_params"], check["freeze"], extra)
-    verify = None
     files: list[str] = []
-    if out is not None:
-        with out:
-            files = _write(out, solution, remat_model, source, check)
-            if check["verify"]:
-                verify = _verify(out, prepass.original_model if prepass is not None else source, best, check)
-                extra["verify"] = verify
-            _write_reports(out, graph, model_path, solution, cert, extra)
-        files += ["sequence.json", "certificate.json", "memory.png"]
-    manifest = sequence_payload(graph, str(model_path), best.profile, solution.budget, solution.baseline,
-                                best.result.method, extra)
-    others = {key: value for key, value in extra.items() if key != "verify"}
-    return result(None, manifest, cert.to_dict(), verify, **rm.summary(solution), **others, files=files)
+
+    def models(out) -> None:
+        files.extend(_write(out, remat_model, source, check) + ["sequence.json", "certificate.json", "memory.png"])
+
+    def memory_png(out, _) -> None:
+        plot_memory(out.path("memory.png"), solution.baseline, best.profile, solution.budget,
+                    f"{graph.name}{' after ort-optimize' if prepass is not None else ''}: "
+                    f"{best.method}, order {solution.options.order}")
+
+    reference = prepass.original_model if prepass is not None else source
+    return write_outputs(
+        out, "sequence.json", lambda _: sequence_payload(graph, str(model_path), best.profile, solution.budget,
+                                                         solution.baseline, best.method, dict(extra)),
+        rm.certificate(solution, graph.model_sha256), models=models, extras=memory_png, report_in="manifest",
+        verify=(lambda out, _: _verify(out, reference, best, check)) if check["verify"] else None,
+        **rm.summary(solution), **extra, files=files)
 
 
 def _remat_value(value: float, phase: str) -> str:
@@ -195,7 +194,7 @@ def _remat_model(source, graph, solution, include_params: bool, freeze: bool, ex
     return remat_model
 
 
-def _write(out, solution, remat_model, source, check: dict) -> list[str]:
+def _write(out, remat_model, source, check: dict) -> list[str]:
     from onnxpart.loading import weight_policy
     from onnxpart.writer import write_model
 
@@ -216,23 +215,9 @@ def _verify(out, reference, best, check: dict) -> dict:
     return report
 
 
-def _write_reports(out, graph, model_path: Path, solution, cert, extra: dict) -> None:
-    """sequence.json (with the --ort-optimize and --verify reports as they are), certificate.json, memory.png."""
-    from onnxpart.files import write_json
-    from onnxpart.remat.emit import plot_memory, sequence_payload
-
-    best = solution.best
-    write_json(out.path("sequence.json"), sequence_payload(graph, str(model_path), best.profile, solution.budget,
-                                                           solution.baseline, best.result.method, extra))
-    write_json(out.path("certificate.json"), cert.to_dict())
-    plot_memory(out.path("memory.png"), solution.baseline, best.profile, solution.budget,
-                f"{graph.name}{' after ort-optimize' if 'ort_optimize' in extra else ''}: "
-                f"{best.result.method}, order {solution.options.order}")
-
-
 def _check(graph, folder: Path, as_json: bool) -> None:
     """--check-certificate: re-simulate an earlier output folder's sequence on this model."""
-    from onnxpart.remat.verify import check_certificate
+    from onnxpart.remat.check import check_certificate
 
     def check(sequence, cert):
         problems = check_certificate(graph, sequence, cert, graph.model_sha256, str(folder / "sequence.json"))
@@ -284,7 +269,7 @@ def _summary_line(solution, cert, prepass=None) -> str:
     line = (f"peak {peaks} → {best.profile.peak / scale:.1f} {unit} "
             f"(budget {solution.budget / scale:.1f}), duration {100 * best.profile.tdi:+.2f}% ({proven}"
             f"{' at this budget' if solution.budget_search else ''}), "
-            f"{best.profile.recomputations} ops recomputed [{best.result.method}, {best.result.status}]")
+            f"{best.profile.recomputations} ops recomputed [{best.method}, {best.status}]")
     return line + _budget_search_line(solution.budget_search, scale, unit)
 
 

@@ -70,9 +70,13 @@ class Board:
         """The best proven bound so far, finished or posted."""
         return max([self.floor, best_bound(self.bounds) or self.floor, *self.live.values()])
 
+    def meets(self, value: float) -> bool:
+        """An objective ``value`` meets the best proven bound (within :data:`CLOSE`)."""
+        return value <= self.lower * (1 + CLOSE)
+
     def closed(self) -> bool:
         """The incumbent meets a proven bound: nothing left to search or prove."""
-        return self.incumbent <= self.lower * (1 + CLOSE)
+        return self.meets(self.incumbent)
 
     def offer(self, value: float, how: str) -> bool:
         """A solution of objective ``value`` found by ``how``; True (and a progress report) if it is better."""

@@ -7,8 +7,8 @@ proven values (a MIP dual bound, a CP-SAT best objective bound, or a formula wit
 incumbent; a solver stopped by its time limit reports its proven bound with status ``time_limit``.
 
 Every check that compares a recomputed number with one read back (``--check-certificate``,
-:mod:`onnxpart.certificate_check`; a solver's answer) uses the one tolerance rule here:
-:func:`same_value`, :func:`above`, :func:`slack`.
+:mod:`onnxpart.certificate_check`, :meth:`Certificate.check`; a solver's answer) uses the one tolerance rule
+here: :func:`same_value`, :func:`above`, :func:`slack`, and :func:`mismatch` to name what differs.
 """
 
 from __future__ import annotations
@@ -61,8 +61,62 @@ def best_bound(bounds) -> float | None:
     return max(values) if values else None
 
 
+def relative_gap(upper: float, lower: float | None) -> float | None:
+    """The one gap rule: ``1 - lower/upper`` (0 when the upper bound is 0; None without a lower bound)."""
+    if lower is None:
+        return None
+    if upper <= 0:
+        return 0.0
+    return max(0.0, 1.0 - lower / upper)
+
+
+def is_optimal(gap: float | None) -> bool:
+    """A gap that proves optimality: within the tolerance of every check (:data:`RTOL`)."""
+    return gap is not None and gap <= RTOL
+
+
+def mismatch(what: str, claimed: Any, recomputed: Any) -> list[str]:
+    """``[]`` when ``claimed`` equals ``recomputed`` (numbers by :func:`same_value`), else one message."""
+    if _number(claimed) and _number(recomputed):
+        equal = same_value(claimed, recomputed)
+    else:
+        equal = claimed == recomputed
+    return [] if equal else [f"{what} {_show(claimed)} != recomputed {_show(recomputed)}"]
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _show(value: Any) -> str:
+    text = repr(float(value) if _number(value) and not isinstance(value, int) else value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+class Bounded:
+    """Mixin of whatever has an objective ``value`` (an upper bound: the objective is minimized) and proven
+    ``lower_bounds`` — every strategy's Solution, and :class:`Certificate` — with the best bound, the gap and
+    ``proven_optimal`` by the one rule (:func:`best_bound`, :func:`relative_gap`, :func:`is_optimal`)."""
+
+    value: float
+    lower_bounds: list[LowerBound]
+
+    @property
+    def best_lower_bound(self) -> float | None:
+        return best_bound(self.lower_bounds)
+
+    @property
+    def gap(self) -> float | None:
+        """``1 - LB/UB`` (:func:`relative_gap`)."""
+        return relative_gap(self.value, self.best_lower_bound)
+
+    @property
+    def proven_optimal(self) -> bool:
+        return is_optimal(self.gap)
+
+
 @dataclass
-class Certificate:
+class Certificate(Bounded):
     problem: str  # "mtpp", "remat", ...
     instance_sha256: str
     objective: str  # what is minimized, with its unit
@@ -71,22 +125,16 @@ class Certificate:
     details: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def best_lower_bound(self) -> float | None:
-        return best_bound(self.lower_bounds)
+    def value(self) -> float:
+        return self.upper_bound
 
-    @property
-    def gap(self) -> float | None:
-        """``1 - LB/UB`` (0 when both are 0; None without a lower bound)."""
-        lb = self.best_lower_bound
-        if lb is None:
-            return None
-        if self.upper_bound <= 0:
-            return 0.0
-        return max(0.0, 1.0 - lb / self.upper_bound)
-
-    @property
-    def proven_optimal(self) -> bool:
-        return self.gap is not None and self.gap <= RTOL
+    def check(self, upper: float, formulas: dict[str, float]) -> list[str]:
+        """What this certificate claims that a recomputation from the files does not give (``[]``: all of it
+        holds): an upper bound other than the recomputed objective ``upper``, or a closed-form bound other
+        than its re-derived value (``formulas``: method -> value; other bounds are not re-derivable)."""
+        return mismatch("certificate upper bound", self.upper_bound, upper) + [
+            problem for bound in self.lower_bounds if bound.method in formulas
+            for problem in mismatch(f"{bound.method} bound", bound.value, formulas[bound.method])]
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -7,7 +7,9 @@
   :class:`~onnxpart.certificate.Certificate` give them.
 * :func:`hash_problems` checks the folder was made for the model and instance given.
 * :func:`differences` compares a manifest read back with the one a strategy recomputes from the model
-  alone and names every entry that differs — the way each strategy re-checks *every* field it can.
+  alone and names every entry that differs — the way each strategy re-checks *every* field it can;
+  :meth:`Certificate.check <onnxpart.certificate.Certificate.check>` does the same for the certificate's
+  upper bound and its closed-form bounds.
 
 Numbers compare by the one tolerance rule of :mod:`onnxpart.certificate`.
 """
@@ -20,7 +22,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from onnxpart.certificate import SCHEMA, Certificate, LowerBound, above, same_value
+from onnxpart.certificate import SCHEMA, Certificate, LowerBound, above, mismatch, same_value
 from onnxpart.validate import NonNegative, ReadBackSchema, validate
 
 
@@ -93,15 +95,6 @@ def hash_problems(cert: Certificate, expected: str, model: ModelRef, model_sha25
     return problems
 
 
-def mismatch(what: str, claimed: Any, recomputed: Any) -> list[str]:
-    """``[]`` when ``claimed`` equals ``recomputed`` (numbers by :func:`same_value`), else one message."""
-    if _number(claimed) and _number(recomputed):
-        equal = same_value(claimed, recomputed)
-    else:
-        equal = claimed == recomputed
-    return [] if equal else [f"{what} {_show(claimed)} != recomputed {_show(recomputed)}"]
-
-
 #: an entity list's label for one entry, e.g. ``lambda op: f"ops[{op['name']!r}]"``
 Label = Callable[[dict], str]
 
@@ -152,12 +145,3 @@ def _entity_differences(listed: list, expected: list, label: Label, path: str) -
     if not problems and seen != list(want):
         problems.append(f"{path} are not in the recomputed order")
     return problems
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _show(value: Any) -> str:
-    text = repr(float(value) if _number(value) and not isinstance(value, int) else value)
-    return text if len(text) <= 80 else text[:77] + "..."

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import math
 import multiprocessing as mp
-import os
 import queue as queue_module
 import time
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onnxpart import interrupts
+from onnxpart.strategy import cores
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class Runner:
     """At most ``workers`` jobs (0: one per core) in forked processes; see the module doc."""
 
     def __init__(self, workers: int = 0):
-        self.workers = max(1, workers or os.cpu_count() or 1)
+        self.workers = cores(workers)
         self._ctx = mp.get_context("fork")  # instances are not re-pickled; no solver threads run yet
         self._channel = self._ctx.Queue()
         self._pending: list[tuple[int, Callable, tuple]] = []

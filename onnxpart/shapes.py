@@ -33,6 +33,7 @@ import numpy as np
 import onnx
 from onnx import external_data_helper, shape_inference
 
+from onnxpart.dtypes import dtype_name
 from onnxpart.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -283,8 +284,6 @@ _REFUSED_NODE = re.compile(r"\(op_type:([^,]*), node name: ([^)]*)\): (?:\[\w+\]
 
 def _inference_refusal(error: str, model: onnx.ModelProto, types: Mapping[str, ValueType]) -> str:
     """One line for a strict-inference error: the node, its inputs' element types and shapes, the reason."""
-    from onnxpart.graph import dtype_name
-
     text = " ".join(error.split())
     found = _REFUSED_NODE.search(text)
     node = next((n for n in model.graph.node if found and n.name == found.group(2)), None)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import time
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -17,6 +17,7 @@ from onnxpart.parallel import BoundPoster, Event, Runner
 from onnxpart.partition.exact import BoundResult, bottleneck_mip, exact_mip, guess_mip, scaled
 from onnxpart.partition.model import Instance, simple_lower_bound, work_lower_bound
 from onnxpart.partition.weighted import weighted_bottleneck
+from onnxpart.strategy import Method, cores
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ class BoundLane:
     def stop(self, deadline: float) -> bool:
         """Drain the events; True once the deadline passed or the incumbent meets a proven bound."""
         self.take(self.runner.poll())
-        return time.time() >= deadline or self.board.closed()
+        return time.monotonic() >= deadline or self.board.closed()
 
     def finish(self) -> None:
         """Jobs still running once the gap is closed cannot improve anything: end them, do not wait; they
@@ -72,11 +73,12 @@ class BoundLane:
         merge_bounds(self.board.bounds, self.results, self.k, done=done, work_floor=work_lower_bound(self.inst, self.k))
 
 
-def bound_jobs(inst: Instance, k: int, options, deadline: float, warm: np.ndarray | None,
-                floor: float) -> list[dict]:
-    """Job descriptions for :func:`run_bound_job`: exact first (strongest), then the weighted bottleneck
-    (CP-SAT) and the bottleneck MIP (both requested by ``bottleneck``), then guesses. ``floor`` (a proven
-    bound) is the exact MIP's and the guesses' objective lower limit.
+def bound_jobs(inst: Instance, k: int, options, methods: Sequence[Method], deadline: float,
+               warm: np.ndarray | None, floor: float) -> list[dict]:
+    """Job descriptions for :func:`run_bound_job`, from each bound method's ``run`` (the registry of
+    :mod:`onnxpart.partition`): the ``exact`` kind first (strongest), then the ``bound`` kind in registry
+    order (the weighted bottleneck, CP-SAT, and the bottleneck MIP for ``bottleneck``; then the guesses).
+    ``floor`` (a proven bound) is the exact MIP's and the guesses' objective lower limit.
 
     Time: with ≥ 2 workers the exact MIP keeps one worker until the deadline and the other workers run
     the short jobs one after another, in rounds of ``lanes`` jobs; round r must stop by
@@ -89,18 +91,11 @@ def bound_jobs(inst: Instance, k: int, options, deadline: float, warm: np.ndarra
         return []  # the simple bound is exact for k = 1
     L = work_lower_bound(inst, k)
     floor = max(floor, simple_lower_bound(inst, k))
-    now = time.time()
-    jobs, short = [], []
-    if "exact" in options.bounds:
-        jobs.append(dict(kind="exact", inst=inst, k=k, lower=L, objective_floor=floor,
-                         deadline=deadline, warm=warm, seed=options.seed))
-    if "bottleneck" in options.bounds:
-        short.append(dict(kind="weighted", inst=inst, k=k, lower=L, seed=options.seed))
-        short.append(dict(kind="bottleneck", inst=inst, k=k, lower=L, seed=options.seed))
-    if "guess" in options.bounds:
-        short += [dict(kind="guess", inst=inst, k=k, j=j, lower=L, objective_floor=floor, seed=options.seed)
-                  for j in range(1, k + 1)]
-    workers = options.workers or os.cpu_count() or 1
+    now = time.monotonic()
+    jobs = [dict(job, deadline=deadline) for m in methods if m.kind == "exact"
+            for job in m.run(inst, k, L, floor, warm, options.seed)]
+    short = [job for m in methods if m.kind == "bound" for job in m.run(inst, k, L, floor, warm, options.seed)]
+    workers = cores(options.workers)
     lanes = workers - 1 if jobs and workers > 1 else workers
     if jobs and workers == 1:  # one worker: the exact MIP takes its turn like the others
         short, jobs = jobs + short, []
@@ -114,9 +109,10 @@ def bound_jobs(inst: Instance, k: int, options, deadline: float, warm: np.ndarra
 def run_bound_job(job: dict) -> BoundResult:
     """Run one bound job described by ``job`` (picklable, for a process pool): a HiGHS MIP of this module
     or the CP-SAT weighted bottleneck (:mod:`~onnxpart.partition.weighted`). The time limit is what is
-    left until ``job['deadline']`` (wall clock). The exact, bottleneck and weighted jobs post their
-    proven bound while they run (:func:`onnxpart.parallel.post_bound`); a guess's LB_j alone bounds nothing."""
-    limit = job["deadline"] - time.time()
+    left until ``job['deadline']`` (``time.monotonic()``, the same clock in every process). The exact,
+    bottleneck and weighted jobs post their proven bound while they run (:func:`onnxpart.parallel.post_bound`);
+    a guess's LB_j alone bounds nothing."""
+    limit = job["deadline"] - time.monotonic()
     name = {"guess": f"guess-{job.get('j')}", "weighted": "weighted-bottleneck"}.get(job["kind"], job["kind"])
     if limit <= 0.05:
         return BoundResult(name, None, "time_limit", 0.0, note="no time left")

@@ -159,7 +159,7 @@ def convex_block_bound(inst: Instance, floor: float, deadline: float, seed: int 
     """``max(floor, max_v min{f(B) : B ∋ v a block of some partition})`` (module doc), ``floor`` being a
     proven bound. Ops are tried by decreasing f({v}) and skipped when f({v}) ≤ the bound so far; each op
     costs a max flow, plus a MIP (its proven dual bound, with the min cut as objective floor) when the
-    min cut's set is not convex. Stops at ``deadline`` (wall clock) with the bound proven so far."""
+    min cut's set is not convex. Stops at ``deadline`` (``time.monotonic()``) with the bound proven so far."""
     single = singleton_costs(inst) + inst.overflow(inst.params)
     network = _Network(inst, inst.work)
     scale = float(single.max()) if inst.n and single.max() > 0 else 1.0
@@ -168,7 +168,7 @@ def convex_block_bound(inst: Instance, floor: float, deadline: float, seed: int 
     for v in np.argsort(-single, kind="stable").tolist():
         if single[v] <= best:
             break
-        left = deadline - time.time()
+        left = deadline - time.monotonic()
         if left <= 0.05:
             proven = False
             break

@@ -177,7 +177,7 @@ def descend(inst: Instance, assignment: np.ndarray, k: int, rng: np.random.Gener
     state = _State(inst, assignment, k)
     ops = rng.permutation(inst.n)
     moves, improved = 0, True
-    while improved and time.time() < deadline:
+    while improved and time.monotonic() < deadline:
         improved = False
         for v in ops:
             v = int(v)
@@ -195,7 +195,7 @@ def descend(inst: Instance, assignment: np.ndarray, k: int, rng: np.random.Gener
         if improved:
             continue
         for v in ops:
-            if time.time() >= deadline:
+            if time.monotonic() >= deadline:
                 break
             v, here = int(v), int(state.block[v])
             for forward, target in ((True, here + 1), (False, here - 1)):
@@ -244,7 +244,7 @@ def improve(inst: Instance, assignment: np.ndarray, k: int, seed: int = 0, deadl
     best = np.asarray(assignment, dtype=np.int64).copy()
     best_value = _value(inst, best, k)
     moves = rounds = 0
-    while inst.n and time.time() < deadline and best_value > target * (1 + _REL):
+    while inst.n and time.monotonic() < deadline and best_value > target * (1 + _REL):
         rounds += 1
         best, count = descend(inst, best, k, rng, deadline)  # never raises the bottleneck
         moves += count
@@ -267,7 +267,7 @@ def iterated(inst: Instance, assignment: np.ndarray, k: int, seed: int, stop: Ca
     first = improve(inst, assignment, k, int(rng.integers(1 << 30)), deadline)
     best = current = first
     moves, rounds, done = first.moves, first.rounds, 0
-    while inst.n and not stop(best.value) and time.time() < deadline and (kicks <= 0 or done < kicks):
+    while inst.n and not stop(best.value) and time.monotonic() < deadline and (kicks <= 0 or done < kicks):
         done += 1
         start = kick(inst, current.assignment, k, rng, int(rng.integers(2, 6)))
         trial = improve(inst, start, k, int(rng.integers(1 << 30)), deadline)

@@ -1,131 +1,128 @@
 """Rematerialization: fit a memory budget with the least recomputation (``onnxpart remat``).
 
-Public entry: :func:`solve` (graph + options -> :class:`Solution`) and :func:`certificate`. Methods:
-``moccasin`` (CP-SAT retention intervals, :mod:`.moccasin`, warm-started by the greedy heuristic),
-``checkmate`` (the Checkmate MILP on HiGHS), ``checkmate-lp`` (its LP relaxation with two-phase rounding,
-:mod:`.checkmate`) and ``greedy`` (the eviction heuristic of :mod:`.heuristics`; no lower bound). Every sequence a
-method returns is re-simulated by :mod:`.sequence`; one whose simulated peak is over the budget is never
-the answer.
+Public entry: :func:`solve` (an :class:`~onnxpart.remat.model.Instance`, :class:`Options`, a board ->
+:class:`Solution`) and :func:`certificate`. The methods, in :data:`REGISTRY`: ``moccasin`` (CP-SAT
+retention intervals, :mod:`.moccasin`, warm-started by the greedy heuristic), ``checkmate`` (the Checkmate
+MILP on HiGHS), ``checkmate-lp`` (its LP relaxation with two-phase rounding, :mod:`.checkmate`) and
+``greedy`` (the eviction heuristic of :mod:`.heuristics`; no lower bound). Every sequence a method returns
+is re-simulated by :mod:`.sequence`; one whose simulated peak is over the budget is never the answer.
+
+``Options.time_limit`` is the whole run (:class:`onnxpart.strategy.Budget`): ``--order minmem``'s exact
+search first (``order_time_limit``, at most :data:`ORDER_PART` of the run), then ``--budget min``'s phase 1
+(weighed like one method), then the methods, each with an equal share of what is left.
+
+This module imports no solver: :data:`REGISTRY` is read when the command line starts, and each method
+loads its solver when it runs.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from onnxpart.board import Board
-from onnxpart.certificate import Certificate, LowerBound, instance_hash
+from onnxpart.certificate import Bounded, Certificate, LowerBound, instance_hash
 from onnxpart.errors import InfeasibleError, UserError
-from onnxpart.graph import OpGraph
-from onnxpart.remat.model import Instance, MethodResult, build_instance, resolve_budget
-from onnxpart.remat.moccasin import MoccasinOptions, Progress, Reached, smallest_peak, solve_moccasin
-from onnxpart.remat.orders import OrderResult, minmem_order
-from onnxpart.remat.sequence import SequenceProfile, baseline, simulate
+from onnxpart.strategy import Budget, Method, Registry, cores, run_methods
 from onnxpart.units import format_bytes
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from onnxpart.remat.model import Instance, MethodResult
+    from onnxpart.remat.moccasin_model import Reached
+    from onnxpart.remat.orders import OrderResult
+    from onnxpart.remat.sequence import SequenceProfile
 
-METHODS = ("moccasin", "checkmate", "checkmate-lp", "greedy")
 ORDERS = ("fixed", "free", "minmem")
+PRECEDENCES = ("literals", "reservoir")
+ORDER_PART = 0.5  # --order minmem's exact search gets at most this part of the run
+GREEDY_SEARCH = (0.25, 30.0)  # the greedy method searches this part of its share, at most this many seconds
 
 
 @dataclass(frozen=True)
-class RematOptions:
+class Options:
     budget: tuple[str, float]  # ("fraction", 0.8), ("bytes", 25165824.0) or ("min", 0): the smallest that works
     methods: tuple[str, ...] = ("moccasin",)
     order: str = "fixed"  # fixed: the file's order (§2.3); minmem: the memory-minimizing order; free: §2.1
     max_copies: int = 2  # C_v
-    time_limit: float = 60.0  # per method
-    order_time_limit: float = 10.0  # for --order minmem
-    workers: int = 2
+    time_limit: float = 60.0  # the whole run: the order, --budget min's phase 1 and every method
+    order_time_limit: float = 10.0  # for --order minmem (at most ORDER_PART of time_limit)
+    workers: int = 0  # 0 = one per core
     seed: int = 0
-    include_params: bool = False
+    include_params: bool = False  # the instance counts the parameters (recorded in the certificate)
     deterministic: bool = False
     precedence: str = "literals"
 
-
-@dataclass
-class Outcome:
-    """One method's result and the simulation of its sequence."""
-
-    result: MethodResult
-    profile: SequenceProfile | None
-
-    @property
-    def feasible(self) -> bool:
-        return self.profile is not None and self.result.status not in ("over_budget",)
+    def __post_init__(self) -> None:
+        REGISTRY.parse(",".join(self.methods) or ",")
+        if self.order not in ORDERS:
+            raise UserError(f"unknown order {self.order!r}: use {', '.join(ORDERS)}")
+        if self.precedence not in PRECEDENCES:
+            raise UserError(f"unknown --precedence {self.precedence!r}: use {' or '.join(PRECEDENCES)}")
+        if self.max_copies < 1:
+            raise UserError("--max-recompute must be at least 1 (1 = no recomputation)")
 
 
 @dataclass
-class Solution:
+class Solution(Bounded):
     instance: Instance  # in the input order the methods used
     budget: int  # bytes
     baseline: SequenceProfile  # the file's order, no recomputation: what --budget P% is relative to
     start: SequenceProfile  # the input order used, no recomputation
-    options: RematOptions
-    outcomes: list[Outcome] = field(default_factory=list)
+    options: Options
+    results: list[MethodResult] = field(default_factory=list)
     order: OrderResult | None = None
     floor: tuple[int, str] = (0, "")  # restriction-free minimum budget and why
     budget_search: dict[str, Any] | None = None  # --budget min: what phase 1 found and proved
+    lower_bounds: list[LowerBound] = field(default_factory=list)
 
     @property
-    def best(self) -> Outcome | None:
-        """The feasible outcome with the least duration (ties: the method listed first)."""
-        feasible = [o for o in self.outcomes if o.feasible]
-        return min(feasible, key=lambda o: o.profile.duration) if feasible else None
+    def best(self) -> MethodResult | None:
+        """The feasible result with the least duration (ties: the method listed first)."""
+        feasible = [r for r in self.results if r.feasible]
+        return min(feasible, key=lambda r: r.profile.duration) if feasible else None
+
+    @property
+    def value(self) -> float:
+        return self.best.profile.duration if self.best is not None else math.inf
 
 
-def solve(graph: OpGraph, options: RematOptions, board: Board | None = None) -> Solution:
-    """Build the instance, check the budget against the restriction-free floor, run every method.
+@dataclass(frozen=True)
+class Fit:
+    """What every method runs on: the instance in the order used, the budget in bytes, and ``--budget
+    min``'s phase-1 solution (moccasin's start; None otherwise)."""
 
-    ``board`` (:mod:`onnxpart.board`) receives the solvers' progress records (phase 1 in bytes, phase 2
-    and Checkmate in durations). Raises :class:`InfeasibleError` when no method meets the budget (the
-    message says what is proven); the partial :class:`Solution` is attached as ``exc.solution``.
-    """
-    progress = board.on_progress if board is not None else None
-    for method in options.methods:
-        if method not in METHODS:
-            raise UserError(f"unknown method {method!r}: use {', '.join(METHODS)}")
-    if options.order not in ORDERS:
-        raise UserError(f"unknown order {options.order!r}: use {', '.join(ORDERS)}")
-    if options.max_copies < 1:
-        raise UserError("--max-recompute must be at least 1 (1 = no recomputation)")
-    if not graph.ops:
+    instance: Instance
+    budget: int
+    reached: Reached | None = None
+
+
+def solve(problem: Instance, options: Options, board: Board | None = None) -> Solution:
+    """Check the budget against the restriction-free floor and run the methods within
+    ``options.time_limit`` seconds in all (module doc). ``board`` receives the solvers' progress records
+    (phase 1 in bytes, phase 2 and Checkmate in durations), every method's bounds and every feasible
+    sequence's duration. Raises :class:`InfeasibleError` when no method meets the budget (the message
+    says what is proven); the partial :class:`Solution` is attached as ``exc.solution``."""
+    from onnxpart.remat.sequence import baseline
+
+    if not problem.n_ops:
         raise UserError("the graph has no ops")
-    instance = build_instance(graph, options.include_params)
-    base = baseline(instance)
-    floor = instance.min_budget()
-    solution = Solution(instance, 0, base, base, options, floor=floor)
-    if options.order == "minmem":
-        solution.order = minmem_order(instance, options.order_time_limit, options.workers, options.seed)
-        instance = instance.with_order(solution.order.order)
-        solution.instance = instance
-        solution.start = simulate(instance, instance.op_order())
-    reached = None
-    if options.budget[0] == "min":  # on the order the methods use, so phase 2 can start from what it found
-        solution.budget_search, reached = smallest_budget(instance, floor[0], options)
-        budget = solution.budget_search["budget_bytes"]
-        options = replace(options, time_limit=max(options.time_limit / 2, 0.5))
+    board = board if board is not None else Board()
+    budget = Budget(options.time_limit, ledger=options.deterministic)
+    options = replace(options, workers=cores(options.workers))
+    base = baseline(problem)
+    solution = Solution(problem, 0, base, base, options, floor=problem.min_budget())
+    _order(solution, options, budget)
+    methods = REGISTRY.select(options.methods)
+    fit = _budget(solution, options, budget, sum(m.weight for m in methods))
+    solution.lower_bounds = [LowerBound("no-recompute", solution.instance.base_duration, "bound", "formula", 0.0,
+                                        "every op is computed at least once")]
+    board.add(solution.lower_bounds[0])
+    if solution.start.peak <= fit.budget:  # the input order fits: nothing to recompute, trivially optimal
+        solution.results = [_checked(fit, board, _fits(fit.instance, m.name)) for m in methods]
     else:
-        budget = resolve_budget(*options.budget, base.peak)
-    solution.budget = budget
-    if budget < floor[0]:
-        raise InfeasibleError(f"budget {budget:,} B is below {floor[0]:,} B ({format_bytes(floor[0])}), which "
-                              f"every sequence needs: {floor[1]} (proven, no restriction); rerun with "
-                              f"--budget {floor[0]} or more, or --budget min to find the smallest that works")
-    for method in options.methods:
-        result = _run(method, instance, budget, options, progress, reached if method == "moccasin" else None)
-        profile = None
-        if result.sequence is not None:
-            profile = simulate(instance, result.sequence)
-            if profile.peak > budget:
-                if method != "checkmate-lp":
-                    raise AssertionError(f"{method} returned a sequence with simulated peak {profile.peak} "
-                                         f"over the budget {budget}")
-                result.status = "over_budget"
-        solution.outcomes.append(Outcome(result, profile))
+        solution.results = run_methods(methods, fit, options, board, budget)
+    solution.lower_bounds += [b for r in solution.results for b in bounds_of(r)]
     if solution.best is None:
         error = InfeasibleError(infeasible_message(solution))
         error.solution = solution  # type: ignore[attr-defined]
@@ -133,48 +130,144 @@ def solve(graph: OpGraph, options: RematOptions, board: Board | None = None) -> 
     return solution
 
 
-def smallest_budget(instance: Instance, floor: int, options: RematOptions) -> tuple[dict[str, Any], Reached | None]:
+def _order(solution: Solution, options: Options, budget: Budget) -> None:
+    """``--order minmem``: the memory-minimizing order (its exact search within ``order_time_limit``, at most
+    :data:`ORDER_PART` of the run) replaces the file's as the order the methods use."""
+    if options.order != "minmem":
+        return
+    from onnxpart.remat.orders import minmem_order
+    from onnxpart.remat.sequence import simulate
+
+    seconds = budget.take(min(options.order_time_limit, budget.part(ORDER_PART)))
+    solution.order = minmem_order(solution.instance, seconds, options.workers, options.seed)
+    solution.instance = solution.instance.with_order(solution.order.order)
+    solution.start = simulate(solution.instance, solution.instance.op_order())
+
+
+def _budget(solution: Solution, options: Options, budget: Budget, later: float) -> Fit:
+    """The budget in bytes — ``--budget min``: the smallest peak Moccasin's phase 1 reaches (weighed like
+    one method against the ``later`` weights of the methods) — checked against the restriction-free floor."""
+    instance, floor = solution.instance, solution.floor
+    reached = None
+    if options.budget[0] == "min":  # on the order the methods use, so phase 2 can start from what it found
+        solution.budget_search, reached = smallest_budget(instance, floor[0], options, budget.share(1.0, later))
+        solution.budget = solution.budget_search["budget_bytes"]
+    else:
+        from onnxpart.remat.model import resolve_budget
+
+        solution.budget = resolve_budget(*options.budget, solution.baseline.peak)
+    if solution.budget < floor[0]:
+        raise InfeasibleError(f"budget {solution.budget:,} B is below {floor[0]:,} B ({format_bytes(floor[0])}), "
+                              f"which every sequence needs: {floor[1]} (proven, no restriction); rerun with "
+                              f"--budget {floor[0]} or more, or --budget min to find the smallest that works")
+    return Fit(instance, solution.budget, reached)
+
+
+def smallest_budget(instance: Instance, floor: int, options: Options,
+                    seconds: float) -> tuple[dict[str, Any], Reached | None]:
     """``--budget min``: the smallest peak any sequence reaches under the restriction (Moccasin phase 1,
-    Eq. 12–13, with half the time limit), what is proven about it, and the solution that reaches it (phase
-    2's start: None when the input order already fits the floor). ``status`` is ``optimal`` when the
-    budget is proven the smallest under the restriction (the restriction-free floor, or CP-SAT's bound),
-    ``time_limit`` when phase 1 stopped on its time limit above its proven bound."""
-    opts = MoccasinOptions(max_copies=options.max_copies, order="free" if options.order == "free" else "fixed",
-                           time_limit=max(options.time_limit / 2, 0.5), workers=options.workers,
-                           seed=options.seed, deterministic=options.deterministic, precedence=options.precedence,
-                           lp_bound=False)
+    Eq. 12–13, for ``seconds``), what is proven about it, and the solution that reaches it (phase 2's start:
+    None when the input order already fits the floor). ``status`` is ``optimal`` when the budget is proven
+    the smallest under the restriction (the restriction-free floor, or CP-SAT's bound), ``time_limit`` when
+    phase 1 stopped on its time limit above its proven bound."""
+    from onnxpart.remat.moccasin import smallest_peak
+    from onnxpart.remat.sequence import simulate
+
     if simulate(instance, instance.op_order()).peak <= floor:
         return {"budget_bytes": floor, "proven_min_bytes": floor, "status": "optimal"}, None
-    reached = smallest_peak(instance, floor, opts)
+    reached = smallest_peak(instance, floor, _moccasin_options(options, seconds, lp_bound=False))
     budget = max(floor, int(math.ceil(reached.peak - 1e-9)))
     proven = max(floor, int(math.ceil(reached.proven - 1e-9)) if reached.proven is not None else floor)
     status = "optimal" if reached.optimal or proven >= budget else "time_limit"
     return {"budget_bytes": budget, "proven_min_bytes": min(proven, budget), "status": status}, reached
 
 
-def _run(method: str, instance: Instance, budget: int, options: RematOptions, progress: Progress | None,
-         start: Reached | None = None) -> MethodResult:
-    """One method on the instance; moccasin starts phase 2 from ``start`` when ``--budget min`` found one."""
-    begin = simulate(instance, instance.op_order())
-    if begin.peak <= budget:  # the input order already fits: nothing to recompute, trivially optimal
-        return MethodResult(method, "optimal", instance.op_order(), instance.base_duration, "optimal", 0.0, 0.0,
-                            "none (the input order fits without recomputation)", "none")
-    if method == "moccasin":
-        opts = MoccasinOptions(max_copies=options.max_copies, order="free" if options.order == "free" else "fixed",
-                               time_limit=options.time_limit, workers=options.workers, seed=options.seed,
-                               deterministic=options.deterministic, precedence=options.precedence, start=start)
-        return solve_moccasin(instance, budget, opts, progress)
-    if method == "greedy":
-        from onnxpart.remat.heuristics import solve_greedy
+def _moccasin_options(options: Options, seconds: float, **more: Any):
+    """Moccasin's own options for a run of ``seconds`` (``more``: its other fields)."""
+    from onnxpart.remat.moccasin_model import MoccasinOptions
 
-        return solve_greedy(instance, budget, options.max_copies, min(30.0, 0.25 * options.time_limit))
-    from onnxpart.remat.checkmate import solve_checkmate, solve_checkmate_lp
-
-    if method == "checkmate":
-        return solve_checkmate(instance, budget, options.time_limit, seed=options.seed, progress=progress)
-    return solve_checkmate_lp(instance, budget, options.time_limit, seed=options.seed)
+    return MoccasinOptions(max_copies=options.max_copies, order="free" if options.order == "free" else "fixed",
+                           time_limit=seconds, workers=options.workers, seed=options.seed,
+                           deterministic=options.deterministic, precedence=options.precedence, **more)
 
 
+# ------------------------------------------------------------------------------------ the methods
+def _moccasin(fit: Fit, options: Options, board: Board, seconds: float) -> MethodResult:
+    from onnxpart.remat.moccasin import solve_moccasin
+
+    moccasin = _moccasin_options(options, seconds, start=fit.reached)
+    return _checked(fit, board, solve_moccasin(fit.instance, fit.budget, moccasin, board.on_progress))
+
+
+def _checkmate(fit: Fit, options: Options, board: Board, seconds: float) -> MethodResult:
+    from onnxpart.remat.checkmate import solve_checkmate
+
+    return _checked(fit, board, solve_checkmate(fit.instance, fit.budget, seconds, seed=options.seed,
+                                                progress=board.on_progress))
+
+
+def _checkmate_lp(fit: Fit, options: Options, board: Board, seconds: float) -> MethodResult:
+    from onnxpart.remat.checkmate import solve_checkmate_lp
+
+    return _checked(fit, board, solve_checkmate_lp(fit.instance, fit.budget, seconds, seed=options.seed))
+
+
+def _greedy(fit: Fit, options: Options, board: Board, seconds: float) -> MethodResult:
+    from onnxpart.remat.heuristics import solve_greedy
+
+    part, most = GREEDY_SEARCH
+    return _checked(fit, board, solve_greedy(fit.instance, fit.budget, options.max_copies, min(most, part * seconds)))
+
+
+REGISTRY = Registry(
+    Method("moccasin", "exact", _moccasin, help="CP-SAT retention intervals (Moccasin), from the greedy sequence"),
+    Method("checkmate", "exact", _checkmate, help="the Checkmate MILP on HiGHS"),
+    Method("checkmate-lp", "bound", _checkmate_lp,
+           help="Checkmate's LP relaxation, rounded (the rounded sequence may exceed the budget)"),
+    Method("greedy", "heuristic", _greedy, help="the eviction heuristic with a local search (no bound)"),
+)
+
+
+def _fits(instance: Instance, method: str) -> MethodResult:
+    """A method's result when the input order already fits the budget: that order, proven optimal."""
+    from onnxpart.remat.model import MethodResult
+
+    return MethodResult(method=method, status="optimal", sequence=instance.op_order(), bound=instance.base_duration,
+                        bound_status="optimal", time_to_best=0.0, solver="none",
+                        restriction="none (the input order fits without recomputation)")
+
+
+def _checked(fit: Fit, board: Board, result: MethodResult) -> MethodResult:
+    """``result`` with its sequence re-simulated (``profile``) and, when it fits the budget, its duration as
+    ``value``; its bounds go onto ``board``. Only checkmate-lp's rounding may exceed the budget
+    (``over_budget``); any other method doing so is a bug."""
+    from onnxpart.remat.sequence import simulate
+
+    if result.sequence is not None:
+        result.profile = simulate(fit.instance, result.sequence)
+        if result.profile.peak > fit.budget:
+            if result.method != "checkmate-lp":
+                raise AssertionError(f"{result.method} returned a sequence with simulated peak "
+                                     f"{result.profile.peak} over the budget {fit.budget}")
+            result.status = "over_budget"
+        else:
+            result.value = result.profile.duration
+    for bound in bounds_of(result):
+        board.add(bound)
+    return result
+
+
+def bounds_of(result: MethodResult) -> list[LowerBound]:
+    """The certificate entries of one method's result: its proven bound (status ``error`` when it proved
+    none) and its further bounds; a heuristic proves nothing."""
+    if result.solver == "greedy":
+        return []
+    status = result.bound_status if result.bound is not None else "error"
+    return [LowerBound(result.method, result.bound, status, result.solver, round(result.seconds, 3),
+                       f"holds under: {result.restriction}"), *result.extra_bounds]
+
+
+# ------------------------------------------------------------------------------------ reports
 def infeasible_message(solution: Solution) -> str:
     """Why no method met the budget, with the smallest budget proven reachable / the proven limit."""
     budget = solution.budget
@@ -185,60 +278,52 @@ def infeasible_message(solution: Solution) -> str:
     else:
         parts = [f"no sequence fits the budget {budget:,} B (baseline peak {solution.baseline.peak:,.0f} B); "
                  "--budget min finds the smallest budget that works"]
-    for outcome in solution.outcomes:
-        notes = outcome.result.notes or {}
-        if outcome.result.status == "infeasible" and notes.get("proven_min_budget"):
-            needed = math.ceil(notes["proven_min_budget"])
-            parts.append(f"{outcome.result.method}: proven impossible under {outcome.result.restriction} — "
-                         f"needs --budget {needed} ({format_bytes(needed)}) or more")
-        elif notes.get("reachable_budget"):
-            reached = math.ceil(notes["reachable_budget"])
-            parts.append(f"{outcome.result.method}: --budget {reached} ({format_bytes(reached)}) works (the "
-                         f"smallest peak it reached; proven ≥ {notes.get('proven_min_budget') or solution.floor[0]:,.0f} "
-                         f"B, so raising --time-limit or --max-recompute may lower it)")
-        elif outcome.profile is not None and outcome.result.status == "over_budget":
-            parts.append(f"{outcome.result.method}: rounded sequence peaks at {outcome.profile.peak:,.0f} B")
-        else:
-            parts.append(f"{outcome.result.method}: {outcome.result.status}")
-    return "; ".join(parts)
+    return "; ".join(parts + [_why(result, solution.floor[0]) for result in solution.results])
+
+
+def _why(result: MethodResult, floor: int) -> str:
+    """What one method proved or reached when it found no sequence within the budget."""
+    notes = result.notes or {}
+    if result.status == "infeasible" and notes.get("proven_min_budget"):
+        needed = math.ceil(notes["proven_min_budget"])
+        return (f"{result.method}: proven impossible under {result.restriction} — needs --budget {needed} "
+                f"({format_bytes(needed)}) or more")
+    if notes.get("reachable_budget"):
+        reached = math.ceil(notes["reachable_budget"])
+        return (f"{result.method}: --budget {reached} ({format_bytes(reached)}) works (the smallest peak it "
+                f"reached; proven ≥ {notes.get('proven_min_budget') or floor:,.0f} B, so raising --time-limit or "
+                f"--max-recompute may lower it)")
+    if result.profile is not None and result.status == "over_budget":
+        return f"{result.method}: rounded sequence peaks at {result.profile.peak:,.0f} B"
+    return f"{result.method}: {result.status}"
 
 
 def certificate(solution: Solution, source_sha256: str | None = None) -> Certificate:
-    """One certificate for the chosen sequence: duration as the upper bound, every method's proven bound."""
+    """One certificate for the chosen sequence: duration as the upper bound, every bound :func:`solve` proved."""
     inst, best = solution.instance, solution.best
     assert best is not None and best.profile is not None
-    bounds = [LowerBound("no-recompute", inst.base_duration, "bound", "formula", 0.0,
-                         "every op is computed at least once")]
-    for outcome in solution.outcomes:
-        r = outcome.result
-        if r.solver == "greedy":
-            continue  # a heuristic proves no bound
-        bounds.append(LowerBound(f"{r.method}", r.lower_bound, r.lower_bound_status if r.lower_bound is not None
-                                 else "error", r.solver, round(r.seconds, 3), f"holds under: {r.restriction}"))
-        bounds += r.extra_bounds
-    tdi = lambda d: (d - inst.base_duration) / inst.base_duration if inst.base_duration else 0.0  # noqa: E731
-    lower = max((b.value for b in bounds if b.value is not None), default=inst.base_duration)
     digest = instance_hash(source_sha256 or inst.name, inst.durations, inst.value_sizes, inst.order,
                            solution.budget, inst.constant_bytes)
+    lower = solution.best_lower_bound if solution.best_lower_bound is not None else inst.base_duration
     return Certificate(
         problem="remat",
         instance_sha256=digest,
         objective="total duration of the sequence (sum of op work over compute events)",
         upper_bound=best.profile.duration,
-        lower_bounds=bounds,
+        lower_bounds=list(solution.lower_bounds),
         details={
             "budget_bytes": solution.budget,
             "baseline_peak_bytes": solution.baseline.peak,
             "input_order_peak_bytes": solution.start.peak,
             "peak_bytes": best.profile.peak,
             "base_duration": inst.base_duration,
-            "tdi": tdi(best.profile.duration),
-            "tdi_lower_bound": tdi(lower),
+            "tdi": _tdi(inst, best.profile.duration),
+            "tdi_lower_bound": _tdi(inst, lower),
             "recomputations": best.profile.recomputations,
-            "method": best.result.method,
-            "status": best.result.status,
+            "method": best.method,
+            "status": best.status,
             "order": solution.options.order,
-            "restriction": best.result.restriction,
+            "restriction": best.restriction,
             "gap_note": "each lower bound holds under its own restriction (see its note); the best one "
                         "bounds every sequence that satisfies all of them",
             "include_params": solution.options.include_params,
@@ -248,25 +333,16 @@ def certificate(solution: Solution, source_sha256: str | None = None) -> Certifi
     )
 
 
+def _tdi(inst: Instance, duration: float | None) -> float | None:
+    """The total duration increase of ``duration`` over computing every op once."""
+    if duration is None:
+        return None
+    return (duration - inst.base_duration) / inst.base_duration if inst.base_duration else 0.0
+
+
 def summary(solution: Solution) -> dict[str, Any]:
     """Plain data for ``--json`` and the compare table."""
-    inst = solution.instance
-    rows = []
-    for o in solution.outcomes:
-        r, p = o.result, o.profile
-        lb_tdi = ((r.best_bound - inst.base_duration) / inst.base_duration
-                  if r.best_bound is not None and inst.base_duration else None)
-        rows.append({
-            "method": r.method, "status": r.status, "feasible": o.feasible,
-            "peak_bytes": p.peak if p else None, "duration": p.duration if p else None,
-            "tdi": p.tdi if p else None, "tdi_lower_bound": lb_tdi, "lower_bound": r.lower_bound,
-            "lower_bound_status": r.lower_bound_status,
-            "extra_bounds": [{"method": b.method, "value": b.value, "status": b.status, "seconds": b.seconds}
-                             for b in r.extra_bounds], "recomputations": p.recomputations if p else None,
-            "seconds": r.seconds, "time_to_best": r.time_to_best, "restriction": r.restriction,
-            "notes": r.notes or {},
-        })
-    best = solution.best
+    inst, best = solution.instance, solution.best
     return {
         "budget_bytes": solution.budget,
         "baseline_peak_bytes": solution.baseline.peak,
@@ -278,6 +354,21 @@ def summary(solution: Solution) -> dict[str, Any]:
             "peak_bytes": solution.order.peak, "lower_bound": solution.order.lower_bound,
             "status": solution.order.status, "method": solution.order.method},
         "base_duration": inst.base_duration,
-        "best": None if best is None else best.result.method,
-        "methods": rows,
+        "best": None if best is None else best.method,
+        "methods": [_row(inst, r) for r in solution.results],
+    }
+
+
+def _row(inst: Instance, r: MethodResult) -> dict[str, Any]:
+    """One method's ``--compare`` row."""
+    p = r.profile
+    return {
+        "method": r.method, "status": r.status, "feasible": r.feasible,
+        "peak_bytes": p.peak if p else None, "duration": p.duration if p else None,
+        "tdi": p.tdi if p else None, "tdi_lower_bound": _tdi(inst, r.best_bound) if inst.base_duration else None,
+        "lower_bound": r.bound, "lower_bound_status": r.bound_status,
+        "extra_bounds": [{"method": b.method, "value": b.value, "status": b.status, "seconds": b.seconds}
+                         for b in r.extra_bounds], "recomputations": p.recomputations if p else None,
+        "seconds": r.seconds, "time_to_best": r.time_to_best, "restriction": r.restriction,
+        "notes": r.notes or {},
     }

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from onnxpart.board import Progress
-from onnxpart.remat.model import Instance, MethodResult, scale
+from onnxpart.remat.model import Instance, MethodResult, Scale, scale
 from onnxpart.solvers import SparseModel, solve_highs
 
 log = logging.getLogger(__name__)
@@ -43,79 +43,122 @@ class _Model:
     R: dict[tuple[int, int], int]  # (stage, position) -> column
     S: dict[tuple[int, int], int]  # (stage, value) -> column
 
+    def r_terms(self, t: int, k: int, coef: float) -> list[tuple[int, float]]:
+        """``coef · R[t, k]`` when that variable exists (a node that is never recomputed has none)."""
+        return [(self.R[(t, k)], coef)] if (t, k) in self.R else []
+
+
+@dataclass(frozen=True)
+class _Stages:
+    """The input order's stages as the MILP sees them: positions, each value's producer position and
+    readers' positions, each position's output size in memory units."""
+
+    instance: Instance
+    sc: Scale
+    order: tuple[int, ...]
+    q: list[int]  # value -> its producer's position
+    readers: list[list[int]]  # value -> its readers' positions, ascending
+    out_units: list[int]  # position -> the units its outputs take
+
 
 def _build(instance: Instance, capacity: int) -> _Model:
+    """Checkmate's MILP over the input order's stages, one constraint family at a time."""
     sc = scale(instance)
     order = instance.order
-    n = len(order)
     pos = {v: p for p, v in enumerate(order)}
     q = [pos[instance.value_producer[x]] for x in range(len(instance.value_sizes))]
     readers = [sorted(pos[c] for c in instance.value_consumers[x]) for x in range(len(q))]
-    out_units = [sum(sc.sizes[x] for x in instance.node_outputs[order[k]]) for k in range(n)]
-    lp = SparseModel()
-    R: dict[tuple[int, int], int] = {}
-    S: dict[tuple[int, int], int] = {}
-    for t in range(n):
+    stages = _Stages(instance, sc, order, q, readers,
+                     [sum(sc.sizes[x] for x in instance.node_outputs[order[k]]) for k in range(len(order))])
+    model = _variables(stages)
+    for t in range(len(order)):
+        _dependencies(model, stages, t)
+        _retention(model, stages, t)
+        _memory(model, stages, t, capacity)
+    return model
+
+
+def _variables(stages: _Stages) -> _Model:
+    """R (stage, position): computed in the stage (the stage's own node always); S (stage, value):
+    retained into the stage (values kept to the end always)."""
+    instance, sc, order = stages.instance, stages.sc, stages.order
+    model = _Model(SparseModel(), {}, {})
+    for t in range(len(order)):
         for k in range(t + 1):
-            v = order[k]
             if k == t:
-                R[(t, k)] = lp.var(1, 1)
-            elif instance.recomputable(v):
-                R[(t, k)] = lp.var(0, 1, sc.weights[v], integer=True)
-        for x in range(len(q)):
-            if q[x] < t and (readers[x] or instance.value_to_end[x]):
-                S[(t, x)] = lp.var(1 if instance.value_to_end[x] else 0, 1, integer=True)
+                model.R[(t, k)] = model.lp.var(1, 1)
+            elif instance.recomputable(order[k]):
+                model.R[(t, k)] = model.lp.var(0, 1, sc.weights[order[k]], integer=True)
+        for x in range(len(stages.q)):
+            if stages.q[x] < t and (stages.readers[x] or instance.value_to_end[x]):
+                model.S[(t, x)] = model.lp.var(1 if instance.value_to_end[x] else 0, 1, integer=True)
+    return model
 
-    def r_terms(t: int, k: int, coef: float) -> list[tuple[int, float]]:
-        return [(R[(t, k)], coef)] if (t, k) in R else []
 
-    for t in range(n):
-        # dependencies: an input is recomputed in the stage or retained into it
-        for k in range(t + 1):
-            if (t, k) not in R:
+def _dependencies(model: _Model, stages: _Stages, t: int) -> None:
+    """An input of a node computed in stage t is recomputed in the stage or retained into it."""
+    R, S, q = model.R, model.S, stages.q
+    for k in range(t + 1):
+        if (t, k) not in R:
+            continue
+        for x in stages.instance.node_inputs[stages.order[k]]:
+            if (t, x) not in S and (t, q[x]) not in R:
+                model.lp.row([(R[(t, k)], 1.0)], -np.inf, 0.0)
                 continue
-            for x in instance.node_inputs[order[k]]:
-                if (t, x) not in S and (t, q[x]) not in R:
-                    lp.row([(R[(t, k)], 1.0)], -np.inf, 0.0)
-                    continue
-                lp.row([(R[(t, k)], 1.0)] + r_terms(t, q[x], -1.0)
-                       + ([(S[(t, x)], -1.0)] if (t, x) in S else []), -np.inf, 0.0)
-        # retention: only what was resident in stage t can be carried into stage t+1
-        for x in range(len(q)):
-            if (t + 1, x) in S and q[x] < t:
-                lp.row([(S[(t + 1, x)], 1.0)] + ([(S[(t, x)], -1.0)] if (t, x) in S else [])
-                       + r_terms(t, q[x], -1.0), -np.inf, 0.0)
-        # memory accounting, event by event
-        previous, frees = None, []
-        for k in range(t + 1):
-            u = lp.var(0, capacity)
-            terms = [(u, 1.0)] + r_terms(t, k, -float(out_units[k]))
-            if previous is None:
-                terms += [(S[(t, x)], -float(sc.sizes[x])) for x in range(len(q)) if (t, x) in S]
-            else:
-                terms += [(previous, -1.0)] + frees
-            lp.row(terms, 0.0, 0.0)
-            if sc.internal[order[k]] and (t, k) in R:
-                lp.row([(u, 1.0), (R[(t, k)], float(sc.internal[order[k]]))], -np.inf, capacity)
-            previous, frees = u, []
-            if (t, k) not in R:
-                continue
-            v = order[k]
-            for x in set(instance.node_inputs[v]) | set(instance.node_outputs[v]):
-                if instance.value_to_end[x]:
-                    continue
-                later = [j for j in readers[x] if k < j <= t]
-                if t in later:
-                    continue  # the stage's own node still reads it
-                f = lp.var(0, 1)
-                frees.append((f, float(sc.sizes[x])))
-                lp.row([(f, 1.0), (R[(t, k)], -1.0)], -np.inf, 0.0)
-                if (t + 1, x) in S:
-                    lp.row([(f, 1.0), (S[(t + 1, x)], 1.0)], -np.inf, 1.0)
-                for j in later:
-                    if (t, j) in R:
-                        lp.row([(f, 1.0), (R[(t, j)], 1.0)], -np.inf, 1.0)
-    return _Model(lp, R, S)
+            model.lp.row([(R[(t, k)], 1.0)] + model.r_terms(t, q[x], -1.0)
+                         + ([(S[(t, x)], -1.0)] if (t, x) in S else []), -np.inf, 0.0)
+
+
+def _retention(model: _Model, stages: _Stages, t: int) -> None:
+    """Only what was resident in stage t can be carried into stage t+1."""
+    S, q = model.S, stages.q
+    for x in range(len(q)):
+        if (t + 1, x) in S and q[x] < t:
+            model.lp.row([(S[(t + 1, x)], 1.0)] + ([(S[(t, x)], -1.0)] if (t, x) in S else [])
+                         + model.r_terms(t, q[x], -1.0), -np.inf, 0.0)
+
+
+def _memory(model: _Model, stages: _Stages, t: int, capacity: int) -> None:
+    """Stage t's memory, event by event: U after each computation, with the frees its inputs and outputs allow."""
+    lp, R, S, sc = model.lp, model.R, model.S, stages.sc
+    previous, frees = None, []
+    for k in range(t + 1):
+        u = lp.var(0, capacity)
+        terms = [(u, 1.0)] + model.r_terms(t, k, -float(stages.out_units[k]))
+        if previous is None:
+            terms += [(S[(t, x)], -float(sc.sizes[x])) for x in range(len(stages.q)) if (t, x) in S]
+        else:
+            terms += [(previous, -1.0)] + frees
+        lp.row(terms, 0.0, 0.0)
+        v = stages.order[k]
+        if sc.internal[v] and (t, k) in R:
+            lp.row([(u, 1.0), (R[(t, k)], float(sc.internal[v]))], -np.inf, capacity)
+        previous, frees = u, []
+        if (t, k) in R:
+            frees = _frees(model, stages, t, k)
+
+
+def _frees(model: _Model, stages: _Stages, t: int, k: int) -> list[tuple[int, float]]:
+    """FREE variables of the values node ``k`` of stage t reads or writes: freed only when it is computed,
+    not retained into stage t+1 and read by no later node of the stage."""
+    lp, R, S, instance = model.lp, model.R, model.S, stages.instance
+    v = stages.order[k]
+    frees = []
+    for x in set(instance.node_inputs[v]) | set(instance.node_outputs[v]):
+        if instance.value_to_end[x]:
+            continue
+        later = [j for j in stages.readers[x] if k < j <= t]
+        if t in later:
+            continue  # the stage's own node still reads it
+        f = lp.var(0, 1)
+        frees.append((f, float(stages.sc.sizes[x])))
+        lp.row([(f, 1.0), (R[(t, k)], -1.0)], -np.inf, 0.0)
+        if (t + 1, x) in S:
+            lp.row([(f, 1.0), (S[(t + 1, x)], 1.0)], -np.inf, 1.0)
+        for j in later:
+            if (t, j) in R:
+                lp.row([(f, 1.0), (R[(t, j)], 1.0)], -np.inf, 1.0)
+    return frees
 
 
 def _sequence(instance: Instance, model: _Model, values) -> tuple[int, ...]:
@@ -145,13 +188,16 @@ def solve_checkmate(instance: Instance, budget: float, time_limit: float, seed: 
     result = solve_highs(highs, max(time_limit - (time.perf_counter() - start), 1.0), seed=seed)
     notes = {"columns": len(model.lp.cost), "rows": len(model.lp.row_lower)}
     if result.status == "infeasible":
-        return MethodResult("checkmate", "infeasible", None, None, "infeasible", time.perf_counter() - start,
-                            None, RESTRICTION, "highs", notes)
+        return MethodResult(method="checkmate", status="infeasible", sequence=None, bound=None,
+                            bound_status="infeasible", seconds=time.perf_counter() - start, time_to_best=None,
+                            restriction=RESTRICTION, solver="highs", notes=notes)
     bound = instance.base_duration + sc.quantum * max(result.bound, 0.0) if result.bound > -1e300 else None
     sequence = _sequence(instance, model, result.values) if result.has_solution else None
     status = result.status if sequence is not None else "no_solution"
-    return MethodResult("checkmate", status, sequence, bound, result.status if bound is not None else "none",
-                        time.perf_counter() - start, best_at[-1] if best_at else None, RESTRICTION, "highs", notes)
+    return MethodResult(method="checkmate", status=status, sequence=sequence, bound=bound,
+                        bound_status=result.status if bound is not None else "none",
+                        seconds=time.perf_counter() - start, time_to_best=best_at[-1] if best_at else None,
+                        restriction=RESTRICTION, solver="highs", notes=notes)
 
 
 def solve_checkmate_lp(instance: Instance, budget: float, time_limit: float, seed: int = 0) -> MethodResult:
@@ -166,13 +212,17 @@ def solve_checkmate_lp(instance: Instance, budget: float, time_limit: float, see
     notes = {"columns": len(model.lp.cost), "rows": len(model.lp.row_lower)}
     if not result.has_solution:
         status = "infeasible" if result.status == "infeasible" else "no_solution"
-        return MethodResult("checkmate-lp", status, None, None, status if status == "infeasible" else "none",
-                            time.perf_counter() - start, None, RESTRICTION, "highs", notes)
+        return MethodResult(method="checkmate-lp", status=status, sequence=None, bound=None,
+                            bound_status=status if status == "infeasible" else "none",
+                            seconds=time.perf_counter() - start, time_to_best=None, restriction=RESTRICTION,
+                            solver="highs", notes=notes)
     bound = _lp_bound(instance, result.objective) if result.status == "optimal" else None
     sequence = _round(instance, model, result.values)
-    return MethodResult("checkmate-lp", "rounded", sequence, bound, "optimal" if bound is not None else "none",
-                        time.perf_counter() - start, time.perf_counter() - start, RESTRICTION + ", LP relaxation",
-                        "highs", notes)
+    seconds = time.perf_counter() - start
+    return MethodResult(method="checkmate-lp", status="rounded", sequence=sequence, bound=bound,
+                        bound_status="optimal" if bound is not None else "none", seconds=seconds,
+                        time_to_best=seconds, restriction=RESTRICTION + ", LP relaxation", solver="highs",
+                        notes=notes)
 
 
 def _lp_bound(instance: Instance, objective: float) -> float:

@@ -48,29 +48,9 @@ def build_remat_model(model: onnx.ModelProto, graph: OpGraph, profile: SequenceP
     value_info = [copy_proto(vi) for vi in g.value_info]
     live: dict[str, str] = {}
     for op_id, k in zip(profile.sequence, profile.copy_index):
-        op = graph.ops[op_id]
         local: dict[str, str] = {}
-        for name in op.onnx_nodes:
-            node = copy_proto(by_name[name])
-            for j, value in enumerate(node.input):
-                if value:
-                    node.input[j] = local.get(value, live.get(value, value))
-            for body in subgraphs(node):  # If/Loop/Scan bodies read outer tensors by name: the live copy too
-                _read_live_copies(body, lambda value: local.get(value, live.get(value, value)))
-            if k > 0:
-                node.name = _fresh(f"{name}__r{k}", taken)
-                for j, value in enumerate(node.output):
-                    if value:
-                        renamed = _fresh(f"{value}__r{k}", taken)
-                        local[value] = renamed
-                        node.output[j] = renamed
-                        if value in types:
-                            vi = copy_proto(types[value])
-                            vi.name = renamed
-                            value_info.append(vi)
-            else:
-                local.update({value: value for value in node.output if value})
-            nodes.append(node)
+        for name in graph.ops[op_id].onnx_nodes:
+            nodes.append(_event_node(by_name[name], k, live, local, taken, types, value_info))
         live.update(local)
 
     nodes = place_generators(nodes, {node.name for node in g.node if node.name not in compute})
@@ -93,6 +73,33 @@ def build_remat_model(model: onnx.ModelProto, graph: OpGraph, profile: SequenceP
         "onnxpart.remat.predicted_peak_bytes": str(int(profile.peak)),
     })
     return remat
+
+
+def _event_node(source: onnx.NodeProto, k: int, live: dict[str, str], local: dict[str, str], taken: set[str],
+                types: dict[str, onnx.ValueInfoProto], value_info: list) -> onnx.NodeProto:
+    """The copy of ``source`` for computation ``k`` (0: the first) of its op: it reads the live copy of each
+    input (``local``: this computation's own outputs first, then ``live``), and a recomputation writes fresh
+    ``__r{k}`` names (recorded in ``local``, their types appended to ``value_info``)."""
+    node = copy_proto(source)
+    for j, value in enumerate(node.input):
+        if value:
+            node.input[j] = local.get(value, live.get(value, value))
+    for body in subgraphs(node):  # If/Loop/Scan bodies read outer tensors by name: the live copy too
+        _read_live_copies(body, lambda value: local.get(value, live.get(value, value)))
+    if k == 0:
+        local.update({value: value for value in node.output if value})
+        return node
+    node.name = _fresh(f"{source.name}__r{k}", taken)
+    for j, value in enumerate(node.output):
+        if value:
+            renamed = _fresh(f"{value}__r{k}", taken)
+            local[value] = renamed
+            node.output[j] = renamed
+            if value in types:
+                vi = copy_proto(types[value])
+                vi.name = renamed
+                value_info.append(vi)
+    return node
 
 
 def _read_live_copies(body: onnx.GraphProto, live_name: Callable[[str], str]) -> None:

@@ -251,34 +251,7 @@ def repair(instance: Instance, events: list[Event], budget: float, max_copies: i
     events = sorted(events, key=lambda e: (e.stage, position[e.node]))
     current, profile = overflow(events)
     while current > 0 and time.perf_counter() < deadline:
-        peak = profile.peak_event + k  # index into events (input nodes included)
-        stage_nodes = {(e.stage, e.node) for e in events}
-        counts: dict[int, int] = {}
-        for e in events:
-            counts[e.node] = counts.get(e.node, 0) + 1
-        produced: dict[int, int] = {}  # value -> event of its live copy, up to the peak
-        for t in range(peak):
-            for x in instance.node_outputs[events[t].node]:
-                produced[x] = t
-        at_peak = set(instance.node_inputs[events[peak].node]) | set(instance.node_outputs[events[peak].node])
-        # (producer, stage) -> the producer's later recomputation that moves there (None: a new one)
-        candidates: dict[tuple[int, int], Event | None] = {}
-        for x in produced:
-            if x in at_peak or instance.value_to_end[x]:
-                continue
-            u = instance.value_producer[x]
-            moved = None
-            if counts[u] >= limit[u]:  # no copy left: move its first recomputation after the peak instead
-                moved = next((e for e in events[peak + 1:] if e.node == u), None)
-                if moved is None:
-                    continue
-            for t in range(peak + 1, len(events)):
-                if x in instance.node_outputs[events[t].node]:
-                    break
-                if x in instance.node_inputs[events[t].node]:
-                    if (events[t].stage, u) not in stage_nodes:  # u precedes its reader: position order
-                        candidates[(u, events[t].stage)] = moved
-                    break
+        candidates = _candidates(instance, events, profile.peak_event + k, limit)
         scored = []
         for (u, stage), moved in candidates.items():
             kept = events if moved is None else [e for e in events if e is not moved]
@@ -293,6 +266,40 @@ def repair(instance: Instance, events: list[Event], budget: float, max_copies: i
         pick = 0 if rng is None else min(int(rng.random() ** 2 * _RANDOM_TOP), len(scored) - 1)
         _, events, current, profile = scored[pick]
     return _renumber(events)
+
+
+def _candidates(instance: Instance, events: list[Event], peak: int,
+                limit: list[int]) -> dict[tuple[int, int], Event | None]:
+    """:func:`repair`'s moves at the event ``peak`` (an index into ``events``): (producer, stage) -> the
+    producer's later recomputation that moves to that stage (None: a new recomputation there), for every
+    value retained across the peak that its next reader's stage could recompute instead."""
+    stage_nodes = {(e.stage, e.node) for e in events}
+    counts: dict[int, int] = {}
+    for e in events:
+        counts[e.node] = counts.get(e.node, 0) + 1
+    produced: dict[int, int] = {}  # value -> event of its live copy, up to the peak
+    for t in range(peak):
+        for x in instance.node_outputs[events[t].node]:
+            produced[x] = t
+    at_peak = set(instance.node_inputs[events[peak].node]) | set(instance.node_outputs[events[peak].node])
+    candidates: dict[tuple[int, int], Event | None] = {}
+    for x in produced:
+        if x in at_peak or instance.value_to_end[x]:
+            continue
+        u = instance.value_producer[x]
+        moved = None
+        if counts[u] >= limit[u]:  # no copy left: move its first recomputation after the peak instead
+            moved = next((e for e in events[peak + 1:] if e.node == u), None)
+            if moved is None:
+                continue
+        for t in range(peak + 1, len(events)):
+            if x in instance.node_outputs[events[t].node]:
+                break
+            if x in instance.node_inputs[events[t].node]:
+                if (events[t].stage, u) not in stage_nodes:  # u precedes its reader: position order
+                    candidates[(u, events[t].stage)] = moved
+                break
+    return candidates
 
 
 def improve(instance: Instance, events: list[Event], budget: float, max_copies: int,
@@ -401,6 +408,7 @@ def solve_greedy(instance: Instance, budget: float, max_copies: int, search_seco
     where = f"C_v ≤ {max_copies} computations per op, the input topological order's stages (§2.3)"
     if found is None or found[1].peak > budget:
         notes = None if found is None else {"reachable_budget": found[1].peak}
-        return MethodResult("greedy", "no_solution", None, None, "none", seconds, None, where, "greedy", notes)
-    return MethodResult("greedy", "heuristic", _ops(instance, found[0]), None, "none", seconds, seconds, where,
-                        "greedy")
+        return MethodResult(method="greedy", status="no_solution", sequence=None, bound_status="none",
+                            seconds=seconds, time_to_best=None, restriction=where, solver="greedy", notes=notes)
+    return MethodResult(method="greedy", status="heuristic", sequence=_ops(instance, found[0]), bound_status="none",
+                        seconds=seconds, time_to_best=seconds, restriction=where, solver="greedy")

@@ -27,6 +27,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from onnxpart import strategy
 from onnxpart.certificate import LowerBound
 from onnxpart.dag import Dag
 from onnxpart.errors import UserError
@@ -202,25 +203,29 @@ def scale(instance: Instance) -> Scale:
                  quantum, weights)
 
 
-@dataclass
-class MethodResult:
-    """What one method found on one instance: a sequence (None if none was found), its simulated profile,
-    and the proven lower bound on the duration under ``restriction``."""
+@dataclass(kw_only=True)
+class MethodResult(strategy.MethodResult):
+    """What one method found on one instance: a sequence (None if none was found) and ``bound``, the proven
+    lower bound on the duration under ``restriction`` (same unit as the durations). ``status``: optimal |
+    time_limit | infeasible | over_budget | no_solution | heuristic | rounded; ``value`` is set to the
+    sequence's simulated duration once :func:`onnxpart.remat.solve` has checked it fits."""
 
-    method: str
-    status: str  # optimal | time_limit | infeasible | over_budget | no_solution
     sequence: tuple[int, ...] | None
-    lower_bound: float | None  # proven duration bound (same unit as the durations)
-    lower_bound_status: str  # optimal | time_limit | infeasible | none
-    seconds: float
+    bound_status: str  # optimal | time_limit | infeasible | none
     time_to_best: float | None
     restriction: str
     solver: str
     notes: dict[str, Any] | None = None
     extra_bounds: list[LowerBound] = field(default_factory=list)  # further proven bounds, each its own entry
+    profile: Any = None  # the SequenceProfile of ``sequence``, once simulated
+
+    @property
+    def feasible(self) -> bool:
+        """A sequence that was simulated within the budget."""
+        return self.profile is not None and self.status != "over_budget"
 
     @property
     def best_bound(self) -> float | None:
-        """The strongest proven duration bound: ``lower_bound`` or one of ``extra_bounds``."""
+        """The strongest proven duration bound: ``bound`` or one of ``extra_bounds``."""
         values = [b.value for b in self.extra_bounds if b.value is not None]
-        return max(values + ([self.lower_bound] if self.lower_bound is not None else []), default=None)
+        return max(values + ([self.bound] if self.bound is not None else []), default=None)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from tests.partition.partition_helpers import brute_force, random_instance
 
-from onnxpart.partition import Options, bounds, solve
+from onnxpart.partition import IDEAL_LIMIT, Options, bounds, solve
 from onnxpart.partition.exact import bottleneck_mip, exact_mip, guess_mip
 from onnxpart.partition.ideals import enumerate_ideals, ideal_dp
 from onnxpart.partition.model import bottleneck, check_assignment, simple_lower_bound, work_lower_bound
@@ -17,7 +17,7 @@ CASES = [(n, seed) for n, seed in ((5, 0), (6, 1), (6, 2), (7, 3), (7, 4))]
 @pytest.mark.parametrize("n,seed", CASES)
 def test_ideal_dp_equals_brute_force_for_every_k(n, seed):
     inst = random_instance(n, seed, stage_memory=150.0 if seed % 2 else None)
-    result = ideal_dp(inst, 4)
+    result = ideal_dp(inst, 4, IDEAL_LIMIT)
     for k in range(1, 5):
         assert result.optimum_by_k[k - 1] == pytest.approx(brute_force(inst, k), abs=1e-9)
     check_assignment(inst, result.assignment, 4)

@@ -51,7 +51,7 @@ def test_single_block_bounds_never_exceed_the_optimum(n, seed, density, k):
     inst = random_instance(n, seed, density=density, stage_memory=120.0 if seed % 2 else None)
     opt = brute_force(inst, k)
     cut = single_block_bound(inst)
-    convex = convex_block_bound(inst, cut.value, time.time() + 30)
+    convex = convex_block_bound(inst, cut.value, time.monotonic() + 30)
     assert cut.value <= opt * (1 + 1e-9)
     assert cut.value <= convex.value <= opt * (1 + 1e-6)
     # The convex refinement is exactly max_v min over convex blocks holding v (without overflow).
@@ -83,7 +83,7 @@ def test_communication_heavy_instance_beats_the_simple_bound():
     k = 8
     simple = simple_lower_bound(inst, k)
     cut = single_block_bound(inst)
-    convex = convex_block_bound(inst, cut.value, time.time() + 30)
+    convex = convex_block_bound(inst, cut.value, time.monotonic() + 30)
     assert cut.value == pytest.approx(12.3) and cut.value > 1.2 * simple  # {s, h, a_1, t}
     # The block holding a_1 cannot hold t without every a_i: a_1 alone, 10 work + 50 in + 1 out, is best.
     assert convex.value == pytest.approx(61.0) and convex.mips >= 1

@@ -90,8 +90,8 @@ def test_moccasin_reports_the_lp_bound_unless_it_proved_the_optimum(time_limit):
         assert entry.value is None or inst.base_duration <= entry.value <= duration + 1e-9
     assert result.best_bound <= duration + 1e-9
     # It ends by proving the optimum or by its time limit, and either way reports CP-SAT's proven bound.
-    assert result.status in ("optimal", "time_limit") and result.lower_bound_status == result.status
-    assert result.lower_bound is not None and inst.base_duration <= result.lower_bound <= result.best_bound
+    assert result.status in ("optimal", "time_limit") and result.bound_status == result.status
+    assert result.bound is not None and inst.base_duration <= result.bound <= result.best_bound
 
 
 def test_lp_bound_that_finished_during_the_search_is_collected_with_no_time_left(monkeypatch):

@@ -78,7 +78,7 @@ def test_infeasible_budget_exits_4_with_the_reason(tmp_path):
 def test_node_link_graph_reaches_the_known_optimum(tmp_path):
     graph = GRAPHS / "fcn_8_vgg (MLSys)_32_(416, 608, 3)_train_nx.json"
     out = tmp_path / "out"
-    result = invoke(graph, "--budget", "80%", "--time-limit", "30", "-o", out, "--json")
+    result = invoke(graph, "--budget", "80%", "--time-limit", "8", "-o", out, "--json")  # CP-SAT proves it in < 1 s
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert sorted(p.name for p in out.iterdir()) == ["certificate.json", "memory.png", "sequence.json"]
@@ -109,7 +109,7 @@ def test_dnn_partitioning_graph_is_rematerialized(tmp_path):
 @requires_shared
 def test_compare_table_and_existing_folder(tmp_path):
     graph = GRAPHS / "fcn_8_vgg (MLSys)_32_(416, 608, 3)_train_nx.json"
-    result = invoke(graph, "--budget", "90%", "--compare", "--time-limit", "20")
+    result = invoke(graph, "--budget", "90%", "--compare", "--time-limit", "8")  # the four methods in all
     assert result.exit_code == 0, result.output
     for method in ("moccasin", "checkmate", "checkmate-lp"):
         assert method in result.output

@@ -14,7 +14,8 @@ from onnxpart.cli.app import app
 from onnxpart.remat.heuristics import (_ops, greedy_sequence, improve, prune, repair, solve_greedy,
                                        stage_events)
 from onnxpart.remat.model import scale
-from onnxpart.remat.moccasin import MoccasinOptions, _build, _greedy_times, _grid, _hint, solve_moccasin
+from onnxpart.remat.moccasin import solve_moccasin
+from onnxpart.remat.moccasin_model import MoccasinOptions, build, greedy_times, grid, hint
 from onnxpart.remat.sequence import baseline, simulate
 from onnxpart.solvers import solve_cpsat
 from tests.conftest import SHARED, requires_shared
@@ -78,14 +79,14 @@ def test_hint_is_a_complete_feasible_phase2_solution_and_greedy_respects_the_bou
     assert profile.peak <= budget
     options = MoccasinOptions()
     sc = scale(inst)
-    model, variables = _build(inst, sc, options, sc.budget_units(budget, 0), 0, 0)
-    times, active = _greedy_times(inst, options, events)
-    _hint(model, inst, variables, times, active, _grid(inst, options)[1])
+    model, variables = build(inst, sc, options, sc.budget_units(budget, 0), 0, 0)
+    times, active = greedy_times(inst, options, events)
+    hint(model, inst, variables, times, active, grid(inst, options)[1])
     result, _ = solve_cpsat(model, 20, workers=1, parameters={"fix_variables_to_their_hinted_value": True})
     assert result.status == "optimal"  # every variable fixed to its hint: the hint is a solution
     assert result.objective == profile.duration - inst.base_duration
     proven = solve_moccasin(inst, budget, MoccasinOptions(time_limit=20, workers=1))
-    assert proven.lower_bound <= profile.duration + 1e-9
+    assert proven.bound <= profile.duration + 1e-9
     assert proven.notes.get("greedy") and "phase1" not in proven.notes  # the warm start skipped phase 1
 
 

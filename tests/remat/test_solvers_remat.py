@@ -36,7 +36,7 @@ def test_moccasin_fixed_order_matches_brute_force(n, seed):
         assert result.status == "optimal"
         assert profile.peak <= budget
         assert profile.duration == expected
-        assert result.lower_bound == pytest.approx(expected)
+        assert result.bound == pytest.approx(expected)
 
 
 @pytest.mark.parametrize("n, seed", CASES[:3])
@@ -51,9 +51,9 @@ def test_checkmate_milp_and_moccasin_agree(n, seed):
             continue
         assert simulate(inst, milp.sequence).duration == unlimited
         assert simulate(inst, moccasin.sequence).duration == unlimited
-        assert milp.lower_bound <= unlimited + 1e-6
+        assert milp.bound <= unlimited + 1e-6
         lp = solve_checkmate_lp(inst, budget, time_limit=30)
-        assert lp.lower_bound <= unlimited + 1e-6  # the relaxation bounds the MILP
+        assert lp.bound <= unlimited + 1e-6  # the relaxation bounds the MILP
         simulate(inst, lp.sequence)  # the rounded sequence is valid (it may exceed the budget)
 
 
@@ -81,7 +81,7 @@ def test_free_order_is_no_worse_than_fixed():
     assert free_profile.peak <= budget
     if fixed.sequence is not None:
         assert free_profile.duration <= simulate(inst, fixed.sequence).duration
-    assert free.lower_bound <= free_profile.duration + 1e-9
+    assert free.bound <= free_profile.duration + 1e-9
 
 
 @requires_shared
@@ -97,7 +97,7 @@ def test_time_limited_bound_is_below_incumbent():
     result = solve_moccasin(inst, budget, MoccasinOptions(time_limit=10, workers=2))
     profile = simulate(inst, result.sequence)
     assert profile.peak <= budget
-    assert inst.base_duration <= result.lower_bound <= profile.duration
+    assert inst.base_duration <= result.bound <= profile.duration
     assert result.time_to_best <= result.seconds
 
 

@@ -1,17 +1,23 @@
-"""The real command line as a subprocess, and the promises every bad input must keep (README, "Exit
+"""The real command line as a separate process, and the promises every bad input must keep (README, "Exit
 codes"): one ``error:`` line on stderr, no traceback, the expected exit code, the output absent or
 unchanged, every input file byte-identical, nothing written in the current folder.
 
-Every safety test runs ``python -m onnxpart.cli.app`` in a fresh, empty working folder, so a file left
-behind there (an onnxruntime profile, a staging folder) is caught too.
+Every safety test runs the command in a fresh, empty working folder, so a file left behind there (an
+onnxruntime profile, a staging folder) is caught too. The command is a process forked from a zygote
+that has imported the command line once (:mod:`tests.safety.zygote`): its own argv, folder, environment,
+output files and exit code, without a second of start-up each. ``run_cli(..., fresh=True)`` (or an
+``env`` of its own) starts ``python -m onnxpart.cli.app`` afresh instead.
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
+import json
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,12 +37,63 @@ STRATEGY_ARGS: dict[str, list[str]] = {
 STRATEGIES = tuple(STRATEGY_ARGS)
 
 
-def run_cli(*args, cwd: Path, timeout: float = 180, env: dict | None = None) -> subprocess.CompletedProcess:
-    """``onnxpart ARGS`` as a separate process in ``cwd`` (created if needed); text output captured."""
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_cli(*args, cwd: Path, timeout: float = 180, env: dict | None = None,
+            fresh: bool = False) -> subprocess.CompletedProcess:
+    """``onnxpart ARGS`` as a separate process in ``cwd`` (created if needed); text output captured. Forked
+    from the zygote, unless ``fresh`` or ``env`` (which may change what start-up imports) asks for a
+    process started afresh."""
     cwd.mkdir(parents=True, exist_ok=True)
-    return subprocess.run([sys.executable, "-m", "onnxpart.cli.app", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "COLUMNS": "200", **(env or {})})
+    args = [str(arg) for arg in args]
+    if fresh or env:
+        return subprocess.run([sys.executable, "-m", "onnxpart.cli.app", *args], cwd=cwd, capture_output=True,
+                              text=True, timeout=timeout, env={**os.environ, "COLUMNS": "200", **(env or {})})
+    return _zygote().run(args, cwd, timeout)
+
+
+class Zygote:
+    """The zygote process of this test process (:mod:`tests.safety.zygote`), started on first use."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen([sys.executable, "-m", "tests.safety.zygote"], cwd=ROOT, text=True,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        env={**os.environ, "COLUMNS": "200"})
+        ready = json.loads(self.process.stdout.readline())
+        self.preamble = ready["preamble"]
+        atexit.register(self.close)
+
+    def run(self, args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+        """``onnxpart ARGS`` in a child forked in ``cwd``, its output in files outside ``cwd``."""
+        command = ["onnxpart", *args]
+        with tempfile.TemporaryDirectory(prefix="onnxpart-zygote-") as folder:
+            out, err = Path(folder, "stdout"), Path(folder, "stderr")
+            out.touch()
+            err.touch()
+            request = {"args": args, "cwd": str(cwd), "env": {**os.environ, "COLUMNS": "200"},
+                       "stdout": str(out), "stderr": str(err), "timeout": timeout}
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+            answer = json.loads(self.process.stdout.readline())
+            if answer.get("timeout"):
+                raise subprocess.TimeoutExpired(command, timeout, out.read_text(), err.read_text())
+            return subprocess.CompletedProcess(command, answer["code"], out.read_text(),
+                                               self.preamble + err.read_text())
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+_ZYGOTES: dict[int, Zygote] = {}
+
+
+def _zygote() -> Zygote:
+    """This process's zygote (a forked test process starts its own)."""
+    if os.getpid() not in _ZYGOTES:
+        _ZYGOTES[os.getpid()] = Zygote()
+    return _ZYGOTES[os.getpid()]
 
 
 def digest(*paths: Path) -> dict[str, str]:

@@ -9,7 +9,9 @@ from onnxpart.graph import OpGraph
 from onnxpart.memory import memory_profile
 
 
-def summarize(graph: OpGraph, top: int = 10) -> dict[str, Any]:
+def inspect_report(graph: OpGraph, top: int = 10) -> dict[str, Any]:
+    """The report of ``onnxpart inspect``: counts, parameters, FLOPs, activations, the file order's memory
+    peak and the ``top`` costliest ops."""
     profile = memory_profile(graph)
     activation_bytes = sum(t.bytes for t in graph.tensors.values() if t.producer is not None)
     costliest = sorted(graph.ops, key=lambda op: (-op.work, op.index))[:top]
