@@ -8,6 +8,7 @@ import functools
 import json
 import logging
 import sys
+import time
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,6 +129,43 @@ def checked_options(command: Callable) -> dict[str, tuple[str, Range | Quantity]
     return checks
 
 
+class RunClock:
+    """The wall clock of one command, for ``--time-limit`` as the whole command's limit and for the JSON
+    result's ``seconds``: started by :func:`handle_errors`, marked when solving starts (:meth:`solve_seconds`,
+    which also says how much of the limit loading left) and when writing starts (:func:`write_outputs`)."""
+
+    #: the least a solve is given, however long loading took: enough for each strategy's first answer
+    FLOOR = 0.5
+
+    def __init__(self) -> None:
+        self.start = self.solving = self.writing = None
+
+    def begin(self) -> None:
+        self.start, self.solving, self.writing = time.monotonic(), None, None
+
+    def solve_seconds(self, time_limit: float) -> float:
+        """Seconds left of ``time_limit`` for solving after what the command spent so far (loading,
+        costing), at least :attr:`FLOOR`; marks the start of solving."""
+        self.solving = time.monotonic()
+        spent = self.solving - self.start if self.start is not None else 0.0
+        return max(time_limit - spent, min(self.FLOOR, time_limit))
+
+    def mark_writing(self) -> None:
+        self.writing = time.monotonic()
+
+    def seconds(self) -> dict[str, float | None]:
+        """``{"load", "solve", "write"}`` seconds so far (None for a phase the command did not mark)."""
+        now = time.monotonic()
+        start = self.start if self.start is not None else now
+        solving = self.solving if self.solving is not None else start
+        writing = self.writing if self.writing is not None else now
+        return {"load": round(solving - start, 3), "solve": round(writing - solving, 3),
+                "write": round(now - writing, 3) if self.writing is not None else None}
+
+
+run_clock = RunClock()
+
+
 def handle_errors(command: Callable) -> Callable:
     """Check the command's numeric and quantity options (:func:`checked_options`), then run it; a UserError
     becomes a one-line message and its exit code; Ctrl-C and SIGTERM (which :mod:`onnxpart.interrupts`
@@ -136,6 +174,7 @@ def handle_errors(command: Callable) -> Callable:
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        run_clock.begin()
         try:
             for name, (option, allowed) in checked_options(command).items():
                 if kwargs.get(name) is not None:
@@ -226,7 +265,7 @@ def enforce_gap(certificate: dict, limit: Optional[float], output) -> None:
 def result(output, manifest: dict, certificate: dict, verify: Optional[dict], **extra: Any) -> dict:
     """The one JSON result shape of every strategy command."""
     return {"output": None if output is None else str(output), "manifest": manifest, "certificate": certificate,
-            "verify": verify, **extra}
+            "verify": verify, "seconds": run_clock.seconds(), **extra}
 
 
 def write_outputs(out, manifest_name: str, manifest: Callable[[Any], dict], cert, *,
@@ -242,6 +281,7 @@ def write_outputs(out, manifest_name: str, manifest: Callable[[Any], dict], cert
     the :class:`~onnxpart.certificate.Certificate`. -> the one JSON result (:func:`result`) with ``summary``."""
     from onnxpart.files import write_json
 
+    run_clock.mark_writing()
     if out is None:
         return result(None, manifest(None), cert.to_dict(), None, **summary)
     report = None
