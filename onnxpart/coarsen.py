@@ -27,6 +27,28 @@ FUSIBLE = frozenset(ELEMENTWISE_FLOPS)
 def coarsen(graph: OpGraph) -> OpGraph:
     """Return a new OpGraph with single-consumer elementwise chains merged into their producers."""
     outputs = set(graph.outputs)
+    groups = _chains(graph, outputs)
+    heads = sorted(groups)  # a group's head precedes its members, so this order is topological
+    new_index = {member.index: position for position, h in enumerate(heads) for member in groups[h]}
+    internal = {name for name, t in graph.tensors.items()
+                if t.producer is not None and t.consumers
+                and all(new_index[c] == new_index[t.producer] for c in t.consumers) and name not in outputs}
+    ops = [_merged(position, groups[h], internal, graph) for position, h in enumerate(heads)]
+    tensors = {
+        name: dataclasses.replace(t, producer=None if t.producer is None else new_index[t.producer],
+                                  consumers=tuple(sorted({new_index[c] for c in t.consumers})))
+        for name, t in graph.tensors.items() if name not in internal
+    }
+    params = {
+        name: dataclasses.replace(p, owner=new_index[p.owner],
+                                  consumers=tuple(sorted({new_index[c] for c in p.consumers})))
+        for name, p in graph.params.items()
+    }
+    return graph.replace(ops=ops, tensors=tensors, params=params)
+
+
+def _chains(graph: OpGraph, outputs: set[str]) -> dict[int, list[Op]]:
+    """The ops grouped by the op each is merged into (the module's rule), keyed by that head's index."""
     head = list(range(len(graph.ops)))  # op index -> index of the op it is merged into
 
     def root(i: int) -> int:
@@ -41,50 +63,30 @@ def coarsen(graph: OpGraph) -> OpGraph:
         if tensor.producer is None or len(tensor.consumers) != 1 or tensor.name in outputs:
             continue
         head[op.index] = root(tensor.producer)
-
     groups: dict[int, list[Op]] = {}
     for op in graph.ops:
         groups.setdefault(root(op.index), []).append(op)
-    heads = sorted(groups)  # a group's head precedes its members, so this order is topological
-    new_index = {}
-    for position, h in enumerate(heads):
-        for member in groups[h]:
-            new_index[member.index] = position
+    return groups
 
-    internal = {name for name, t in graph.tensors.items()
-                if t.producer is not None and t.consumers
-                and all(new_index[c] == new_index[t.producer] for c in t.consumers) and name not in outputs}
-    ops = []
-    for position, h in enumerate(heads):
-        members = groups[h]
-        produced = {o for m in members for o in m.outputs}
-        first = members[0]
-        ops.append(Op(
-            index=position,
-            name=first.name,
-            op_type="+".join(m.op_type for m in members) if len(members) > 1 else first.op_type,
-            nodes=tuple(node for m in members for node in m.nodes),
-            inputs=tuple(dict.fromkeys(i for m in members for i in m.inputs if i not in produced)),
-            outputs=tuple(o for m in members for o in m.outputs if o not in internal),
-            params=tuple(dict.fromkeys(p for m in members for p in m.params)),
-            param_bytes=sum(m.param_bytes for m in members),
-            const_nodes=tuple(c for m in members for c in m.const_nodes),
-            internal_bytes=max(m.internal_bytes + sum(graph.tensors[t].bytes for t in m.inputs + m.outputs
-                                                      if t in internal) for m in members),
-            opaque=any(m.opaque for m in members),
-            work=sum(m.work for m in members),
-            flops=sum(m.flops for m in members),
-            mem_bytes=sum(m.mem_bytes for m in members),
-        ))
-    tensors = {
-        name: dataclasses.replace(t, producer=None if t.producer is None else new_index[t.producer],
-                                  consumers=tuple(sorted({new_index[c] for c in t.consumers})))
-        for name, t in graph.tensors.items() if name not in internal
-    }
-    params = {
-        name: dataclasses.replace(p, owner=new_index[p.owner],
-                                  consumers=tuple(sorted({new_index[c] for c in p.consumers})))
-        for name, p in graph.params.items()
-    }
-    return graph.replace(ops=ops, tensors=tensors, params=params)
 
+def _merged(position: int, members: list[Op], internal: set[str], graph: OpGraph) -> Op:
+    """One op standing for ``members`` (a chain, head first) at index ``position``."""
+    produced = {o for m in members for o in m.outputs}
+    first = members[0]
+    return Op(
+        index=position,
+        name=first.name,
+        op_type="+".join(m.op_type for m in members) if len(members) > 1 else first.op_type,
+        nodes=tuple(node for m in members for node in m.nodes),
+        inputs=tuple(dict.fromkeys(i for m in members for i in m.inputs if i not in produced)),
+        outputs=tuple(o for m in members for o in m.outputs if o not in internal),
+        params=tuple(dict.fromkeys(p for m in members for p in m.params)),
+        param_bytes=sum(m.param_bytes for m in members),
+        const_nodes=tuple(c for m in members for c in m.const_nodes),
+        internal_bytes=max(m.internal_bytes + sum(graph.tensors[t].bytes for t in m.inputs + m.outputs
+                                                  if t in internal) for m in members),
+        opaque=any(m.opaque for m in members),
+        work=sum(m.work for m in members),
+        flops=sum(m.flops for m in members),
+        mem_bytes=sum(m.mem_bytes for m in members),
+    )
