@@ -16,7 +16,7 @@ from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, Cost
                                  InputShapeOpt, JsonOpt, MAX_PIECES, MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt,
                                  VerifyOpt, VerifyTolOpt, WorkersOpt, certificate_line, check_folder, choose,
                                  console, enforce_gap, gap_limit, handle_errors, load_costed, print_json,
-                                 progress_bar, result, verify_line, verify_written)
+                                 progress_bar, run_clock, verify_line, verify_written, write_outputs)
 from onnxpart.errors import UserError
 from onnxpart.units import BATCH, format_bytes, format_seconds
 
@@ -86,8 +86,8 @@ def schedule(
 
     out = OutputDir(output, force=force, clean=clean,
                     reads=run_reads(model, loaded, costs=costs, device=device, system=inst.system))
-    options = Options(methods=methods, objective=objective, batch=batch, time_limit=time_limit, seed=seed,
-                      iterations=iterations, workers=workers)
+    options = Options(methods=methods, objective=objective, batch=batch, time_limit=run_clock.solve_seconds(time_limit),
+                      seed=seed, iterations=iterations, workers=workers)
     solution, sched = _solve(package, inst, options, max_pieces, as_json)
 
     from onnxpart.loading import weight_policy
@@ -146,31 +146,32 @@ def _solve(package, inst, options, max_pieces: Optional[int], quiet: bool):
 
 def _write(package, out, solution, sched, graph, loaded, source: tuple[str, Optional[str]], recorded: dict, policy,
            check: dict) -> dict:
-    """Pieces, annotated model, Gantt chart (ONNX input only), manifest and certificate into ``out``, each
-    made by the objective's ``package.emit``; with ``check["verify"]`` the pieces are run against the
-    original first, and a mismatch writes nothing."""
-    from onnxpart.files import write_json
-
+    """Pieces, annotated model, Gantt chart (ONNX input only), manifest and certificate into ``out`` by the
+    one write sequence (:func:`onnxpart.cli.common.write_outputs`), each made by the objective's
+    ``package.emit``; with ``check["verify"]`` the pieces are run against the original first, and a
+    mismatch writes nothing."""
     inst, emit = solution.instance, package.emit
     parts = package.pieces.checked_pieces(inst, sched)
-    report, files = None, {}
-    with out:
-        if loaded is not None:
-            annotated = emit.annotated_model(loaded, graph, inst, sched, check["axis"])
-            files = _write_models(out, inst, parts, emit.piece_models, annotated, graph, loaded, policy,
-                                  check["freeze"])
-        manifest = emit.manifest(solution, sched, parts, graph, source[0], source[1], files, check["axis"])
-        if loaded is not None:
-            _write_gantt(out, manifest, emit.gantt_title(graph, sched))
-        cert = emit.certificate(solution, sched, source[1], recorded)
-        if check["verify"]:
-            report = verify_written(out, loaded, manifest["pieces"], check, "pieces",
-                                    emit.piece_runner(check["axis"], sched))
-            cert.details["verify"] = report.to_dict()
-        write_json(out.path("manifest.json"), manifest)
-        write_json(out.path("certificate.json"), cert.to_dict())
-    return result(out.target, manifest, cert.to_dict(), report.to_dict() if report is not None else None,
-                  **emit.summary(sched), method=solution.method, pieces=len(parts))
+
+    def models(out) -> dict[int, str]:
+        annotated = emit.annotated_model(loaded, graph, inst, sched, check["axis"])
+        return _write_models(out, inst, parts, emit.piece_models, annotated, graph, loaded, policy, check["freeze"])
+
+    def manifest(files: Optional[dict[int, str]]) -> dict:
+        return emit.manifest(solution, sched, parts, graph, source[0], source[1], files or {}, check["axis"])
+
+    def verify(out, payload: dict) -> dict:
+        return verify_written(out, loaded, payload["pieces"], check, "pieces",
+                              emit.piece_runner(check["axis"], sched)).to_dict()
+
+    def gantt(out, payload: dict) -> None:
+        _write_gantt(out, payload, emit.gantt_title(graph, sched))
+
+    onnx = loaded is not None
+    return write_outputs(out, "manifest.json", manifest, emit.certificate(solution, sched, source[1], recorded),
+                         models=models if onnx else None, verify=verify if check["verify"] else None,
+                         extras=gantt if onnx else None, **emit.summary(sched), method=solution.method,
+                         pieces=len(parts))
 
 
 def _write_gantt(out, manifest: dict, title: str) -> None:

@@ -94,7 +94,8 @@ def piece_entry(inst: Instance, graph, piece: Piece, files: dict[int, str], io_n
 
 
 def method_result(r) -> dict[str, Any]:
-    return {"method": r.method, "makespan": r.makespan, "status": r.status, "seconds": r.seconds,
+    """A ``methods[]`` row of the certificate: a :class:`onnxpart.strategy.MethodResult`, its value as ``makespan``."""
+    return {"method": r.method, "makespan": r.value, "status": r.status, "seconds": r.seconds,
             "bound": r.bound, "note": r.note}
 
 

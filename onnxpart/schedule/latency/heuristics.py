@@ -10,12 +10,12 @@ answer (the wall-clock ``time_limit`` is only a safety cap that ends a run early
 
 from __future__ import annotations
 
+from time import monotonic as now
 import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from onnxpart.schedule.common.budget import now
 from onnxpart.schedule.common.instance import Instance
 from onnxpart.schedule.common.list_scheduling import earliest_gap, rank_order
 from onnxpart.schedule.common.search import search

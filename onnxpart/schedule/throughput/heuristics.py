@@ -9,13 +9,13 @@ thousand splits) and say when it ended them (``timed_out``).
 
 from __future__ import annotations
 
+from time import monotonic as now
 import bisect
 import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from onnxpart.schedule.common.budget import now
 from onnxpart.schedule.common.instance import Instance
 from onnxpart.schedule.common.list_scheduling import earliest_gap, rank_order
 from onnxpart.schedule.common.search import search
