@@ -110,11 +110,15 @@ def test_max_pieces(tmp_path):
     assert invoke(LIGHT, "--system", SYSTEM, "--check-certificate", out).exit_code == 0
 
 
-def test_compare_table_lists_every_method(tmp_path):
+def test_compare_table_lists_every_method_and_runs_exact_and_cpsat_once(tmp_path):
+    """``exact`` is ``cpsat``: one solve, its row naming both (not two solves splitting the time)."""
     result = invoke(DIAMOND, "--system", SYSTEM, "-o", tmp_path / "out", "--time-limit", "3", "--compare")
     assert result.exit_code == 0, result.output
     for method in METHODS:
         assert method in result.output
+    rows = json.loads((tmp_path / "out" / "certificate.json").read_text())["details"]["methods"]
+    assert [r["method"] for r in rows] == [m for m in METHODS if m != "exact"]
+    assert next(r for r in rows if r["method"] == "cpsat")["note"].startswith("also exact: the same solve")
 
 
 def test_json_shape_and_graph_only_input(tmp_path):

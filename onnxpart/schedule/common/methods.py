@@ -43,6 +43,9 @@ CATALOGUE: dict[str, tuple[str, str]] = {
 }
 #: The constructive baselines: they take milliseconds, and start the searches.
 CONSTRUCTIVE = ("met", "greedy", "heft")
+#: A method that is another's solve under a second name: asked together (``--compare``), it runs once, its
+#: row naming both, and its twin's share of the time goes to that one solve.
+SAME_AS = {"exact": "cpsat"}
 
 #: What runs one method: ``run(name, context, seconds) -> MethodResult`` (:meth:`Run.keep`'s).
 MethodRun = Callable[[str, "Context", float], MethodResult]
@@ -54,14 +57,24 @@ def registry(runs: dict[str, MethodRun], weights: dict[str, float]) -> Registry:
     return Registry(*(method(name, runs[name], weights.get(name, 1.0)) for name in CATALOGUE))
 
 
+def selected(methods: Registry, names: Sequence[str]) -> list[Method]:
+    """The methods of ``names`` to run, in registry order, a method whose twin (:data:`SAME_AS`) is asked
+    too left out: the twin's one solve answers for both."""
+    return methods.select([name for name in names if SAME_AS.get(name) not in names])
+
+
 def method(name: str, run: MethodRun, weight: float = 1.0) -> Method:
     """The catalogue's method ``name`` run by ``run``, as :func:`onnxpart.strategy.run_methods` calls a method
     (the problem is the :class:`Context`); an exact method's end is reported on the board (the bar shows
-    which solver ran last)."""
+    which solver ran last). Its row names the twins asked with it (:func:`selected`)."""
     kind, text = CATALOGUE[name]
 
     def call(context: "Context", options: Any, board: Board, seconds: float) -> MethodResult:
         result = run(name, context, seconds)
+        twins = [twin for twin, same in SAME_AS.items() if same == name and twin in options.methods]
+        if twins:
+            also = f"also {', '.join(twins)}: the same solve, run once"
+            result.note = f"{also}; {result.note}" if result.note else also
         if kind == "exact":
             board.report(name)
         return result

@@ -12,9 +12,9 @@ terminal. The answer becomes files through :mod:`.pieces` and :mod:`.emit`; :mod
 from __future__ import annotations
 
 from onnxpart.board import Board
-from onnxpart.certificate import LowerBound
+from onnxpart.certificate import LowerBound, best_bound
 from onnxpart.schedule.common.instance import Instance
-from onnxpart.schedule.common.methods import CONSTRUCTIVE, Context, Run, registry
+from onnxpart.schedule.common.methods import CONSTRUCTIVE, Context, Run, registry, selected
 from onnxpart.schedule.common.solution import Solution
 # check, emit, pieces: the answer as files, and re-checked (the command reads them from here)
 from onnxpart.schedule.latency import bounds, chain_split, check, emit, exact, heuristics, pieces, split
@@ -61,8 +61,8 @@ def _split(name: str, context: Context, seconds: float) -> MethodResult:
     if chain is not None:
         joined, found = chain_split.split_on_channels(inst, chain, seconds, options.seed, options.workers, run.best())
         sched, status, secs, note = joined
-        run.add_bounds(found)
-        return run.keep(name, sched, status, secs, note=note)
+        run.add_bounds(found)  # the barrier DP's and the modules' recursive bound: the best is split's
+        return run.keep(name, sched, status, secs, best_bound(found), note)
     res = split.milp_split(inst, seconds, seed=options.seed, workers=options.workers, board=run.board)
     note = (f"{len(res.modules)} modules, {res.solved_pairs} of {res.pairs} (entry, exit) pairs solved "
             f"(the rest by symmetry), {res.solves} module solves")
@@ -88,7 +88,7 @@ def solve(instance: Instance, options, board: Board | None = None) -> Solution:
     # the LPs within a quarter of the run (at most 10 s): a short run is left time to find a schedule
     run.add_bounds(bounds.simple_bounds(instance, lp=options.lp_bound, time_limit=min(10.0, options.time_limit / 4)))
     context = Context(instance, options, run, _first_feasible)
-    run_methods(METHODS.select(options.methods), context, options, run.board, run.budget)
+    run_methods(selected(METHODS, options.methods), context, options, run.board, run.budget)
     infeasible = any(r.status == "infeasible" for r in run.results)
     return run.solution(instance, METHODS.names, "no mapping satisfies memory (3.7) and the links" if infeasible else
                         "no method found a feasible mapping: add exact methods or a longer time limit")

@@ -16,7 +16,7 @@ from __future__ import annotations
 from onnxpart.board import Board
 from onnxpart.certificate import LowerBound
 from onnxpart.schedule.common.instance import Instance
-from onnxpart.schedule.common.methods import CONSTRUCTIVE, Context, Run, registry
+from onnxpart.schedule.common.methods import CONSTRUCTIVE, Context, Run, registry, selected
 from onnxpart.schedule.common.solution import Solution
 # check, emit, pieces: the answer as files, and re-checked (the command reads them from here)
 from onnxpart.schedule.throughput import bounds, check, emit, exact, heuristics, pieces, split
@@ -80,7 +80,7 @@ def solve(instance: Instance, options, board: Board | None = None) -> Solution:
     context = Context(instance, options, run, lambda inst: _start(run, inst, options.batch, relaxed))
     # the list baselines share half the run at most (24 devices give each op a thousand splits: on
     # resnet50 bHEFT took 19 s of a 10 s run)
-    chosen = METHODS.select(options.methods)
+    chosen = selected(METHODS, options.methods)
     baselines = Budget(max(0.0, run.budget.left() - options.time_limit / 2))
     run_methods([m for m in chosen if m.name in CONSTRUCTIVE], context, options, run.board, baselines)
     rest = [m for m in chosen if m.name not in CONSTRUCTIVE and (m.kind == "exact" or context.start() is not None)]

@@ -3,6 +3,8 @@ the schedule registries' weights cut it, on one clock (here a fake one, so the s
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from onnxpart.board import Board
 from onnxpart.schedule import latency, throughput
 from onnxpart.schedule.common.methods import CONSTRUCTIVE, Context, Run, registry
@@ -32,8 +34,9 @@ def test_latency_baselines_get_no_share_and_each_weighted_method_its_share_of_wh
     runs = {name: record(0.0 if name in CONSTRUCTIVE else 1.0) for name in latency.METHODS.names}
     table = registry(runs, {m.name: m.weight for m in latency.METHODS})
     run = Run(Budget(8.0, clock=clock), Board(lambda progress: phases.append(progress.phase)), lambda s: [], "schedule")
-    run_methods(table.select(["split", "cpsat", "sa", "heft"]), Context(None, None, run, lambda inst: None), None,
-                run.board, run.budget)
+    asked = SimpleNamespace(methods=("split", "cpsat", "sa", "heft"))
+    run_methods(table.select(asked.methods), Context(None, asked, run, lambda inst: None), asked, run.board,
+                run.budget)
     assert given == {"heft": FLOOR, "sa": 8.0 / 3, "cpsat": (8.0 - 1.0) / 2, "split": 6.0}
     assert phases == ["cpsat", "split"]  # in registry order, whatever the order asked
     assert [r.method for r in run.results] == ["heft", "sa", "cpsat", "split"]
