@@ -22,8 +22,8 @@ from onnxpart.units import BATCH, format_bytes, format_seconds
 
 #: The registry's methods (:data:`onnxpart.schedule.common.methods.CATALOGUE`), written out: importing the
 #: solvers to build it would slow every command's start; tests/schedule/common/test_registry.py keeps it in step.
-METHOD_HELP = ("Methods to run (comma-separated): heft, met, greedy, sa, ea (baselines), exact/cpsat (CP-SAT), "
-               "milp (HiGHS), split (MILP-SPLIT).")
+METHOD_HELP = ("Methods to run (comma-separated): heft, cpop, met, greedy, sa, ea (baselines), exact/cpsat "
+               "(CP-SAT), milp (HiGHS), split (MILP-SPLIT).")
 
 
 @handle_errors
@@ -31,7 +31,7 @@ def schedule(
     model: Path = typer.Argument(..., help="ONNX model, or a JSON graph: costs.json, dnn-partitioning or networkx node-link."),
     system: Path = typer.Option(..., "--system", help="System file (YAML/JSON): devices and links."),
     output: OutputOpt = None,
-    method: str = typer.Option("met,greedy,heft,sa,ea,cpsat", "--method", help=METHOD_HELP),
+    method: str = typer.Option("met,greedy,heft,cpop,sa,ea,cpsat", "--method", help=METHOD_HELP),
     compare: bool = typer.Option(False, "--compare", help="Run every method on this instance and print one table."),
     objective: str = typer.Option("latency", "--objective", help="latency (one input's makespan) or throughput (inputs per second for a batch split over the devices' batch sizes; pieces compute a slice of the batch)."),
     batch: Annotated[int, typer.Option("--batch", help="Throughput: inputs per batch (L), split into slices over the devices."), BATCH] = 1,
@@ -59,7 +59,7 @@ def schedule(
     as_json: JsonOpt = False,
 ) -> None:
     """Map and order ops on heterogeneous devices minimizing latency (thesis MILP, CP-SAT, MILP-SPLIT,
-    five baselines), with proven lower bounds and runnable per-device pieces; or maximize a batch's
+    six baselines), with proven lower bounds and runnable per-device pieces; or maximize a batch's
     throughput, with pieces per slice of the batch."""
     from onnxpart.readers import check_format
     from onnxpart.schedule import METHODS, OBJECTIVES, Options

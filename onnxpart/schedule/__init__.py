@@ -41,7 +41,7 @@ METHODS = latency.METHODS.names
 
 @dataclass(frozen=True)
 class Options:
-    methods: tuple[str, ...] = ("met", "greedy", "heft", "sa", "ea", "cpsat")
+    methods: tuple[str, ...] = ("met", "greedy", "heft", "cpop", "sa", "ea", "cpsat")
     objective: str = "latency"
     time_limit: float = 10.0  # total seconds: the searches (SA/EA) and the exact methods share them
     seed: int = 0

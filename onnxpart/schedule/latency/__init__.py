@@ -70,12 +70,12 @@ def _split(name: str, context: Context, seconds: float) -> MethodResult:
     return run.keep(name, res.schedule, res.status, res.seconds, res.bound, res.reason)
 
 
-BASELINES = {"met": heuristics.met, "greedy": heuristics.greedy, "heft": heuristics.heft}
+BASELINES = {"met": heuristics.met, "greedy": heuristics.greedy, "heft": heuristics.heft, "cpop": heuristics.cpop}
 
 #: Every latency method (:data:`onnxpart.schedule.common.methods.CATALOGUE`), run by its function here;
 #: the constructive baselines take milliseconds: no share of the time.
-METHODS: Registry = registry(dict(met=_constructive, greedy=_constructive, heft=_constructive, sa=_search,
-                                  ea=_search, exact=_solver, milp=_solver, cpsat=_solver, split=_split),
+METHODS: Registry = registry(dict(met=_constructive, greedy=_constructive, heft=_constructive,
+                                  cpop=_constructive, sa=_search, ea=_search, exact=_solver, milp=_solver, cpsat=_solver, split=_split),
                              dict.fromkeys(CONSTRUCTIVE, 0.0))
 
 

@@ -67,7 +67,7 @@ def test_symmetry_breaking_keeps_the_optimum():
 def test_solve_all_methods():
     inst = chain_of_modules(np.random.default_rng(3), modules=2, size=2, k=2)
     sol = solve(inst, Options(methods=METHODS, time_limit=4.0, iterations=100))
-    assert {r.method for r in sol.results} == set(METHODS)
+    assert {r.method for r in sol.results} == set(METHODS) - {"exact"}  # cpsat answers for it: one solve
     assert validate(inst, sol.schedule) == []
     assert sol.makespan == min(r.value for r in sol.results if r.value is not None)
     assert {b.method for b in sol.lower_bounds} >= {"critical-path", "work", "load-lp", "cpsat", "milp", "split-dp"}

@@ -87,7 +87,7 @@ def test_bounds_below_and_heuristics_above(solved):
     for lb in (bounds.critical_path_bound(inst, BATCH), relaxed.bound):
         assert lb.value <= opt + TOL, lb.method
     results = [heuristics.met(inst, BATCH), heuristics.greedy(inst, BATCH), heuristics.heft(inst, BATCH),
-               heuristics.uniform(inst, BATCH),
+               heuristics.cpop(inst, BATCH), heuristics.uniform(inst, BATCH),
                HeuristicResult("lp-rounded", relaxed.rounded, 0.0)]
     init = results[0].schedule.splits
     results += [heuristics.simulated_annealing(inst, BATCH, init, iterations=100, seed=1),
