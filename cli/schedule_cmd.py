@@ -5,6 +5,7 @@ progress and prints the result."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -225,16 +226,18 @@ def _print(summary: dict, compare: bool) -> None:
 
 
 def _device_table(manifest: dict) -> Table:
-    """Per device: ops, busy time, busy share of the (batch) makespan, memory peak (3.7), capacity."""
+    """Per device: ops, pieces (the runtime sessions it launches), busy time, busy share of the (batch)
+    makespan, memory peak (3.7), capacity."""
     count = len(manifest["pieces"])
     batch = f"batch of {manifest['batch']}, " if "batch" in manifest else ""
     title = f"{manifest['graph']}: {batch}{count} piece{'s' if count != 1 else ''} ({manifest['method']})"
     table = Table(title=title, title_justify="left")
-    for column in ("device", "ops", "busy", "busy %", "memory peak", "capacity"):
+    for column in ("device", "ops", "pieces", "busy", "busy %", "memory peak", "capacity"):
         table.add_column(column, justify="left" if column == "device" else "right")
     span = manifest["makespan"]
+    per_device = Counter(piece["device"] for piece in manifest["pieces"])
     for d in manifest["devices"]:  # memory peak: the static model's resident bytes (3.7), its peak
-        table.add_row(d["name"], str(d["ops"]), format_seconds(d["busy"]),
+        table.add_row(d["name"], str(d["ops"]), str(per_device[d["name"]]), format_seconds(d["busy"]),
                       f"{d['busy'] / span:.0%}" if span > 0 else "-", format_bytes(d["memory"]),
                       format_bytes(d["capacity"]) if d["capacity"] is not None else "-")
     return table

@@ -227,10 +227,11 @@ def test_terminal_shows_the_device_table_and_the_certified_makespan(tmp_path):
     assert result.exit_code == 0, result.output
     manifest = json.loads((out / "manifest.json").read_text())
     header = next(line for line in result.output.splitlines() if "device" in line and "busy" in line)
-    assert all(column in header for column in ("ops", "busy %", "memory peak", "capacity"))
+    assert all(column in header for column in ("ops", "pieces", "busy %", "memory peak", "capacity"))
     for d in manifest["devices"]:
         row = next(line for line in result.output.splitlines() if line.strip("│┃ ").startswith(d["name"] + " "))
-        assert f" {d['ops']} " in row
+        cells = [cell.strip() for cell in row.split("│")[1:4]]
+        assert cells == [d["name"], str(d["ops"]), str(sum(p["device"] == d["name"] for p in manifest["pieces"]))]
     assert "makespan" in result.output and "proven ≥" in result.output
 
 

@@ -39,11 +39,13 @@ def instance_digest(inst: Instance) -> str:
 
 
 def system_payload(inst: Instance) -> dict[str, Any]:
-    """The system's devices (name, group, spec, memory) and its direct links (bandwidth, latency)."""
+    """The system's devices (name, group, spec, memory, switch cost) and its direct links (bandwidth,
+    latency)."""
     system = inst.system
     devices = [{"name": name, "memory": finite(inst.capacity[u]),
                 "group": system.devices[u].group if system else name,
-                "spec": getattr(system.devices[u].spec, "name", None) if system else None}
+                "spec": getattr(system.devices[u].spec, "name", None) if system else None,
+                "switch": system.devices[u].switch if system else 0.0}
                for u, name in enumerate(inst.device_names)]
     links = [] if system is None else [
         {"from": inst.device_names[u], "to": inst.device_names[v], "bandwidth": link.bandwidth,

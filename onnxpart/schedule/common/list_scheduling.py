@@ -39,11 +39,12 @@ def _slot_end(slot: tuple[float, float]) -> float:
 
 
 def mean_link(inst: Instance) -> tuple[float, float]:
-    """``(L̄, B̄)``: the mean latency and the mean bandwidth of the links between distinct devices — the
-    system's links, or, for an instance built without a system, every ordered pair with a positive
-    bandwidth; ``(0, inf)`` where there is none (nothing is ever sent)."""
+    """``(L̄, B̄)``: the mean latency (the receiver's switch cost included: a transfer's fixed part) and the
+    mean bandwidth of the links between distinct devices — the system's links, or, for an instance built
+    without a system, every ordered pair with a positive bandwidth; ``(0, inf)`` where there is none."""
     if inst.system is not None:
-        links = [(link.latency, link.bandwidth) for link in inst.system.links.values()]
+        switch = inst.system.switches()
+        links = [(link.latency + switch[v], link.bandwidth) for (_, v), link in inst.system.links.items()]
     else:
         off = ~np.eye(inst.k, dtype=bool) & (inst._bw > 0)
         links = list(zip(inst._lat[off].tolist(), inst._bw[off].tolist()))
