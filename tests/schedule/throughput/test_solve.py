@@ -169,14 +169,6 @@ def test_slice_transfers_are_what_validate_batch_charges():
     assert any("before its inputs arrive" in p for p in simulator.validate(inst, early))
 
 
-def test_slice_labels_only_on_wide_bars():
-    from onnxpart.schedule.common.gantt import slice_label
-
-    wide = {"start": 0.0, "end": 5.0, "inputs": [0, 32]}
-    assert slice_label(wide, 10.0) == "0–31" and slice_label({**wide, "inputs": [4, 5]}, 10.0) == "4"
-    assert slice_label({**wide, "end": 0.01}, 10.0) == "" and slice_label({"start": 0.0, "end": 5.0}, 10.0) == ""
-
-
 def test_unsupported_batch_is_one_line_user_error():
     inst = Instance([[1.0, 2.0]], [], batch_sizes=[(2, 4), (4,)])
     with pytest.raises(UserError) as err:
