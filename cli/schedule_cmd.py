@@ -5,6 +5,7 @@ progress and prints the result."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -16,14 +17,14 @@ from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, Cost
                                  InputShapeOpt, JsonOpt, MAX_PIECES, MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt,
                                  VerifyOpt, VerifyTolOpt, WorkersOpt, certificate_line, check_folder, choose,
                                  console, enforce_gap, gap_limit, handle_errors, load_costed, print_json,
-                                 progress_bar, result, verify_line, verify_written)
+                                 progress_bar, run_clock, verify_line, verify_written, write_outputs)
 from onnxpart.errors import UserError
 from onnxpart.units import BATCH, format_bytes, format_seconds
 
 #: The registry's methods (:data:`onnxpart.schedule.common.methods.CATALOGUE`), written out: importing the
 #: solvers to build it would slow every command's start; tests/schedule/common/test_registry.py keeps it in step.
-METHOD_HELP = ("Methods to run (comma-separated): heft, met, greedy, sa, ea (baselines), exact/cpsat (CP-SAT), "
-               "milp (HiGHS), split (MILP-SPLIT).")
+METHOD_HELP = ("Methods to run (comma-separated): heft, cpop, met, greedy, sa, ea (baselines), exact/cpsat "
+               "(CP-SAT), milp (HiGHS), split (MILP-SPLIT).")
 
 
 @handle_errors
@@ -31,7 +32,7 @@ def schedule(
     model: Path = typer.Argument(..., help="ONNX model, or a JSON graph: costs.json, dnn-partitioning or networkx node-link."),
     system: Path = typer.Option(..., "--system", help="System file (YAML/JSON): devices and links."),
     output: OutputOpt = None,
-    method: str = typer.Option("met,greedy,heft,sa,ea,cpsat", "--method", help=METHOD_HELP),
+    method: str = typer.Option("met,greedy,heft,cpop,sa,ea,cpsat", "--method", help=METHOD_HELP),
     compare: bool = typer.Option(False, "--compare", help="Run every method on this instance and print one table."),
     objective: str = typer.Option("latency", "--objective", help="latency (one input's makespan) or throughput (inputs per second for a batch split over the devices' batch sizes; pieces compute a slice of the batch)."),
     batch: Annotated[int, typer.Option("--batch", help="Throughput: inputs per batch (L), split into slices over the devices."), BATCH] = 1,
@@ -59,7 +60,7 @@ def schedule(
     as_json: JsonOpt = False,
 ) -> None:
     """Map and order ops on heterogeneous devices minimizing latency (thesis MILP, CP-SAT, MILP-SPLIT,
-    five baselines), with proven lower bounds and runnable per-device pieces; or maximize a batch's
+    six baselines), with proven lower bounds and runnable per-device pieces; or maximize a batch's
     throughput, with pieces per slice of the batch."""
     from onnxpart.readers import check_format
     from onnxpart.schedule import METHODS, OBJECTIVES, Options
@@ -86,8 +87,8 @@ def schedule(
 
     out = OutputDir(output, force=force, clean=clean,
                     reads=run_reads(model, loaded, costs=costs, device=device, system=inst.system))
-    options = Options(methods=methods, objective=objective, batch=batch, time_limit=time_limit, seed=seed,
-                      iterations=iterations, workers=workers)
+    options = Options(methods=methods, objective=objective, batch=batch, time_limit=run_clock.solve_seconds(time_limit),
+                      seed=seed, iterations=iterations, workers=workers)
     solution, sched = _solve(package, inst, options, max_pieces, as_json)
 
     from onnxpart.loading import weight_policy
@@ -146,31 +147,32 @@ def _solve(package, inst, options, max_pieces: Optional[int], quiet: bool):
 
 def _write(package, out, solution, sched, graph, loaded, source: tuple[str, Optional[str]], recorded: dict, policy,
            check: dict) -> dict:
-    """Pieces, annotated model, Gantt chart (ONNX input only), manifest and certificate into ``out``, each
-    made by the objective's ``package.emit``; with ``check["verify"]`` the pieces are run against the
-    original first, and a mismatch writes nothing."""
-    from onnxpart.files import write_json
-
+    """Pieces, annotated model, Gantt chart (ONNX input only), manifest and certificate into ``out`` by the
+    one write sequence (:func:`onnxpart.cli.common.write_outputs`), each made by the objective's
+    ``package.emit``; with ``check["verify"]`` the pieces are run against the original first, and a
+    mismatch writes nothing."""
     inst, emit = solution.instance, package.emit
     parts = package.pieces.checked_pieces(inst, sched)
-    report, files = None, {}
-    with out:
-        if loaded is not None:
-            annotated = emit.annotated_model(loaded, graph, inst, sched, check["axis"])
-            files = _write_models(out, inst, parts, emit.piece_models, annotated, graph, loaded, policy,
-                                  check["freeze"])
-        manifest = emit.manifest(solution, sched, parts, graph, source[0], source[1], files, check["axis"])
-        if loaded is not None:
-            _write_gantt(out, manifest, emit.gantt_title(graph, sched))
-        cert = emit.certificate(solution, sched, source[1], recorded)
-        if check["verify"]:
-            report = verify_written(out, loaded, manifest["pieces"], check, "pieces",
-                                    emit.piece_runner(check["axis"], sched))
-            cert.details["verify"] = report.to_dict()
-        write_json(out.path("manifest.json"), manifest)
-        write_json(out.path("certificate.json"), cert.to_dict())
-    return result(out.target, manifest, cert.to_dict(), report.to_dict() if report is not None else None,
-                  **emit.summary(sched), method=solution.method, pieces=len(parts))
+
+    def models(out) -> dict[int, str]:
+        annotated = emit.annotated_model(loaded, graph, inst, sched, check["axis"])
+        return _write_models(out, inst, parts, emit.piece_models, annotated, graph, loaded, policy, check["freeze"])
+
+    def manifest(files: Optional[dict[int, str]]) -> dict:
+        return emit.manifest(solution, sched, parts, graph, source[0], source[1], files or {}, check["axis"])
+
+    def verify(out, payload: dict) -> dict:
+        return verify_written(out, loaded, payload["pieces"], check, "pieces",
+                              emit.piece_runner(check["axis"], sched)).to_dict()
+
+    def gantt(out, payload: dict) -> None:
+        _write_gantt(out, payload, emit.gantt_title(graph, sched))
+
+    onnx = loaded is not None
+    return write_outputs(out, "manifest.json", manifest, emit.certificate(solution, sched, source[1], recorded),
+                         models=models if onnx else None, verify=verify if check["verify"] else None,
+                         extras=gantt if onnx else None, **emit.summary(sched), method=solution.method,
+                         pieces=len(parts))
 
 
 def _write_gantt(out, manifest: dict, title: str) -> None:
@@ -224,16 +226,18 @@ def _print(summary: dict, compare: bool) -> None:
 
 
 def _device_table(manifest: dict) -> Table:
-    """Per device: ops, busy time, busy share of the (batch) makespan, memory peak (3.7), capacity."""
+    """Per device: ops, pieces (the runtime sessions it launches), busy time, busy share of the (batch)
+    makespan, memory peak (3.7), capacity."""
     count = len(manifest["pieces"])
     batch = f"batch of {manifest['batch']}, " if "batch" in manifest else ""
     title = f"{manifest['graph']}: {batch}{count} piece{'s' if count != 1 else ''} ({manifest['method']})"
     table = Table(title=title, title_justify="left")
-    for column in ("device", "ops", "busy", "busy %", "memory peak", "capacity"):
+    for column in ("device", "ops", "pieces", "busy", "busy %", "memory peak", "capacity"):
         table.add_column(column, justify="left" if column == "device" else "right")
     span = manifest["makespan"]
+    per_device = Counter(piece["device"] for piece in manifest["pieces"])
     for d in manifest["devices"]:  # memory peak: the static model's resident bytes (3.7), its peak
-        table.add_row(d["name"], str(d["ops"]), format_seconds(d["busy"]),
+        table.add_row(d["name"], str(d["ops"]), str(per_device[d["name"]]), format_seconds(d["busy"]),
                       f"{d['busy'] / span:.0%}" if span > 0 else "-", format_bytes(d["memory"]),
                       format_bytes(d["capacity"]) if d["capacity"] is not None else "-")
     return table

@@ -233,12 +233,18 @@ def format_bytes(value: float) -> str:
     return f"{value / scale:.1f} {unit}" if scale > 1 else f"{value:.0f} B"
 
 
-def format_seconds(value: float) -> str:
-    """0.00345 -> ``"3.45 ms"``."""
+def seconds_unit(value: float) -> tuple[str, float]:
+    """The unit :func:`format_seconds` shows ``value`` in, and its size in seconds: 0.00345 -> ``("ms", 1e-3)``."""
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
         if abs(value) >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{value / 1e-9:.3g} ns"
+            return unit, scale
+    return "ns", 1e-9
+
+
+def format_seconds(value: float) -> str:
+    """0.00345 -> ``"3.45 ms"``."""
+    unit, scale = seconds_unit(value)
+    return f"{value / scale:.3g} {unit}"
 
 
 def format_flops(value: float) -> str:

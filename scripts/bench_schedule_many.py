@@ -43,7 +43,7 @@ METHODS = ("met", "greedy", "heft", "sa", "ea", "cpsat")
 def run(inst, objective: str, batch: int, limit: float) -> dict:
     t0 = time.perf_counter()
     sol = solve(inst, Options(methods=METHODS, objective=objective, batch=batch, time_limit=limit, workers=1))
-    row = {"wall": time.perf_counter() - t0, "methods": {r.method: (r.makespan, r.status) for r in sol.results}}
+    row = {"wall": time.perf_counter() - t0, "methods": {r.method: (r.value, r.status) for r in sol.results}}
     proven = [(lb.value, lb.method) for lb in sol.lower_bounds if lb.value is not None and math.isfinite(lb.value)]
     row["bound"], row["bound_by"] = max(proven)
     row["best"] = sol.makespan

@@ -8,8 +8,9 @@ One dispatcher over two problems, as sibling packages with the same module names
 * :mod:`.latency` — one input's makespan (Section 2.3 and 3.3 of the thesis);
 * :mod:`.throughput` — a batch split into slices over the devices (Sections 3.1–3.2);
 * :mod:`.system` — the devices, links, routing, the ``--system`` file and measured costs both read;
-* :mod:`.common` — what both share: the costed :class:`Instance`, the method registry and run, the time
-  budget, SA and EA over a fitness function, the output files' common parts.
+* :mod:`.common` — what both share: the costed :class:`Instance`, the method catalogue and a run's
+  bookkeeping (the registry, the time budget and the runner are :mod:`onnxpart.strategy`'s), SA and EA over
+  a fitness function, the output files' common parts.
 
 ``solve(instance, Options(objective=...))`` runs the objective's methods; ``OBJECTIVES[objective]`` is
 its package (``solve``, ``METHODS``, ``pieces``, ``emit``, ``check``).
@@ -24,9 +25,10 @@ from onnxpart.board import Board
 from onnxpart.errors import UserError
 from onnxpart.schedule import latency, throughput
 from onnxpart.schedule.common.instance import Instance, from_graph
-from onnxpart.schedule.common.solution import MethodResult, Solution
+from onnxpart.schedule.common.solution import Solution
 from onnxpart.schedule.latency.simulator import Schedule, simulate, validate
 from onnxpart.schedule.system import Device, Link, System, load_system
+from onnxpart.strategy import MethodResult
 
 __all__ = ["Device", "Instance", "Link", "System", "from_graph", "load_system", "Schedule", "simulate",
            "validate", "Options", "Solution", "MethodResult", "solve", "METHODS", "OBJECTIVES"]
@@ -34,12 +36,12 @@ __all__ = ["Device", "Instance", "Link", "System", "from_graph", "load_system", 
 #: Each objective's package, by name.
 OBJECTIVES = {"latency": latency, "throughput": throughput}
 #: The method names, in tie-break order (both objectives offer the same ones).
-METHODS = tuple(latency.METHODS)
+METHODS = latency.METHODS.names
 
 
 @dataclass(frozen=True)
 class Options:
-    methods: tuple[str, ...] = ("met", "greedy", "heft", "sa", "ea", "cpsat")
+    methods: tuple[str, ...] = ("met", "greedy", "heft", "cpop", "sa", "ea", "cpsat")
     objective: str = "latency"
     time_limit: float = 10.0  # total seconds: the searches (SA/EA) and the exact methods share them
     seed: int = 0

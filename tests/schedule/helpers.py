@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from onnxpart.schedule import Instance
-from onnxpart.schedule.common import budget
+from onnxpart.schedule.common import ticks
 
 
 def topological_orders(n: int, edges) -> list[tuple[int, ...]]:
@@ -121,8 +121,8 @@ def chain_of_modules(rng: np.random.Generator, modules: int, size: int, k: int) 
 
 def budgets_not_clock(monkeypatch, time_limit: float, factor: float = 50.0) -> float:
     """A time limit ``factor`` times ``time_limit`` with CP-SAT's deterministic seconds per wall second
-    (:data:`onnxpart.schedule.common.budget.DET_PER_SECOND`) divided by ``factor``: SPLIT's deterministic
+    (:data:`onnxpart.schedule.common.ticks.DET_PER_SECOND`) divided by ``factor``: SPLIT's deterministic
     budgets are those of ``time_limit``, and its wall-clock deadlines ``factor`` times further away, so the
     budgets — not the machine's load — end every module solve (the answer is reproducible)."""
-    monkeypatch.setattr(budget, "DET_PER_SECOND", budget.DET_PER_SECOND / factor)
+    monkeypatch.setattr(ticks, "DET_PER_SECOND", ticks.DET_PER_SECOND / factor)
     return time_limit * factor

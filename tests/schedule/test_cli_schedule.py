@@ -110,11 +110,15 @@ def test_max_pieces(tmp_path):
     assert invoke(LIGHT, "--system", SYSTEM, "--check-certificate", out).exit_code == 0
 
 
-def test_compare_table_lists_every_method(tmp_path):
+def test_compare_table_lists_every_method_and_runs_exact_and_cpsat_once(tmp_path):
+    """``exact`` is ``cpsat``: one solve, its row naming both (not two solves splitting the time)."""
     result = invoke(DIAMOND, "--system", SYSTEM, "-o", tmp_path / "out", "--time-limit", "3", "--compare")
     assert result.exit_code == 0, result.output
     for method in METHODS:
         assert method in result.output
+    rows = json.loads((tmp_path / "out" / "certificate.json").read_text())["details"]["methods"]
+    assert [r["method"] for r in rows] == [m for m in METHODS if m != "exact"]
+    assert next(r for r in rows if r["method"] == "cpsat")["note"].startswith("also exact: the same solve")
 
 
 def test_json_shape_and_graph_only_input(tmp_path):
@@ -223,10 +227,11 @@ def test_terminal_shows_the_device_table_and_the_certified_makespan(tmp_path):
     assert result.exit_code == 0, result.output
     manifest = json.loads((out / "manifest.json").read_text())
     header = next(line for line in result.output.splitlines() if "device" in line and "busy" in line)
-    assert all(column in header for column in ("ops", "busy %", "memory peak", "capacity"))
+    assert all(column in header for column in ("ops", "pieces", "busy %", "memory peak", "capacity"))
     for d in manifest["devices"]:
         row = next(line for line in result.output.splitlines() if line.strip("│┃ ").startswith(d["name"] + " "))
-        assert f" {d['ops']} " in row
+        cells = [cell.strip() for cell in row.split("│")[1:4]]
+        assert cells == [d["name"], str(d["ops"]), str(sum(p["device"] == d["name"] for p in manifest["pieces"]))]
     assert "makespan" in result.output and "proven ≥" in result.output
 
 

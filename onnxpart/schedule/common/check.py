@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from onnxpart.certificate import Certificate
-from onnxpart.certificate_check import ModelRef, mismatch
+from onnxpart.certificate_check import ModelRef
 from onnxpart.validate import Count, NonNegative, ReadBackSchema, validate as read_as
 
 
@@ -87,8 +87,3 @@ def max_pieces(cert: Certificate, where: str) -> int | None:
     details = read_as(CertificateDetails, cert.details, f"{Path(where).with_name('certificate.json')}: details")
     return details.options.max_pieces
 
-
-def formula_problems(cert: Certificate, formulas: dict[str, float]) -> list[str]:
-    """Each closed-form bound of the certificate re-derived."""
-    return [p for b in cert.lower_bounds if b.method in formulas
-            for p in mismatch(f"{b.method} bound", b.value, formulas[b.method])]

@@ -39,11 +39,13 @@ def instance_digest(inst: Instance) -> str:
 
 
 def system_payload(inst: Instance) -> dict[str, Any]:
-    """The system's devices (name, group, spec, memory) and its direct links (bandwidth, latency)."""
+    """The system's devices (name, group, spec, memory, switch cost) and its direct links (bandwidth,
+    latency)."""
     system = inst.system
     devices = [{"name": name, "memory": finite(inst.capacity[u]),
                 "group": system.devices[u].group if system else name,
-                "spec": getattr(system.devices[u].spec, "name", None) if system else None}
+                "spec": getattr(system.devices[u].spec, "name", None) if system else None,
+                "switch": system.devices[u].switch if system else 0.0}
                for u, name in enumerate(inst.device_names)]
     links = [] if system is None else [
         {"from": inst.device_names[u], "to": inst.device_names[v], "bandwidth": link.bandwidth,
@@ -94,7 +96,8 @@ def piece_entry(inst: Instance, graph, piece: Piece, files: dict[int, str], io_n
 
 
 def method_result(r) -> dict[str, Any]:
-    return {"method": r.method, "makespan": r.makespan, "status": r.status, "seconds": r.seconds,
+    """A ``methods[]`` row of the certificate: a :class:`onnxpart.strategy.MethodResult`, its value as ``makespan``."""
+    return {"method": r.method, "makespan": r.value, "status": r.status, "seconds": r.seconds,
             "bound": r.bound, "note": r.note}
 
 

@@ -15,6 +15,8 @@ MILP-SPLIT, bounds and the brute force in the tests — uses exactly these:
 * **Links are contention-free**: a transfer starts when its producer ends and never waits for another
   transfer, nor occupies either device. This is what the thesis's MILP assumes — communication appears
   only as a delay in the precedence constraint (3.3), there is no resource constraint on links.
+* A device switch costs the receiver's ``switch`` seconds (the launch of the piece it starts there,
+  :attr:`onnxpart.schedule.system.model.Device.switch`): it is part of every delay into that device.
 * A missing link means no direct transfer: the data is routed through one intermediate device ``w``
   holding both links (store and forward: ``delay(u,w) + delay(w,v)``, the faster route if several),
   or the transfer is impossible and any mapping that needs it is infeasible.

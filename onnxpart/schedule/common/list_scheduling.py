@@ -1,11 +1,21 @@
 """What both objectives' list schedulers share: the earliest idle gap on a device (HEFT's insertion
-policy), HEFT's upward rank, and turning a solver's start times into a topological placement order.
+policy), HEFT's upward rank, CPoP's priorities and critical path, and turning a solver's start times into
+a topological placement order.
+
+HEFT and CPoP follow Topcuoglu, Hariri and Wu, "Performance-effective and low-complexity task scheduling
+for heterogeneous computing" (IEEE TPDS 13(3), 2002): an op's mean computation cost ``w̄_i`` is the mean
+of its times over the devices that can run it, an edge's mean communication cost ``c̄_ij = L̄ + data_ij /
+B̄`` with ``L̄`` the links' mean latency and ``B̄`` their mean bandwidth (:func:`mean_link`). The paper
+breaks ties at random; here a tie goes to the op first in BFS order, so the same input gives the same
+schedule.
 """
 
 from __future__ import annotations
 
 import bisect
+import heapq
 import itertools
+import math
 from collections.abc import Callable, Hashable, Iterable
 
 import numpy as np
@@ -28,21 +38,47 @@ def _slot_end(slot: tuple[float, float]) -> float:
     return slot[1]
 
 
-def upward_rank(inst: Instance, time: np.ndarray | None = None) -> np.ndarray:
-    """HEFT's upward rank with mean costs: ``rank(i) = w̄_i + max_j (c̄_ij + rank(j))``, ``w̄_i`` the
-    mean of ``time`` (default ``inst.time``) over the devices ``i`` can run on, ``c̄_ij`` the mean finite
-    delay over ordered pairs of distinct devices (Topcuoglu et al., 2002)."""
+def mean_link(inst: Instance) -> tuple[float, float]:
+    """``(L̄, B̄)``: the mean latency (the receiver's switch cost included: a transfer's fixed part) and the
+    mean bandwidth of the links between distinct devices — the system's links, or, for an instance built
+    without a system, every ordered pair with a positive bandwidth; ``(0, inf)`` where there is none."""
+    if inst.system is not None:
+        switch = inst.system.switches()
+        links = [(link.latency + switch[v], link.bandwidth) for (_, v), link in inst.system.links.items()]
+    else:
+        off = ~np.eye(inst.k, dtype=bool) & (inst._bw > 0)
+        links = list(zip(inst._lat[off].tolist(), inst._bw[off].tolist()))
+    if not links:
+        return 0.0, math.inf
+    return float(np.mean([lat for lat, _ in links])), float(np.mean([bw for _, bw in links]))
+
+
+def mean_costs(inst: Instance, time: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(w̄, c̄)``: each op's mean time (of ``time``, default ``inst.time``) over the devices it can run
+    on, and each edge's mean communication cost ``L̄ + bytes / B̄`` (:func:`mean_link`)."""
     time = inst.time if time is None else time
     w = np.array([np.mean(time[i, inst.allowed(i)]) for i in range(inst.n)])
-    off = ~np.eye(inst.k, dtype=bool)
-    c = np.zeros(len(inst.edges))
-    for e in range(len(inst.edges)):
-        vals = inst.delays[e][off]
-        vals = vals[np.isfinite(vals)]
-        c[e] = float(vals.mean()) if len(vals) else 0.0
+    latency, bandwidth = mean_link(inst)
+    c = np.array([latency + nbytes / bandwidth for _, _, nbytes in inst.edges])
+    return w, c
+
+
+def upward_rank(inst: Instance, time: np.ndarray | None = None) -> np.ndarray:
+    """HEFT's upward rank ``rank_u(i) = w̄_i + max_j (c̄_ij + rank_u(j))`` (:func:`mean_costs`)."""
+    w, c = mean_costs(inst, time)
     rank = np.zeros(inst.n)
     for i in reversed(inst.topo):
         rank[i] = w[i] + max((c[e] + rank[inst.edges[e][1]] for e in inst.out_edges[i]), default=0.0)
+    return rank
+
+
+def downward_rank(inst: Instance, time: np.ndarray | None = None) -> np.ndarray:
+    """CPoP's downward rank ``rank_d(j) = max_i (rank_d(i) + w̄_i + c̄_ij)`` over ``j``'s predecessors
+    ``i`` (0 for an entry op)."""
+    w, c = mean_costs(inst, time)
+    rank = np.zeros(inst.n)
+    for j in inst.topo:
+        rank[j] = max((rank[inst.edges[e][0]] + w[inst.edges[e][0]] + c[e] for e in inst.in_edges[j]), default=0.0)
     return rank
 
 
@@ -52,6 +88,45 @@ def rank_order(inst: Instance, time: np.ndarray | None = None) -> list[int]:
     rank = upward_rank(inst, time)
     pos = {v: p for p, v in enumerate(inst.topo)}
     return sorted(range(inst.n), key=lambda i: (-rank[i], pos[i]))
+
+
+def cpop_plan(inst: Instance, time: np.ndarray | None = None) -> tuple[list[int], list[int], int]:
+    """CPoP's plan: ``(order, critical path, its device)``. An op's priority is ``rank_u + rank_d``; the
+    critical path starts at the entry op of the largest priority ``|CP|`` and follows, from each op, its
+    first successor whose priority is ``|CP|``; its device is the one running all of it in the least
+    time (of ``time``); ``order`` takes, among the ops whose predecessors are all taken, the one of the
+    largest priority (the paper's ready queue: the order does not depend on the devices chosen)."""
+    time = inst.time if time is None else time
+    priority = upward_rank(inst, time) + downward_rank(inst, time)
+    pos = {v: p for p, v in enumerate(inst.topo)}
+    tolerance = 1e-9 * max(1.0, float(priority.max()))
+    op = max((i for i in range(inst.n) if not inst.preds[i]), key=lambda i: (priority[i], -pos[i]))
+    path = [op]
+    while True:
+        on_path = [j for j in sorted(inst.succs[op], key=pos.__getitem__) if priority[j] >= priority[path[0]] - tolerance]
+        if not on_path:
+            break
+        op = on_path[0]
+        path.append(op)
+    device = int(np.argmin(time[path].sum(axis=0)))
+    return _ready_queue_order(inst, priority, pos), path, device
+
+
+def _ready_queue_order(inst: Instance, priority: np.ndarray, pos: dict[int, int]) -> list[int]:
+    """Ops taken one by one, each the ready op (all predecessors taken) of the largest ``priority``, ties
+    by BFS position ``pos``."""
+    waiting = [len(inst.preds[i]) for i in range(inst.n)]
+    ready = [(-priority[i], pos[i], i) for i in range(inst.n) if not waiting[i]]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        *_, i = heapq.heappop(ready)
+        order.append(i)
+        for j in inst.succs[i]:
+            waiting[j] -= 1
+            if not waiting[j]:
+                heapq.heappush(ready, (-priority[j], pos[j], j))
+    return order
 
 
 def topological_repair(items: Iterable[Hashable], ready: Callable[[Hashable, set], bool]) -> list:

@@ -1,22 +1,21 @@
 """The method registry and the run that every schedule objective drives the same way.
 
 Both objectives offer the methods of :data:`CATALOGUE` (name, kind, a line of help); each objective's
-package (:mod:`onnxpart.schedule.latency`, :mod:`onnxpart.schedule.throughput`) makes its table of
-:class:`Method` from it with :func:`registry` — the function that runs each and the weight of each kind
-in the time budget — so adding a method is one function per objective and one catalogue line;
-``--method``, ``--compare`` and the certificate's ``methods`` follow from the tables.
+package (:mod:`onnxpart.schedule.latency`, :mod:`onnxpart.schedule.throughput`) makes its
+:class:`onnxpart.strategy.Registry` from it with :func:`registry` — the function that runs each and its
+weight in the time budget — so adding a method is one function per objective and one catalogue line;
+``--method``, ``--compare`` and the certificate's ``methods`` follow from the registries, and
+:func:`onnxpart.strategy.run_methods` runs them (each its :meth:`~onnxpart.strategy.Budget.share` of what
+is left, every schedule found offered to the board).
 
-A :class:`Run` is one solve's bookkeeping: the :class:`~.budget.Budget`, every method's
-:class:`~.solution.MethodResult`, the schedules found — each checked by the objective's independent
-validator before it is kept (an invalid schedule is a bug, never handed out) — and the proven lower
-bounds, all of which the :class:`~onnxpart.board.Board` hears (the progress bar). :func:`run_methods`
-runs methods in order, each with its share of the time left (:meth:`.Budget.share`: its weight over the
-weights still to run).
+A :class:`Run` is one solve's bookkeeping: the budget, every method's
+:class:`~onnxpart.strategy.MethodResult`, the schedules found — each checked by the objective's
+independent validator before it is kept (an invalid schedule is a bug, never handed out) — and the proven
+lower bounds, all of which the :class:`~onnxpart.board.Board` hears (the progress bar).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,47 +23,64 @@ from typing import Any
 from onnxpart.board import Board
 from onnxpart.certificate import LowerBound
 from onnxpart.errors import InfeasibleError
-from onnxpart.schedule.common.budget import Budget
-from onnxpart.schedule.common.solution import MethodResult, Solution, shortest
+from onnxpart.schedule.common.solution import Solution, shortest
+from onnxpart.strategy import Budget, Method, MethodResult, Registry
 
-#: The kinds of method, in the order a run takes them: constructive heuristics, searches from a start
-#: (SA, EA), exact methods (warm-started from the best schedule so far; in the order asked).
-HEURISTIC, SEARCH, EXACT = "heuristic", "search", "exact"
-
-
-@dataclass(frozen=True)
-class Method:
-    """One registered method. ``run(name, context, seconds)`` records its result through ``context.run``;
-    ``weight`` is its claim on the time left against the methods still to run (0: no share, it runs to
-    the end — a constructive heuristic in milliseconds)."""
-
-    name: str
-    kind: str  # HEURISTIC, SEARCH or EXACT
-    run: Callable[[str, "Context", float], None]
-    weight: float
-    help: str
-
-
-#: The methods both objectives offer, in tie-break order (the earlier of two equal schedules is returned),
-#: with their kind and a line of help.
+#: The methods both objectives offer, in the order they run and tie-break (the earlier of two equal
+#: schedules is returned), with their kind (:data:`onnxpart.strategy.KINDS`) and a line of help. The
+#: constructive baselines come first, then the searches from their best schedule, then the exact methods
+#: warm-started from the best schedule so far.
 CATALOGUE: dict[str, tuple[str, str]] = {
-    "met": (HEURISTIC, "MET: each op on its fastest device (batch: its best split)"),
-    "greedy": (HEURISTIC, "Greedy: each op, in BFS order, where it finishes first"),
-    "heft": (HEURISTIC, "HEFT: by upward rank, the earliest finish with insertion"),
-    "sa": (SEARCH, "simulated annealing over mappings (batch: splits)"),
-    "ea": (SEARCH, "the biased (1+1) evolutionary algorithm"),
-    "exact": (EXACT, "the same as cpsat"),
-    "milp": (EXACT, "the thesis MILP on HiGHS (batch: cpsat)"),
-    "cpsat": (EXACT, "CP-SAT"),
-    "split": (EXACT, "MILP-SPLIT: modules solved apart and joined"),
+    "met": ("heuristic", "MET: each op on its fastest device (batch: its best split)"),
+    "greedy": ("heuristic", "Greedy: each op, in BFS order, where it finishes first"),
+    "heft": ("heuristic", "HEFT: by upward rank, the earliest finish with insertion"),
+    "cpop": ("heuristic", "CPoP: the critical path on its fastest device, the rest by earliest finish"),
+    "sa": ("heuristic", "simulated annealing over mappings (batch: splits)"),
+    "ea": ("heuristic", "the biased (1+1) evolutionary algorithm"),
+    "exact": ("exact", "the same as cpsat"),
+    "milp": ("exact", "the thesis MILP on HiGHS (batch: cpsat)"),
+    "cpsat": ("exact", "CP-SAT"),
+    "split": ("exact", "MILP-SPLIT: modules solved apart and joined"),
 }
+#: The constructive baselines: they take milliseconds, and start the searches.
+CONSTRUCTIVE = ("met", "greedy", "heft", "cpop")
+#: A method that is another's solve under a second name: asked together (``--compare``), it runs once, its
+#: row naming both, and its twin's share of the time goes to that one solve.
+SAME_AS = {"exact": "cpsat"}
+
+#: What runs one method: ``run(name, context, seconds) -> MethodResult`` (:meth:`Run.keep`'s).
+MethodRun = Callable[[str, "Context", float], MethodResult]
 
 
-def registry(runs: dict[str, Callable[[str, "Context", float], None]],
-             weights: dict[str, float]) -> dict[str, Method]:
-    """An objective's table: every method of :data:`CATALOGUE`, in its order, run by ``runs[name]`` with the
-    weight of its kind."""
-    return {name: Method(name, kind, runs[name], weights[kind], text) for name, (kind, text) in CATALOGUE.items()}
+def registry(runs: dict[str, MethodRun], weights: dict[str, float]) -> Registry:
+    """An objective's registry: every method of :data:`CATALOGUE`, in its order, run by ``runs[name]`` with
+    ``weights[name]`` (default 1) as its time weight."""
+    return Registry(*(method(name, runs[name], weights.get(name, 1.0)) for name in CATALOGUE))
+
+
+def selected(methods: Registry, names: Sequence[str]) -> list[Method]:
+    """The methods of ``names`` to run, in registry order, a method whose twin (:data:`SAME_AS`) is asked
+    too left out: the twin's one solve answers for both."""
+    return methods.select([name for name in names if SAME_AS.get(name) not in names])
+
+
+def method(name: str, run: MethodRun, weight: float = 1.0) -> Method:
+    """The catalogue's method ``name`` run by ``run``, as :func:`onnxpart.strategy.run_methods` calls a method
+    (the problem is the :class:`Context`); an exact method's end is reported on the board (the bar shows
+    which solver ran last). Its row names the twins asked with it (:func:`selected`)."""
+    kind, text = CATALOGUE[name]
+
+    def call(context: "Context", options: Any, board: Board, seconds: float) -> MethodResult:
+        result = run(name, context, seconds)
+        twins = [twin for twin, same in SAME_AS.items() if same == name and twin in options.methods]
+        if twins:
+            also = f"also {', '.join(twins)}: the same solve, run once"
+            result.note = f"{also}; {result.note}" if result.note else also
+        if kind == "exact":
+            board.report(name)
+        return result
+
+    return Method(name, kind, call, weight, text)
 
 
 @dataclass
@@ -80,16 +96,18 @@ class Run:
     found: list[tuple[float, str, Any]] = field(default_factory=list)
     lower_bounds: list[LowerBound] = field(default_factory=list)
 
-    def keep(self, method: str, sched, status: str, seconds: float, bound=None, note: str = "") -> None:
-        """Record a method's result, and its schedule once the validator finds nothing wrong with it."""
+    def keep(self, method: str, sched, status: str, seconds: float, bound=None, note: str = "") -> MethodResult:
+        """Record a method's result, and its schedule once the validator finds nothing wrong with it;
+        -> the result (its ``value`` is offered to the board by :func:`onnxpart.strategy.run_methods`)."""
         if sched is not None:
             problems = self.validate(sched)
             if problems:
                 raise AssertionError(f"{method} produced an invalid {self.what}: {problems[0]}")
             self.found.append((sched.makespan, method, sched))
-            self.board.offer(sched.makespan, method)
-        self.results.append(MethodResult(method, sched.makespan if sched is not None else None, status, seconds,
-                                         bound, note))
+        result = MethodResult(method=method, status=status, value=sched.makespan if sched is not None else None,
+                              bound=bound, seconds=seconds, note=note)
+        self.results.append(result)
+        return result
 
     def add_bounds(self, bounds: Sequence[LowerBound]) -> None:
         """Proven lower bounds, onto the board too."""
@@ -133,23 +151,3 @@ class Context:
         if not self._start:
             self._start.append(self.starter(self.instance))
         return self._start[0]
-
-
-def chosen(table: dict[str, Method], names: Sequence[str], kind: str) -> list[str]:
-    """The methods of ``kind`` among ``names``: heuristics and searches in table order, exact methods in
-    the order asked."""
-    if kind == EXACT:
-        return [m for m in names if table[m].kind == EXACT]
-    return [m for m in table if m in names and table[m].kind == kind]
-
-
-def run_methods(context: Context, table: dict[str, Method], names: Sequence[str], budget: Budget) -> None:
-    """Run ``names`` in order: each gets ``weight / Σ weights of it and the ones after it`` of ``budget``'s
-    time left (no share, ``inf``, for weight 0); an exact method's end is reported on the board."""
-    names = list(names)
-    for n, name in enumerate(names):
-        method = table[name]
-        pending = sum(table[m].weight for m in names[n:])
-        method.run(name, context, budget.share(method.weight, pending) if method.weight else math.inf)
-        if method.kind == EXACT:
-            context.run.board.report(name)

@@ -16,6 +16,7 @@ safety cap that ends a run early.
 
 from __future__ import annotations
 
+from time import monotonic as now
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,7 +24,6 @@ from typing import Any
 
 import numpy as np
 
-from onnxpart.schedule.common.budget import now
 
 
 @dataclass

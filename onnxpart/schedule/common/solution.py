@@ -3,9 +3,9 @@
 * :class:`HeuristicResult` and :class:`ExactResult` — what a heuristic or an exact solve returns (a
   schedule of either objective: :class:`onnxpart.schedule.latency.simulator.Schedule` or
   :class:`onnxpart.schedule.throughput.simulator.BatchSchedule`).
-* :class:`MethodResult` — one line of the run's table (``--compare``, the certificate's ``methods``).
-* :class:`Solution` — the best validated schedule, every method's result, every proven lower bound (of
-  the latency, or of the batch makespan ``C`` for throughput).
+* :class:`Solution` — the best validated schedule, every method's result (:class:`onnxpart.strategy.MethodResult`,
+  its ``value`` the makespan), every proven lower bound (of the latency, or of the batch makespan ``C`` for
+  throughput), with the best bound and the gap by the certificate's one rule (:class:`~onnxpart.certificate.Bounded`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from onnxpart.certificate import Certificate, LowerBound, best_bound
+from onnxpart.certificate import Bounded, LowerBound
+from onnxpart.strategy import MethodResult
 
 
 def shortest(*schedules):
@@ -60,17 +61,7 @@ class ExactResult:
 
 
 @dataclass
-class MethodResult:
-    method: str
-    makespan: float | None  # None: no schedule
-    status: str  # "ok" (heuristic), "optimal", "time_limit", "failed", "infeasible", "memory"
-    seconds: float
-    bound: float | None = None
-    note: str = ""
-
-
-@dataclass
-class Solution:
+class Solution(Bounded):
     instance: Any  # the :class:`onnxpart.schedule.common.instance.Instance` solved
     schedule: Any
     method: str  # the method whose schedule is returned
@@ -86,15 +77,11 @@ class Solution:
         return self.schedule.makespan
 
     @property
+    def value(self) -> float:
+        """The objective (:class:`~onnxpart.certificate.Bounded`): the makespan."""
+        return self.schedule.makespan
+
+    @property
     def throughput(self) -> float:
         """Inputs per second: ``L / C`` for a batched schedule, ``1 / latency`` otherwise."""
         return self.schedule.throughput
-
-    @property
-    def best_lower_bound(self) -> float | None:
-        return best_bound(self.lower_bounds)
-
-    @property
-    def gap(self) -> float | None:
-        """The certificate's gap (``1 − LB/UB``) of this solution."""
-        return Certificate("schedule", "", "", self.makespan, self.lower_bounds).gap

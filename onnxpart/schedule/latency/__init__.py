@@ -12,38 +12,37 @@ terminal. The answer becomes files through :mod:`.pieces` and :mod:`.emit`; :mod
 from __future__ import annotations
 
 from onnxpart.board import Board
-from onnxpart.certificate import LowerBound
-from onnxpart.schedule.common.budget import Budget
+from onnxpart.certificate import LowerBound, best_bound
 from onnxpart.schedule.common.instance import Instance
-from onnxpart.schedule.common.methods import (EXACT, HEURISTIC, SEARCH, Context, Method, Run, chosen, registry,
-                                              run_methods)
+from onnxpart.schedule.common.methods import CONSTRUCTIVE, Context, Run, registry, selected
 from onnxpart.schedule.common.solution import Solution
 # check, emit, pieces: the answer as files, and re-checked (the command reads them from here)
 from onnxpart.schedule.latency import bounds, chain_split, check, emit, exact, heuristics, pieces, split
 from onnxpart.schedule.latency.simulator import validate
+from onnxpart.strategy import Budget, MethodResult, Registry, run_methods
 
 
 __all__ = ["METHODS", "solve", "check", "emit", "pieces"]
 
 
-def _constructive(name: str, context: Context, seconds: float) -> None:
-    res = CONSTRUCTIVE[name](context.instance)
-    context.run.keep(name, res.schedule if res else None, "ok" if res else "failed", res.seconds if res else 0.0)
+def _constructive(name: str, context: Context, seconds: float) -> MethodResult:
+    res = BASELINES[name](context.instance)
+    return context.run.keep(name, res.schedule if res else None, "ok" if res else "failed",
+                            res.seconds if res else 0.0)
 
 
-def _search(name: str, context: Context, seconds: float) -> None:
+def _search(name: str, context: Context, seconds: float) -> MethodResult:
     """SA or EA from the first feasible constructive mapping (MET, else Greedy, else HEFT)."""
     start = context.start()
     if start is None:
-        context.run.keep(name, None, "failed", 0.0, note="no feasible start mapping")
-        return
+        return context.run.keep(name, None, "failed", 0.0, note="no feasible start mapping")
     run = heuristics.simulated_annealing if name == "sa" else heuristics.one_plus_one_ea
     res = run(context.instance, start.mapping, iterations=context.options.iterations, seed=context.options.seed,
               time_limit=seconds)
-    context.run.keep(name, res.schedule, "ok", res.seconds, note=f"{res.evaluations} evaluations")
+    return context.run.keep(name, res.schedule, "ok", res.seconds, note=f"{res.evaluations} evaluations")
 
 
-def _solver(name: str, context: Context, seconds: float) -> None:
+def _solver(name: str, context: Context, seconds: float) -> MethodResult:
     """CP-SAT (``exact``, ``cpsat``) or the thesis MILP on HiGHS (``milp``), from the best schedule so far."""
     inst, options, run = context.instance, context.options, context.run
     if name == "milp":
@@ -51,33 +50,33 @@ def _solver(name: str, context: Context, seconds: float) -> None:
     else:
         res = exact.cpsat(inst, seconds, run.best(), seed=options.seed, workers=options.workers,
                           on_bound=run.live(name))
-    run.keep(name, res.schedule, res.status, res.seconds, res.bound, res.note)
     run.add_bounds([LowerBound(name, res.bound, res.status, res.solver, res.seconds, res.note)])
+    return run.keep(name, res.schedule, res.status, res.seconds, res.bound, res.note)
 
 
-def _split(name: str, context: Context, seconds: float) -> None:
+def _split(name: str, context: Context, seconds: float) -> MethodResult:
     """MILP-SPLIT over one-op cuts, or, where there are none, over multi-channel modules (Section 3.3.2)."""
     inst, options, run = context.instance, context.options, context.run
     chain = chain_split.chain_of_modules(inst)
     if chain is not None:
         joined, found = chain_split.split_on_channels(inst, chain, seconds, options.seed, options.workers, run.best())
         sched, status, secs, note = joined
-        run.keep(name, sched, status, secs, note=note)
-        run.add_bounds(found)
-        return
+        run.add_bounds(found)  # the barrier DP's and the modules' recursive bound: the best is split's
+        return run.keep(name, sched, status, secs, best_bound(found), note)
     res = split.milp_split(inst, seconds, seed=options.seed, workers=options.workers, board=run.board)
-    run.keep(name, res.schedule, res.status, res.seconds, res.bound, res.reason)
     note = (f"{len(res.modules)} modules, {res.solved_pairs} of {res.pairs} (entry, exit) pairs solved "
             f"(the rest by symmetry), {res.solves} module solves")
     run.add_bounds([LowerBound("split-dp", res.bound, res.status, "cp-sat+highs", res.seconds, res.reason or note)])
+    return run.keep(name, res.schedule, res.status, res.seconds, res.bound, res.reason)
 
 
-CONSTRUCTIVE = {"met": heuristics.met, "greedy": heuristics.greedy, "heft": heuristics.heft}
+BASELINES = {"met": heuristics.met, "greedy": heuristics.greedy, "heft": heuristics.heft, "cpop": heuristics.cpop}
 
-#: Every latency method (:data:`onnxpart.schedule.common.methods.CATALOGUE`), run by its function here.
-METHODS: dict[str, Method] = registry(dict(met=_constructive, greedy=_constructive, heft=_constructive, sa=_search,
-                                           ea=_search, exact=_solver, milp=_solver, cpsat=_solver, split=_split),
-                                      {HEURISTIC: 0, SEARCH: 1, EXACT: 1})  # constructive: milliseconds, no share
+#: Every latency method (:data:`onnxpart.schedule.common.methods.CATALOGUE`), run by its function here;
+#: the constructive baselines take milliseconds: no share of the time.
+METHODS: Registry = registry(dict(met=_constructive, greedy=_constructive, heft=_constructive,
+                                  cpop=_constructive, sa=_search, ea=_search, exact=_solver, milp=_solver, cpsat=_solver, split=_split),
+                             dict.fromkeys(CONSTRUCTIVE, 0.0))
 
 
 def solve(instance: Instance, options, board: Board | None = None) -> Solution:
@@ -89,10 +88,9 @@ def solve(instance: Instance, options, board: Board | None = None) -> Solution:
     # the LPs within a quarter of the run (at most 10 s): a short run is left time to find a schedule
     run.add_bounds(bounds.simple_bounds(instance, lp=options.lp_bound, time_limit=min(10.0, options.time_limit / 4)))
     context = Context(instance, options, run, _first_feasible)
-    order = [m for kind in (HEURISTIC, SEARCH, EXACT) for m in chosen(METHODS, options.methods, kind)]
-    run_methods(context, METHODS, order, run.budget)
+    run_methods(selected(METHODS, options.methods), context, options, run.board, run.budget)
     infeasible = any(r.status == "infeasible" for r in run.results)
-    return run.solution(instance, METHODS, "no mapping satisfies memory (3.7) and the links" if infeasible else
+    return run.solution(instance, METHODS.names, "no mapping satisfies memory (3.7) and the links" if infeasible else
                         "no method found a feasible mapping: add exact methods or a longer time limit")
 
 

@@ -49,13 +49,13 @@ path LP's 2.462 (276 device paths, 220 LPs, 8–9 s), 3 channels 3.118 (816, 434
 
 from __future__ import annotations
 
+from time import monotonic as now
 import itertools
 import math
 from typing import NamedTuple
 
 import numpy as np
 
-from onnxpart.schedule.common.budget import now
 from onnxpart.schedule.common.instance import Instance
 from onnxpart.schedule.latency.bounds import device_path_bound, path_lp_bound
 from onnxpart.schedule.latency.split import join_dp, segment_instance

@@ -32,19 +32,20 @@ than its start.
 
 from __future__ import annotations
 
+from time import monotonic as now
 from typing import NamedTuple
 
 import numpy as np
 
 from onnxpart.certificate import LowerBound
 from onnxpart.parallel import Runner
-from onnxpart.schedule.common.budget import MIN_SHARE, Budget, now
 from onnxpart.schedule.common.instance import Instance
 from onnxpart.schedule.common.modules import cut_ops, has_modules
 from onnxpart.schedule.common.solution import ExactResult
 from onnxpart.schedule.latency import barrier, exact, heuristics, multichannel
 from onnxpart.schedule.latency import split_lane as lane
 from onnxpart.schedule.latency.simulator import Schedule, order_by_start, simulate
+from onnxpart.strategy import FLOOR, Budget
 
 
 class Guide(NamedTuple):
@@ -77,7 +78,7 @@ def _module_instance(inst: Instance, ops: list[int], mapping: np.ndarray,
 
 def _solve_module(sub: Instance, until: float, seed: int) -> ExactResult:
     """One module's CP-SAT solve from its best constructive schedule, until ``until`` (:func:`now`)."""
-    return exact.cpsat(sub, max(MIN_SHARE, until - now()), heuristics.best_constructive(sub), seed=seed,
+    return exact.cpsat(sub, max(FLOOR, until - now()), heuristics.best_constructive(sub), seed=seed,
                        interleave=True, probing=False)
 
 
@@ -125,7 +126,7 @@ def _in_sequence(inst: Instance, modules: list[list[int]], budget: Budget, seed:
         apart = _solved_apart([sub for sub, *_ in built], budget, seed, workers)
     for s, ops in enumerate(modules):
         sub, index, first, last = built[s] if built else _module_instance(inst, ops, mapping, pins)
-        res = apart[s] if apart else _solve_module(sub, now() + budget.share(1, len(modules) - s), seed)
+        res = apart[s] if apart else _solve_module(sub, now() + budget.share(1, len(modules) - s - 1), seed)
         if res.schedule is None:
             return None, "failed", f"module {s} got no schedule"
         statuses.add(res.status)
@@ -152,7 +153,7 @@ def chain_split(inst: Instance, modules: list[list[int]], time_limit: float, see
     tries = [guide, Guide(modules, {})] if guide else [Guide(modules, {})]
     joins = []
     for parts, fixed, share in tries:
-        budget = Budget(time_limit * share, t0) if len(joins) + 1 < len(tries) else clock
+        budget = Budget(max(0.0, t0 + time_limit * share - now())) if len(joins) + 1 < len(tries) else clock
         joins.append(_in_sequence(inst, parts, budget, seed, fixed, workers))
     done = [(sched.makespan, n) for n, (sched, _, _) in enumerate(joins) if sched is not None]
     if not done:

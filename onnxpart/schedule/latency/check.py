@@ -23,9 +23,9 @@ from typing import Any, Literal
 import numpy as np
 
 from onnxpart.certificate import Certificate
-from onnxpart.certificate_check import differences, hash_problems, mismatch
+from onnxpart.certificate_check import differences, hash_problems
 from onnxpart.schedule.common.check import (ENTITIES, CertificateCheck, Manifest, OpEntry, TransferEntry,
-                                            formula_problems, max_pieces)
+                                            max_pieces)
 from onnxpart.schedule.common.emit import piece_file
 from onnxpart.schedule.common.instance import Instance
 from onnxpart.schedule.common.solution import Solution
@@ -72,10 +72,9 @@ def check_certificate(inst: Instance, graph, manifest: Any, cert: Certificate, m
                              model_sha256, files)
     problems += differences(manifest, expected, ENTITIES)
     problems += later_reads(inst, piece_of(inst, parts))
-    problems += mismatch("certificate upper bound", cert.upper_bound, sched.makespan)
     formulas = {"critical-path": _bounds.critical_path_bound(inst).value, "work": _bounds.work_bound(inst).value,
                 "device-path": _bounds.device_path_bound(inst).value}
-    problems += formula_problems(cert, formulas)
+    problems += cert.check(sched.makespan, formulas)
     return CertificateCheck(sched.makespan, problems)
 
 

@@ -26,6 +26,7 @@ has exactly the model's cost semantics.
 
 from __future__ import annotations
 
+from time import monotonic as now
 import math
 from collections.abc import Callable
 from typing import NamedTuple
@@ -34,7 +35,6 @@ import highspy
 import numpy as np
 from ortools.sat.python import cp_model
 
-from onnxpart.schedule.common.budget import now
 from onnxpart.schedule.common.instance import Instance
 from onnxpart.schedule.common.solution import ExactResult, shortest
 from onnxpart.schedule.common.ticks import Ticks

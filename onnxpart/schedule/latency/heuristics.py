@@ -10,14 +10,14 @@ answer (the wall-clock ``time_limit`` is only a safety cap that ends a run early
 
 from __future__ import annotations
 
+from time import monotonic as now
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from onnxpart.schedule.common.budget import now
 from onnxpart.schedule.common.instance import Instance
-from onnxpart.schedule.common.list_scheduling import earliest_gap, rank_order
+from onnxpart.schedule.common.list_scheduling import cpop_plan, earliest_gap, rank_order
 from onnxpart.schedule.common.search import search
 from onnxpart.schedule.common.solution import HeuristicResult
 from onnxpart.schedule.latency.simulator import Schedule, makespan, ready_time, simulate
@@ -50,8 +50,10 @@ def met(inst: Instance) -> HeuristicResult | None:
     return HeuristicResult("met", simulate(inst, mapping), now() - t0)
 
 
-def _list_eft(inst: Instance, order: Sequence[int], insertion: bool, method: str) -> HeuristicResult | None:
-    """Place ops in ``order``, each on the device giving it the earliest finish time."""
+def _list_eft(inst: Instance, order: Sequence[int], insertion: bool, method: str,
+              pins: Mapping[int, int] | None = None) -> HeuristicResult | None:
+    """Place ops in ``order``, each on the device giving it the earliest finish time (ties: the shorter
+    run there, then the first device) — an op of ``pins`` on its device where it may go there."""
     t0 = now()
     mapping = np.full(inst.n, -1, dtype=np.int64)
     end = np.zeros(inst.n)
@@ -60,7 +62,8 @@ def _list_eft(inst: Instance, order: Sequence[int], insertion: bool, method: str
     slots: list[list[tuple[float, float]]] = [[] for _ in range(inst.k)]
     for i in order:
         best = None
-        for u in _candidates(inst, i, mapping, load):
+        cands = _candidates(inst, i, mapping, load)
+        for u in [pins[i]] if pins and pins.get(i) in cands else cands:
             ready = ready_time(inst, i, u, mapping, end)
             s = earliest_gap(slots[u], ready, inst.time[i, u]) if insertion else max(ready, free[u])
             key = (s + inst.time[i, u], inst.time[i, u], u)
@@ -84,8 +87,17 @@ def greedy(inst: Instance) -> HeuristicResult | None:
 
 
 def heft(inst: Instance) -> HeuristicResult | None:
-    """HEFT: ops by decreasing upward rank, each on its insertion-based earliest-finish device."""
+    """HEFT (Topcuoglu et al. 2002): ops by decreasing upward rank, each on its insertion-based
+    earliest-finish device."""
     return _list_eft(inst, rank_order(inst), insertion=True, method="heft")
+
+
+def cpop(inst: Instance) -> HeuristicResult | None:
+    """CPoP (Topcuoglu et al. 2002): ops by CPoP's ready queue of ``rank_u + rank_d``, the critical path's
+    ops on the device running all of it fastest, the others on their insertion-based earliest-finish
+    device (:func:`onnxpart.schedule.common.list_scheduling.cpop_plan`)."""
+    order, path, device = cpop_plan(inst)
+    return _list_eft(inst, order, insertion=True, method="cpop", pins=dict.fromkeys(path, device))
 
 
 def best_constructive(inst: Instance) -> Schedule | None:

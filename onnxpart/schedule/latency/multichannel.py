@@ -42,12 +42,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from time import monotonic as now
 
 import numpy as np
 
-from onnxpart.schedule.common.budget import Budget, now
 from onnxpart.schedule.common.instance import Instance
 from onnxpart.schedule.latency import bounds, exact, heuristics
+from onnxpart.strategy import Budget
 
 
 def chain_modules(inst: Instance, channels: int, min_size: int = 4) -> list[list[int]] | None:
@@ -142,7 +143,7 @@ def multichannel_bound(inst: Instance, modules: list[list[int]], time_limit: flo
     t0 = now()
     reach = inst.ancestors_closure() | np.eye(inst.n, dtype=bool)  # reach[x, y]: a path x → y
     sets = _sets(inst, modules, reach)
-    per = Budget(time_limit).share(1, max(1, len(sets.distinct)))
+    per = Budget(time_limit).share(1, max(1, len(sets.distinct)) - 1)
     memo: dict[tuple[int, ...], tuple[float, bool]] = {}
 
     def lb(ops: tuple[int, ...]) -> float:

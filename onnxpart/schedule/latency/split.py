@@ -49,17 +49,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from time import monotonic as now
 
 import numpy as np
 
 from onnxpart.board import Board
 from onnxpart.errors import InfeasibleError
-from onnxpart.schedule.common.budget import MIN_SHARE, Budget, deterministic_seconds, now
 from onnxpart.schedule.common.instance import Instance
 from onnxpart.schedule.common.modules import cut_ops, has_modules, segments
 from onnxpart.schedule.latency import exact, heuristics, symmetry
 from onnxpart.schedule.latency import split_lane as lane
+from onnxpart.schedule.common.ticks import deterministic_seconds
 from onnxpart.schedule.latency.simulator import Schedule, simulate
+from onnxpart.strategy import FLOOR, Budget
 
 
 @dataclass
@@ -143,7 +145,7 @@ def milp_split(inst: Instance, time_limit: float = 10.0, seed: int = 0, workers:
     det = deterministic_seconds(time_limit) / 2 / max(1.0, float(sum(sub.n for sub in subs.values())))
     budgets = {key: det * sub.n for key, sub in subs.items()}  # deterministic seconds, first pass
     first = [lane.Pair(key, sub, budgets[key]) for key, sub in subs.items()]
-    half = clock.part(0.5)  # the first pass: half the time left
+    half = Budget(0.5 * clock.left())  # the first pass: half the time left
     lane.solve_modules(_jobs(first, half, workers, seed), tables, workers, board, lambda lb: join_dp(lb)[0],
                        half.deadline)
     _refine(tables, subs, budgets, clock, workers, seed, board)
@@ -223,7 +225,7 @@ def _refine(tables: lane.ModuleTables, subs: dict, budgets: dict, clock: Budget,
     (as much as the first pass's) is spent — a budget, not the wall clock, so the rounds do not depend
     on ``workers``; a round may run until ``clock``'s deadline (a safety net: its budgets end it first)."""
     left, scale = sum(budgets.values()), 1
-    while left > 1e-9 and not tables.interrupted and clock.left() > MIN_SHARE:
+    while left > 1e-9 and not tables.interrupted and clock.left() > FLOOR:
         if board is not None and board.closed():  # the incumbent met a proven bound: nothing to refine
             return
         scale *= 2
@@ -238,7 +240,7 @@ def _refine(tables: lane.ModuleTables, subs: dict, budgets: dict, clock: Budget,
         pairs = [lane.Pair(key, subs[key], share * scale * budgets[key], False, tables.found.get(key))
                  for key in open_]
         left -= cost * share
-        lane.solve_modules(_jobs(pairs, clock.part(1.0), workers, seed), tables, workers, board,
+        lane.solve_modules(_jobs(pairs, Budget(clock.left()), workers, seed), tables, workers, board,
                            lambda lb: join_dp(lb)[0], clock.deadline)
 
 

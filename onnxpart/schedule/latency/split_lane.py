@@ -42,6 +42,7 @@ calls :func:`solve_modules` once for the first pass over every pair and once per
 
 from __future__ import annotations
 
+from time import monotonic as now
 import logging
 import math
 from collections.abc import Iterator
@@ -52,7 +53,6 @@ import numpy as np
 
 from onnxpart.board import Board
 from onnxpart.parallel import BoundPoster, Event, Runner
-from onnxpart.schedule.common.budget import now
 from onnxpart.schedule.common.instance import Instance
 from onnxpart.schedule.latency import bounds, exact, heuristics, symmetry
 from onnxpart.schedule.latency.simulator import Schedule, simulate
@@ -83,7 +83,7 @@ class ModuleJob:
     entry, not per pair: forking costs more than a small module's solve), and the job's wall deadline."""
 
     pairs: tuple[Pair, ...]
-    deadline: float  # the job stops by then (:func:`onnxpart.schedule.common.budget.now`)
+    deadline: float  # the job stops by then (``time.monotonic``)
     seed: int
 
     @property

@@ -5,6 +5,10 @@ A transfer of ``bytes`` over a link ``u → v`` takes ``latency + bytes / bandwi
 transfer: the data is routed through one intermediate device ``w`` holding both links (store and
 forward: ``delay(u,w) + delay(w,v)``, the faster route if several), or the transfer is impossible.
 Links are contention-free (:mod:`onnxpart.schedule.common.instance` states the whole cost model).
+
+A device switch costs the receiving device's ``switch`` seconds on top (:attr:`Device.switch`: the launch of
+the session of the piece it starts there; default the spec's ``op_overhead``): every transfer into ``v``
+arrives ``switch_v`` later, so every method pays for fragmenting a schedule into pieces where it does.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ class Device:
     memory: float  # bytes
     batch_sizes: tuple[int, ...] = (1,)
     costs: tuple[tuple[int, str], ...] | None = None  # (batch size, measured costs file), ascending
+    switch: float = 0.0  # seconds: a device switch onto this device (a piece's launch), paid by each transfer in
 
 
 @dataclass(frozen=True)
@@ -70,15 +75,20 @@ class System:
         if u == v:
             return 0.0, (u,)
         best: tuple[float, tuple[int, ...]] = (math.inf, ())
+        switch = self.devices[v].switch
         if (u, v) in self.links:
-            best = (self.links[(u, v)].delay(nbytes), (u, v))
+            best = (self.links[(u, v)].delay(nbytes) + switch, (u, v))
         for w in range(self.k):
             if w in (u, v) or (u, w) not in self.links or (w, v) not in self.links:
                 continue
-            d = self.links[(u, w)].delay(nbytes) + self.links[(w, v)].delay(nbytes)
+            d = self.links[(u, w)].delay(nbytes) + self.links[(w, v)].delay(nbytes) + switch
             if d < best[0]:
                 best = (d, (u, w, v))
         return best
+
+    def switches(self) -> np.ndarray:
+        """(K,) seconds: each device's switch cost (:attr:`Device.switch`)."""
+        return np.array([d.switch for d in self.devices], dtype=float)
 
     def direct_links(self) -> tuple[np.ndarray, np.ndarray]:
         """(latency, 1/bandwidth) K×K arrays of the direct links (inf where there is none)."""
@@ -89,12 +99,12 @@ class System:
         return lat, inv_bw
 
     def delay_matrix(self, nbytes: float, direct: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
-        """K×K delays of :meth:`route` for ``nbytes`` (0 on the diagonal, inf where no route exists);
-        ``direct`` is :meth:`direct_links`, passed in when called for many tensors."""
+        """K×K delays of :meth:`route` for ``nbytes``, the receiver's switch included (0 on the diagonal, inf
+        where no route exists); ``direct`` is :meth:`direct_links`, passed in when called for many tensors."""
         lat, inv_bw = direct if direct is not None else self.direct_links()
         direct = lat + nbytes * inv_bw
         np.fill_diagonal(direct, math.inf)
         hop = (direct[:, :, None] + direct[None, :, :]).min(axis=1)  # via one intermediate w
-        best = np.minimum(direct, hop)
+        best = np.minimum(direct, hop) + self.switches()[None, :]
         np.fill_diagonal(best, 0.0)
         return best

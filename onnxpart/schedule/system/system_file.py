@@ -10,6 +10,8 @@ Format (units accepted as in the CLI: ``64GiB``, ``16GB/s``, ``100Gbps``, ``10us
         batch_sizes: [1, 64] # default [1]
         costs: gpu.json      # optional: measured op times on this device at batch 1 (schedule.system.measured),
                              # or per batch size: {1: gpu_b1.json, 8: gpu_b8.json} (schedule.system.batch_curve)
+        switch: 20us         # a device switch onto it: the launch of a piece's session (default: the spec's
+                             # op_overhead, 0 without a spec), paid by every transfer into it
     links:
       default: {bandwidth: 16GB/s, latency: 10us}   # every ordered pair not listed below (optional)
       pairs:
@@ -65,6 +67,7 @@ class _DeviceEntry(Schema):
     memory: Optional[number(BYTES, parse_bytes)] = None
     batch_sizes: Annotated[list[number(BATCH)], Field(min_length=1)] = [1]
     costs: Any = None  # a costs file or {batch size: costs file}: :func:`_costs`
+    switch: Optional[number(SECONDS, parse_seconds)] = None  # default: the spec's op_overhead (0 without one)
 
 
 class SystemFile(Schema):
@@ -133,8 +136,10 @@ def _copies(doc: _Document, entry: _DeviceEntry, at: tuple) -> list[Device]:
     else:
         memory = spec.memory_capacity if spec is not None else math.inf
     costs = _costs(doc, entry.costs, at + ("costs",)) if entry.costs is not None else None
+    switch = entry.switch if entry.switch is not None else spec.op_overhead if spec is not None else 0.0
     names = [entry.name] if entry.count == 1 else [f"{entry.name}:{c}" for c in range(entry.count)]
-    return [Device(n, entry.name, spec, memory, tuple(sorted(set(entry.batch_sizes))), costs) for n in names]
+    return [Device(n, entry.name, spec, memory, tuple(sorted(set(entry.batch_sizes))), costs, switch)
+            for n in names]
 
 
 def _costs(doc: _Document, value: Any, at: tuple) -> tuple[tuple[int, str], ...]:

@@ -15,57 +15,56 @@ from __future__ import annotations
 
 from onnxpart.board import Board
 from onnxpart.certificate import LowerBound
-from onnxpart.schedule.common.budget import Budget
 from onnxpart.schedule.common.instance import Instance
-from onnxpart.schedule.common.methods import (EXACT, HEURISTIC, SEARCH, Context, Method, Run, chosen, registry,
-                                              run_methods)
+from onnxpart.schedule.common.methods import CONSTRUCTIVE, Context, Run, registry, selected
 from onnxpart.schedule.common.solution import Solution
 # check, emit, pieces: the answer as files, and re-checked (the command reads them from here)
 from onnxpart.schedule.throughput import bounds, check, emit, exact, heuristics, pieces, split
 from onnxpart.schedule.throughput.model import op_splits
 from onnxpart.schedule.throughput.simulator import validate
+from onnxpart.strategy import Budget, MethodResult, Registry, run_methods
 
 
 __all__ = ["METHODS", "solve", "check", "emit", "pieces"]
 
 
-def _constructive(name: str, context: Context, seconds: float) -> None:
-    res = CONSTRUCTIVE[name](context.instance, context.options.batch, seconds)
+def _constructive(name: str, context: Context, seconds: float) -> MethodResult:
+    res = BASELINES[name](context.instance, context.options.batch, seconds)
     status = "time_limit" if res.timed_out else "ok" if res.schedule else "failed"
-    context.run.keep(name, res.schedule, status, res.seconds)
+    return context.run.keep(name, res.schedule, status, res.seconds)
 
 
-def _search(name: str, context: Context, seconds: float) -> None:
+def _search(name: str, context: Context, seconds: float) -> MethodResult:
     """SA or EA from the best start (:func:`_start`)."""
     run = heuristics.simulated_annealing if name == "sa" else heuristics.one_plus_one_ea
     res = run(context.instance, context.options.batch, context.start().splits, iterations=context.options.iterations,
               seed=context.options.seed, time_limit=seconds)
-    context.run.keep(name, res.schedule, "ok", res.seconds, note=f"{res.evaluations} evaluations")
+    return context.run.keep(name, res.schedule, "ok", res.seconds, note=f"{res.evaluations} evaluations")
 
 
-def _solver(name: str, context: Context, seconds: float) -> None:
+def _solver(name: str, context: Context, seconds: float) -> MethodResult:
     """The CP-SAT batch model from the best schedule so far (``exact``, ``milp`` and ``cpsat``)."""
     inst, options, run = context.instance, context.options, context.run
     res = exact.cpsat(inst, options.batch, seconds, run.best(context.start()), seed=options.seed,
                       workers=options.workers)
-    run.keep(name, res.schedule, res.status, res.seconds, res.bound, res.note)
     run.add_bounds([LowerBound(name, res.bound, res.status, res.solver, res.seconds, res.note)])
+    return run.keep(name, res.schedule, res.status, res.seconds, res.bound, res.note)
 
 
-def _split(name: str, context: Context, seconds: float) -> None:
+def _split(name: str, context: Context, seconds: float) -> MethodResult:
     """SPLIT: the modules whole-batch in sequence, warm-started from the best schedule so far."""
     options, run = context.options, context.run
     sched, status, secs, note = split.split_throughput(context.instance, options.batch, seconds, options.seed,
                                                        options.workers, run.best(context.start()))
-    run.keep(name, sched, status, secs, note=note)
+    return run.keep(name, sched, status, secs, note=note)
 
 
-CONSTRUCTIVE = {"met": heuristics.met, "greedy": heuristics.greedy, "heft": heuristics.heft}
+BASELINES = {"met": heuristics.met, "greedy": heuristics.greedy, "heft": heuristics.heft, "cpop": heuristics.cpop}
 
-#: Every throughput method (:data:`onnxpart.schedule.common.methods.CATALOGUE`), run by its function here.
-METHODS: dict[str, Method] = registry(dict(met=_constructive, greedy=_constructive, heft=_constructive, sa=_search,
-                                           ea=_search, exact=_solver, milp=_solver, cpsat=_solver, split=_split),
-                                      {HEURISTIC: 1, SEARCH: 1, EXACT: 1})  # the baselines share their own phase
+#: Every throughput method (:data:`onnxpart.schedule.common.methods.CATALOGUE`), run by its function here;
+#: each weighs the same (the baselines share a phase of their own: :func:`solve`).
+METHODS: Registry = registry(dict(met=_constructive, greedy=_constructive, heft=_constructive,
+                                  cpop=_constructive, sa=_search, ea=_search, exact=_solver, milp=_solver, cpsat=_solver, split=_split), {})
 
 
 def solve(instance: Instance, options, board: Board | None = None) -> Solution:
@@ -81,16 +80,17 @@ def solve(instance: Instance, options, board: Board | None = None) -> Solution:
     context = Context(instance, options, run, lambda inst: _start(run, inst, options.batch, relaxed))
     # the list baselines share half the run at most (24 devices give each op a thousand splits: on
     # resnet50 bHEFT took 19 s of a 10 s run)
-    baselines = run.budget.until(run.budget.deadline - options.time_limit / 2)
-    run_methods(context, METHODS, chosen(METHODS, options.methods, HEURISTIC), baselines)
-    searches = chosen(METHODS, options.methods, SEARCH) if context.start() is not None else []
-    run_methods(context, METHODS, searches + chosen(METHODS, options.methods, EXACT), run.budget)
-    return run.solution(instance, METHODS, "no method found a feasible batched schedule")
+    chosen = selected(METHODS, options.methods)
+    baselines = Budget(max(0.0, run.budget.left() - options.time_limit / 2))
+    run_methods([m for m in chosen if m.name in CONSTRUCTIVE], context, options, run.board, baselines)
+    rest = [m for m in chosen if m.name not in CONSTRUCTIVE and (m.kind == "exact" or context.start() is not None)]
+    run_methods(rest, context, options, run.board, run.budget)
+    return run.solution(instance, METHODS.names, "no method found a feasible batched schedule")
 
 
 def _start(run: Run, inst: Instance, batch: int, relaxed):
     """SA and EA's start, and the exact methods' hint beside the schedules found: the best of the
     baselines run (bMET if none found one), plain data parallelism (one split for all ops) and the load
     LP's rounded optimum (on the benchmark's sd 2-channel stack its CPU computes 766 ms, bHEFT's 1102)."""
-    fallback = None if run.found else heuristics.met(inst, batch, run.budget.share(1, 4)).schedule
+    fallback = None if run.found else heuristics.met(inst, batch, run.budget.share(1, 3)).schedule
     return run.best(fallback, heuristics.uniform(inst, batch).schedule, relaxed.rounded if relaxed else None)

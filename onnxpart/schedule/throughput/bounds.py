@@ -5,13 +5,13 @@ are too many to list), whose rounded optimum is also a start for the searches.
 
 from __future__ import annotations
 
+from time import monotonic as now
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from onnxpart.certificate import LowerBound
-from onnxpart.schedule.common.budget import now
 from onnxpart.schedule.common.instance import Instance
 from onnxpart.schedule.throughput import heuristics
 from onnxpart.schedule.throughput.model import Split, add_load, fits, op_families, op_sizes

@@ -17,9 +17,9 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from onnxpart.certificate import Certificate
-from onnxpart.certificate_check import differences, hash_problems, mismatch
+from onnxpart.certificate_check import differences, hash_problems
 from onnxpart.schedule.common.check import (ENTITIES, CertificateCheck, Manifest, OpEntry, TransferEntry,
-                                            formula_problems, max_pieces)
+                                            max_pieces)
 from onnxpart.schedule.common.emit import piece_file
 from onnxpart.schedule.common.instance import Instance
 from onnxpart.schedule.common.solution import Solution
@@ -72,8 +72,7 @@ def check_certificate(inst: Instance, graph, manifest: Any, cert: Certificate, m
                              model_sha256, files, axis() if onnx_input else None)
     problems += differences(manifest, expected, ENTITIES)
     problems += later_reads(inst, sched, parts)
-    problems += mismatch("certificate upper bound", cert.upper_bound, sched.makespan)
-    problems += formula_problems(cert, {"critical-path": critical_path_bound(inst, sched.batch).value})
+    problems += cert.check(sched.makespan, {"critical-path": critical_path_bound(inst, sched.batch).value})
     return CertificateCheck(sched.makespan, problems)
 
 

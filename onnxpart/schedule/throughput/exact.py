@@ -10,13 +10,13 @@ re-simulated (:func:`.simulator.simulate`), so every returned schedule has the m
 
 from __future__ import annotations
 
+from time import monotonic as now
 import math
 from dataclasses import dataclass
 from typing import Any
 
 from ortools.sat.python import cp_model
 
-from onnxpart.schedule.common.budget import now
 from onnxpart.schedule.common.instance import Instance
 from onnxpart.schedule.common.solution import ExactResult, shortest
 from onnxpart.schedule.common.ticks import Ticks

@@ -9,15 +9,15 @@ thousand splits) and say when it ended them (``timed_out``).
 
 from __future__ import annotations
 
+from time import monotonic as now
 import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from onnxpart.schedule.common.budget import now
 from onnxpart.schedule.common.instance import Instance
-from onnxpart.schedule.common.list_scheduling import earliest_gap, rank_order
+from onnxpart.schedule.common.list_scheduling import cpop_plan, earliest_gap, rank_order
 from onnxpart.schedule.common.search import search
 from onnxpart.schedule.common.solution import HeuristicResult
 from onnxpart.schedule.throughput.model import Split, add_load, fits, op_splits, ranges, slices
@@ -73,9 +73,10 @@ def uniform(inst: Instance, batch: int, max_slices: int | None = None) -> Heuris
 
 
 def _list_eft(inst: Instance, batch: int, order: Sequence[int], insertion: bool, method: str,
-              time_limit: float = math.inf) -> HeuristicResult:
+              time_limit: float = math.inf, pins: Mapping[int, int] | None = None) -> HeuristicResult:
     """Ops in ``order``, each given the split whose last slice finishes first given those placed (ties:
-    least total time, then first listed); no schedule (``timed_out``) when ``time_limit`` ends first.
+    least total time, then first listed) — an op of ``pins`` the whole batch on its device where a split
+    does that (:func:`_on_device`); no schedule (``timed_out``) when ``time_limit`` ends first.
     The splits are tried by a lower bound on their finish — no slice starts before every predecessor
     has ended one slice (each slice of the op reads one of each), nor, appending, before its device is
     free — and the rest skipped once it passes the best finish: the same choice, found sooner (24
@@ -91,7 +92,8 @@ def _list_eft(inst: Instance, batch: int, order: Sequence[int], insertion: bool,
     for i in order:
         if now() - t0 > time_limit:
             return HeuristicResult(method, None, now() - t0, timed_out=True)
-        dur = _slice_times(inst, i, cands[i])
+        choices = _on_device(cands[i], pins.get(i)) if pins else cands[i]
+        dur = _slice_times(inst, i, choices)
         first = max((min(end[(p, w)] for w in slices(splits, p)) for p in inst.preds[i]), default=0.0)
         floor = np.full(inst.k, first) if insertion else np.maximum(free, first)
         finish_lb = np.where(dur > 0, floor + dur, 0.0).max(axis=1)
@@ -99,7 +101,7 @@ def _list_eft(inst: Instance, batch: int, order: Sequence[int], insertion: bool,
         for n in np.argsort(finish_lb, kind="stable"):
             if best is not None and finish_lb[n] > best[0][0]:
                 break
-            s = cands[i][n]
+            s = choices[n]
             if not fits(inst, load, i, s):
                 continue
             splits[i], spans[i] = s, ranges(s)
@@ -126,6 +128,13 @@ def _list_eft(inst: Instance, batch: int, order: Sequence[int], insertion: bool,
     return HeuristicResult(method, sched, now() - t0)
 
 
+def _on_device(choices: list[Split], device: int | None) -> list[Split]:
+    """The splits of ``choices`` running the whole batch on ``device`` (all of them where none does, or
+    for no device)."""
+    whole = [s for s in choices if all(x == 0 for u, x in enumerate(s) if u != device)] if device is not None else []
+    return whole or choices
+
+
 def _slice_times(inst: Instance, i: int, cands: list[Split]) -> np.ndarray:
     """(splits, K): the duration of each split's slice of op ``i`` on each device, 0 where it has none."""
     sizes = np.asarray(cands)
@@ -146,10 +155,21 @@ def heft(inst: Instance, batch: int, time_limit: float = math.inf) -> HeuristicR
     return _list_eft(inst, batch, heft_order(inst, batch), True, "heft", time_limit)
 
 
+def cpop(inst: Instance, batch: int, time_limit: float = math.inf) -> HeuristicResult:
+    """bCPoP: CPoP's order and critical path with whole-batch times, the critical path's ops the whole
+    batch on its device, the others their earliest-finishing split, insertion."""
+    order, path, device = cpop_plan(inst, _whole_batch(inst, batch))
+    return _list_eft(inst, batch, order, True, "cpop", time_limit, pins=dict.fromkeys(path, device))
+
+
 def heft_order(inst: Instance, batch: int) -> list[int]:
     """The ops by decreasing upward rank with whole-batch times (HEFT's order)."""
-    whole = np.array([[inst.time_batch(i, u, batch) for u in range(inst.k)] for i in range(inst.n)])
-    return rank_order(inst, whole)
+    return rank_order(inst, _whole_batch(inst, batch))
+
+
+def _whole_batch(inst: Instance, batch: int) -> np.ndarray:
+    """(n, K): each op's time for the whole batch on each device."""
+    return np.array([[inst.time_batch(i, u, batch) for u in range(inst.k)] for i in range(inst.n)])
 
 
 def simulated_annealing(inst: Instance, batch: int, init: Sequence[Split], iterations: int = 2000, seed: int = 0,

@@ -31,7 +31,7 @@ loses its order: on the wd stacks that start left CP-SAT at 1179 inputs/s agains
 join is replaced by it where it is shorter.
 
 Determinism. Each module solve is one-worker CP-SAT stopped by a *deterministic* budget,
-``DET_PER_SECOND·T·n_s/Σn`` for a module of ``n_s`` ops (:mod:`onnxpart.schedule.common.budget`, latency
+``DET_PER_SECOND·T·n_s/Σn`` for a module of ``n_s`` ops (:mod:`onnxpart.schedule.common.ticks`, latency
 SPLIT's rule), with the wall clock (an equal share of the time left) only as a safety net counted in the
 note. So ``--workers`` changes
 neither the answer nor, the modules depending on one another, the time: it is used by the whole-graph
@@ -41,16 +41,18 @@ solve of a graph without modules.
 from __future__ import annotations
 
 import math
+from time import monotonic as now
 
 import numpy as np
 
 from onnxpart.errors import UserError
-from onnxpart.schedule.common.budget import Budget, deterministic_seconds, now
 from onnxpart.schedule.common.instance import Instance
 from onnxpart.schedule.common.modules import cut_ops, has_modules, segments
+from onnxpart.schedule.common.ticks import deterministic_seconds
 from onnxpart.schedule.throughput import exact, heuristics
 from onnxpart.schedule.throughput.model import Split, memory_violations
 from onnxpart.schedule.throughput.simulator import BatchSchedule, order_by_start, simulate
+from onnxpart.strategy import Budget
 
 
 def _warm(inst: Instance, batch: int, pinned: dict[int, Split],
@@ -104,7 +106,7 @@ def split_throughput(inst: Instance, batch: int, time_limit: float, seed: int = 
         sub, index = inst.subinstance(ops + ([exit_] if exit_ is not None else []))
         sub.capacity = inst.capacity - _used(inst, splits, entry)  # what the modules before left free
         pinned = {0: splits[entry]} if entry is not None and splits[entry] else {}  # ops[0]: the entry cut
-        limit = clock.share(1, len(segs) - s)
+        limit = clock.share(1, len(segs) - s - 1)
         started = now()
         try:
             hint = _warm(sub, batch, pinned, limit / 2)

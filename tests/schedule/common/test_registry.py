@@ -10,13 +10,14 @@ import numpy as np
 
 import onnxpart.schedule as schedule
 from onnxpart.schedule import Instance, Options, latency, solve, throughput
-from onnxpart.schedule.common.methods import CATALOGUE, HEURISTIC, Method
+from onnxpart.schedule.common.methods import CATALOGUE, method
+from onnxpart.strategy import Registry
 from onnxpart.schedule.latency import heuristics
 
 
 def test_both_objectives_offer_the_catalogue_in_its_order_each_with_its_own_functions():
-    assert list(latency.METHODS) == list(throughput.METHODS) == list(schedule.METHODS) == list(CATALOGUE)
-    assert [m.kind for m in latency.METHODS.values()] == [m.kind for m in throughput.METHODS.values()]
+    assert latency.METHODS.names == throughput.METHODS.names == schedule.METHODS == tuple(CATALOGUE)
+    assert [m.kind for m in latency.METHODS] == [m.kind for m in throughput.METHODS]
     assert all(latency.METHODS[m].run is not throughput.METHODS[m].run for m in CATALOGUE)
 
 
@@ -30,11 +31,12 @@ def test_a_method_added_to_the_table_is_run_and_reported(monkeypatch):
     """One function and one registry line: ``solve`` runs it, validates its schedule and lists its result."""
     def everything_on_device_1(name, context, seconds):
         sched = latency.simulator.simulate(context.instance, [1] * context.instance.n)
-        context.run.keep(name, sched, "ok", 0.0, note="all on device 1")
+        return context.run.keep(name, sched, "ok", 0.0, note="all on device 1")
 
-    table = {**latency.METHODS, "one": Method("one", HEURISTIC, everything_on_device_1, 0, "one device")}
+    monkeypatch.setitem(CATALOGUE, "one", ("heuristic", "everything on device 1"))
+    table = Registry(*latency.METHODS, method("one", everything_on_device_1, 0.0))
     monkeypatch.setattr(latency, "METHODS", table)
-    monkeypatch.setattr(schedule, "METHODS", tuple(table))
+    monkeypatch.setattr(schedule, "METHODS", table.names)
     inst = Instance(np.array([[1.0, 1.5], [1.5, 1.0]]), [(0, 1, 1.0)], latency=10.0, bandwidth=1.0)
     sol = solve(inst, Options(methods=("met", "one"), time_limit=5.0))
     assert [r.method for r in sol.results] == ["met", "one"] and sol.results[1].note == "all on device 1"

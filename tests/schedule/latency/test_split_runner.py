@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from onnxpart.board import Board
 from onnxpart.cli.app import app
-from onnxpart.schedule.common import budget
+from onnxpart.schedule.common import ticks
 from onnxpart.schedule.common.modules import cut_ops, segments
 from onnxpart.schedule.latency import bounds, split, split_lane
 from tests.conftest import FIXTURES
@@ -200,7 +200,7 @@ def test_refinement_rounds_give_the_same_schedule_with_one_or_two_workers(monkey
     bounds, all from deterministic budgets) re-solve some pairs, the same ones whatever the worker count.
     The budgets are 0.002 deterministic seconds per second (0.002 proves every chain since the head/tail
     rows) at 10 s, the wall clock out of reach."""
-    monkeypatch.setattr(budget, "DET_PER_SECOND", 0.0002)
+    monkeypatch.setattr(ticks, "DET_PER_SECOND", 0.0002)
     limit = budgets_not_clock(monkeypatch, 10.0)
     inst = chain_of_modules(np.random.default_rng(0), modules=3, size=8, k=3)
     runs = [split.milp_split(inst, time_limit=limit, workers=workers, seed=1) for workers in (1, 2)]

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from onnxpart.schedule import Instance, load_system
-from onnxpart.schedule.common import budget
+from onnxpart.schedule.common import ticks
 from onnxpart.schedule.common.modules import cut_ops, segments
 from onnxpart.schedule.latency import exact, split, symmetry
 from onnxpart.schedule.latency.simulator import validate
@@ -176,7 +176,7 @@ def test_split_with_and_without_the_reduction_agree(seed, monkeypatch):
 def test_refinement_re_solves_representatives_of_open_mates(monkeypatch):
     """First-pass budgets too small to prove the chains: the rounds re-solve the open pairs on the DP's
     chains — which may be orbit mates, re-solved through their representative."""
-    monkeypatch.setattr(budget, "DET_PER_SECOND", 0.002)
+    monkeypatch.setattr(ticks, "DET_PER_SECOND", 0.002)
     chain = chain_of_modules(np.random.default_rng(0), modules=2, size=8, k=2)
     inst = Instance(chain.time[:, [0, 0, 0]], chain.edges, latency=0.1, bandwidth=20.0)  # its chain: mates
     res = split.milp_split(inst, time_limit=budgets_not_clock(monkeypatch, 6.0), seed=1, symmetric=True)

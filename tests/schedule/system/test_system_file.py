@@ -44,7 +44,20 @@ def test_good_file(tmp_path):
     assert system.links[(0, 1)].bandwidth == 16e9 and system.links[(1, 0)].latency == pytest.approx(10e-6)
     assert system.links[(1, 2)].bandwidth == 100e9 and system.links[(1, 2)].latency == 0.0
     delay, path = system.route(1, 2, 1e9)
-    assert path == (1, 2) and delay == pytest.approx(0.01)
+    assert path == (1, 2) and delay == pytest.approx(0.01 + 5e-6)  # + the T4's launch: a switch onto gpu:1
+
+
+def test_a_switch_costs_the_receivers_launch_by_default_or_what_the_file_says(tmp_path):
+    """Every transfer into a device pays its switch cost once, however it is routed: the spec's op_overhead
+    (the T4's 5 µs), or the device entry's ``switch``."""
+    system = load_system(str(write(tmp_path, GOOD.replace("    batch_sizes: [1, 8]", "    switch: 30us"))))
+    assert [d.switch for d in system.devices] == pytest.approx([30e-6, 5e-6, 5e-6])
+    assert system.route(1, 0, 16e3)[0] == pytest.approx(10e-6 + 1e-6 + 30e-6)
+    assert system.route(0, 2, 16e3)[0] == pytest.approx(10e-6 + 1e-6 + 5e-6)
+    assert system.delay_matrix(16e3) == pytest.approx(np.array([[system.route(u, v, 16e3)[0] for v in range(3)]
+                                                                for u in range(3)]))
+    inst = Instance(np.ones((2, 3)), [(0, 1, 16e3)], system=system)
+    assert inst.delays[0, 1, 0] == pytest.approx(41e-6) and inst.delays[0, 1, 1] == 0.0
 
 
 @pytest.mark.parametrize("name", ["cpu_t4_a100.yaml", "multinode_6x4.yaml"])

@@ -87,7 +87,7 @@ def test_bounds_below_and_heuristics_above(solved):
     for lb in (bounds.critical_path_bound(inst, BATCH), relaxed.bound):
         assert lb.value <= opt + TOL, lb.method
     results = [heuristics.met(inst, BATCH), heuristics.greedy(inst, BATCH), heuristics.heft(inst, BATCH),
-               heuristics.uniform(inst, BATCH),
+               heuristics.cpop(inst, BATCH), heuristics.uniform(inst, BATCH),
                HeuristicResult("lp-rounded", relaxed.rounded, 0.0)]
     init = results[0].schedule.splits
     results += [heuristics.simulated_annealing(inst, BATCH, init, iterations=100, seed=1),
@@ -167,14 +167,6 @@ def test_slice_transfers_are_what_validate_batch_charges():
     early = simulator.BatchSchedule(sched.batch, sched.splits, {**sched.start, (1, 1): moved[0].end - 0.5},
                                     {**sched.end, (1, 1): sched.end[(1, 1)] - 0.5})
     assert any("before its inputs arrive" in p for p in simulator.validate(inst, early))
-
-
-def test_slice_labels_only_on_wide_bars():
-    from onnxpart.schedule.common.gantt import slice_label
-
-    wide = {"start": 0.0, "end": 5.0, "inputs": [0, 32]}
-    assert slice_label(wide, 10.0) == "0–31" and slice_label({**wide, "inputs": [4, 5]}, 10.0) == "4"
-    assert slice_label({**wide, "end": 0.01}, 10.0) == "" and slice_label({"start": 0.0, "end": 5.0}, 10.0) == ""
 
 
 def test_unsupported_batch_is_one_line_user_error():
