@@ -17,7 +17,7 @@ import numpy as np
 
 from onnxpart.schedule.common.budget import now
 from onnxpart.schedule.common.instance import Instance
-from onnxpart.schedule.common.list_scheduling import earliest_gap, rank_order
+from onnxpart.schedule.common.list_scheduling import Timeline, rank_order
 from onnxpart.schedule.common.search import search
 from onnxpart.schedule.common.solution import HeuristicResult
 from onnxpart.schedule.latency.simulator import Schedule, makespan, ready_time, simulate
@@ -57,12 +57,12 @@ def _list_eft(inst: Instance, order: Sequence[int], insertion: bool, method: str
     end = np.zeros(inst.n)
     load = np.zeros(inst.k)
     free = np.zeros(inst.k)
-    slots: list[list[tuple[float, float]]] = [[] for _ in range(inst.k)]
+    slots = [Timeline() for _ in range(inst.k)]
     for i in order:
         best = None
         for u in _candidates(inst, i, mapping, load):
             ready = ready_time(inst, i, u, mapping, end)
-            s = earliest_gap(slots[u], ready, inst.time[i, u]) if insertion else max(ready, free[u])
+            s = slots[u].earliest(ready, inst.time[i, u]) if insertion else max(ready, free[u])
             key = (s + inst.time[i, u], inst.time[i, u], u)
             if best is None or key < best[0]:
                 best = (key, u, s)
@@ -72,8 +72,7 @@ def _list_eft(inst: Instance, order: Sequence[int], insertion: bool, method: str
         mapping[i], end[i] = u, finish
         load[u] += inst.mem[i]
         free[u] = max(free[u], finish)
-        slots[u].append((s, finish))
-        slots[u].sort()
+        slots[u].add(s, finish)
     sched = simulate(inst, mapping, list(order), insertion=insertion)
     return HeuristicResult(method, sched, now() - t0)
 
