@@ -19,7 +19,7 @@ from onnxpart.schedule.common.methods import (EXACT, HEURISTIC, SEARCH, Context,
                                               run_methods)
 from onnxpart.schedule.common.solution import Solution
 # check, emit, pieces: the answer as files, and re-checked (the command reads them from here)
-from onnxpart.schedule.latency import bounds, chain_split, check, emit, exact, heuristics, pieces, split
+from onnxpart.schedule.latency import bounds, chain_split, check, emit, exact, heuristics, pieces, scale, split
 from onnxpart.schedule.latency.simulator import validate
 
 
@@ -27,12 +27,16 @@ __all__ = ["METHODS", "solve", "check", "emit", "pieces"]
 
 
 def _constructive(name: str, context: Context, seconds: float) -> None:
+    if name != "met" and _skipped(name, context):  # MET, the first answer, always runs
+        return
     res = CONSTRUCTIVE[name](context.instance)
     context.run.keep(name, res.schedule if res else None, "ok" if res else "failed", res.seconds if res else 0.0)
 
 
 def _search(name: str, context: Context, seconds: float) -> None:
     """SA or EA from the first feasible constructive mapping (MET, else Greedy, else HEFT)."""
+    if _skipped(name, context):
+        return
     start = context.start()
     if start is None:
         context.run.keep(name, None, "failed", 0.0, note="no feasible start mapping")
@@ -46,6 +50,8 @@ def _search(name: str, context: Context, seconds: float) -> None:
 def _solver(name: str, context: Context, seconds: float) -> None:
     """CP-SAT (``exact``, ``cpsat``) or the thesis MILP on HiGHS (``milp``), from the best schedule so far."""
     inst, options, run = context.instance, context.options, context.run
+    if _skipped(name, context, "highs" if name == "milp" else "cp-sat"):
+        return
     if name == "milp":
         res = exact.milp(inst, seconds, run.best(), seed=options.seed, on_bound=run.live(name))
     else:
@@ -58,6 +64,8 @@ def _solver(name: str, context: Context, seconds: float) -> None:
 def _split(name: str, context: Context, seconds: float) -> None:
     """MILP-SPLIT over one-op cuts, or, where there are none, over multi-channel modules (Section 3.3.2)."""
     inst, options, run = context.instance, context.options, context.run
+    if _skipped(name, context, "cp-sat+highs"):
+        return
     chain = chain_split.chain_of_modules(inst)
     if chain is not None:
         joined, found = chain_split.split_on_channels(inst, chain, seconds, options.seed, options.workers, run.best())
@@ -70,6 +78,17 @@ def _split(name: str, context: Context, seconds: float) -> None:
     note = (f"{len(res.modules)} modules, {res.solved_pairs} of {res.pairs} (entry, exit) pairs solved "
             f"(the rest by symmetry), {res.solves} module solves")
     run.add_bounds([LowerBound("split-dp", res.bound, res.status, "cp-sat+highs", res.seconds, res.reason or note)])
+
+
+def _skipped(name: str, context: Context, solver: str | None = None) -> bool:
+    """Whether method ``name`` is too big for this graph in the run's time limit
+    (:func:`.scale.skip_reason`); if so it is listed ``skipped`` with why, and a ``solver``'s bound too."""
+    why = scale.skip_reason(name, context.instance.n, context.options.time_limit)
+    if why:
+        context.run.keep(name, None, "skipped", 0.0, note=why)
+        if solver is not None:
+            context.run.add_bounds([LowerBound(name, None, "skipped", solver, 0.0, why)])
+    return why is not None
 
 
 CONSTRUCTIVE = {"met": heuristics.met, "greedy": heuristics.greedy, "heft": heuristics.heft}

@@ -66,6 +66,7 @@ import numpy as np
 
 from onnxpart.certificate import LowerBound
 from onnxpart.schedule.common.instance import Instance
+from onnxpart.schedule.latency.scale import skip_reason
 from onnxpart.solvers import SparseModel, solve_highs
 
 #: Branch-and-bound nodes of :func:`path_lp_bound` (its K binary "device used" columns; the 0/1 mapping
@@ -249,8 +250,11 @@ def _moved_columns(lp: SparseModel, inst: Instance, x: np.ndarray, has: np.ndarr
 
 def simple_bounds(inst: Instance, lp: bool = True, time_limit: float = 10.0) -> list[LowerBound]:
     """The closed-form bounds, and the load and path LPs (each within ``time_limit`` seconds) unless
-    ``lp`` is False."""
+    ``lp`` is False; an LP the graph is too big for in that time is listed ``skipped``
+    (:func:`.scale.skip_reason`)."""
     out = [critical_path_bound(inst), device_path_bound(inst), work_bound(inst)]
     if lp:
-        out += [load_lp_bound(inst, time_limit), path_lp_bound(inst, time_limit)]
+        why = skip_reason("lp", inst.n, time_limit)
+        out += ([LowerBound(name, None, "skipped", "highs", 0.0, why) for name in ("load-lp", "path-lp")] if why
+                else [load_lp_bound(inst, time_limit), path_lp_bound(inst, time_limit)])
     return out
