@@ -16,7 +16,7 @@ from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, Cost
                                  InputShapeOpt, JsonOpt, MAX_PIECES, MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt,
                                  VerifyOpt, VerifyTolOpt, WorkersOpt, certificate_line, check_folder, choose,
                                  console, enforce_gap, gap_limit, handle_errors, load_costed, print_json,
-                                 progress_bar, result, verify_line, verify_written)
+                                 progress_bar, result, run_clock, verify_line, verify_written)
 from onnxpart.errors import UserError
 from onnxpart.units import BATCH, format_bytes, format_seconds
 
@@ -86,8 +86,9 @@ def schedule(
 
     out = OutputDir(output, force=force, clean=clean,
                     reads=run_reads(model, loaded, costs=costs, device=device, system=inst.system))
-    options = Options(methods=methods, objective=objective, batch=batch, time_limit=time_limit, seed=seed,
-                      iterations=iterations, workers=workers)
+    options = Options(methods=methods, objective=objective, batch=batch,  # the solve gets what loading left
+                      time_limit=run_clock.solve_seconds(time_limit), seed=seed, iterations=iterations,
+                      workers=workers)
     solution, sched = _solve(package, inst, options, max_pieces, as_json)
 
     from onnxpart.loading import weight_policy
@@ -96,6 +97,7 @@ def schedule(
     check = dict(verify=verify, seed=seed, tolerance=verify_tol, freeze=freeze_dims, axis=axis)
     recorded = {"methods": list(methods), "time_limit": time_limit, "seed": seed, "iterations": iterations,
                 "max_pieces": max_pieces, "system": str(system), "objective": objective, "batch": batch}
+    run_clock.mark_writing()
     summary = _write(package, out, solution, sched, graph, loaded, (str(model), model_sha), recorded, policy, check)
     if as_json:
         print_json(summary)
