@@ -87,8 +87,9 @@ def schedule(
 
     out = OutputDir(output, force=force, clean=clean,
                     reads=run_reads(model, loaded, costs=costs, device=device, system=inst.system))
-    options = Options(methods=methods, objective=objective, batch=batch, time_limit=run_clock.solve_seconds(time_limit),
-                      seed=seed, iterations=iterations, workers=workers)
+    options = Options(methods=methods, objective=objective, batch=batch,  # the solve gets what loading left
+                      time_limit=run_clock.solve_seconds(time_limit), seed=seed, iterations=iterations,
+                      workers=workers)
     solution, sched = _solve(package, inst, options, max_pieces, as_json)
 
     from onnxpart.loading import weight_policy
@@ -97,6 +98,7 @@ def schedule(
     check = dict(verify=verify, seed=seed, tolerance=verify_tol, freeze=freeze_dims, axis=axis)
     recorded = {"methods": list(methods), "time_limit": time_limit, "seed": seed, "iterations": iterations,
                 "max_pieces": max_pieces, "system": str(system), "objective": objective, "batch": batch}
+    run_clock.mark_writing()
     summary = _write(package, out, solution, sched, graph, loaded, (str(model), model_sha), recorded, policy, check)
     if as_json:
         print_json(summary)

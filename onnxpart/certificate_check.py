@@ -132,16 +132,18 @@ def _entity_differences(listed: list, expected: list, label: Label, path: str) -
     want = {label(entry): entry for entry in expected}
     problems: list[str] = []
     seen: list[str] = []
+    known: set[str] = set()  # seen, as a set: a list's `in` made the check O(n²) on 20,000 ops
     for entry in listed:
         name = label(entry) if isinstance(entry, dict) else f"{path}[{len(seen)}]"
-        if name in seen:
+        if name in known:
             problems.append(f"{name} is listed twice")
         elif name not in want:
             problems.append(f"{name} is not in the recomputed result")
         else:
             problems += differences(entry, want[name], None, name)
         seen.append(name)
-    problems += [f"{name} is missing" for name in want if name not in seen]
+        known.add(name)
+    problems += [f"{name} is missing" for name in want if name not in known]
     if not problems and seen != list(want):
         problems.append(f"{path} are not in the recomputed order")
     return problems

@@ -66,6 +66,7 @@ import numpy as np
 
 from onnxpart.certificate import LowerBound
 from onnxpart.schedule.common.instance import Instance
+from onnxpart.schedule.latency.scale import skip_reason
 from onnxpart.solvers import SparseModel, solve_highs
 
 #: Branch-and-bound nodes of :func:`path_lp_bound` (its K binary "device used" columns; the 0/1 mapping
@@ -124,16 +125,21 @@ def carlier_sets(inst: Instance, head: np.ndarray, tail: np.ndarray, u: int,
     t = inst.time[ops, u]
     lead, trail = head[ops, u], tail[ops, u] - t
     everything = (float(lead.min() + trail.min()), [int(i) for i in ops])
-    candidates = []  # (row value with all of J on u, idle_J, J), thresholds ascending per key
+    values, idles, prefixes = [], [], []  # per threshold: row value with all of J on u, idle_J, J's prefix
     for key in (lead, trail):
         order = np.argsort(-key, kind="stable")  # each threshold's set is a prefix of this order
         idle = np.minimum.accumulate(lead[order]) + np.minimum.accumulate(trail[order])
         busy = np.cumsum(t[order])
-        ends = np.flatnonzero(np.diff(key[order]))  # last index of each distinct key, bar the smallest
-        for end in ends[::-1]:
-            candidates.append((idle[end] + busy[end], float(idle[end]), [int(i) for i in ops[order[:end + 1]]]))
-    chosen = sorted(candidates, key=lambda c: -c[0])[:CARLIER_SETS]
-    return [everything] + [(idle, members) for _, idle, members in chosen]
+        ends = np.flatnonzero(np.diff(key[order]))[::-1]  # last index of each distinct key, bar the smallest
+        values.append(idle[ends] + busy[ends])
+        idles.append(idle[ends])
+        prefixes += [(order, int(end)) for end in ends]
+    # the CARLIER_SETS largest values (ties: in the order listed), and only their sets built: listing
+    # every threshold's set would take O(n²) time and memory
+    best = np.argsort(-np.concatenate(values), kind="stable")[:CARLIER_SETS]
+    idle_all = np.concatenate(idles)
+    return [everything] + [(float(idle_all[c]), [int(i) for i in ops[prefixes[c][0][:prefixes[c][1] + 1]]])
+                           for c in best]
 
 
 def device_path_bound(inst: Instance) -> LowerBound:
@@ -244,8 +250,11 @@ def _moved_columns(lp: SparseModel, inst: Instance, x: np.ndarray, has: np.ndarr
 
 def simple_bounds(inst: Instance, lp: bool = True, time_limit: float = 10.0) -> list[LowerBound]:
     """The closed-form bounds, and the load and path LPs (each within ``time_limit`` seconds) unless
-    ``lp`` is False."""
+    ``lp`` is False; an LP the graph is too big for in that time is listed ``skipped``
+    (:func:`.scale.skip_reason`)."""
     out = [critical_path_bound(inst), device_path_bound(inst), work_bound(inst)]
     if lp:
-        out += [load_lp_bound(inst, time_limit), path_lp_bound(inst, time_limit)]
+        why = skip_reason("lp", inst.n, time_limit)
+        out += ([LowerBound(name, None, "skipped", "highs", 0.0, why) for name in ("load-lp", "path-lp")] if why
+                else [load_lp_bound(inst, time_limit), path_lp_bound(inst, time_limit)])
     return out

@@ -10,14 +10,14 @@ answer (the wall-clock ``time_limit`` is only a safety cap that ends a run early
 
 from __future__ import annotations
 
-from time import monotonic as now
 import math
 from collections.abc import Mapping, Sequence
+from time import monotonic as now
 
 import numpy as np
 
 from onnxpart.schedule.common.instance import Instance
-from onnxpart.schedule.common.list_scheduling import cpop_plan, earliest_gap, rank_order
+from onnxpart.schedule.common.list_scheduling import Timeline, cpop_plan, rank_order
 from onnxpart.schedule.common.search import search
 from onnxpart.schedule.common.solution import HeuristicResult
 from onnxpart.schedule.latency.simulator import Schedule, makespan, ready_time, simulate
@@ -59,13 +59,13 @@ def _list_eft(inst: Instance, order: Sequence[int], insertion: bool, method: str
     end = np.zeros(inst.n)
     load = np.zeros(inst.k)
     free = np.zeros(inst.k)
-    slots: list[list[tuple[float, float]]] = [[] for _ in range(inst.k)]
+    slots = [Timeline() for _ in range(inst.k)]
     for i in order:
         best = None
         cands = _candidates(inst, i, mapping, load)
         for u in [pins[i]] if pins and pins.get(i) in cands else cands:
             ready = ready_time(inst, i, u, mapping, end)
-            s = earliest_gap(slots[u], ready, inst.time[i, u]) if insertion else max(ready, free[u])
+            s = slots[u].earliest(ready, inst.time[i, u]) if insertion else max(ready, free[u])
             key = (s + inst.time[i, u], inst.time[i, u], u)
             if best is None or key < best[0]:
                 best = (key, u, s)
@@ -75,8 +75,7 @@ def _list_eft(inst: Instance, order: Sequence[int], insertion: bool, method: str
         mapping[i], end[i] = u, finish
         load[u] += inst.mem[i]
         free[u] = max(free[u], finish)
-        slots[u].append((s, finish))
-        slots[u].sort()
+        slots[u].add(s, finish)
     sched = simulate(inst, mapping, list(order), insertion=insertion)
     return HeuristicResult(method, sched, now() - t0)
 

@@ -16,7 +16,6 @@ no overlap per device, memory (constraint 3.7), the makespan — without trustin
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ import numpy as np
 
 from onnxpart.certificate import slack
 from onnxpart.schedule.common.instance import Instance
-from onnxpart.schedule.common.list_scheduling import earliest_gap, topological_repair
+from onnxpart.schedule.common.list_scheduling import Timeline, topological_repair
 
 
 @dataclass(frozen=True)
@@ -110,16 +109,16 @@ def simulate(inst: Instance, mapping: Sequence[int], order: Sequence[int] | None
     start = np.zeros(inst.n)
     end = np.zeros(inst.n)
     free = np.zeros(inst.k)
-    slots: list[list[tuple[float, float]]] = [[] for _ in range(inst.k)]
+    slots = [Timeline() for _ in range(inst.k)]
     for i in order:
         u = int(mapping[i])
         d = float(inst.time[i, u])
         ready = ready_time(inst, i, u, mapping, end)
-        s = earliest_gap(slots[u], ready, d) if insertion else max(ready, free[u])
+        s = slots[u].earliest(ready, d) if insertion else max(ready, free[u])
         start[i], end[i] = s, s + d
         free[u] = max(free[u], s + d)
         if insertion:
-            bisect.insort(slots[u], (s, s + d))
+            slots[u].add(s, s + d)
     return Schedule(mapping, start, end, order, transfers_of(inst, mapping, end))
 
 

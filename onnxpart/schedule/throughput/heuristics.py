@@ -9,15 +9,14 @@ thousand splits) and say when it ended them (``timed_out``).
 
 from __future__ import annotations
 
-from time import monotonic as now
-import bisect
 import math
 from collections.abc import Mapping, Sequence
+from time import monotonic as now
 
 import numpy as np
 
 from onnxpart.schedule.common.instance import Instance
-from onnxpart.schedule.common.list_scheduling import cpop_plan, earliest_gap, rank_order
+from onnxpart.schedule.common.list_scheduling import Timeline, cpop_plan, rank_order
 from onnxpart.schedule.common.search import search
 from onnxpart.schedule.common.solution import HeuristicResult
 from onnxpart.schedule.throughput.model import Split, add_load, fits, op_splits, ranges, slices
@@ -88,7 +87,7 @@ def _list_eft(inst: Instance, batch: int, order: Sequence[int], insertion: bool,
     spans: list = [None] * inst.n
     end: dict = {}
     free = np.zeros(inst.k)
-    busy: list[list[tuple[float, float]]] = [[] for _ in range(inst.k)]
+    busy = [Timeline() for _ in range(inst.k)]
     for i in order:
         if now() - t0 > time_limit:
             return HeuristicResult(method, None, now() - t0, timed_out=True)
@@ -109,7 +108,7 @@ def _list_eft(inst: Instance, batch: int, order: Sequence[int], insertion: bool,
             for u in slices(splits, i):
                 d = inst.time_batch(i, u, s[u])
                 ready = ready_time(inst, i, u, spans[i][u], spans, end)
-                st = earliest_gap(busy[u], ready, d) if insertion else max(ready, free[u])
+                st = busy[u].earliest(ready, d) if insertion else max(ready, free[u])
                 plan.append((u, st, st + d))
                 finish = max(finish, st + d)
             key = (finish, sum(inst.time_batch(i, u, x) for u, x in enumerate(s)), n)
@@ -123,7 +122,7 @@ def _list_eft(inst: Instance, batch: int, order: Sequence[int], insertion: bool,
         for u, st, en in plan:
             end[(i, u)] = en
             free[u] = max(free[u], en)
-            bisect.insort(busy[u], (st, en))
+            busy[u].add(st, en)
     sched = simulate(inst, splits, slice_order(inst, splits, order), insertion=insertion)
     return HeuristicResult(method, sched, now() - t0)
 

@@ -10,7 +10,6 @@ the transfers of :func:`slice_transfers`, no overlap per device, memory (3.7).
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ import numpy as np
 
 from onnxpart.certificate import slack
 from onnxpart.schedule.common.instance import Instance
-from onnxpart.schedule.common.list_scheduling import earliest_gap, topological_repair
+from onnxpart.schedule.common.list_scheduling import Timeline, topological_repair
 from onnxpart.schedule.throughput.model import Split, memory_violations, overlap, overlapping_slices, ranges, slices
 
 
@@ -114,15 +113,15 @@ def simulate(inst: Instance, splits: Sequence[Split], order: Sequence[tuple[int,
     start: dict = {}
     end: dict = {}
     free = np.zeros(inst.k)
-    busy: list[list[tuple[float, float]]] = [[] for _ in range(inst.k)]
+    busy = [Timeline() for _ in range(inst.k)]
     for i, u in order:
         d = inst.time_batch(i, u, splits[i][u])
         ready = ready_time(inst, i, u, spans[i][u], spans, end)
-        s = earliest_gap(busy[u], ready, d) if insertion else max(ready, free[u])
+        s = busy[u].earliest(ready, d) if insertion else max(ready, free[u])
         start[(i, u)], end[(i, u)] = s, s + d
         free[u] = max(free[u], s + d)
         if insertion:
-            bisect.insort(busy[u], (s, s + d))
+            busy[u].add(s, s + d)
     return BatchSchedule(batch, splits, start, end, order)
 
 
