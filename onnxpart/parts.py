@@ -5,7 +5,7 @@ multi-device fields — what partition's stages, schedule's per-device pieces an
   part or graph inputs; its outputs: tensors another part reads, and the model outputs it makes; the last
   part also emits the model outputs no op makes: constants, graph inputs passed through).
 * :func:`part_models` — one standalone ONNX model per non-empty part
-  (:func:`onnxpart.onnx_io.extract_subgraph`: weight generators pulled in, each before its first reader).
+  (:func:`onnxpart.onnx_extract.extract_subgraph`: weight generators pulled in, each before its first reader).
 * :func:`annotate` — the original model with ``ModelProto.configuration`` (one ``DeviceConfigurationProto``)
   and, on every compute node and the weight generators it owns, a ``NodeDeviceConfigurationProto`` whose
   fields the caller chooses (``pipeline_stage`` for partition; the device, and a sharding spec, for
@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 import onnx
 
-from onnxpart.onnx_io import copy_proto, extract_subgraph
+from onnxpart.onnx_extract import extract_subgraph
+from onnxpart.onnx_io import copy_proto
 
 
 def part_io(graph, assignment: np.ndarray, count: int) -> list[tuple[list[str], list[str]]]:
@@ -70,7 +71,7 @@ def _dead_results(graph, assignment: np.ndarray, io: list[tuple[list[str], list[
 def part_models(model: onnx.ModelProto, graph, assignment: np.ndarray, count: int,
                 name: Callable[[int], str], declare=None, only: Sequence[int] | None = None) -> dict[int, onnx.ModelProto]:
     """``{part: ModelProto}`` for the non-empty parts (those in ``only`` when given); ``name(part)`` names
-    each graph; ``declare(name)`` types their inputs and outputs (see :func:`onnxpart.onnx_io.extract_subgraph`)."""
+    each graph; ``declare(name)`` types their inputs and outputs (see :func:`onnxpart.onnx_extract.extract_subgraph`)."""
     io = part_io(graph, assignment, count)
     models = {}
     for part in range(count) if only is None else only:

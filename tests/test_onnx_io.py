@@ -11,7 +11,8 @@ import pytest
 
 from onnxpart import runtime
 from onnxpart.errors import UserError
-from onnxpart.onnx_io import extract_subgraph, load_graph, parse_input_shapes, read_model
+from onnxpart.onnx_extract import extract_subgraph
+from onnxpart.onnx_io import load_graph, parse_input_shapes, read_model
 from tests.conftest import FIXTURES, light
 
 

@@ -1,7 +1,7 @@
 """Solution -> files: ``stage_i.onnx``, ``manifest.json``, ``certificate.json``, ``annotated.onnx``.
 
 * A stage model holds the ONNX nodes of its ops (weight generators pulled in by
-  :func:`onnxpart.onnx_io.extract_subgraph`); its inputs are the tensors it receives (from earlier stages
+  :func:`onnxpart.onnx_extract.extract_subgraph`); its inputs are the tensors it receives (from earlier stages
   or the graph's inputs), its outputs the tensors later stages read plus the model outputs it makes;
   the last stage also emits the model outputs no op makes (constants, graph inputs passed through).
 * ``annotated.onnx`` is the original model with ONNX's multi-device fields (IR ≥ 11):
@@ -100,7 +100,7 @@ def certificate(solution: Solution, model_sha256: str | None, options: dict[str,
 
 def stage_models(loaded_model, graph, solution: Solution, declare=None) -> dict[int, Any]:
     """``{stage index: ModelProto}`` for the non-empty stages; ``declare(name)`` types their inputs and
-    outputs (see :func:`onnxpart.onnx_io.extract_subgraph`)."""
+    outputs (see :func:`onnxpart.onnx_extract.extract_subgraph`)."""
     return part_models(loaded_model, graph, solution.assignment, solution.k,
                        lambda b: f"{graph.name}_stage_{b}", declare)
 
