@@ -37,6 +37,7 @@ def _grid(name: str, example: str):
 
 @handle_errors
 def sweep(
+    context: typer.Context,
     inputs: list[str] = typer.Argument(..., help="Models (paths or globs), or one sweep file (YAML/JSON with models: and the grids)."),
     output: Path = typer.Option(..., "--output", "-o", help="Sweep folder: one folder per job, results.csv/jsonl, report.md, plots/."),
     partition: Optional[list[str]] = _grid("partition", "k=2,4,8,16"),
@@ -62,6 +63,7 @@ def sweep(
     """Run strategies over many models and settings; say which setting is best, where the knee is, and what
     the certificates prove about the rest of the grid."""
     from onnxpart.cli.common import gap_limit
+    from onnxpart.sweep.commands import Commands
     from onnxpart.sweep.folder import SweepFolder
     from onnxpart.sweep.plan import plan
     from onnxpart.sweep.runner import run_sweep
@@ -72,7 +74,8 @@ def sweep(
         raise UserError("--retry-failed goes with --resume")
     jobs = plan(inputs, {"partition": partition, "remat": remat, "schedule": schedule, "tile": tile,
                          "annotate": annotate},
-                time_limit=time_limit, workers=workers, seed=seed, job_timeout=job_timeout, version=version)
+                time_limit=time_limit, workers=workers, seed=seed, job_timeout=job_timeout, version=version,
+                command=Commands(context.find_root().command))
     folder = SweepFolder(output, resume=resume, force=force, reads={path for job in jobs for path in job.reads})
     runner = _engine(engine, jobs, address, shared_fs, jobs_at_once)
     view = _View(jobs, as_json)

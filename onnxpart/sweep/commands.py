@@ -1,13 +1,14 @@
 """The strategy commands as a sweep sees them: their options (by any spelling a user writes in a grid), the
 command line of one job, and a parse check that refuses a bad option or value before any job starts.
 
-This is the one module of the sweep that reads the Typer app, and it reads only what ``--help`` shows:
-option names, flags and value types (``Command.make_context`` parses a command line without running it).
+This is the one module of the sweep that reads the command line's commands, and it reads only what
+``--help`` shows: option names, flags and value types (``Command.make_context`` parses a command line
+without running it). The commands are handed in (:class:`Commands`, made by the ``sweep`` command from
+the app it runs in), so the library never imports the command line.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
@@ -95,13 +96,18 @@ def output_in(strategy: str, folder: Path) -> Path:
     return folder / OUTPUT_FILE[strategy] if strategy in OUTPUT_FILE else folder
 
 
-@functools.lru_cache(maxsize=None)
-def command(name: str) -> Command:
-    """The strategy command ``name``; an unknown one is a :class:`UserError`."""
-    if name not in STRATEGIES:
-        raise UserError(f"unknown strategy {name!r}: use {', '.join(STRATEGIES)}")
-    import typer.main
+class Commands:
+    """The strategy commands of a command-line group (a click ``Group``: the app's, as
+    ``typer.main.get_command(app)`` or the running context's root command), by name."""
 
-    from onnxpart.cli.app import app
+    def __init__(self, group: Any):
+        self._group = group
+        self._made: dict[str, Command] = {}
 
-    return Command(name, typer.main.get_command(app).commands[name])
+    def __call__(self, name: str) -> Command:
+        """The strategy command ``name``; an unknown one is a :class:`UserError`."""
+        if name not in STRATEGIES:
+            raise UserError(f"unknown strategy {name!r}: use {', '.join(STRATEGIES)}")
+        if name not in self._made:
+            self._made[name] = Command(name, self._group.commands[name])
+        return self._made[name]

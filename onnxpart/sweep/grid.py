@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Optional
 
 from onnxpart.errors import UserError
-from onnxpart.sweep.commands import Option, Value, command
+from onnxpart.sweep.commands import Command, Commands, Option, Value
 
 #: Option values that name files: they must exist, jobs get their absolute path, keys their content hash.
 _FILE_SUFFIXES = (".yaml", ".yml", ".json", ".onnx")
@@ -85,9 +85,9 @@ class Job:
     timeout: float = 0.0    # seconds before the job is killed (onnxpart.sweep.plan sets it)
 
 
-def parse_strategy_spec(strategy: str, text: str) -> StrategyGrid:
-    """``"k=2,4,8 bounds=simple"`` -> a grid (a bare ``NAME`` is a flag set to true; a repeatable option
-    named twice gets both values on every job)."""
+def parse_strategy_spec(strategy: str, text: str, command: Commands) -> StrategyGrid:
+    """``"k=2,4,8 bounds=simple"`` -> a grid of ``command(strategy)``'s options (a bare ``NAME`` is a flag
+    set to true; a repeatable option named twice gets both values on every job)."""
     axes: dict[str, list[Value]] = {}
     try:
         words = shlex.split(text)
@@ -131,7 +131,7 @@ def expand_models(patterns: list[str], base: Path, options: Optional[list[dict]]
 
 
 def expand(models: list[ModelSpec], grids: list[StrategyGrid], settings: Settings, base: Path,
-           version: str) -> list[Job]:
+           version: str, command: Commands) -> list[Job]:
     """Every job of the grid, in order (model, grid, cartesian product), duplicates dropped; each job's
     command line parsed once by its command (a bad value is a :class:`UserError` before any job runs)."""
     if not models:
@@ -147,7 +147,7 @@ def expand(models: list[ModelSpec], grids: list[StrategyGrid], settings: Setting
         for grid in grids:
             for point in itertools.product(*grid.axes.values()):
                 axis = dict(zip(grid.axes, point))
-                job = _job(model, model_sha, grid, axis, settings, files, version)
+                job = _job(model, model_sha, grid, axis, settings, files, version, command(grid.strategy))
                 if (job.strategy, job.argv) not in checked:
                     command(job.strategy).check(list(job.argv))
                     checked.add((job.strategy, job.argv))
@@ -158,10 +158,9 @@ def expand(models: list[ModelSpec], grids: list[StrategyGrid], settings: Setting
 
 
 def _job(model: ModelSpec, model_sha: str, grid: StrategyGrid, axis: dict[str, Value], settings: Settings,
-         files: "_FileHashes", version: str) -> Job:
-    """One job: settings (those the command takes), then the model's options, then the grid's values
-    (later ones win)."""
-    cmd = command(grid.strategy)
+         files: "_FileHashes", version: str, cmd: Command) -> Job:
+    """One job of ``cmd``: settings (those the command takes), then the model's options, then the grid's
+    values (later ones win)."""
     options: dict[str, Value] = {}
     resolved: dict[str, tuple[Option, Value]] = {}
     shared = {name: value for name, value in settings.options().items() if cmd.has(name)}

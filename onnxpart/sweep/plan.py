@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Optional
 
 from onnxpart.errors import UserError
+from onnxpart.sweep.commands import Commands
 from onnxpart.sweep.grid import Job, ModelSpec, Settings, expand, expand_models, parse_strategy_spec
 from onnxpart.sweep.models import model_files
 
@@ -20,9 +21,9 @@ TIMEOUT_MARGIN = 60.0
 
 def plan(inputs: list[str], specs: dict[str, list[str]], *, time_limit: Optional[float] = None,
          workers: Optional[int] = None, seed: Optional[int] = None, job_timeout: Optional[float] = None,
-         version: str) -> list[Job]:
-    """The jobs of a sweep. ``inputs``: one sweep file, or models (paths, globs); ``specs``: strategy ->
-    its command-line grids. Each job's timeout is ``job_timeout``, else 2 × its time limit + 60 s."""
+         version: str, command: Commands) -> list[Job]:
+    """The jobs of a sweep of ``command``'s strategies. ``inputs``: one sweep file, or models (paths,
+    globs); ``specs``: strategy -> its command-line grids. Each job's timeout is ``job_timeout``, else 2 × its time limit + 60 s."""
     cwd = Path.cwd()
     given = {name: texts for name, texts in specs.items() if texts}
     if len(inputs) == 1 and is_sweep_file(Path(inputs[0])):
@@ -32,7 +33,7 @@ def plan(inputs: list[str], specs: dict[str, list[str]], *, time_limit: Optional
         from onnxpart.sweep.sweep_file import read_sweep_file
 
         path = Path(inputs[0])
-        read = read_sweep_file(path)
+        read = read_sweep_file(path, command)
         models, grids, base = read.models, read.grids, path.resolve().parent
         settings = read.settings(time_limit, workers, seed)
         job_timeout = job_timeout if job_timeout is not None else read.values.get("job_timeout")
@@ -40,11 +41,11 @@ def plan(inputs: list[str], specs: dict[str, list[str]], *, time_limit: Optional
         if any(is_sweep_file(Path(text)) for text in inputs):
             raise UserError("a sweep file comes alone: give one sweep file, or models")
         models, base = expand_models(inputs, cwd), cwd
-        grids = [parse_strategy_spec(name, text) for name, texts in given.items() for text in texts]
+        grids = [parse_strategy_spec(name, text, command) for name, texts in given.items() for text in texts]
         settings = Settings(**{key: value for key, value in
                                {"time_limit": time_limit, "workers": workers, "seed": seed}.items() if value is not None})
     _check_models(models)
-    jobs = expand(models, grids, settings, base, version)
+    jobs = expand(models, grids, settings, base, version, command)
     return [dataclasses.replace(job, timeout=job_timeout if job_timeout is not None
                                 else 2 * float(job.options.get("time_limit", settings.time_limit)) + TIMEOUT_MARGIN)
             for job in jobs]

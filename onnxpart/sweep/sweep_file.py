@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Stri
 
 from onnxpart.errors import UserError
 from onnxpart.files import read_text
-from onnxpart.sweep.commands import STRATEGIES, command
+from onnxpart.sweep.commands import STRATEGIES, Commands
 from onnxpart.sweep.grid import ModelSpec, Settings, StrategyGrid, expand_models
 from onnxpart.validate import compose_yaml, load_yaml
 
@@ -77,8 +77,9 @@ class SweepFile:
         return Settings(**{key: value for key, value in chosen.items() if value is not None})
 
 
-def read_sweep_file(path: Path) -> SweepFile:
-    """Parse and validate ``path``; models and files resolve against its folder."""
+def read_sweep_file(path: Path, command: Commands) -> SweepFile:
+    """Parse and validate ``path`` (its grids name options of ``command``'s strategies); models and files
+    resolve against its folder."""
     text = read_text(path, "sweep file")
     node = compose_yaml(text, str(path))  # within the input files' depth and alias limits
     data = load_yaml(text, str(path))
@@ -86,7 +87,7 @@ def read_sweep_file(path: Path) -> SweepFile:
         parsed = _SweepFile.model_validate(data)
     except ValidationError as exc:
         raise UserError(_one_line(path, node, exc)) from None
-    _check_options(path, node, parsed)
+    _check_options(path, node, parsed, command)
     base = path.resolve().parent
     entries = [model if isinstance(model, str) else model.path for model in parsed.models]
     options = [{} if isinstance(model, str) else dict(model.model_extra) for model in parsed.models]
@@ -96,7 +97,7 @@ def read_sweep_file(path: Path) -> SweepFile:
     return SweepFile(models, grids, parsed.model_dump(include={"time_limit", "workers", "seed", "job_timeout"}))
 
 
-def _check_options(path: Path, node: Optional[yaml.Node], parsed: _SweepFile) -> None:
+def _check_options(path: Path, node: Optional[yaml.Node], parsed: _SweepFile, command: Commands) -> None:
     """Every option a grid or a model names must be one its strategies take: else the key and its line."""
     strategies = [name for name in STRATEGIES if getattr(parsed, name) is not None]
     places = [([name, n] if isinstance(getattr(parsed, name), list) else [name], name, grid)

@@ -6,19 +6,23 @@ import shutil
 
 import onnx
 import pytest
+import typer.main
 
+from onnxpart.cli.app import app
 from onnxpart.errors import UserError
+from onnxpart.sweep.commands import Commands
 from onnxpart.sweep.grid import Settings, expand, expand_models, parse_strategy_spec
 from onnxpart.sweep.sweep_file import read_sweep_file
 from tests.conftest import FIXTURES
 
 DIAMOND = FIXTURES / "diamond.onnx"
 SYSTEM = FIXTURES / "systems" / "cpu_t4_a100.yaml"
+COMMANDS = Commands(typer.main.get_command(app))  # the strategy commands, as the sweep command hands them in
 
 
 def jobs_of(specs: dict[str, list[str]], models=(DIAMOND,), version="1.0", settings=Settings(), base=FIXTURES):
-    grids = [parse_strategy_spec(name, text) for name, texts in specs.items() for text in texts]
-    return expand(expand_models([str(m) for m in models], base), grids, settings, base, version)
+    grids = [parse_strategy_spec(name, text, COMMANDS) for name, texts in specs.items() for text in texts]
+    return expand(expand_models([str(m) for m in models], base), grids, settings, base, version, COMMANDS)
 
 
 def test_a_spec_is_the_cartesian_product_of_its_options_values():
@@ -85,7 +89,7 @@ def test_no_strategy_and_unknown_strategy():
     with pytest.raises(UserError, match="no strategies"):
         jobs_of({})
     with pytest.raises(UserError, match="unknown strategy"):
-        parse_strategy_spec("inspect", "top=3")
+        parse_strategy_spec("inspect", "top=3", COMMANDS)
 
 
 def test_annotate_jobs_take_only_the_options_annotate_has():
@@ -118,8 +122,8 @@ def test_a_sweep_file_gives_the_same_jobs_as_the_command_line(tmp_path):
         "models: [diamond.onnx]\ntime_limit: 2\n"
         "partition: {k: [2, 4], bounds: simple}\n"
         "schedule:\n  - {system: system.yaml, resources: {a100: 1}}\n")
-    read = read_sweep_file(tmp_path / "sweep.yaml")
-    from_file = expand(read.models, read.grids, read.settings(None, None, None), tmp_path, "1.0")
+    read = read_sweep_file(tmp_path / "sweep.yaml", COMMANDS)
+    from_file = expand(read.models, read.grids, read.settings(None, None, None), tmp_path, "1.0", COMMANDS)
     from_cli = jobs_of({"partition": ["k=2,4 bounds=simple"], "schedule": [f"system={tmp_path / 'system.yaml'}"]},
                        models=(tmp_path / "diamond.onnx",), settings=Settings(time_limit=2), base=tmp_path)
     assert [j.key for j in from_file] == [j.key for j in from_cli]
@@ -139,7 +143,7 @@ def test_sweep_file_errors_name_the_key_and_line(tmp_path, text, mention):
     shutil.copy(DIAMOND, tmp_path / "diamond.onnx")
     (tmp_path / "sweep.yaml").write_text(text)
     with pytest.raises(UserError) as caught:
-        read_sweep_file(tmp_path / "sweep.yaml")
+        read_sweep_file(tmp_path / "sweep.yaml", COMMANDS)
     assert mention in str(caught.value) and "sweep.yaml" in str(caught.value)
 
 
@@ -147,8 +151,8 @@ def test_model_options_in_a_sweep_file_reach_every_job(tmp_path):
     shutil.copy(FIXTURES / "symbolic.onnx", tmp_path / "symbolic.onnx")
     (tmp_path / "sweep.yaml").write_text("models:\n  - {path: symbolic.onnx, dim: [batch=2]}\n"
                                          "remat: {budget: [80%, 90%]}\n")
-    read = read_sweep_file(tmp_path / "sweep.yaml")
-    jobs = expand(read.models, read.grids, Settings(), tmp_path, "1.0")
+    read = read_sweep_file(tmp_path / "sweep.yaml", COMMANDS)
+    jobs = expand(read.models, read.grids, Settings(), tmp_path, "1.0", COMMANDS)
     assert [j.options["dim"] for j in jobs] == [["batch=2"], ["batch=2"]]
     assert all(("--dim", "batch=2") == j.argv[6:8] for j in jobs)
 
