@@ -74,8 +74,8 @@ BASELINES = {"met": heuristics.met, "greedy": heuristics.greedy, "heft": heurist
 
 #: Every latency method (:data:`onnxpart.schedule.common.methods.CATALOGUE`), run by its function here;
 #: the constructive baselines take milliseconds: no share of the time.
-METHODS: Registry = registry(dict(met=_constructive, greedy=_constructive, heft=_constructive,
-                                  cpop=_constructive, sa=_search, ea=_search, exact=_solver, milp=_solver, cpsat=_solver, split=_split),
+METHODS: Registry = registry(dict(met=_constructive, greedy=_constructive, heft=_constructive, cpop=_constructive,
+                                  sa=_search, ea=_search, exact=_solver, milp=_solver, cpsat=_solver, split=_split),
                              dict.fromkeys(CONSTRUCTIVE, 0.0))
 
 
