@@ -14,9 +14,6 @@ default methods, then HEFT alone); pieces are the emitted files' count, per devi
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 import tempfile
 from collections import Counter
@@ -27,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import onnx  # noqa: E402
 import yaml  # noqa: E402
 
-from bench_common import ROOT, machine_line, write_section  # noqa: E402
+from bench_common import ROOT, cli_json, machine_line, write_section  # noqa: E402
 
 sys.path.insert(0, str(ROOT))  # this checkout's onnxpart and tests, not an installed one
 
@@ -35,7 +32,6 @@ from tests.export_like import tied_lm_head  # noqa: E402
 
 SYSTEM = ROOT / "fixtures" / "systems" / "cpu_t4_a100.yaml"
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
-ONNXPART = Path(sys.executable).parent / "onnxpart"
 
 
 def models(folder: Path) -> dict[str, tuple[Path, list[str]]]:
@@ -62,12 +58,8 @@ def free_switch_system(folder: Path) -> Path:
 
 def schedule(model: Path, extra: list[str], system: Path, out: Path, limit: float, method: str | None) -> dict:
     """One `onnxpart schedule --json` run: makespan, method, pieces per device."""
-    command = [str(ONNXPART), "schedule", str(model), "--system", str(system), "-o", str(out), "--force",
-               "--time-limit", str(limit), "--json", *extra] + (["--method", method] if method else [])
-    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)}: {done.stderr.strip()}")
-    result = json.loads(done.stdout)
+    result = cli_json("schedule", str(model), "--system", str(system), "-o", str(out), "--force", "--time-limit",
+                      str(limit), "--json", *extra, *(["--method", method] if method else []))
     per_device = Counter(piece["device"] for piece in result["manifest"]["pieces"])
     return {"makespan": result["manifest"]["makespan"], "method": result["method"], "pieces": result["pieces"],
             "per_device": dict(sorted(per_device.items())), "ops": len(result["manifest"]["ops"])}
