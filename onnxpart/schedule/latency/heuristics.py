@@ -10,9 +10,9 @@ answer (the wall-clock ``time_limit`` is only a safety cap that ends a run early
 
 from __future__ import annotations
 
-from time import monotonic as now
 import math
 from collections.abc import Mapping, Sequence
+from time import monotonic as now
 
 import numpy as np
 

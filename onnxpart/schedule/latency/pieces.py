@@ -85,7 +85,8 @@ def merge(inst: Instance, sched: Schedule, max_pieces: int) -> Schedule:
         if best_mapping is None:
             reason = inst.mapping_violations(_moved(mapping, runs))
             raise InfeasibleError(f"cannot merge {len(runs)} pieces into --max-pieces {max_pieces}: every merge "
-                                  f"breaks a hard rule or leaves as many ({reason[0] if reason else 'memory or links'})")
+                                  f"breaks a hard rule or leaves as many pieces "
+                                  f"({reason[0] if reason else 'memory or links'})")
         mapping = best_mapping
     return simulate(inst, mapping, order)
 

@@ -9,10 +9,10 @@ thousand splits) and say when it ended them (``timed_out``).
 
 from __future__ import annotations
 
-from time import monotonic as now
 import bisect
 import math
 from collections.abc import Mapping, Sequence
+from time import monotonic as now
 
 import numpy as np
 
