@@ -35,3 +35,17 @@ def write_section(name: str, markdown: str) -> None:
     pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
     text = pattern.sub(lambda _: f"{start}\n{markdown.strip()}\n{end}", text)
     path.write_text(text)
+
+
+def cli_json(*args: str) -> dict | None:
+    """Run this environment's ``onnxpart`` command line (no colours); -> its ``--json`` output when asked for
+    one; a RuntimeError naming the command and its error line when it fails."""
+    import json
+    import subprocess
+    import sys
+
+    command = [str(Path(sys.executable).parent / "onnxpart"), *args]
+    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)}: {done.stderr.strip()}")
+    return json.loads(done.stdout) if "--json" in args else None

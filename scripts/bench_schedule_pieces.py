@@ -14,9 +14,6 @@ default methods, then HEFT alone); pieces are the emitted files' count, per devi
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 import tempfile
 from collections import Counter
@@ -27,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import onnx  # noqa: E402
 import yaml  # noqa: E402
 
-from bench_common import ROOT, machine_line, write_section  # noqa: E402
+from bench_common import ROOT, cli_json, machine_line, write_section  # noqa: E402
 
 sys.path.insert(0, str(ROOT))  # this checkout's onnxpart and tests, not an installed one
 
@@ -35,7 +32,6 @@ from tests.export_like import tied_lm_head  # noqa: E402
 
 SYSTEM = ROOT / "fixtures" / "systems" / "cpu_t4_a100.yaml"
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
-ONNXPART = Path(sys.executable).parent / "onnxpart"
 
 
 def models(folder: Path) -> dict[str, tuple[Path, list[str]]]:
@@ -61,16 +57,17 @@ def free_switch_system(folder: Path) -> Path:
 
 
 def schedule(model: Path, extra: list[str], system: Path, out: Path, limit: float, method: str | None) -> dict:
-    """One `onnxpart schedule --json` run: makespan, method, pieces per device."""
-    command = [str(ONNXPART), "schedule", str(model), "--system", str(system), "-o", str(out), "--force",
-               "--time-limit", str(limit), "--json", *extra] + (["--method", method] if method else [])
-    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)}: {done.stderr.strip()}")
-    result = json.loads(done.stdout)
-    per_device = Counter(piece["device"] for piece in result["manifest"]["pieces"])
-    return {"makespan": result["manifest"]["makespan"], "method": result["method"], "pieces": result["pieces"],
-            "per_device": dict(sorted(per_device.items())), "ops": len(result["manifest"]["ops"])}
+    """One `onnxpart schedule --json` run: makespan, method, pieces per device, and ``runs``: the runs of
+    consecutive ops on one device in the execution order (what a piece was before pieces were grouped by
+    dependency)."""
+    result = cli_json("schedule", str(model), "--system", str(system), "-o", str(out), "--force", "--time-limit",
+                      str(limit), "--json", *extra, *(["--method", method] if method else []))
+    manifest = result["manifest"]
+    per_device = Counter(piece["device"] for piece in manifest["pieces"])
+    device = {op["name"]: op["device"] for op in manifest["ops"]}
+    runs = 1 + sum(device[a] != device[b] for a, b in zip(manifest["order"], manifest["order"][1:]))
+    return {"makespan": manifest["makespan"], "method": result["method"], "pieces": result["pieces"], "runs": runs,
+            "per_device": dict(sorted(per_device.items())), "ops": len(manifest["ops"])}
 
 
 def render(rows: dict, limit: float) -> str:
@@ -80,15 +77,18 @@ def render(rows: dict, limit: float) -> str:
             "indicative, pieces are what the runs emitted. System: CPU + T4 + A100 "
             "(fixtures/systems/cpu_t4_a100.yaml), analytic costs. *free*: every device's `switch: 0` (the "
             "cost model before the switch cost); *charged*: the default switch cost, each device's spec "
-            "`op_overhead` (CPU 2 µs, T4 and A100 5 µs), paid by every transfer into the device. Pieces per "
-            "device as cpu/t4/a100. Each makespan is under its own cost model: a free row's does not pay the "
+            "`op_overhead` (CPU 2 µs, T4 and A100 5 µs), paid by every transfer into the device. *runs free*: "
+            "the pieces as they were cut before this change (one per run of consecutive ops on one device in "
+            "the execution order) of the free run; *pieces*: grouped by dependency (a new piece only where data "
+            "comes back from another device). Pieces per device as cpu/t4/a100. Each makespan is under its own cost model: a free row's does not pay the "
             "launches its pieces cost a runtime, a charged row's does.\n\n"
-            "| model | ops | method set | pieces free | pieces charged | per device charged | makespan free ms "
-            "| makespan charged ms (method) |\n|---|---|---|---|---|---|---|---|")
+            "| model | ops | method set | runs free | pieces free | pieces charged | per device charged "
+            "| makespan free ms | makespan charged ms (method) |\n|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     for (name, methods), (free, charged) in rows.items():
         per = "/".join(str(charged["per_device"].get(d, 0)) for d in ("cpu", "t4", "a100"))
-        lines.append(f"| {name} | {charged['ops']} | {methods} | {free['pieces']} | {charged['pieces']} | {per} | "
+        lines.append(f"| {name} | {charged['ops']} | {methods} | {free['runs']} | {free['pieces']} | {charged['pieces']} "
+                     f"| {per} | "
                      f"{free['makespan'] * 1e3:.4f} | {charged['makespan'] * 1e3:.4f} ({charged['method']}) |")
     return "\n".join(lines)
 

@@ -24,9 +24,9 @@ from tests.safety.harness import DIAMOND, Guard, error_line, run_cli
 
 TRANSFORMER = FIXTURES / "transformer_block.onnx"
 UNET = FIXTURES / "unet.onnx"
-#: two identical CPUs on a fast link: the diamond's branches run on both, with transfers between them
+#: two identical CPUs on a fast link, switching free: the diamond's branches run on both, with transfers
 TWO_CPUS = """devices:
-  - {name: cpu, spec: cpu, count: 2, batch_sizes: [1, 2, 4]}
+  - {name: cpu, spec: cpu, count: 2, batch_sizes: [1, 2, 4], switch: 0}
 links:
   default: {bandwidth: 1000GB/s, latency: 0}
 """

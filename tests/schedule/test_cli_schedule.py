@@ -313,7 +313,7 @@ def test_throughput_transfers_checked(tmp_path):
     or a mis-sized transfer."""
     out = tmp_path / "out"
     result = invoke(LIGHT, "--system", SYSTEM, "-o", out, "--objective", "throughput", "--batch", "8",
-                    "--method", "heft", "--time-limit", "1")
+                    "--method", "heft", "--time-limit", "3")  # the whole command: bHEFT gets part of what is left
     assert result.exit_code == 0, result.output
     manifest = json.loads((out / "manifest.json").read_text())
     transfers = manifest["transfers"]
@@ -358,3 +358,20 @@ def test_bad_throughput_options(tmp_path, args, pattern):
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and re.search(pattern, " ".join(result.output.split())), result.output
     assert not out.exists()
+
+
+def test_every_transfer_pays_the_receivers_switch_and_the_check_recomputes_it(light_out, tmp_path):
+    """The manifest lists each device's switch (its spec's op_overhead by default); every transfer lasts the
+    link's latency + bytes / bandwidth + the receiver's switch, and one without the switch is refused."""
+    out, _ = light_out
+    manifest = json.loads((out / "manifest.json").read_text())
+    switch = {d["name"]: d["switch"] for d in manifest["system"]["devices"]}
+    assert switch == pytest.approx({"cpu": 2e-6, "t4": 5e-6, "a100": 5e-6})
+    links = {(link["from"], link["to"]): link for link in manifest["system"]["links"]}
+    assert manifest["transfers"]
+    for t in manifest["transfers"]:
+        link = links[(t["from"], t["to"])]
+        assert t["end"] - t["start"] == pytest.approx(link["latency"] + t["bytes"] / link["bandwidth"] + switch[t["to"]])
+    unpaid = json.loads(json.dumps(manifest))
+    unpaid["transfers"][0]["end"] -= switch[unpaid["transfers"][0]["to"]]
+    assert "transfers[" in _refused(tmp_path, out, unpaid)

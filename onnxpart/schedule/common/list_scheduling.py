@@ -126,9 +126,9 @@ def cpop_plan(inst: Instance, time: np.ndarray | None = None) -> tuple[list[int]
     pos = {v: p for p, v in enumerate(inst.topo)}
     tolerance = 1e-9 * max(1.0, float(priority.max()))
     op = max((i for i in range(inst.n) if not inst.preds[i]), key=lambda i: (priority[i], -pos[i]))
-    path = [op]
+    path, size = [op], priority[op]
     while True:
-        on_path = [j for j in sorted(inst.succs[op], key=pos.__getitem__) if priority[j] >= priority[path[0]] - tolerance]
+        on_path = [j for j in sorted(inst.succs[op], key=pos.__getitem__) if priority[j] >= size - tolerance]
         if not on_path:
             break
         op = on_path[0]

@@ -16,10 +16,10 @@ safety cap that ends a run early.
 
 from __future__ import annotations
 
-from time import monotonic as now
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from time import monotonic as now
 from typing import Any
 
 import numpy as np

@@ -49,9 +49,9 @@ path LP's 2.462 (276 device paths, 220 LPs, 8–9 s), 3 channels 3.118 (816, 434
 
 from __future__ import annotations
 
-from time import monotonic as now
 import itertools
 import math
+from time import monotonic as now
 from typing import NamedTuple
 
 import numpy as np

@@ -66,7 +66,7 @@ def check_certificate(inst: Instance, graph, manifest: Any, cert: Certificate, m
         sched = simulate(inst, mapping, order)
     except ValueError as exc:
         return CertificateCheck(float("nan"), problems + [f"the manifest's schedule is infeasible: {exc}"])
-    parts = pieces(mapping, order)
+    parts = pieces(inst, mapping, order)
     files = {p.index: piece_file(p, inst) for p in parts} if onnx_input else {}
     expected = emit.manifest(Solution(inst, sched, checked.method), sched, parts, graph, checked.model.path,
                              model_sha256, files)

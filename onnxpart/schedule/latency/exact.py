@@ -26,9 +26,9 @@ has exactly the model's cost semantics.
 
 from __future__ import annotations
 
-from time import monotonic as now
 import math
 from collections.abc import Callable
+from time import monotonic as now
 from typing import NamedTuple
 
 import highspy

@@ -4,9 +4,12 @@
   checker can rebuild it from the manifest's mapping and order alone. It starts no op later than the
   schedule it came from (the argument in :mod:`onnxpart.schedule.latency.simulator`), so the makespan never
   grows.
-* :func:`pieces` — maximal runs of consecutive ops in that execution order on one device. The order is
-  topological, so a piece reads only tensors of earlier pieces (or graph inputs): the pieces'
-  dependency graph is acyclic by construction, and :func:`later_reads` re-checks it without trusting that.
+* :func:`pieces` — the ops in that execution order, each joining its device's latest piece unless it
+  reads an op of a piece opened after that one (running the pieces one after the other would then loop):
+  then it opens a new piece. So a piece reads only tensors of earlier pieces, its own or graph inputs —
+  the pieces' dependency graph is acyclic by construction, and :func:`later_reads` re-checks it without
+  trusting that — and ops of parallel branches on two devices interleaved in time stay in one piece per
+  device: a new piece (a device switch, a session launch) only where data comes back from another device.
 * :func:`merge` — ``--max-pieces``: fold the piece whose move onto a neighbour's device lengthens the
   makespan least, until at most N are left; refuse (infeasible) when no move is feasible (memory 3.7,
   no route). Fewer device switches trade latency for fewer transfers (thesis Section 3.3, MILP-SPLIT's
@@ -30,15 +33,19 @@ def canonical(inst: Instance, sched: Schedule) -> Schedule:
     return simulate(inst, sched.mapping, order_by_start(inst, sched.start))
 
 
-def pieces(mapping: Sequence[int], order: Sequence[int]) -> list[Piece]:
-    """Maximal runs of consecutive ops of ``order`` on one device, numbered in that order."""
+def pieces(inst: Instance, mapping: Sequence[int], order: Sequence[int]) -> list[Piece]:
+    """The pieces of ``mapping`` in the topological ``order`` (module docstring), numbered as opened."""
     runs: list[tuple[int, list[int]]] = []
+    latest: dict[int, int] = {}  # device -> its latest piece
+    where = np.full(inst.n, -1, dtype=np.int64)
     for i in order:
         u = int(mapping[i])
-        if runs and runs[-1][0] == u:
-            runs[-1][1].append(int(i))
-        else:
-            runs.append((u, [int(i)]))
+        p = latest.get(u)
+        if p is None or any(where[j] > p for j in inst.preds[i]):
+            p = latest[u] = len(runs)
+            runs.append((u, []))
+        runs[p][1].append(int(i))
+        where[i] = p
     return [Piece(p, u, tuple(ops)) for p, (u, ops) in enumerate(runs)]
 
 
@@ -58,10 +65,10 @@ def later_reads(inst: Instance, assignment: np.ndarray) -> list[str]:
 
 def merge(inst: Instance, sched: Schedule, max_pieces: int) -> Schedule:
     """At most ``max_pieces`` pieces: repeatedly move the piece whose move onto a neighbouring piece's
-    device gives the smallest makespan (ties: earliest piece), keeping the execution order. Raises
-    :class:`InfeasibleError` naming the reason when no feasible move is left."""
+    device leaves fewer pieces with the smallest makespan (ties: earliest piece), keeping the execution
+    order. Raises :class:`InfeasibleError` naming the reason when no feasible move is left."""
     order, mapping = list(sched.order), np.asarray(sched.mapping).copy()
-    while len(runs := pieces(mapping, order)) > max_pieces:
+    while len(runs := pieces(inst, mapping, order)) > max_pieces:
         best: tuple[float, int, int] | None = None
         best_mapping = None
         for p, piece in enumerate(runs):
@@ -70,7 +77,7 @@ def merge(inst: Instance, sched: Schedule, max_pieces: int) -> Schedule:
                     continue
                 trial = mapping.copy()
                 trial[list(piece.ops)] = runs[q].device
-                if inst.mapping_violations(trial):
+                if inst.mapping_violations(trial) or len(pieces(inst, trial, order)) >= len(runs):
                     continue
                 key = (simulate(inst, trial, order, check=False).makespan, p, q)
                 if best is None or key < best:
@@ -78,7 +85,8 @@ def merge(inst: Instance, sched: Schedule, max_pieces: int) -> Schedule:
         if best_mapping is None:
             reason = inst.mapping_violations(_moved(mapping, runs))
             raise InfeasibleError(f"cannot merge {len(runs)} pieces into --max-pieces {max_pieces}: every merge "
-                                  f"breaks a hard rule ({reason[0] if reason else 'memory or links'})")
+                                  f"breaks a hard rule or leaves as many pieces "
+                                  f"({reason[0] if reason else 'memory or links'})")
         mapping = best_mapping
     return simulate(inst, mapping, order)
 
@@ -98,7 +106,7 @@ def emitted_schedule(inst: Instance, sched: Schedule, max_pieces: int | None) ->
 
 def checked_pieces(inst: Instance, sched: Schedule) -> list[Piece]:
     """The pieces of an emitted schedule; a piece reading a later one is a bug (the order is topological)."""
-    parts = pieces(sched.mapping, sched.order)
+    parts = pieces(inst, sched.mapping, sched.order)
     bad = later_reads(inst, piece_of(inst, parts))
     if bad:
         raise AssertionError(f"piece graph has a cycle: {bad[0]}")

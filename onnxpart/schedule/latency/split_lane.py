@@ -42,11 +42,11 @@ calls :func:`solve_modules` once for the first pass over every pair and once per
 
 from __future__ import annotations
 
-from time import monotonic as now
 import logging
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from time import monotonic as now
 from typing import NamedTuple
 
 import numpy as np

@@ -5,9 +5,9 @@ are too many to list), whose rounded optimum is also a start for the searches.
 
 from __future__ import annotations
 
-from time import monotonic as now
 import math
 from dataclasses import dataclass
+from time import monotonic as now
 
 import numpy as np
 

@@ -10,9 +10,9 @@ re-simulated (:func:`.simulator.simulate`), so every returned schedule has the m
 
 from __future__ import annotations
 
-from time import monotonic as now
 import math
 from dataclasses import dataclass
+from time import monotonic as now
 from typing import Any
 
 from ortools.sat.python import cp_model

@@ -77,7 +77,7 @@ def test_pieces_of_a_diamond_are_acyclic_where_one_piece_per_device_loops(tmp_pa
     order = [names.index(n) for n in ("conv_1", "relu_2", "sigmoid_4", "conv_5", "conv_3", "add_6", "conv_7")]
     sched = simulate(inst, mapping, order)
     assert has_cycle(inst, naive_device_pieces(mapping))
-    parts = pieces(sched.mapping, sched.order)
+    parts = pieces(inst, sched.mapping, sched.order)
     assert [p.device for p in parts] == [0, 1, 0] and later_reads(inst, piece_of(inst, parts)) == []
     assert not has_cycle(inst, piece_of(inst, parts))
 
@@ -92,3 +92,13 @@ def test_pieces_of_a_diamond_are_acyclic_where_one_piece_per_device_loops(tmp_pa
     manifest = json.loads((out / "manifest.json").read_text())
     assert [p["device"] for p in manifest["pieces"]] == ["cpu", "t4", "cpu"]
     assert math.isclose(manifest["makespan"], sched.makespan)
+
+
+def test_parallel_branches_interleaved_in_time_stay_one_piece_per_device():
+    """source → (1 → 2 on a | 3 → 4 on b) → sink on a, run interleaved 1, 3, 2, 4: a runtime needs three
+    sessions (a's branch with the source, b's branch, the sink after b's data comes back), not one per
+    run of consecutive ops in time (five)."""
+    inst = Instance(np.ones((6, 2)), [(0, 1, 1.0), (1, 2, 1.0), (0, 3, 1.0), (3, 4, 1.0), (2, 5, 1.0), (4, 5, 1.0)])
+    parts = pieces(inst, [0, 0, 0, 1, 1, 0], [0, 1, 3, 2, 4, 5])
+    assert [(p.device, p.ops) for p in parts] == [(0, (0, 1, 2)), (1, (3, 4)), (0, (5,))]
+    assert later_reads(inst, piece_of(inst, parts)) == []

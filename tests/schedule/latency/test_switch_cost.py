@@ -28,4 +28,4 @@ def test_every_method_pays_the_switch_and_keeps_one_piece_where_switching_costs_
     free = solve(fork(0.0), Options(methods=(method,), time_limit=5.0, iterations=200))
     costly = solve(fork(20.0), Options(methods=(method,), time_limit=5.0, iterations=200))
     assert len(set(free.mapping)) == 2 and free.makespan == pytest.approx(12.0, abs=1e-6)
-    assert len(pieces(costly.mapping, costly.schedule.order)) == 1 and costly.makespan == pytest.approx(22.0)
+    assert len(pieces(costly.instance, costly.mapping, costly.schedule.order)) == 1 and costly.makespan == pytest.approx(22.0)
