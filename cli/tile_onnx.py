@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Optional
 
 from onnxpart.cli.common import (check_folder, choose, comma_list, err_console, load_costed, progress_bar, result,
-                                 verify_line)
+                                 run_clock, verify_line)
 from onnxpart.errors import UserError
 from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes, parse_seconds
 
@@ -127,9 +127,10 @@ def _solve_and_write(inst, loaded, model_path, sha, out, solving: tuple, thresho
 
     method, time_limit, seed, workers = solving
     options = LayoutOptions(tuple(METHODS) if method is None else choose(method, "--method", tuple(METHODS)),
-                            time_limit, workers, seed)
+                            run_clock.solve_seconds(time_limit), workers, seed)
     with progress_bar(time_limit, lambda value, _: format_seconds(value), disable=as_json) as on_progress:
         solution = tile.solve(inst, options, Board(on_progress))
+    run_clock.mark_writing()
     plan = emit.plan_payload(solution, str(model_path), sha)
     recorded = {"devices": inst.mesh.devices, "mesh": list(inst.mesh.shape), "axis_names": list(inst.mesh.names),
                 "bandwidth": emit.axis_values(inst.mesh.bandwidths), "latency": emit.axis_values(inst.mesh.latencies),

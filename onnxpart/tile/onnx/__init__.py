@@ -20,6 +20,7 @@ bound (:func:`onnxpart.tile.onnx.exact.closed_form_bound`). Files: :mod:`onnxpar
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from onnxpart.board import Board
@@ -72,12 +73,14 @@ class LayoutSolution:
 
 
 def _local(inst: LayoutInstance, run: Run) -> Outcome:
-    return Outcome(local(inst), "heuristic")
+    """The first valid plan, whatever the limit: the ops it does not reach by the deadline stay replicated."""
+    return Outcome(local(inst, run.budget.deadline), "heuristic")
 
 
 def _greedy(inst: LayoutInstance, run: Run) -> Outcome:
     trials = TRIALS_PER_SECOND * run.budget.share("greedy")
-    return Outcome(greedy(inst, deadline=run.budget.deadline, trials=trials), "heuristic")
+    return Outcome(greedy(inst, deadline=run.budget.deadline, trials=trials, start=run.answers.get("local")),
+                   "heuristic")
 
 
 #: How the time left when exact starts is shared when greedy has not run: greedy's plan for the hint, the rest.
@@ -89,7 +92,8 @@ def _exact(inst: LayoutInstance, run: Run) -> Outcome:
     hint = run.answers.get("greedy")
     if not hint:
         left = Budget(run.budget.left(), EXACT_HINT)
-        hint = greedy(inst, deadline=left.deadline, trials=TRIALS_PER_SECOND * left.share("hint"))
+        hint = greedy(inst, deadline=left.deadline, trials=TRIALS_PER_SECOND * left.share("hint"),
+                      start=run.answers.get("local"))
     layouts, bound = exact_layouts(inst, run.budget.left(), hint, run.options.workers, run.options.seed)
     return Outcome(layouts, bound.status, bound)
 
@@ -120,10 +124,11 @@ def solve(inst: LayoutInstance, options: LayoutOptions = LayoutOptions(), board:
         raise InfeasibleError("no method found layouts within --device-memory")
     best = _best(solved)
     one = inst.replicated_plan()
-    if one is not None and inst.cost(one) <= best.cost * (1 + TIE):
-        method = best.method if inst.cost(one) >= best.cost * (1 - TIE) else "replicated"
-        board.offer(inst.cost(one), method)
-        return LayoutSolution(inst, inst.plan(one), inst.cost(one), method, results, bounds, replicated=True)
+    one_cost = inst.cost(one) if one is not None else math.inf
+    if one_cost <= best.cost * (1 + TIE):
+        method = best.method if one_cost >= best.cost * (1 - TIE) else "replicated"
+        board.offer(one_cost, method)
+        return LayoutSolution(inst, inst.plan(one), one_cost, method, results, bounds, replicated=True)
     return LayoutSolution(inst, inst.plan(best.layouts), best.cost, best.method, results, bounds)
 
 
