@@ -24,11 +24,11 @@ from onnxpart.tile.onnx.model import LayoutInstance
 
 def local(inst: LayoutInstance, deadline: float | None = None) -> dict[str, Layout]:
     """Section 6's local solver (module docstring), then :func:`fit_memory`. Past ``deadline``
-    (``time.perf_counter()`` seconds) the ops not reached yet leave their tensors in their domain's first
+    (``time.monotonic()`` seconds) the ops not reached yet leave their tensors in their domain's first
     layout (R where allowed): a valid plan whatever the time."""
     x: dict[str, Layout] = {}
     for op in inst.ops:
-        if deadline is not None and time.perf_counter() > deadline:
+        if deadline is not None and time.monotonic() > deadline:
             break
         best = min(range(len(op.choices)), key=lambda c: _local_cost(inst, op, c, x))
         choice = op.choices[best]
@@ -66,7 +66,7 @@ def greedy(inst: LayoutInstance, max_rounds: int = 50, deadline: float | None = 
     device, free of the bound, for λ in ``LAGRANGE`` times (step time / memory); each result is then
     made to fit (:func:`fit_memory`) and improved under the bound. A round runs only while its moves fit
     in ``trials`` (all runs together): a deterministic budget, so one time limit gives one plan whatever the
-    machine's load; ``deadline`` (``time.perf_counter()`` seconds) is the safety net, checked between rounds.
+    machine's load; ``deadline`` (``time.monotonic()`` seconds) is the safety net, checked between rounds.
     ``start``: the local plan when it is already made (:func:`local`'s, not made again)."""
     budget = _Trials(trials, deadline)
     starts = [dict(start) if start is not None else local(inst, deadline),
@@ -98,7 +98,7 @@ class _Trials:
 
     def spent(self, more: int = 0) -> bool:
         """Whether ``more`` trials no longer fit (they are taken when they do), or the deadline passed."""
-        if more > self.trials or (self.deadline is not None and time.perf_counter() > self.deadline):
+        if more > self.trials or (self.deadline is not None and time.monotonic() > self.deadline):
             return True
         self.trials -= more
         return False

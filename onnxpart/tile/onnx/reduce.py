@@ -48,7 +48,7 @@ class Reduced:
 
 def reduce_instance(inst: LayoutInstance, max_rounds: int = 10, deadline: float | None = None) -> Reduced | None:
     """Apply both rules (module docstring) until a fixpoint (or ``max_rounds``); None past ``deadline``
-    (``time.perf_counter()`` seconds, checked per tensor and per op)."""
+    (``time.monotonic()`` seconds, checked per tensor and per op)."""
     domains = {t.name: tuple(t.domain) for t in inst.tensors}
     choices = [tuple(range(len(op.choices))) for op in inst.ops]
     replaced: dict = {}
@@ -68,7 +68,7 @@ class _Late(Exception):
 
 
 def _check(deadline: float | None) -> None:
-    if deadline is not None and time.perf_counter() > deadline:
+    if deadline is not None and time.monotonic() > deadline:
         raise _Late
 
 
