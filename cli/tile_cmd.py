@@ -18,6 +18,8 @@ from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, Cost
                                  MaxGapOpt, OutputOpt, Quantity, SeedOpt, TimeLimitOpt, VerifyTolOpt, WorkersOpt,
                                  console, enforce_gap, gap_limit, handle_errors, print_json)
 from onnxpart.errors import UserError
+from onnxpart.tile.onnx import REGISTRY as LAYOUT_REGISTRY
+from onnxpart.tile.program import REGISTRY as PROGRAM_REGISTRY
 from onnxpart.units import DEVICES, parse_bandwidth, parse_bytes, parse_seconds
 
 ModelArg = Annotated[Path, typer.Argument(help="ONNX model (or a costs/graph JSON), or a matrix program JSON.")]
@@ -27,8 +29,10 @@ MeshOpt = Annotated[Optional[str], typer.Option("--mesh", help="Mesh shape, devi
                                                 "mesh (ONNX input).")]
 MeshAxesOpt = Annotated[Optional[str], typer.Option("--mesh-axes", help="Mesh axis names, comma-separated (default "
                                                     "x,y,...), e.g. dp,tp.")]
-MethodOpt = Annotated[Optional[str], typer.Option("--method", help="Methods, comma-separated: local, greedy, exact "
-                                                  "(ONNX; default all); programs also exhaustive, tree.")]
+METHOD_HELP = (LAYOUT_REGISTRY.help("Methods, comma-separated, run in the order given. ONNX models (default all):")
+               + " " + PROGRAM_REGISTRY.help("Matrix programs (default local, greedy, exact; tree too where it "
+                                             "applies):"))
+MethodOpt = Annotated[Optional[str], typer.Option("--method", help=METHOD_HELP)]
 PinOpt = Annotated[Optional[list[str]], typer.Option("--pin", help="Fix a tensor's layout: TENSOR=LAYOUT with LAYOUT "
                                                      "R, P or S(d) per mesh axis: S(0) on a 1-D mesh, S(0)R on a 2-D "
                                                      "one (repeatable).")]

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from onnxpart.cli.common import (check_folder, choose, comma_list, err_console, load_costed, progress_bar, result,
-                                 verify_line)
+from onnxpart.cli.common import (check_folder, comma_list, err_console, load_costed, progress_bar, run_clock,
+                                 verify_line, write_outputs)
 from onnxpart.errors import UserError
 from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes, parse_seconds
 
@@ -117,38 +117,35 @@ def _note_replicated_only(inst) -> None:
 
 
 def _solve_and_write(inst, loaded, model_path, sha, out, solving: tuple, threshold, check: dict, as_json: bool):
-    """Solve (``solving``: --method, --time-limit, --seed, --workers), then write plan.json, certificate.json
-    and annotated.onnx into ``out`` (an :class:`onnxpart.files.OutputDir`); with ``check["verify"]`` the plan
-    is run on the virtual devices first, and a mismatch (exit 1) leaves nothing written."""
+    """Solve (``solving``: --method, --time-limit, --seed, --workers) in what the time limit leaves after loading,
+    then write annotated.onnx, plan.json and certificate.json into ``out`` (an :class:`onnxpart.files.OutputDir`,
+    by :func:`write_outputs`); with ``check["verify"]`` the plan is run on the virtual devices first, and a
+    mismatch (exit 1) leaves nothing written."""
     from onnxpart import tile
     from onnxpart.board import Board
-    from onnxpart.files import write_json
-    from onnxpart.tile.onnx import METHODS, LayoutOptions, emit
+    from onnxpart.tile.onnx import REGISTRY, LayoutOptions, emit
 
     method, time_limit, seed, workers = solving
-    options = LayoutOptions(tuple(METHODS) if method is None else choose(method, "--method", tuple(METHODS)),
-                            time_limit, workers, seed)
+    options = LayoutOptions(REGISTRY.names if method is None else REGISTRY.parse(method), time_limit, workers, seed)
     with progress_bar(time_limit, lambda value, _: format_seconds(value), disable=as_json) as on_progress:
-        solution = tile.solve(inst, options, Board(on_progress))
-    plan = emit.plan_payload(solution, str(model_path), sha)
+        solution = tile.solve(inst, options, Board(on_progress), run_clock.solve_seconds(time_limit))
     recorded = {"devices": inst.mesh.devices, "mesh": list(inst.mesh.shape), "axis_names": list(inst.mesh.names),
                 "bandwidth": emit.axis_values(inst.mesh.bandwidths), "latency": emit.axis_values(inst.mesh.latencies),
                 "device_memory": inst.memory, "sharded_outputs": inst.sharded_outputs,
                 "methods": list(options.methods), "time_limit": time_limit, "seed": seed}
     cert = emit.certificate(solution, sha, recorded)
-    report = None
-    with out:
-        if check["verify"]:
-            report = _verify(solution, loaded, check)
-            cert.details["verify"] = report.to_dict()
-        write_json(out.path("plan.json"), plan)
-        write_json(out.path("certificate.json"), cert.to_dict())
-        if loaded.model is not None:
-            _write_annotated(out, emit.annotated_model(loaded.model.model, loaded.graph, solution), loaded, threshold)
-    totals = plan["totals"]
-    return result(out.target, plan, cert.to_dict(), report.to_dict() if report is not None else None,
-                  method=solution.method, step_time=solution.cost, one_device=totals["one_device_s"],
-                  speed_up=totals["speed_up"], replicated=solution.replicated, results=cert.details["results"])
+
+    def models(folder) -> None:
+        _write_annotated(folder, emit.annotated_model(loaded.model.model, loaded.graph, solution), loaded, threshold)
+
+    def verify(folder, plan: dict) -> dict:
+        return _verify(solution, loaded, check).to_dict()
+
+    return write_outputs(out, "plan.json", lambda _: emit.plan_payload(solution, str(model_path), sha), cert,
+                         models=models if loaded.model is not None else None,
+                         verify=verify if check["verify"] else None, method=solution.method,
+                         step_time=solution.cost, one_device=solution.one_device, speed_up=solution.speed_up,
+                         replicated=solution.replicated, results=cert.details["results"])
 
 
 def _verify(solution, loaded, check: dict):

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Optional
 
-from onnxpart.cli.common import check_folder, choose, progress_bar, result
+from onnxpart.cli.common import check_folder, choose, progress_bar, run_clock, write_outputs
 from onnxpart.errors import UserError
 
 
@@ -37,27 +37,23 @@ def run(path: Path, output: Optional[Path], check_certificate: Optional[Path], m
 
 def _solve_and_write(instance, path: Path, sha: str, output: Path, solving: tuple, force: bool, clean: bool,
                      as_json: bool) -> dict:
-    """Solve (``solving``: --method, --labels, --time-limit, --seed, --workers), then write plan.json and
-    certificate.json into ``output``."""
+    """Solve (``solving``: --method, --labels, --time-limit, --seed, --workers) in what the time limit leaves
+    after parsing, then write plan.json and certificate.json into ``output`` (:func:`write_outputs`)."""
     from onnxpart import tile
     from onnxpart.board import Board
-    from onnxpart.files import OutputDir, write_json
-    from onnxpart.tile.program import ProgramOptions, emit
+    from onnxpart.files import OutputDir
+    from onnxpart.tile.program import REGISTRY, ProgramOptions, emit
 
     method, labels, time_limit, seed, workers = solving
-    methods = choose(method, "--method", tuple(tile.program.METHODS)) if method else ProgramOptions.methods
+    methods = REGISTRY.parse(method) if method else ProgramOptions.methods
     out = OutputDir(output, force=force, clean=clean, reads=[path])
     options = ProgramOptions(methods=methods, time_limit=time_limit, workers=workers, seed=seed)
     with progress_bar(time_limit, lambda value, _: f"{value:g}", disable=as_json) as on_progress:
-        solution = tile.solve(instance, options, Board(on_progress))
-    plan = emit.plan_payload(solution, str(path), sha)
+        solution = tile.solve(instance, options, Board(on_progress), run_clock.solve_seconds(time_limit))
     recorded = {"methods": list(methods), "labels": labels, "time_limit": time_limit, "seed": seed}
-    cert = emit.certificate(solution, sha, recorded).to_dict()
-    with out:
-        write_json(out.path("plan.json"), plan)
-        write_json(out.path("certificate.json"), cert)
-    return result(out.target, plan, cert, None, method=solution.method, cost=solution.cost,
-                  results=cert["details"]["results"])
+    cert = emit.certificate(solution, sha, recorded)
+    return write_outputs(out, "plan.json", lambda _: emit.plan_payload(solution, str(path), sha), cert,
+                         method=solution.method, cost=solution.cost, results=cert.details["results"])
 
 
 def _check(instance, folder: Path, sha, as_json: bool) -> None:

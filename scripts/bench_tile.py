@@ -73,7 +73,7 @@ def run(instance: Instance, methods: tuple[str, ...], time_limit: float, repeats
                  "space": instance.space_size(), "methods": {}}
     for i, r in enumerate(first.results):
         seconds = statistics.median(s.results[i].seconds for s in solutions)
-        entry = {"cost": r.cost, "seconds": seconds, "status": r.status}
+        entry = {"cost": r.value, "seconds": seconds, "status": r.status}
         if r.status == "refused":
             found = re.search(r"([\d,]+) labelings", r.note)
             entry["refused_size"] = int(found.group(1).replace(",", "")) if found else None

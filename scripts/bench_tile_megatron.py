@@ -47,12 +47,12 @@ def rows(time_limit: float, workers: int, meshes=MESHES, shapes=None) -> list[di
                 sol = solve(inst, LayoutOptions(time_limit=time_limit, workers=workers))
                 exact = next(r for r in sol.results if r.method == "exact")
                 row = {"model": name, "batch": BATCH[name], "mesh": "x".join(map(str, mesh)), "tensors": len(inst.tensors),
-                       "one_device": inst.one_device, "megatron": megatron, "exact": exact.cost, "status": exact.status,
+                       "one_device": inst.one_device, "megatron": megatron, "exact": exact.value, "status": exact.status,
                        "bound": sol.best_lower_bound, "seconds": time.perf_counter() - start,
                        "replicated": sol.replicated}
                 out.append(row)
                 print(f"{name} {row['mesh']}: one {row['one_device'] * 1e6:.1f} µs, Megatron {megatron * 1e6:.1f}, "
-                      f"exact {exact.cost * 1e6:.1f} ({exact.status}, {row['seconds']:.1f} s)", flush=True)
+                      f"exact {exact.value * 1e6:.1f} ({exact.status}, {row['seconds']:.1f} s)", flush=True)
     return out
 
 

@@ -67,7 +67,7 @@ def solve_row(inst: LayoutInstance, time_limit: float, workers: int, loaded=None
     """One instance with local, greedy, exact (and exhaustive where it is small enough); with ``loaded``
     (the model) the best plan also runs under ``--verify`` (:func:`onnxpart.tile.onnx.verify.verify_plan`)."""
     sol = solve(inst, LayoutOptions(("local", "greedy", "exact"), time_limit, workers))
-    methods = {r.method: {"cost": r.cost, "seconds": r.seconds, "status": r.status} for r in sol.results}
+    methods = {r.method: {"cost": r.value, "seconds": r.seconds, "status": r.status} for r in sol.results}
     size = space(inst)
     if size <= EXHAUSTIVE_LIMIT:
         start = time.perf_counter()

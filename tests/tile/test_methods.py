@@ -1,5 +1,5 @@
-"""What tile's two problems share (onnxpart.tile.methods): one time budget whose shares come from the
-registered weights, the dispatcher, and a solve that offers every answer and bound to the board."""
+"""What tile's two problems share on the strategy base (onnxpart.strategy): registries, greedy's deterministic
+trials from the declared limit, the dispatcher, and a solve that offers every answer and bound to the board."""
 
 from __future__ import annotations
 
@@ -8,35 +8,36 @@ import pytest
 from onnxpart import tile
 from onnxpart.board import Board
 from onnxpart.loading import load_costed
-from onnxpart.tile.methods import MIN_SECONDS, Budget
-from onnxpart.tile.onnx import METHODS as LAYOUT_METHODS
+from onnxpart.tile.onnx import REGISTRY as LAYOUT_REGISTRY
 from onnxpart.tile.onnx import LayoutOptions, LayoutSolution
 from onnxpart.tile.onnx.build import build_layout_instance
-from onnxpart.tile.program import METHODS as PROGRAM_METHODS
+from onnxpart.tile.program import REGISTRY as PROGRAM_REGISTRY
 from onnxpart.tile.program import ProgramOptions, ProgramSolution
 from onnxpart.tile.program.programs import paper_program
 from tests.tile.onnx.onnx_models import mlp
 
 
-def test_shares_come_from_the_weights_of_the_methods_that_run():
-    """ONNX greedy gets half the limit beside exact and all of it alone; local (weight 0) none."""
-    both = Budget(10.0, {name: LAYOUT_METHODS[name].weight for name in ("local", "greedy", "exact")})
-    alone = Budget(10.0, {name: LAYOUT_METHODS[name].weight for name in ("local", "greedy")})
-    assert (both.share("greedy"), both.share("local"), alone.share("greedy")) == (5.0, 0.0, 10.0)
-    assert both.deadline == both.start + 10.0 and 0.0 < both.left() <= 10.0
+def test_greedy_trials_are_its_part_of_the_declared_limit_not_of_the_solve_seconds(tmp_path, monkeypatch):
+    """The command hands the solve what loading left of --time-limit (``seconds``); greedy's deterministic
+    trials still come from the declared limit and the methods' weights (half of it beside exact, all of it
+    alone), so one limit gives one plan however long loading took."""
+    from onnxpart.tile.onnx import heuristics
 
-
-def test_a_spent_budget_still_gives_a_solver_its_floor():
-    spent = Budget(0.0)
-    assert spent.left() == MIN_SECONDS and spent.left(floor=1e-3) == 1e-3
+    seen = []
+    real = heuristics.greedy
+    monkeypatch.setattr(heuristics, "greedy", lambda *a, **kw: seen.append(kw["trials"]) or real(*a, **kw))
+    inst = build_layout_instance(load_costed(mlp(tmp_path / "mlp.onnx"), cost="analytic", device="a100").graph, 2)
+    for methods in (("local", "greedy", "exact"), ("local", "greedy")):
+        tile.solve(inst, LayoutOptions(methods, time_limit=10.0, workers=1), seconds=2.5)
+    assert seen == [heuristics.TRIALS_PER_SECOND * 5.0, heuristics.TRIALS_PER_SECOND * 10.0]
 
 
 def test_every_registered_method_has_a_kind_and_a_help_line():
-    for methods in (LAYOUT_METHODS, PROGRAM_METHODS):
-        for name, method in methods.items():
-            assert method.name == name and method.kind in ("heuristic", "exact") and method.help
-    assert tuple(LAYOUT_METHODS) == LayoutOptions.methods
-    assert set(ProgramOptions.methods) <= set(PROGRAM_METHODS)
+    for registry in (LAYOUT_REGISTRY, PROGRAM_REGISTRY):
+        for method in registry:
+            assert method.kind in ("heuristic", "exact") and method.help
+    assert LAYOUT_REGISTRY.names == LayoutOptions.methods
+    assert set(ProgramOptions.methods) <= set(PROGRAM_REGISTRY.names)
 
 
 def test_a_matrix_program_offers_every_tiling_and_bound_to_the_board():

@@ -14,6 +14,7 @@ module's docstring says what the instance holds and costs).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -43,33 +44,65 @@ def candidate_layouts(shape: Sequence[int], mesh: DeviceMesh, partial: Sequence[
     """(domain, excluded with reasons): every tuple of per-axis components (R, S(d), P; axis-0 major)
     whose sharded dims divide by the product of their axes' sizes; P on axis j only when the producer
     makes partial sums there (``partial[j]``) and it is an activation (never a graph output, input or
-    weight). Axes of size 1 take R only."""
-    options = [[R] if p == 1 else [R] + [S(d) for d in range(len(shape))] + [P] for p in mesh.shape]
+    weight). Axes of size 1 take R only. Worked out once per divisibility (:func:`onnxpart.tile.onnx.mesh.
+    divisibility`: tensors whose dims divide alike have the same layouts), the reasons then told with the
+    tensor's own sizes."""
+    shape = tuple(int(s) for s in shape)
+    domain, excluded = _candidates(meshes.divisibility(shape, mesh.devices), mesh, tuple(partial), kind)
+    return domain, tuple((text, why if d is None else f"{why[0]}{shape[d]}{why[1]}") for text, d, why in excluded)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _candidates(shape: tuple[int, ...], mesh: DeviceMesh, partial: tuple[bool, ...], kind: str):
+    """(domain, excluded as (layout text, the dim whose size the reason names or None, the reason: its text,
+    or the text before and after that size))."""
     domain, excluded = [], []
-    for combo in itertools.product(*options):
+    for combo in _combos(len(shape), mesh.shape):
         why = _why_not(shape, combo, mesh, partial, kind)
         if why is None:
             domain.append(compose(combo))
         else:
-            excluded.append((str(compose(combo)), why))
+            excluded.append((_text(combo), *why))
     return tuple(domain), tuple(excluded)
 
 
-def _why_not(shape, combo, mesh: DeviceMesh, partial: Sequence[bool], kind: str) -> str | None:
-    """Why the per-axis components ``combo`` are not a layout of the tensor (None: they are)."""
+@functools.lru_cache(maxsize=1 << 8)
+def _combos(rank: int, sizes: tuple[int, ...]) -> tuple[tuple[Layout, ...], ...]:
+    """Every tuple of per-axis components of a rank-``rank`` tensor (R, S(d), P; R only on an axis of size 1)."""
+    options = [[R] if p == 1 else [R] + [S(d) for d in range(rank)] + [P] for p in sizes]
+    return tuple(itertools.product(*options))
+
+
+@functools.lru_cache(maxsize=1 << 10)
+def _text(combo: tuple[Layout, ...]) -> str:
+    """How plan.json writes the layout of per-axis components ``combo`` (the same few on every tensor)."""
+    return str(compose(combo))
+
+
+def _why_not(shape, combo, mesh: DeviceMesh, partial: Sequence[bool], kind: str) -> tuple | None:
+    """Why the per-axis components ``combo`` are not a layout of the tensor (None: they are), as
+    (None, the reason) or (dim d, (the reason before d's size, after it))."""
     where = (lambda j: "") if len(mesh.shape) == 1 else (lambda j: f" (mesh axis {mesh.names[j]})")
     for j, a in enumerate(combo):
-        if a == P and not (partial[j] and kind == "activation"):
-            return _PARTIAL_WHY.get(kind, f"a {kind} arrives whole, never as partial sums") + where(j)
-    for d, size in enumerate(shape):
-        axes = [j for j, a in enumerate(combo) if a == S(d)]
-        pieces = 1
-        for j in axes:
-            pieces *= mesh.shape[j]
-        if axes and (size % pieces or size < pieces):
+        if a.kind == "P" and not (partial[j] and kind == "activation"):
+            return None, _PARTIAL_WHY.get(kind, f"a {kind} arrives whole, never as partial sums") + where(j)
+    for d, axes, pieces in _splits(combo, mesh):
+        size = shape[d]
+        if size % pieces or size < pieces:
             names = "" if len(mesh.shape) == 1 else f" (mesh axes {', '.join(mesh.names[j] for j in axes)})"
-            return f"dim {d} of size {size} does not divide by {pieces} devices{names}"
+            return d, (f"dim {d} of size ", f" does not divide by {pieces} devices{names}")
     return None
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _splits(combo: tuple[Layout, ...], mesh: DeviceMesh) -> tuple[tuple[int, tuple[int, ...], int], ...]:
+    """The dims ``combo`` shards, in order: (dim, the mesh axes that split it, the pieces they make)."""
+    dims = sorted({a.dim for a in combo if a.kind == "S"})
+    out = []
+    for d in dims:
+        axes = tuple(j for j, a in enumerate(combo) if a.kind == "S" and a.dim == d)
+        out.append((d, axes, math.prod(mesh.shape[j] for j in axes)))
+    return tuple(out)
 
 
 def build_layout_instance(graph, devices: int | Sequence[int], bandwidth: float | Sequence[float] | None = None,

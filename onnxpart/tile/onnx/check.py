@@ -13,8 +13,9 @@ alone:
   layouts and its slots) and every entry of ``reshardings`` (tensor, from, to, op, slot, seconds) must be
   what those layouts cost: a resharding the plan runs but does not list, or lists but does not run, names
   its op and tensor;
-* the totals (step time, one-device time), the certificate's upper bound (the recomputed step time), its
-  lower bounds (none above it) and ``--device-memory`` must agree.
+* the totals (step time, one-device time), the certificate's upper bound (the recomputed step time) and
+  closed-form bound (re-derived; :meth:`~onnxpart.certificate.Certificate.check`), its lower bounds (none above
+  it) and ``--device-memory`` must agree.
 
 Numbers compare by the one tolerance rule of :mod:`onnxpart.certificate` (:func:`~onnxpart.certificate.same_value`).
 """
@@ -98,9 +99,10 @@ def check_plan(inst: LayoutInstance, payload, cert: Certificate, model_sha: str 
                         f"{'sharded' if inst.sharded_outputs else 'gathered'} (--sharded-outputs)")
     problems += _ops(inst, read, plan) + _reshardings(inst, read, plan)
     value = inst.plan_cost(plan)
-    for what, claimed in (("certificate upper bound", cert.upper_bound), ("plan.json step time", read.totals.step_time_s)):
-        if not _same(value, claimed):
-            problems.append(f"{what} {claimed} differs from the step time recomputed from plan.json, {value}")
+    problems += cert.check(value, {"tile-closed-form": inst.closed_form_bound()})
+    if not _same(value, read.totals.step_time_s):
+        problems.append(f"plan.json step time {read.totals.step_time_s} differs from the step time recomputed from "
+                        f"plan.json, {value}")
     if not _same(inst.one_device, read.totals.one_device_s):
         problems.append(f"plan.json's one-device time {read.totals.one_device_s} differs from the model's, "
                         f"{inst.one_device}")

@@ -77,18 +77,18 @@ class Elimination:
 def solve(inst: LayoutInstance, reduced: Reduced, incumbent: float | None = None, deadline: float | None = None,
           max_table: int | None = None, max_points: int | None = None) -> Elimination:
     """The optimal layouts of ``inst`` within ``--device-memory`` and their step time (module docstring), or
-    why not. ``incumbent``: a real plan's step time, for pruning; ``deadline``: ``time.perf_counter()`` seconds;
+    why not. ``incumbent``: a real plan's step time, for pruning; ``deadline``: ``time.monotonic()`` seconds;
     ``max_table`` / ``max_points``: default :data:`MAX_TABLE` / :data:`~onnxpart.tile.onnx.pareto.MAX_POINTS`."""
-    start = time.perf_counter()
+    start = time.monotonic()
     network = _Network(inst, reduced)
     dual = None
     try:
         order = network.order(max_table or MAX_TABLE, deadline)
         if order is None:
-            return Elimination("refused", time.perf_counter() - start)
+            return Elimination("refused", time.monotonic() - start)
         free = network.weighted(order, 0.0, deadline)
         if inst.memory is None or network.bytes(free.values) <= inst.memory * (1 + 1e-12):
-            return Elimination("optimal", time.perf_counter() - start, network.layouts(free.values), free.value)
+            return Elimination("optimal", time.monotonic() - start, network.layouts(free.values), free.value)
         limit = inst.memory * (1 + 1e-12)
         dual = _dual(network, order, limit, free, deadline)
         guides = [free, dual.run]
@@ -103,12 +103,12 @@ def solve(inst: LayoutInstance, reduced: Reduced, incumbent: float | None = None
         return _given_up(network, dual, start)  # is optimal only up to the 1e-9 slack; say no more
     best = int(np.argmin(last.cost[0]))  # every point fits (pruned): the cheapest is the optimum
     values = pareto.traceback(last, best, network.sizes)
-    return Elimination("optimal", time.perf_counter() - start, network.layouts(values), float(last.cost[0, best]),
+    return Elimination("optimal", time.monotonic() - start, network.layouts(values), float(last.cost[0, best]),
                        dual.bound, *_fallback(network, dual))
 
 
 def _given_up(network: "_Network", dual: "_Dual | None", start: float) -> Elimination:
-    return Elimination("gave_up", time.perf_counter() - start, None, None, dual.bound if dual else None,
+    return Elimination("gave_up", time.monotonic() - start, None, None, dual.bound if dual else None,
                        *_fallback(network, dual))
 
 
@@ -238,7 +238,7 @@ class _Network:
             k, v = heapq.heappop(heap)
             if key.get(v) != k:
                 continue  # stale
-            if deadline is not None and time.perf_counter() > deadline:
+            if deadline is not None and time.monotonic() > deadline:
                 raise pareto.GiveUp
             if k[0] == math.inf:
                 return None

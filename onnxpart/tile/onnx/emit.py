@@ -31,7 +31,7 @@ import onnx
 
 from onnxpart.certificate import Certificate
 from onnxpart.parts import annotate
-from onnxpart.tile import methods
+from onnxpart import tile
 from onnxpart.tile.onnx import LayoutSolution, resharding
 from onnxpart.tile.onnx.catalog import Layout
 from onnxpart.tile.onnx.mesh import parts
@@ -90,8 +90,7 @@ def plan_payload(solution: LayoutSolution, model: str, model_sha: str | None) ->
             "totals": {"step_time_s": solution.cost, "compute_s": compute,
                        "resharding_s": sum(r["seconds"] for r in moves), "reshardings": len(moves),
                        "memory_per_device": inst.memory_per_device(plan.layouts),
-                       "one_device_s": solution.one_device, "speed_up": solution.one_device / solution.cost
-                       if solution.cost > 0 else 1.0, "replicated": solution.replicated}}
+                       "one_device_s": solution.one_device, "speed_up": solution.speed_up, "replicated": solution.replicated}}
 
 
 def _op_payload(inst: LayoutInstance, op, plan: Plan) -> dict[str, Any]:
@@ -160,7 +159,7 @@ def instance_digest(inst: LayoutInstance) -> list:
 
 
 def certificate(solution: LayoutSolution, model_sha: str | None, options: dict[str, Any]) -> Certificate:
-    return methods.certificate(solution, model_sha, instance_digest(solution.instance), OBJECTIVE, options)
+    return tile.certificate(solution, model_sha, instance_digest(solution.instance), OBJECTIVE, options)
 
 
 def annotated_model(model: onnx.ModelProto, graph, solution: LayoutSolution) -> onnx.ModelProto:

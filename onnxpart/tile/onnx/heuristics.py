@@ -22,10 +22,14 @@ from onnxpart.tile.onnx.catalog import Layout
 from onnxpart.tile.onnx.model import LayoutInstance
 
 
-def local(inst: LayoutInstance) -> dict[str, Layout]:
-    """Section 6's local solver (module docstring), then :func:`fit_memory`."""
+def local(inst: LayoutInstance, deadline: float | None = None) -> dict[str, Layout]:
+    """Section 6's local solver (module docstring), then :func:`fit_memory`. Past ``deadline``
+    (``time.monotonic()`` seconds) the ops not reached yet leave their tensors in their domain's first
+    layout (R where allowed): a valid plan whatever the time."""
     x: dict[str, Layout] = {}
     for op in inst.ops:
+        if deadline is not None and time.monotonic() > deadline:
+            break
         best = min(range(len(op.choices)), key=lambda c: _local_cost(inst, op, c, x))
         choice = op.choices[best]
         for t, want in itertools.chain(zip(op.inputs, choice.inputs), zip(op.outputs, choice.outputs)):
@@ -55,16 +59,20 @@ def _nearest(inst: LayoutInstance, t: str, want: Layout) -> Layout:
 
 
 def greedy(inst: LayoutInstance, max_rounds: int = 50, deadline: float | None = None,
-           trials: float = math.inf) -> dict[str, Layout]:
+           trials: float = math.inf, start: dict[str, Layout] | None = None) -> dict[str, Layout]:
     """Improve the local plan and the all-replicated one by op and tensor moves; the best of them.
     With ``--device-memory`` also Lagrangian runs (Fisher, "The Lagrangian Relaxation Method for Solving
     Integer Programming Problems", Management Science 1981): moves priced at seconds + λ·bytes per
     device, free of the bound, for λ in ``LAGRANGE`` times (step time / memory); each result is then
     made to fit (:func:`fit_memory`) and improved under the bound. A round runs only while its moves fit
     in ``trials`` (all runs together): a deterministic budget, so one time limit gives one plan whatever the
-    machine's load; ``deadline`` (``time.perf_counter()`` seconds) is the safety net, checked between rounds."""
+    machine's load; ``deadline`` (``time.monotonic()`` seconds) is the safety net, checked between rounds.
+    ``start``: the local plan when it is already made (:func:`local`'s, not made again)."""
     budget = _Trials(trials, deadline)
-    starts = [local(inst), fit_memory(inst, {t.name: t.domain[0] for t in inst.tensors})]  # R first when allowed
+    starts = [dict(start) if start is not None else local(inst, deadline),
+              fit_memory(inst, {t.name: t.domain[0] for t in inst.tensors})]  # R first when allowed
+    if _moves(inst) > budget.trials:  # not one round fits (LLM-sized graphs on a short limit)
+        return min([x for x in starts if inst.fits(x)] or starts, key=inst.cost)
     plans = [_improve(inst, x, max_rounds, budget) for x in starts]
     if inst.memory is not None:
         scale = inst.cost(plans[0]) / max(inst.memory, 1.0)
@@ -90,7 +98,7 @@ class _Trials:
 
     def spent(self, more: int = 0) -> bool:
         """Whether ``more`` trials no longer fit (they are taken when they do), or the deadline passed."""
-        if more > self.trials or (self.deadline is not None and time.perf_counter() > self.deadline):
+        if more > self.trials or (self.deadline is not None and time.monotonic() > self.deadline):
             return True
         self.trials -= more
         return False
@@ -116,6 +124,11 @@ def _improve(inst: LayoutInstance, x: dict[str, Layout], max_rounds: int, budget
         if not improved:
             break
     return x
+
+
+def _moves(inst: LayoutInstance) -> int:
+    """The moves one round of :func:`_improve` tries: one per algorithm of an op, one per layout of a tensor."""
+    return sum(len(op.choices) for op in inst.ops) + sum(len(t.domain) for t in inst.tensors)
 
 
 def _try(inst: LayoutInstance, x: dict, move: dict, touching: dict, memory: list, price: float | None) -> bool:

@@ -167,6 +167,13 @@ def parse_mesh_layout(text: str, axes: int):
     return compose(comps)
 
 
+def divisibility(shape: Sequence[int], devices: int) -> tuple[int, ...]:
+    """``shape`` as far as a mesh of ``devices`` can tell: each dim's gcd with the device count (0 for an empty
+    dim). A product q of mesh axis sizes divides a dim s > 0 (so s ≥ q) exactly when it divides
+    gcd(s, devices): the same layouts divide both shapes (:func:`local_shape`)."""
+    return tuple(math.gcd(int(s), devices) if s > 0 else 0 for s in shape)
+
+
 def local_shape(shape: Sequence[int], components: Sequence[Layout], sizes: Sequence[int]) -> tuple[int, ...] | None:
     """The shape one device sees after ``components`` shard ``shape`` on axes of ``sizes``; None when a
     sharded dim does not divide (or is out of range)."""

@@ -68,6 +68,10 @@ from onnxpart.tile.onnx.catalog import R, Layout
 from onnxpart.tile.onnx.mesh import DeviceMesh, compose
 
 
+#: How many plans' costs :meth:`LayoutInstance.cost` keeps.
+COSTS_KEPT = 8
+
+
 @dataclass(frozen=True)
 class Choice:
     """One algorithm of an op: the layout per input and output slot, the compute divisor, and the seconds
@@ -157,12 +161,13 @@ class LayoutInstance:
 
     def reshard_table(self, tensor: str) -> tuple[dict, np.ndarray]:
         """(layout -> index, seconds[src, dst]) over every layout the tensor may be stored in, read or written in
-        (:func:`onnxpart.tile.onnx.resharding.price_table`)."""
-        tables = self.memo.setdefault("tables", {})
-        if tensor not in tables:
-            t = self.tensor(tensor)
-            tables[tensor] = resharding.price_table(self._layouts_of()[tensor], t.shape, float(t.bytes), self.mesh)
-        return tables[tensor]
+        (:func:`onnxpart.tile.onnx.resharding.price_tables`, all tensors priced at once)."""
+        if "tables" not in self.memo:  # every tensor at once: what one search reads of them, it reads of all
+            layouts = self._layouts_of()
+            tables = resharding.price_tables([(layouts[t.name], t.shape, float(t.bytes)) for t in self.tensors],
+                                             self.mesh)
+            self.memo["tables"] = {t.name: table for t, table in zip(self.tensors, tables)}
+        return self.memo["tables"][tensor]
 
     def _layouts_of(self) -> dict[str, tuple]:
         """Per tensor: its domain, then R, then every other layout an algorithm reads or writes it in."""
@@ -231,9 +236,16 @@ class LayoutInstance:
         return sum(self.final_time(t.name, layouts[t.name]) for t in self.tensors if t.kind == "output")
 
     def cost(self, layouts: Mapping[str, Layout]) -> float:
-        """T(X) (module docstring); ValueError for a layout outside a tensor's domain."""
+        """T(X) (module docstring); ValueError for a layout outside a tensor's domain. The last few plans' costs
+        are kept: the methods and the final choice price the same plans again, at n ops each."""
         self.check(layouts)
-        return sum(self.best_choice(op, layouts)[1] for op in self.ops) + self.finals(layouts)
+        key = tuple(layouts[t.name] for t in self.tensors)
+        costs = self.memo.setdefault("costs", {})
+        if key not in costs:
+            if len(costs) >= COSTS_KEPT:
+                del costs[next(iter(costs))]
+            costs[key] = sum(self.best_choice(op, layouts)[1] for op in self.ops) + self.finals(layouts)
+        return costs[key]
 
     def plan(self, layouts: Mapping[str, Layout]) -> Plan:
         layouts = dict(layouts)

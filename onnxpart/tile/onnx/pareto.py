@@ -145,7 +145,7 @@ class Eliminator:
         prov = np.take_along_axis(full_prov.reshape(-1, count * width, prov.shape[2]), index[..., None], 1)
         mem, cost = _select(mem, cost, index, valid)
         self.points += int(np.isfinite(cost).sum())
-        if self.points > self.max_points or (self.deadline is not None and time.perf_counter() > self.deadline):
+        if self.points > self.max_points or (self.deadline is not None and time.monotonic() > self.deadline):
             raise GiveUp
         return Function(scope, mem, cost, prov, v, tuple(bucket))
 

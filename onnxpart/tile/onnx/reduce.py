@@ -19,6 +19,7 @@ elimination", Nature 1992), here with collective costs as the pairwise terms.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,17 +46,30 @@ class Reduced:
         return out
 
 
-def reduce_instance(inst: LayoutInstance, max_rounds: int = 10) -> Reduced:
-    """Apply both rules (module docstring) until a fixpoint (or ``max_rounds``)."""
+def reduce_instance(inst: LayoutInstance, max_rounds: int = 10, deadline: float | None = None) -> Reduced | None:
+    """Apply both rules (module docstring) until a fixpoint (or ``max_rounds``); None past ``deadline``
+    (``time.monotonic()`` seconds, checked per tensor and per op)."""
     domains = {t.name: tuple(t.domain) for t in inst.tensors}
     choices = [tuple(range(len(op.choices))) for op in inst.ops]
     replaced: dict = {}
-    for _ in range(max_rounds):
-        changed = _reduce_layouts(inst, domains, choices, replaced)
-        changed |= _reduce_choices(inst, domains, choices)
-        if not changed:
-            break
+    try:
+        for _ in range(max_rounds):
+            changed = _reduce_layouts(inst, domains, choices, replaced, deadline)
+            changed |= _reduce_choices(inst, domains, choices, deadline)
+            if not changed:
+                break
+    except _Late:
+        return None
     return Reduced(domains, choices, replaced)
+
+
+class _Late(Exception):
+    """The deadline passed."""
+
+
+def _check(deadline: float | None) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise _Late
 
 
 def _slot_layouts(inst: LayoutInstance, choices) -> tuple[dict, dict]:
@@ -72,10 +86,11 @@ def _slot_layouts(inst: LayoutInstance, choices) -> tuple[dict, dict]:
     return wants, makes
 
 
-def _reduce_layouts(inst: LayoutInstance, domains: dict, choices, replaced: dict) -> bool:
+def _reduce_layouts(inst: LayoutInstance, domains: dict, choices, replaced: dict, deadline: float | None) -> bool:
     wants, makes = _slot_layouts(inst, choices)
     changed = False
     for t in inst.tensors:
+        _check(deadline)
         dom = domains[t.name]
         if len(dom) == 1:
             continue
@@ -113,9 +128,10 @@ def _undominated(vectors: np.ndarray) -> tuple[list[int], dict[int, int]]:
     return list(np.flatnonzero(kept)), by
 
 
-def _reduce_choices(inst: LayoutInstance, domains: dict, choices: list) -> bool:
+def _reduce_choices(inst: LayoutInstance, domains: dict, choices: list, deadline: float | None) -> bool:
     changed = False
     for i, op in enumerate(inst.ops):
+        _check(deadline)
         kept = choices[i]
         if len(kept) == 1:
             continue

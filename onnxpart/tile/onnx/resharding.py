@@ -35,14 +35,16 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
-from onnxpart.tile.onnx.catalog import P, R, Layout, S, collective_time, collective_volume, reshard
-from onnxpart.tile.onnx.mesh import DeviceMesh, local_shape, parts
+from onnxpart.tile.onnx.catalog import (P, R, Layout, S, collective_time, collective_times, collective_volume,
+                                        reshard)
+from onnxpart.tile.onnx.mesh import DeviceMesh, divisibility, local_shape, parts
 
 
 @dataclass(frozen=True)
@@ -81,14 +83,66 @@ def reshard_time(src, dst, shape: Sequence[int], nbytes: float, mesh: DeviceMesh
     return sum(step.seconds for step in plan(src, dst, shape, nbytes, mesh))
 
 
-@lru_cache(maxsize=1 << 12)
-def price_table(layouts: tuple, shape: tuple[int, ...], nbytes: float, mesh: DeviceMesh) -> tuple[dict, np.ndarray]:
-    """(layout -> index, seconds[src, dst]) of :func:`reshard_time` between every pair of ``layouts``, at once
-    (what the searches read millions of times); shared by every tensor of the same shape and size."""
-    index = {a: i for i, a in enumerate(layouts)}
-    matrix = np.array([[reshard_time(a, b, shape, nbytes, mesh) for b in layouts] for a in layouts], dtype=float)
+def price_tables(tensors: Sequence[tuple[tuple, Sequence[int], float]], mesh: DeviceMesh) -> list[tuple[dict, np.ndarray]]:
+    """For each (layouts, shape, bytes) of ``tensors``: (layout -> index, seconds[src, dst]) of
+    :func:`reshard_time` between every pair of its layouts — what the searches read millions of times.
+    Tensors of the same divisibility share their :func:`_transitions` and are priced together by
+    :func:`_distances`, which returns the very sums :func:`plan`'s Dijkstra does. ValueError when a layout
+    cannot be reached."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, (_, shape, _) in enumerate(tensors):
+        groups.setdefault(divisibility(shape, mesh.devices), []).append(i)
+    tables: list = [None] * len(tensors)
+    for key, members in groups.items():
+        graph = _transitions(key, mesh)
+        chunk = max(1, _CHUNK // len(graph.layouts) ** 2)
+        for first in range(0, len(members), chunk):
+            part = members[first:first + chunk]
+            seconds = _distances(graph, np.array([float(tensors[i][2]) for i in part]), mesh)
+            for k, i in enumerate(part):
+                tables[i] = _table(graph, tensors[i][0], seconds[:, k, :])
+    return tables
+
+
+#: Floats of one :func:`_distances` call (sources × tensors × targets): 32 MB.
+_CHUNK = 1 << 22
+
+
+def _table(graph: "_Transitions", layouts: tuple, seconds: np.ndarray) -> tuple[dict, np.ndarray]:
+    """One tensor's (layout -> index, seconds[src, dst]) from its seconds between all of ``graph``'s layouts."""
+    rows = [graph.states.get(parts(a)) for a in layouts]
+    if None in rows:
+        raise ValueError(f"no allowed resharding reaches {layouts[rows.index(None)]}")
+    matrix = seconds[np.ix_(rows, rows)]
+    if not np.isfinite(matrix).all():
+        src, dst = np.argwhere(~np.isfinite(matrix))[0]
+        raise ValueError(f"no allowed resharding reaches {layouts[dst]} from {layouts[src]}")
     matrix.setflags(write=False)
-    return index, matrix
+    return {a: i for i, a in enumerate(layouts)}, matrix
+
+
+def _distances(graph: "_Transitions", nbytes: np.ndarray, mesh: DeviceMesh) -> np.ndarray:
+    """seconds[src, tensor, dst] of the cheapest steps between every two layouts of ``graph``, for tensors of
+    ``nbytes`` at once (inf: unreached): Bellman-Ford relaxations until nothing changes. Each value is the
+    least, over the step sequences, of their seconds summed in order — what :func:`_dijkstra` returns too (a
+    float sum grows with its first term, so both keep the least prefix)."""
+    n = len(graph.layouts)
+    dist = np.full((n, len(nbytes), n), np.inf)
+    for state in range(n):
+        dist[state, :, state] = 0.0
+    edges = [(state, new, _step_seconds(kind, nbytes / others, mesh.axes[j]))
+             for state, out in enumerate(graph.edges) for j, _, new, kind, others in out]
+    for _ in range(n):
+        changed = False
+        for state, new, seconds in edges:
+            through = dist[:, :, state] + seconds
+            better = through < dist[:, :, new]
+            if better.any():
+                dist[:, :, new] = np.where(better, through, dist[:, :, new])
+                changed = True
+        if not changed:
+            break
+    return dist
 
 
 def collective_name(steps: Sequence[Step], mesh: DeviceMesh) -> str | None:
@@ -108,30 +162,91 @@ class _Paths(dict):
 
 @lru_cache(maxsize=1 << 14)
 def _paths(src: tuple[Layout, ...], shape: tuple[int, ...], nbytes: float, mesh: DeviceMesh) -> _Paths:
-    """Dijkstra from ``src`` over the layouts dividing ``shape``: the cheapest steps to each (ties: fewer
+    """The cheapest steps from ``src`` to every layout dividing ``shape`` (:func:`_dijkstra`; ties: fewer
     steps, then the first found, so the answer is deterministic)."""
-    options = [R, P] + [S(d) for d in range(len(shape))]
-    best: dict[tuple, tuple[float, int]] = {src: (0.0, 0)}
+    graph = _transitions(divisibility(shape, mesh.devices), mesh)
+    start = graph.states[src]
+    _, parent = _dijkstra(graph, start, nbytes, mesh)
     paths = _Paths({src: ()})
+    for target, layout in enumerate(graph.layouts):
+        if target in parent:
+            steps, state = [], target
+            while state != start:
+                before, j, after = parent[state]
+                steps.append(_step(graph.layouts[before], j, after, nbytes, mesh))
+                state = before
+            paths[layout] = tuple(reversed(steps))
+    return paths
+
+
+@dataclass(frozen=True)
+class _Transitions:
+    """The per-axis steps between the mesh layouts dividing a shape: ``layouts`` (index -> components),
+    ``states`` (components -> index), and per layout its ``edges`` (axis j, component after, next index,
+    collective, the product of the other axes' S sizes) in the order Dijkstra tries them."""
+
+    layouts: tuple[tuple[Layout, ...], ...]
+    states: dict
+    edges: tuple[tuple[tuple[int, Layout, int, str | None, int], ...], ...]
+
+    def reached(self, layout: tuple[Layout, ...], cost: list) -> int:
+        """The index of ``layout``; ValueError when no allowed resharding reaches it."""
+        index = self.states.get(layout)
+        if index is None or cost[index] is None:
+            raise ValueError(f"no allowed resharding reaches {''.join(map(str, layout))}")
+        return index
+
+
+@lru_cache(maxsize=1 << 10)
+def _transitions(shape: tuple[int, ...], mesh: DeviceMesh) -> _Transitions:
+    """Every layout of ``shape`` on ``mesh`` (each axis R, P or S(d) with the layout dividing the shape) and
+    the allowed steps (:func:`allowed`) between them."""
+    options = [R, P] + [S(d) for d in range(len(shape))]
+    layouts = [c for c in itertools.product(options, repeat=len(mesh.shape))
+               if local_shape(shape, c, mesh.shape) is not None]
+    states = {c: i for i, c in enumerate(layouts)}
+    edges = []
+    for state in layouts:
+        out = []
+        for j, after in itertools.product(range(len(state)), options):
+            new = state[:j] + (after,) + state[j + 1:]
+            if after != state[j] and allowed(state, j, after) and new in states:
+                others = math.prod(mesh.shape[l] for l, a in enumerate(state) if l != j and a.kind == "S")
+                out.append((j, after, states[new], reshard(state[j], after), others))
+        edges.append(tuple(out))
+    return _Transitions(tuple(layouts), states, tuple(edges))
+
+
+def _dijkstra(graph: _Transitions, start: int, nbytes: float, mesh: DeviceMesh) -> tuple[list, dict]:
+    """Dijkstra from layout ``start`` over ``graph`` for a tensor of ``nbytes``: (seconds to each layout,
+    None where unreached; layout -> (the one before, axis, component after) on its cheapest path, ties
+    broken by fewer steps, then the first found)."""
+    best: list = [None] * len(graph.layouts)
+    best[start] = (0.0, 0)
+    parent: dict = {start: None}
     counter = itertools.count()
-    heap = [(0.0, 0, next(counter), src)]
+    heap = [(0.0, 0, next(counter), start)]
     while heap:
         cost, length, _, state = heapq.heappop(heap)
         if (cost, length) > best[state]:
             continue
-        for j, after in itertools.product(range(len(state)), options):
-            if after == state[j] or not allowed(state, j, after):
-                continue
-            new = state[:j] + (after,) + state[j + 1:]
-            if local_shape(shape, new, mesh.shape) is None:
-                continue
-            step = _step(state, j, after, nbytes, mesh)
-            key = (cost + step.seconds, length + 1)
-            if new not in best or key < best[new]:
+        for j, after, new, kind, others in graph.edges[state]:
+            key = (cost + _seconds(kind, nbytes / others, mesh.axes[j]), length + 1)
+            if best[new] is None or key < best[new]:
                 best[new] = key
-                paths[new] = paths[state] + (step,)
+                parent[new] = (state, j, after)
                 heapq.heappush(heap, (*key, next(counter), new))
-    return paths
+    return [None if b is None else b[0] for b in best], parent
+
+
+def _seconds(kind: str | None, group_bytes: float, axis) -> float:
+    """One step's seconds: its collective on the axis's ring over the bytes one group holds (0: local)."""
+    return 0.0 if kind is None else collective_time(kind, group_bytes, axis)
+
+
+def _step_seconds(kind: str | None, group_bytes: np.ndarray, axis) -> np.ndarray:
+    """:func:`_seconds` of many tensors' steps at once (:func:`onnxpart.tile.onnx.catalog.collective_times`)."""
+    return np.zeros_like(group_bytes) if kind is None else collective_times(kind, group_bytes, axis)
 
 
 def _step(state: tuple[Layout, ...], j: int, after: Layout, nbytes: float, mesh: DeviceMesh) -> Step:
@@ -140,5 +255,4 @@ def _step(state: tuple[Layout, ...], j: int, after: Layout, nbytes: float, mesh:
         others *= mesh.shape[l] if l != j and a.kind == "S" else 1
     kind = reshard(state[j], after)
     group = nbytes / others
-    seconds = 0.0 if kind is None else collective_time(kind, group, mesh.axes[j])
-    return Step(j, state[j], after, kind, group, seconds)
+    return Step(j, state[j], after, kind, group, _seconds(kind, group, mesh.axes[j]))

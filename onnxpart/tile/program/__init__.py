@@ -3,7 +3,7 @@ program.json``, after "Matrix Tiling as Constrained Hypergraph Labeling" (CHLP, 
 
 Public entry: :func:`solve` (a CHLP :class:`~onnxpart.tile.program.model.Instance` or a parsed
 :class:`~onnxpart.tile.program.program.Program`, plus :class:`ProgramOptions`) -> :class:`ProgramSolution`.
-The methods (:data:`METHODS`; they run in the order asked):
+The methods (:data:`REGISTRY`; they run in the order asked):
 
 * ``local`` — the Section 6 baseline (one forward pass, each expression's locally best tiling);
 * ``greedy`` — Algorithms 1–4 with β, η, α (:class:`~onnxpart.tile.program.heuristics.GreedyOptions`);
@@ -24,17 +24,20 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from onnxpart.board import Board
-from onnxpart.certificate import LowerBound, above, best_bound
+from onnxpart.certificate import Bounded, LowerBound
 from onnxpart.errors import UserError
-from onnxpart.tile.methods import Budget, Method, Outcome, Run, asked, registry, run_methods
-from onnxpart.tile.program import tree as tree_mod
-from onnxpart.tile.program.exact import EXHAUSTIVE_LIMIT, exhaustive, solve_cpsat_tiling
-from onnxpart.tile.program.heuristics import GreedyOptions, greedy, local
-from onnxpart.tile.program.model import Instance, build_instance
-from onnxpart.tile.program.program import Program
-from onnxpart.tile.program.space import SpaceTooLarge
+from onnxpart.strategy import Budget, Method, MethodResult, Registry, run_methods
+
+if TYPE_CHECKING:
+    from onnxpart.tile.program.heuristics import GreedyOptions
+    from onnxpart.tile.program.model import Instance
+    from onnxpart.tile.program.program import Program
+
+#: Default limit of the exhaustive search, in labelings enumerated (about a second per 10^6 here).
+EXHAUSTIVE_LIMIT = 3 ** 13
 
 
 @dataclass(frozen=True)
@@ -51,21 +54,21 @@ class ProgramOptions:
 
     @property
     def greedy(self) -> GreedyOptions:
+        from onnxpart.tile.program.heuristics import GreedyOptions
+
         return GreedyOptions(self.beta, self.eta, self.alpha)
 
 
-@dataclass
-class ProgramResult:
-    method: str
-    labels: tuple[int, ...] | None  # label index per vertex; None when the method gave no tiling
-    cost: int | None
-    seconds: float
-    status: str  # heuristic | optimal | time_limit | refused | not_applicable | no_solution
-    note: str = ""
+@dataclass(kw_only=True)
+class ProgramResult(MethodResult):
+    """One method's labeling (label index per vertex; None when it gave no tiling) and its proven bound."""
+
+    labels: tuple[int, ...] | None = None
+    proven: LowerBound | None = None
 
 
 @dataclass
-class ProgramSolution:
+class ProgramSolution(Bounded):
     instance: Instance
     labels: dict[str, str]  # matrix -> tiling
     choices: dict[str, str]  # expression -> "algorithm[label, ...]" (its best feasible labeling)
@@ -75,56 +78,90 @@ class ProgramSolution:
     lower_bounds: list[LowerBound] = field(default_factory=list)
 
     @property
-    def best_lower_bound(self) -> float | None:
-        return best_bound(self.lower_bounds)
-
-    @property
-    def proven_optimal(self) -> bool:
-        lb = self.best_lower_bound
-        return lb is not None and not above(self.cost, lb)
+    def value(self) -> float:
+        return self.cost
 
 
-def _local(instance: Instance, run: Run) -> Outcome:
-    return Outcome(local(instance), "heuristic")
+@dataclass
+class _Run:
+    """What the methods share in one solve: the instance, the solve's clock, the labelings found so far."""
+
+    instance: Instance
+    budget: Budget
+    answers: dict[str, Any] = field(default_factory=dict)
+
+    def result(self, method: str, start: float, labels, status: str, proven: LowerBound | None = None,
+               note: str = "", board: Board | None = None) -> ProgramResult:
+        """``method``'s result, started at ``start``: its labeling re-costed, its bound on the board."""
+        self.answers[method] = labels
+        if proven is not None and board is not None:
+            board.add(proven)
+        value = None if labels is None else self.instance.cost(labels)
+        return ProgramResult(method=method, status=status, value=value, bound=None if proven is None else proven.value,
+                             seconds=time.monotonic() - start, note=note,
+                             labels=None if labels is None else tuple(int(a) for a in labels), proven=proven)
 
 
-def _greedy(instance: Instance, run: Run) -> Outcome:
-    return Outcome(greedy(instance, run.options.greedy), "heuristic")
+def _local(run: _Run, options: ProgramOptions, board: Board, seconds: float) -> ProgramResult:
+    from onnxpart.tile.program.heuristics import local
+
+    start = time.monotonic()
+    return run.result("local", start, local(run.instance), "heuristic")
 
 
-def _tree(instance: Instance, run: Run) -> Outcome:
-    if not tree_mod.applies(instance):
-        return Outcome(None, "not_applicable", note="the incidence graph has a cycle (Theorem 1 needs a tree)")
-    start = time.perf_counter()
-    x, cost = tree_mod.solve_tree(instance)
-    return Outcome(x, "optimal", LowerBound("tree-dp", float(cost), "optimal", "dp", time.perf_counter() - start,
-                                            note="Theorem 1: min-sum DP on the incidence forest"))
+def _greedy(run: _Run, options: ProgramOptions, board: Board, seconds: float) -> ProgramResult:
+    from onnxpart.tile.program.heuristics import greedy
+
+    start = time.monotonic()
+    return run.result("greedy", start, greedy(run.instance, options.greedy), "heuristic")
 
 
-def _exhaustive(instance: Instance, run: Run) -> Outcome:
-    start = time.perf_counter()
+def _tree(run: _Run, options: ProgramOptions, board: Board, seconds: float) -> ProgramResult:
+    from onnxpart.tile.program import tree
+
+    start = time.monotonic()
+    if not tree.applies(run.instance):
+        return run.result("tree", start, None, "not_applicable",
+                          note="the incidence graph has a cycle (Theorem 1 needs a tree)")
+    x, cost = tree.solve_tree(run.instance)
+    bound = LowerBound("tree-dp", float(cost), "optimal", "dp", time.monotonic() - start,
+                       note="Theorem 1: min-sum DP on the incidence forest")
+    return run.result("tree", start, x, "optimal", bound, board=board)
+
+
+def _exhaustive(run: _Run, options: ProgramOptions, board: Board, seconds: float) -> ProgramResult:
+    from onnxpart.tile.program.exact import exhaustive
+    from onnxpart.tile.program.space import SpaceTooLarge
+
+    start = time.monotonic()
     try:
-        x, cost = exhaustive(instance, run.options.exhaustive_limit)
+        x, cost = exhaustive(run.instance, options.exhaustive_limit)
     except SpaceTooLarge as exc:
-        return Outcome(None, "refused", note=str(exc))
-    return Outcome(x, "optimal", LowerBound("exhaustive", float(cost), "optimal", "enumeration",
-                                            time.perf_counter() - start))
+        return run.result("exhaustive", start, None, "refused", note=str(exc))
+    bound = LowerBound("exhaustive", float(cost), "optimal", "enumeration", time.monotonic() - start)
+    return run.result("exhaustive", start, x, "optimal", bound, board=board)
 
 
-def _exact(instance: Instance, run: Run) -> Outcome:
-    """CP-SAT from greedy's tiling (a greedy run of its own when greedy did not run)."""
+def _exact(run: _Run, options: ProgramOptions, board: Board, seconds: float) -> ProgramResult:
+    """CP-SAT from greedy's tiling (a greedy run of its own when greedy did not run), in ``seconds``: what the
+    others left of the solve."""
+    from onnxpart.tile.program.exact import solve_cpsat_tiling
+    from onnxpart.tile.program.heuristics import greedy
+
+    start = time.monotonic()
     hint = run.answers.get("greedy")
     if hint is None:
-        hint = greedy(instance, run.options.greedy)
-    found = solve_cpsat_tiling(instance, run.budget.left(), hint, run.options.workers, run.options.seed)
+        hint = greedy(run.instance, options.greedy)
+    found = solve_cpsat_tiling(run.instance, max(seconds, run.budget.left()), hint, options.workers, options.seed)
     if found.labels is None:
-        return Outcome(None, "no_solution", found.bound, f"CP-SAT found no tiling ({found.status})")
-    return Outcome(found.labels, found.status, found.bound)
+        return run.result("exact", start, None, "no_solution", found.bound, f"CP-SAT found no tiling ({found.status})",
+                          board)
+    return run.result("exact", start, found.labels, found.status, found.bound, board=board)
 
 
 #: The methods (``--method`` picks among them; they run in the order asked, by default
 #: :attr:`ProgramOptions.methods`).
-METHODS = registry(
+REGISTRY = Registry(
     Method("local", "heuristic", _local, 0, "each expression's locally best tiling, in program order"),
     Method("greedy", "heuristic", _greedy, 0, "Algorithms 1–4: buckets of expressions in greedy order"),
     Method("exhaustive", "exact", _exhaustive, 0, "every labeling of the shared matrices, up to a limit"),
@@ -134,28 +171,31 @@ METHODS = registry(
 
 
 def solve(problem: Instance | Program, options: ProgramOptions = ProgramOptions(),
-          board: Board | None = None) -> ProgramSolution:
-    """Run every requested method on the instance (built from the program if one is given); ``board``
-    (:mod:`onnxpart.board`) hears every method's tiling (``offer``) and every proven bound (``add``)."""
+          board: Board | None = None, seconds: float | None = None) -> ProgramSolution:
+    """Run every requested method on the instance (built from the program if one is given) within ``seconds``
+    (default ``options.time_limit``); ``board`` (:mod:`onnxpart.board`) hears every method's tiling
+    (``offer``) and every proven bound (``add``)."""
+    from onnxpart.tile.program import tree
+    from onnxpart.tile.program.model import build_instance
+    from onnxpart.tile.program.program import Program
+
     instance = build_instance(problem) if isinstance(problem, Program) else problem
     board = board if board is not None else Board()
-    names = list(asked(options.methods, METHODS, "a matrix program"))
+    names = list(REGISTRY.parse(",".join(options.methods) or ","))
     if options.tree not in ("auto", "off"):
         raise UserError(f"tree must be 'auto' or 'off', got {options.tree!r}")
     options.greedy.check()
-    if options.tree == "auto" and "tree" not in names and tree_mod.applies(instance):
+    if options.tree == "auto" and "tree" not in names and tree.applies(instance):
         names.insert(0, "tree")
-    run = Run(options, Budget(options.time_limit, {name: METHODS[name].weight for name in names}))
-    ran = run_methods(METHODS, names, instance, run, board, instance.cost)
-    results = [ProgramResult(d.method, None if d.value is None else tuple(int(a) for a in d.outcome.answer), d.value,
-                             d.seconds, d.outcome.status, d.outcome.note) for d in ran]
-    bounds = [d.outcome.bound for d in ran if d.outcome.bound is not None]
+    run = _Run(instance, Budget(options.time_limit if seconds is None else seconds))
+    results = run_methods([REGISTRY[name] for name in names], run, options, board, run.budget)
+    bounds = [r.proven for r in results if r.proven is not None]
     solved = [r for r in results if r.labels is not None]
     if not solved:
         raise UserError("; ".join(f"{r.method}: {r.note}" for r in results) or "no method gave a tiling")
-    best = min(solved, key=lambda r: r.cost)
+    best = min(solved, key=lambda r: r.value)
     return ProgramSolution(instance, instance.label_names(best.labels), _choices(instance, best.labels),
-                           int(best.cost), best.method, results, bounds)
+                           int(best.value), best.method, results, bounds)
 
 
 def _choices(instance: Instance, labels: tuple[int, ...]) -> dict[str, str]:

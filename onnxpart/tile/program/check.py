@@ -1,8 +1,8 @@
 """``onnxpart tile program.json --check-certificate``: a matrix program's plan.json read back and its cost
 recomputed from the tilings it lists, by :meth:`~onnxpart.tile.program.model.Instance.cost` on the program
 given (never trusting the solver): the certificate must be for this program (instance hash), plan.json must
-tile every matrix with one of its labels, and the certificate's upper bound and plan.json's cost must be the
-recomputed cost, with no lower bound above it (the one tolerance rule of :mod:`onnxpart.certificate`)."""
+tile every matrix with one of its labels, and the certificate's upper bound (:meth:`~onnxpart.certificate.
+Certificate.check`) and plan.json's cost must be the recomputed cost, with no lower bound above it (the one tolerance rule of :mod:`onnxpart.certificate`)."""
 
 from __future__ import annotations
 
@@ -21,9 +21,10 @@ def check_plan(instance: Instance, payload: dict, cert: Certificate, sha: str | 
         value = float(instance.cost(labels))
     except (KeyError, ValueError, TypeError) as exc:
         return None, problems + [f"plan.json does not label this program: {exc}"]
-    for what, claimed in (("certificate upper bound", cert.upper_bound), ("plan.json cost", payload.get("cost"))):
-        if not _number(claimed) or not same_value(value, float(claimed)):
-            problems.append(f"{what} {claimed} differs from the recomputed cost {value:g}")
+    problems += cert.check(value, {})
+    claimed = payload.get("cost")
+    if not _number(claimed) or not same_value(value, float(claimed)):
+        problems.append(f"plan.json cost {claimed} differs from the recomputed cost {value:g}")
     lb = cert.best_lower_bound
     if lb is not None and above(lb, value):
         problems.append(f"the lower bound {lb} exceeds the recomputed cost {value:g}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from onnxpart.certificate import Certificate
-from onnxpart.tile import methods
+from onnxpart import tile
 from onnxpart.tile.program import ProgramSolution
 from onnxpart.tile.program.model import Instance
 
@@ -30,4 +30,4 @@ def plan_payload(solution: ProgramSolution, program: str, sha: str | None) -> di
 
 def certificate(solution: ProgramSolution, sha: str | None, options: dict[str, Any]) -> Certificate:
     inst = solution.instance
-    return methods.certificate(solution, sha, instance_digest(inst), OBJECTIVE.format(unit=inst.unit), options)
+    return tile.certificate(solution, sha, instance_digest(inst), OBJECTIVE.format(unit=inst.unit), options)

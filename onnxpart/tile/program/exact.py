@@ -31,14 +31,13 @@ from ortools.sat.python import cp_model
 
 from onnxpart.certificate import LowerBound
 from onnxpart.solvers import solve_cpsat
-from onnxpart.tile.methods import Budget, resolve_workers
+from onnxpart.strategy import Budget, cores
+from onnxpart.tile.program import EXHAUSTIVE_LIMIT
 from onnxpart.tile.program.model import Instance
 from onnxpart.tile.program.space import complete, search
 
 log = logging.getLogger(__name__)
 
-#: Default limit of the exhaustive search, in labelings enumerated (about a second per 10^6 here).
-EXHAUSTIVE_LIMIT = 3 ** 13
 
 
 def exhaustive_vertices(instance: Instance) -> list[int]:
@@ -76,9 +75,9 @@ def solve_cpsat_tiling(instance: Instance, time_limit: float = 10.0, hint: np.nd
     if hint is not None:
         _add_hint(model, instance, hint, x, y, r)
     parameters = {} if deterministic_time is None else {"max_deterministic_time": deterministic_time}
-    result, solver = solve_cpsat(model, budget.left(floor=1e-3), workers=resolve_workers(workers), seed=seed,
+    result, solver = solve_cpsat(model, max(1e-3, budget.left()), workers=cores(workers), seed=seed,
                                  parameters=parameters)
-    seconds = time.perf_counter() - budget.start
+    seconds = time.monotonic() - budget.start
     labels = None
     if result.has_solution:
         labels = np.array([next(a for a, var in x[v].items() if solver.Value(var))

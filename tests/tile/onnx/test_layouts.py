@@ -108,7 +108,7 @@ def test_time_limited_exact_reports_a_proven_bound(tiny):
     closed, exact_bound = sol.lower_bounds  # the closed form always, then exact's
     assert closed.status == "bound" and closed.value <= sol.cost and exact_bound.status in ("optimal", "time_limit")
     assert sol.best_lower_bound <= sol.cost * (1 + 1e-12)
-    costs = {r.method: r.cost for r in sol.results}
+    costs = {r.method: r.value for r in sol.results}
     assert costs["exact"] <= costs["greedy"] * (1 + 1e-12) <= costs["local"] * (1 + 1e-12)
 
 

@@ -18,7 +18,7 @@ from onnxpart.tile.onnx.catalog import P, R, S, collective_time, reshard
 from onnxpart.tile.onnx.exchange import block_index, lay_out, run_step
 from onnxpart.tile.onnx.mesh import MeshLayout, make_mesh, parts
 from onnxpart.tile.onnx.build import candidate_layouts
-from onnxpart.tile.onnx.resharding import Step, plan, reshard_time
+from onnxpart.tile.onnx.resharding import Step, plan, price_tables, reshard_time
 
 
 def addends(whole: np.ndarray, layout, sizes, seed: int) -> list[np.ndarray]:
@@ -133,3 +133,19 @@ def test_nested_sharding_is_not_one_all_gather():
         steps = plan(src, dst, shape, whole.nbytes, mesh)
         assert sum(s.seconds for s in steps) > old.seconds
         check_transition(src, dst, shape, sizes)
+
+
+@pytest.mark.parametrize("sizes", [(4,), (2, 4), (2, 2, 2)])
+def test_tensors_priced_together_cost_what_their_steps_cost(sizes):
+    """price_tables (every tensor of a divisibility at once, Bellman-Ford over arrays) gives, float for float,
+    the seconds of the steps plan() returns for each pair — the table the searches read is what runs."""
+    mesh = make_mesh(sizes, latencies=(5e-6,), bandwidths=(25e9,))
+    rng = np.random.default_rng(len(sizes))
+    tensors = []
+    for _ in range(40):
+        shape = tuple(int(s) for s in rng.choice([1, 2, 3, 4, 6, 8, 12, 16, 24], size=rng.integers(1, 4)))
+        domain, _ = candidate_layouts(shape, mesh, [True] * len(sizes))
+        tensors.append((domain, shape, float(rng.choice([0.0, 8.0, rng.uniform(1, 1e4), rng.uniform(1e6, 1e9)]))))
+    for (domain, shape, nbytes), (index, seconds) in zip(tensors, price_tables(tensors, mesh)):
+        for a, b in itertools.product(domain, repeat=2):
+            assert seconds[index[a], index[b]] == sum(s.seconds for s in plan(a, b, shape, nbytes, mesh)), (a, b)

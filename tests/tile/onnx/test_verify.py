@@ -345,10 +345,15 @@ def test_a_wrong_catalog_entry_is_caught(folder, monkeypatch):
 
 @pytest.fixture
 def fresh_prices():
-    """The resharding planner's cache emptied before and after a test that patches it."""
-    resharding._paths.cache_clear()
+    """The resharding planner's caches emptied before and after a test that patches it."""
+    _clear_prices()
     yield
-    resharding._paths.cache_clear()
+    _clear_prices()
+
+
+def _clear_prices() -> None:
+    for cached in (resharding._paths, resharding._transitions):
+        cached.cache_clear()
 
 
 def nested_plan(folder):
@@ -365,7 +370,7 @@ def test_a_wrong_transition_fails_verify(folder, monkeypatch, fresh_prices):
     inst, plan, loaded = nested_plan(folder)
     assert tile_verify.verify_plan(inst, plan, loaded.graph, loaded.model).ok
     monkeypatch.setattr(resharding, "allowed", lambda *args: True)  # every per-axis step taken as exact
-    resharding._paths.cache_clear()
+    _clear_prices()
     inst, plan, loaded = nested_plan(folder)
     assert [s.collective for s in inst.reshard_steps(plan.layouts["x"], MeshLayout((R, S(0))), "x")] == ["all-gather"]
     with pytest.raises(VerificationError, match="tensor 'y0'"):
