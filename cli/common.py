@@ -184,12 +184,22 @@ def handle_errors(command: Callable) -> Callable:
             err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt as interrupt:
-            from onnxpart.interrupts import exit_code
+            _interrupted(interrupt)
+        except Exception:
+            from onnxpart.interrupts import received
 
-            err_console.print("[yellow]interrupted:[/] nothing written", highlight=False)
-            raise typer.Exit(exit_code(interrupt)) from None
+            if received() is None:
+                raise
+            _interrupted(received())  # the signal, wrapped by the library it interrupted
 
     return wrapper
+
+
+def _interrupted(interrupt: KeyboardInterrupt) -> None:
+    from onnxpart.interrupts import exit_code
+
+    err_console.print("[yellow]interrupted:[/] nothing written", highlight=False)
+    raise typer.Exit(exit_code(interrupt)) from None
 
 
 def load_costed(path: Path, **options: Any):

@@ -32,6 +32,7 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _stops: list[Callable[[], None]] = []  # the stop functions of the deferred blocks now running
 _deferring = 0  # deferred blocks now open (nested blocks raise when the outermost ends)
 _pending: int | None = None  # a signal that arrived inside a deferred block
+_received: int | None = None  # the first signal this process received
 _installed = False
 
 
@@ -93,8 +94,16 @@ def _interrupt(signum: int) -> KeyboardInterrupt:
     return Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
+def received() -> KeyboardInterrupt | None:
+    """The interrupt of the first signal received, or None. An exception raised after it may be the
+    interrupt seen through a library that wraps it: a KeyboardInterrupt raised while a native extension
+    module initializes comes out as ``ImportError: initialization failed`` (pybind11)."""
+    return None if _received is None else _interrupt(_received)
+
+
 def _on_signal(signum: int, _frame) -> None:
-    global _pending
+    global _pending, _received
+    _received = _received or signum
     if _deferring:
         _pending = _pending or signum
         _call_stops()

@@ -97,3 +97,24 @@ def test_signal_stops_the_solve_and_writes_nothing(tmp_path, command, signum):
     while group_members(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert group_members(proc.pid) == [], "worker processes left behind"
+
+
+def test_a_signal_wrapped_by_the_library_it_interrupted_is_still_the_signal(monkeypatch, capsys):
+    """SIGTERM while a native module initializes comes out of the import as ``ImportError: initialization
+    failed`` (pybind11; seen with ortools' CP-SAT): once a signal was received, the command still exits
+    143 with its one line, not 1 with a traceback; without a signal the error stays a bug."""
+    import typer
+
+    from onnxpart import interrupts
+    from onnxpart.cli.common import handle_errors
+
+    @handle_errors
+    def command() -> None:
+        raise ImportError("initialization failed")
+
+    with pytest.raises(ImportError):
+        command()
+    monkeypatch.setattr(interrupts, "_received", signal.SIGTERM)
+    with pytest.raises(typer.Exit) as stopped:
+        command()
+    assert stopped.value.exit_code == 143 and "interrupted" in capsys.readouterr().err
