@@ -69,7 +69,7 @@ def run(inst: Instance, options, board: Board, budget: Budget, methods: Sequence
         lane = BoundLane(runner, jobs, board, inst, k)
         search.run(lane)  # 4. order search, then local search on the partition
         runner.wait(lambda events: lane.take(events) or lane.stop(budget.deadline))
-        lane.finish()
+        lane.finish(budget.deadline)
     assignment, method = search.best_assignment(lane.results)  # 5. the exact MIP's incumbent too
     search.stats.update({"found_by": board.found_by, "seconds": board.seconds})
     return compact(assignment), method, search.stats

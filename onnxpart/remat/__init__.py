@@ -97,18 +97,20 @@ class Fit:
     reached: Reached | None = None
 
 
-def solve(problem: Instance, options: Options, board: Board | None = None) -> Solution:
-    """Check the budget against the restriction-free floor and run the methods within
-    ``options.time_limit`` seconds in all (module doc). ``board`` receives the solvers' progress records
-    (phase 1 in bytes, phase 2 and Checkmate in durations), every method's bounds and every feasible
-    sequence's duration. Raises :class:`InfeasibleError` when no method meets the budget (the message
+def solve(problem: Instance, options: Options, board: Board | None = None, seconds: float | None = None) -> Solution:
+    """Check the budget against the restriction-free floor and run the methods within ``seconds`` in all
+    (default ``options.time_limit``; the command passes what its ``--time-limit`` left after loading;
+    ``options.deterministic`` keeps ``options.time_limit``, so its shares do not depend on loading; module
+    doc). ``board`` receives the solvers' progress records (phase 1 in bytes, phase 2 and Checkmate in
+    durations), every method's bounds and every feasible sequence's duration. Raises :class:`InfeasibleError` when no method meets the budget (the message
     says what is proven); the partial :class:`Solution` is attached as ``exc.solution``."""
     from onnxpart.remat.sequence import baseline
 
     if not problem.n_ops:
         raise UserError("the graph has no ops")
     board = board if board is not None else Board()
-    budget = Budget(options.time_limit, ledger=options.deterministic)
+    total = options.time_limit if seconds is None or options.deterministic else seconds
+    budget = Budget(total, ledger=options.deterministic)
     options = replace(options, workers=cores(options.workers))
     base = baseline(problem)
     solution = Solution(problem, 0, base, base, options, floor=problem.min_budget())
