@@ -9,6 +9,8 @@ far above the 1.5 GB target so that the test is stable on a loaded machine."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +22,7 @@ from onnxpart.cli.app import app
 from onnxpart.cli.common import run_clock
 from onnxpart.errors import UserError
 from tests import scale_graphs
-from tests.safety.harness import DIAMOND, run_cli
+from tests.safety.harness import DIAMOND, error_line, run_cli
 
 MEMORY_CAP = 3 << 30  # bytes: a dense n × n float64 matrix at 20,000 ops is 3.2 GB by itself
 TIME_LIMIT = 5.0
@@ -34,13 +36,20 @@ print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024, file=
 """
 
 
-def run_measured(*args, cwd: Path) -> tuple[subprocess.CompletedProcess, int]:
+def run_measured(*args, cwd: Path, timeout: float = 300) -> tuple[subprocess.CompletedProcess, int]:
     """``onnxpart ARGS`` in a fresh process under ``cwd``; -> (its output, peak RSS of its process tree)."""
     cwd.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([sys.executable, "-c", _MEASURE, *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, timeout=300)
-    code, peak = proc.stderr.strip().splitlines()[-1].split()
-    return subprocess.CompletedProcess(proc.args, int(code), proc.stdout, proc.stderr), int(peak)
+    with subprocess.Popen([sys.executable, "-c", _MEASURE, *map(str, args)], cwd=cwd, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, start_new_session=True) as child:
+        try:
+            stdout, stderr = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)  # the command and its workers too, not just the wrapper
+            raise
+    proc = subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
+    *stderr, last = proc.stderr.strip().splitlines()
+    code, peak = last.split()
+    return subprocess.CompletedProcess(proc.args, int(code), proc.stdout, "\n".join(stderr)), int(peak)
 
 
 def assert_within_limit(summary: dict) -> None:
@@ -84,3 +93,25 @@ def test_partition_of_20000_ops_is_valid_within_the_limit_and_memory(tmp_path, g
     assert placed == sorted(f"op{v}" for v in range(scale_graphs.SCALE_OPS))  # each op once
     check = run_cli("partition", path, "-k", 8, "--check-certificate", out, cwd=tmp_path / "cwd")
     assert check.returncode == 0 and "certificate ok" in check.stdout, check.stdout + check.stderr
+
+
+def test_remat_of_a_20000_op_dag_ends_cleanly_within_the_limit_and_memory(tmp_path):
+    """The old greedy recursed once per freed tensor up the DAG (RecursionError, exit 1) and walked every
+    resident tensor's recompute chain at every eviction (minutes per pass), and Moccasin's grid of start
+    times is nodes² (8 GB). Now the models are skipped above 2,000 nodes, the greedy runs under the time
+    limit, and the command gives a valid sequence or the one-line 'no sequence fits' answer (exit 4) —
+    which one depends on how many greedy passes the machine runs in the limit. The subprocess timeout is
+    the time bound, far above 1.1·T + 5 s so the test is stable (the old code ran past 200 s)."""
+    path = scale_graphs.write(scale_graphs.random_dag(), tmp_path / "graph.json")
+    out = tmp_path / "out"
+    proc, peak = run_measured("remat", path, "--budget", "95%", "--time-limit", TIME_LIMIT, "-o", out, "--json",
+                              cwd=tmp_path / "cwd", timeout=60)
+    assert peak < MEMORY_CAP, f"peak RSS {peak / 2**30:.2f} GiB"
+    if proc.returncode == 4:
+        assert "no sequence fits the budget" in error_line(proc)
+        assert not out.exists()
+        return
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert_within_limit(json.loads(proc.stdout))
+    check = run_cli("remat", path, "--budget", "95%", "--check-certificate", out, cwd=tmp_path / "cwd")
+    assert check.returncode == 0, check.stdout + check.stderr

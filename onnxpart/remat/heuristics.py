@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import logging
+import math
 import random
 import time
 from dataclasses import dataclass
@@ -51,6 +52,8 @@ _DROPS = (1, 1, 2, 3)
 _PATIENCE = 400
 _WORSE = 0.05
 _RANDOM_TOP = 3
+#: A tensor is freed only if recomputing it needs at most this many freed tensors recomputed first.
+MAX_CHAIN = 8
 #: A repair move (an existing recomputation to an earlier stage) adds no duration; it is ranked as if it
 #: cost this fraction of the producer's duration.
 _MOVE_COST = 1e-3
@@ -71,12 +74,15 @@ class _Stuck(Exception):
 
 
 def stage_events(instance: Instance, budget: float, max_copies: int, distance_exp: float = 1.0,
-                 cost_exp: float = 1.0, span_exp: float = 0.0) -> list[Event] | None:
+                 cost_exp: float = 1.0, span_exp: float = 0.0, deadline: float = math.inf) -> list[Event] | None:
     """The greedy stage-structured sequence (input nodes included, at their own stages), or None if the
-    policy gets stuck. The tally of resident bytes never exceeds ``budget`` at any event."""
+    policy gets stuck or ``deadline`` (``time.perf_counter()``) comes first. The tally of resident bytes
+    never exceeds ``budget`` at any event."""
     policy = _Eviction(instance, budget, max_copies, (distance_exp, cost_exp, span_exp))
     try:
         for stage, v in enumerate(instance.order):
+            if time.perf_counter() >= deadline:
+                raise _Stuck(f"the time limit came at stage {stage} of {len(instance.order)}")
             policy.stage(stage, v)
     except _Stuck as exc:
         log.debug("greedy (%g, %g, %g) stuck: %s", distance_exp, cost_exp, span_exp, exc)
@@ -144,27 +150,46 @@ class _Eviction:
 
     def needed(self, x: int, stage: int) -> bool:
         """``x`` is read after ``stage``: by a first computation, or by the recomputation of a freed
-        tensor that is itself still needed."""
-        if self.next_use(x, stage) is not None:
-            return True
-        return any(y in self.freed and self.needed(y, stage) for c in self.instance.value_consumers[x]
-                   for y in self.instance.node_outputs[c])
+        tensor that is itself still needed (followed with a stack: chains of freed tensors can be as long
+        as the graph is deep)."""
+        stack, seen = [x], {x}
+        while stack:
+            y = stack.pop()
+            if self.next_use(y, stage) is not None:
+                return True
+            for c in self.instance.value_consumers[y]:
+                for z in self.instance.node_outputs[c]:
+                    if z in self.freed and z not in seen:
+                        seen.add(z)
+                        stack.append(z)
+        return False
 
     def missing(self, v: int, memo: dict[int, frozenset[int] | None]) -> frozenset[int] | None:
         """The non-resident tensors a recomputation of ``v`` needs recomputed first (recursively), or
-        None if ``v`` or one of them has no copy left."""
-        if v not in memo:
-            memo[v] = None
-            if self.used[v] < self.limit[v]:
-                acc: set[int] = set()
-                for x in self.instance.node_inputs[v]:
-                    if x in self.resident:
-                        continue
-                    deeper = self.missing(self.instance.value_producer[x], memo)
-                    if deeper is None:
-                        return None
-                    acc |= deeper | {x}
-                memo[v] = frozenset(acc)
+        None if ``v`` or one of them has no copy left, or if there are more than :data:`MAX_CHAIN` of
+        them (a walk up a long chain of freed tensors per candidate made one greedy pass take minutes on
+        a 5,000-op graph, for a recomputation its cost would rank last anyway)."""
+        if v in memo:
+            return memo[v]
+        inputs, producer, resident = self.instance.node_inputs, self.instance.value_producer, self.resident
+        acc: set[int] = set()
+        stack, seen = [v], {v}
+        while stack:
+            u = stack.pop()
+            if self.used[u] >= self.limit[u]:
+                memo[v] = None
+                return None
+            for x in inputs[u]:
+                if x in resident or x in acc:
+                    continue
+                acc.add(x)
+                if len(acc) > MAX_CHAIN:
+                    memo[v] = None
+                    return None
+                if producer[x] not in seen:
+                    seen.add(producer[x])
+                    stack.append(producer[x])
+        memo[v] = frozenset(acc)
         return memo[v]
 
     def free(self, x: int) -> None:
@@ -183,45 +208,63 @@ class _Eviction:
 
     def victim(self, stage: int, pinned: set[int]) -> tuple[int | None, frozenset[int]]:
         """The resident tensor to free (the largest eviction score among those not ``pinned``, not kept
-        to the end and recomputable), with the tensors its recomputation needs first; None if none."""
-        instance, sizes = self.instance, self.sizes
-        best, best_score, best_missing = None, -1.0, frozenset()
-        memo: dict[int, frozenset[int] | None] = {}
+        to the end and recomputable), with the tensors its recomputation needs first; None if none.
+
+        A recomputation costs at least its producer's duration, so each candidate's score is at most the
+        score at that cost: candidates are tried by that optimistic score, and the recursive
+        :meth:`missing` runs only until no optimistic score can beat the best exact one (one or two
+        candidates, where every resident tensor used to cost a walk up the freed tensors)."""
+        instance, sizes, durations, producer = self.instance, self.sizes, self.instance.durations, \
+            self.instance.value_producer
+        candidates = []
         for x in self.resident:
-            if x in pinned or instance.value_to_end[x]:
+            u = producer[x]
+            if x in pinned or instance.value_to_end[x] or self.used[u] >= self.limit[u]:
                 continue
-            u = instance.value_producer[x]
             nxt = self.next_use(x, stage)
-            chain = self.missing(u, memo)
-            if nxt is None or chain is None:
+            if nxt is None:
                 continue
-            cost = instance.durations[u] + sum(instance.durations[instance.value_producer[y]] for y in chain)
             saved = float(nxt - stage) / (self.readers[x][-1] - stage)  # share of the remaining retention freed
-            score = sizes[x] * float(nxt - stage) ** self.distance_exp * saved ** self.span_exp \
-                / max(cost, 1e-9) ** self.cost_exp
-            if score > best_score:
-                best, best_score, best_missing = x, score, chain
+            gain = sizes[x] * float(nxt - stage) ** self.distance_exp * saved ** self.span_exp
+            candidates.append((-gain / max(durations[u], 1e-9) ** self.cost_exp, len(candidates), x, gain))
+        best, best_score, best_missing, best_rank = None, -1.0, frozenset(), len(candidates)
+        memo: dict[int, frozenset[int] | None] = {}
+        for optimistic, rank, x, gain in sorted(candidates):  # ties: the first resident tensor, as ever
+            if -optimistic < best_score:
+                break
+            u = producer[x]
+            chain = self.missing(u, memo)
+            if chain is None:
+                continue
+            cost = durations[u] + sum(durations[producer[y]] for y in chain)
+            score = gain / max(cost, 1e-9) ** self.cost_exp
+            if score > best_score or (score == best_score and rank < best_rank):
+                best, best_score, best_missing, best_rank = x, score, chain, rank
         return best, best_missing
 
     def plan(self, v: int, todo: set[int]) -> None:
-        """Add ``v``'s producers of freed inputs to ``todo`` (recursively)."""
-        for x in self.instance.node_inputs[v]:
-            u = self.instance.value_producer[x]
-            if x in self.resident or u in todo:
-                continue
-            if self.used[u] >= self.limit[u]:
-                raise _Stuck(f"{self.instance.node_names[u]!r} has no copy left")
-            todo.add(u)
-            self.plan(u, todo)
+        """Add ``v``'s producers of freed inputs to ``todo`` (recursively, with a stack)."""
+        stack = [v]
+        while stack:
+            for x in self.instance.node_inputs[stack.pop()]:
+                u = self.instance.value_producer[x]
+                if x in self.resident or u in todo:
+                    continue
+                if self.used[u] >= self.limit[u]:
+                    raise _Stuck(f"{self.instance.node_names[u]!r} has no copy left")
+                todo.add(u)
+                stack.append(u)
 
 
-def prune(instance: Instance, events: list[Event], budget: float) -> list[Event]:
-    """Drop recomputations (latest first) whose removal keeps the sequence valid and within the budget;
-    copy indices are renumbered."""
+def prune(instance: Instance, events: list[Event], budget: float, deadline: float = math.inf) -> list[Event]:
+    """Drop recomputations (latest first) whose removal keeps the sequence valid and within the budget,
+    until ``deadline`` (one simulation per recomputation); copy indices are renumbered."""
     kept = list(events)
     for k in range(len(kept) - 1, -1, -1):
         if kept[k].copy == 0:
             continue
+        if time.perf_counter() >= deadline:
+            break
         trial = kept[:k] + kept[k + 1:]
         try:
             if simulate(instance, _ops(instance, trial)).peak <= budget:
@@ -346,16 +389,22 @@ def _ops(instance: Instance, events: list[Event]) -> tuple[int, ...]:
     return tuple(e.node for e in events if e.node < instance.n_ops)
 
 
-def greedy_sequence(instance: Instance, budget: float, max_copies: int,
-                    search_seconds: float = 30.0) -> tuple[list[Event], SequenceProfile] | None:
+def greedy_sequence(instance: Instance, budget: float, max_copies: int, search_seconds: float = 30.0,
+                    seconds: float = math.inf) -> tuple[list[Event], SequenceProfile] | None:
     """Over the scoring variants and target slacks: the shortest pruned sequence whose simulated peak fits
     ``budget``; if none fits, the one with the least peak (a warm start for phase 1). None only if every
-    variant got stuck on ``C_v``. At most ``search_seconds`` go to :func:`repair` and :func:`improve`."""
-    deadline = time.perf_counter() + search_seconds
+    variant got stuck on ``C_v`` or was cut by the time limit. At most ``search_seconds`` go to
+    :func:`repair` and :func:`improve`; ``seconds`` after the start every variant and pruning stop (a
+    variant is seconds to a minute of Python on a 20,000-op graph)."""
+    now = time.perf_counter()
+    end = now + seconds
+    deadline = min(now + search_seconds, end)
     fitting, closest = None, None
     over: dict[tuple[tuple[int, int], ...], tuple[list[Event], SequenceProfile]] = {}
     for (a, b, c), slack in itertools.product(_SCORES, _SLACKS):
-        events = stage_events(instance, budget * slack, max_copies, a, b, c)
+        if time.perf_counter() >= end:
+            break
+        events = stage_events(instance, budget * slack, max_copies, a, b, c, end)
         if events is None:
             continue
         profile = simulate(instance, _ops(instance, events))
@@ -367,7 +416,7 @@ def greedy_sequence(instance: Instance, budget: float, max_copies: int,
         if fitting is not None and profile.duration >= fitting[1].duration and \
                 profile.duration - fitting[1].duration > 0.5 * (profile.duration - instance.base_duration):
             continue  # pruning cannot catch up: skip the simulations
-        events = prune(instance, events, budget)
+        events = prune(instance, events, budget, end)
         profile = simulate(instance, _ops(instance, events))
         if fitting is None or profile.duration < fitting[1].duration:
             fitting = (events, profile)
@@ -388,7 +437,7 @@ def greedy_sequence(instance: Instance, budget: float, max_copies: int,
             if profile.peak < closest[1].peak:
                 closest = (events, profile)
             continue
-        events = prune(instance, events, budget)
+        events = prune(instance, events, budget, end)
         repaired.setdefault(_ops(instance, events), (events, simulate(instance, _ops(instance, events))))
     starts = sorted(repaired.values(), key=lambda item: item[1].duration)[:_IMPROVES]
     for i, (events, _) in enumerate(starts):  # each start gets an equal share of the time left
@@ -400,10 +449,12 @@ def greedy_sequence(instance: Instance, budget: float, max_copies: int,
     return fitting if fitting is not None else closest
 
 
-def solve_greedy(instance: Instance, budget: float, max_copies: int, search_seconds: float = 30.0) -> MethodResult:
-    """The ``greedy`` method: a sequence and no lower bound (a heuristic proves nothing)."""
+def solve_greedy(instance: Instance, budget: float, max_copies: int, search_seconds: float = 30.0,
+                 seconds: float = math.inf) -> MethodResult:
+    """The ``greedy`` method: a sequence and no lower bound (a heuristic proves nothing); ``seconds`` as in
+    :func:`greedy_sequence`."""
     start = time.perf_counter()
-    found = greedy_sequence(instance, budget, max_copies, search_seconds)
+    found = greedy_sequence(instance, budget, max_copies, search_seconds, seconds)
     seconds = time.perf_counter() - start
     where = f"C_v ≤ {max_copies} computations per op, the input topological order's stages (§2.3)"
     if found is None or found[1].peak > budget:
