@@ -207,8 +207,11 @@ def _write(out, remat_model, source, check: dict) -> list[str]:
 
 def _verify(out, reference, best, check: dict) -> dict:
     from onnxpart.remat.verify import verify as run_verify
-    from onnxpart.verify import VerifyReport
+    from onnxpart.verify import VerifyReport, too_big_to_run
 
+    skipped = too_big_to_run(reference.model)
+    if skipped is not None:
+        return VerifyReport(seed=check["seed"], tolerance=check["tolerance"], skipped=skipped).to_dict()
     with err_console.status("verifying in onnxruntime…"):
         report = run_verify(reference, out.path("remat.onnx"), best.profile.peak, seed=check["seed"],
                             tolerance=check["tolerance"], freeze=check["freeze"])

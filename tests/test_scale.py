@@ -22,6 +22,7 @@ from onnxpart.cli.app import app
 from onnxpart.cli.common import run_clock
 from onnxpart.errors import UserError
 from tests import scale_graphs
+from tests.conftest import light
 from tests.safety.harness import DIAMOND, error_line, run_cli
 
 MEMORY_CAP = 3 << 30  # bytes: a dense n × n float64 matrix at 20,000 ops is 3.2 GB by itself
@@ -115,3 +116,20 @@ def test_remat_of_a_20000_op_dag_ends_cleanly_within_the_limit_and_memory(tmp_pa
     assert_within_limit(json.loads(proc.stdout))
     check = run_cli("remat", path, "--budget", "95%", "--check-certificate", out, cwd=tmp_path / "cwd")
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+@pytest.mark.parametrize("command,args", [("partition", ["-k", "2"]), ("remat", ["--budget", "min"])])
+def test_verify_is_skipped_with_a_word_when_the_weights_do_not_fit_in_memory(tmp_path, monkeypatch, command, args):
+    """A model whose weights outgrow the memory available (a 70B export here) is not loaded into
+    onnxruntime, which would take the machine down: the files are written and --verify says why it did
+    not run. Here the machine is made to look small: 1 KiB available for the tiny model's weights."""
+    from onnxpart import verify
+
+    monkeypatch.setattr(verify, "_available_memory", lambda: 1024)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, [command, str(light("squeezenet")), *args, "--time-limit", "5", "-o", str(out),
+                                      "--verify", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)["verify"]
+    assert report["skipped"].startswith("skipped: the model's") and not report["sizes"]
+    assert out.is_dir()
