@@ -75,7 +75,7 @@ def too_big_to_run(model: onnx.ModelProto) -> str | None:
     """Why ``model`` cannot run in onnxruntime here — its weights (inline and external) over
     :data:`RUNNABLE_SHARE` of the memory this machine has available — or None when it can. Running it
     anyway would take the machine down (a 70B model's 141 GB on a 24 GB machine)."""
-    from onnxpart.graph import tensor_bytes
+    from onnxpart.dtypes import tensor_bytes
     from onnxpart.units import format_bytes
 
     weights = sum(tensor_bytes(t.data_type, t.dims) for t in model.graph.initializer)

@@ -64,7 +64,7 @@ class WeightPolicy:
 
 def weight_bytes(model: onnx.ModelProto) -> int:
     """Bytes of every initializer (inline or external), from dims and dtype: nothing is read."""
-    from onnxpart.graph import tensor_bytes
+    from onnxpart.dtypes import tensor_bytes
 
     return sum(tensor_bytes(t.data_type, t.dims) for t in _tensors(model))
 
@@ -172,7 +172,7 @@ def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def _stream_tensors(model: onnx.ModelProto, handle, data_name: str, policy: WeightPolicy) -> None:
     """Move every tensor of ``tensor_threshold`` bytes or more (and every external one) into ``handle``."""
-    from onnxpart.graph import tensor_bytes
+    from onnxpart.dtypes import tensor_bytes
 
     offset = 0
     for tensor in _tensors(model):

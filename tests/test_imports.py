@@ -33,8 +33,9 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
             targets.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
-            if node.level:
-                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            if node.level:  # relative: up ``level - 1`` packages from this one
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
             targets.update(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names)
     return {t for t in targets if t in known and t != name}
 
