@@ -35,3 +35,12 @@ def write_section(name: str, markdown: str) -> None:
     pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
     text = pattern.sub(lambda _: f"{start}\n{markdown.strip()}\n{end}", text)
     path.write_text(text)
+
+
+def publish(name: str, markdown: str, print_only: bool) -> None:
+    """Print ``markdown`` (``print_only``) or write it as section ``name`` of BENCHMARKS.md."""
+    if print_only:
+        print(markdown)
+    else:
+        write_section(name, markdown)
+        print(f"wrote the {name} section of {ROOT / 'BENCHMARKS.md'}")
