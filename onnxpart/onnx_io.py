@@ -20,10 +20,8 @@ import onnx
 from onnx import external_data_helper
 
 from onnxpart import shapes
-from onnxpart.dtypes import dtype_name, tensor_bytes
 from onnxpart.errors import UserError
-from onnxpart.graph import OpGraph
-from onnxpart.graph_from_onnx import UnknownShapeError, from_onnx
+from onnxpart.graph import OpGraph, UnknownShapeError, dtype_name, from_onnx, tensor_bytes
 from onnxpart.model_check import check_model
 from onnxpart.shapes import ValueType
 
@@ -387,7 +385,7 @@ def _closure(g: onnx.GraphProto, wanted: set[str], provided: set[str], outputs: 
              initializers: Mapping[str, onnx.TensorProto]) -> tuple[set[str], list[str]]:
     """Backward closure from the wanted nodes, and from outputs no wanted node makes (a model output that
     is a constant), through values nobody provides (i.e. weight generators): (node names, initializers)."""
-    from onnxpart.graph_from_onnx import _outer_scope_names, subgraphs
+    from onnxpart.graph import _outer_scope_names, subgraphs
 
     producer = {o: node for node in g.node for o in node.output if o}
     by_name = {node.name: node for node in g.node}
@@ -440,7 +438,7 @@ def place_generators(nodes: Sequence[onnx.NodeProto], generators: Iterable[str])
     just before the first node that reads it, directly or from a subgraph body — where a runtime that
     frees tensors after their last reader starts to hold its output. Generators nobody reads keep their
     relative order at the end."""
-    from onnxpart.graph_from_onnx import _outer_scope_names, subgraphs
+    from onnxpart.graph import _outer_scope_names, subgraphs
 
     generators = set(generators)
     maker = {out: node for node in nodes if node.name in generators for out in node.output if out}

@@ -31,7 +31,7 @@ from pathlib import Path
 import onnx
 
 from onnxpart.errors import UserError
-from onnxpart.graph_from_onnx import subgraphs
+from onnxpart.graph import subgraphs
 
 LEVEL = "ORT_ENABLE_BASIC"
 #: Domains of the ONNX standard operators; any other domain the optimizer adds is refused.

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import machine_line, write_section  # noqa: E402
 
 from onnxpart.cost_models import analytic_costs, load_device  # noqa: E402
-from onnxpart.graph_from_onnx import from_onnx  # noqa: E402
+from onnxpart.graph import from_onnx  # noqa: E402
 from onnxpart.onnx_io import load_graph, read_model  # noqa: E402
 
 LIGHT = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"

@@ -105,7 +105,7 @@ def transformer_instance(layers: int = 6, seq: int = 128, dim: int = 256) -> tup
 
 def from_onnx_costed(model) -> Instance:
     from onnxpart.cost_models import analytic_costs, load_device
-    from onnxpart.graph_from_onnx import from_onnx
+    from onnxpart.graph import from_onnx
 
     return from_graph(analytic_costs(from_onnx(model), load_device("a100")))
 

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxpart.cost_models import analytic_costs, builtin_devices, load_device
 from onnxpart.cost_models.measured import measured_costs
 from onnxpart.errors import UserError
-from onnxpart.graph_from_onnx import from_onnx
+from onnxpart.graph import from_onnx
 from onnxpart.onnx_io import load_graph, prepare
 from tests.conftest import light
 

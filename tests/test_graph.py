@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import pytest
 
-from onnxpart.graph_from_onnx import from_onnx
+from onnxpart.graph import from_onnx
 from onnxpart.onnx_io import load_graph, parse_input_shapes, prepare
 from tests.conftest import FIXTURES, LIGHT_MODELS, light
 
@@ -150,7 +150,7 @@ def test_to_networkx_is_a_dag_with_the_same_edges():
 def test_dtype_names_and_packed_sizes():
     from onnx import TensorProto
 
-    from onnxpart.dtypes import dtype_name, tensor_bytes
+    from onnxpart.graph import dtype_name, tensor_bytes
 
     names = {TensorProto.FLOAT: "float32", TensorProto.DOUBLE: "float64", TensorProto.FLOAT16: "float16",
              TensorProto.BFLOAT16: "bfloat16", TensorProto.BOOL: "bool", TensorProto.INT64: "int64",

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxpart.graph_from_onnx import from_onnx
+from onnxpart.graph import from_onnx
 from onnxpart.memory import memory_profile
 from onnxpart.onnx_io import prepare
 

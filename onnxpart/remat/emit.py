@@ -18,8 +18,7 @@ from typing import Any
 
 import onnx
 
-from onnxpart.graph import OpGraph
-from onnxpart.graph_from_onnx import subgraphs
+from onnxpart.graph import OpGraph, subgraphs
 from onnxpart.onnx_io import copy_proto, place_generators
 from onnxpart.memory import memory_profile
 from onnxpart.remat.sequence import SequenceProfile
@@ -125,7 +124,7 @@ def _read_live_copies(body: onnx.GraphProto, live_name: Callable[[str], str]) ->
 def check_emitted(remat: onnx.ModelProto, budget: int, include_params: bool, hints=None, dims=None) -> float:
     """Simulate the emitted file's own node order (shapes resolved at the planned ``dims`` and ``hints``);
     return its peak, asserting it is within the budget."""
-    from onnxpart.graph_from_onnx import from_onnx
+    from onnxpart.graph import from_onnx
     from onnxpart.onnx_io import prepare
 
     peak = memory_profile(from_onnx(prepare(remat, hints or {}, dims or {})), include_params=include_params).peak

@@ -1,8 +1,7 @@
 """The strategy commands as a sweep sees them: their options (by any spelling a user writes in a grid), the
 command line of one job, and a parse check that refuses a bad option or value before any job starts.
 
-This is the one module of the sweep that reads the commands' Typer definitions (each command's own module,
-never ``onnxpart.cli.app``, which imports the sweep), and it reads only what ``--help`` shows:
+This is the one module of the sweep that reads the Typer app, and it reads only what ``--help`` shows:
 option names, flags and value types (``Command.make_context`` parses a command line without running it).
 """
 
@@ -101,13 +100,8 @@ def command(name: str) -> Command:
     """The strategy command ``name``; an unknown one is a :class:`UserError`."""
     if name not in STRATEGIES:
         raise UserError(f"unknown strategy {name!r}: use {', '.join(STRATEGIES)}")
-    import importlib
-
-    import typer
     import typer.main
 
-    # The command's own module, in a one-command app: not onnxpart.cli.app, which imports the sweep's
-    # command (an import circle, issue 27).
-    single = typer.Typer(add_completion=False)
-    single.command(name)(getattr(importlib.import_module(f"onnxpart.cli.{name}_cmd"), name))
-    return Command(name, typer.main.get_command(single))
+    from onnxpart.cli.app import app
+
+    return Command(name, typer.main.get_command(app).commands[name])

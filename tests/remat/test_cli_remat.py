@@ -10,7 +10,7 @@ import onnx
 from typer.testing import CliRunner
 
 from onnxpart.cli.app import app
-from onnxpart.graph_from_onnx import from_onnx
+from onnxpart.graph import from_onnx
 from onnxpart.memory import memory_profile
 from onnxpart.onnx_io import prepare
 from tests.conftest import FIXTURES, SHARED, light, requires_shared
