@@ -75,10 +75,10 @@ def too_big_to_run(model: onnx.ModelProto) -> str | None:
     """Why ``model`` cannot run in onnxruntime here — its weights (inline and external) over
     :data:`RUNNABLE_SHARE` of the memory this machine has available — or None when it can. Running it
     anyway would take the machine down (a 70B model's 141 GB on a 24 GB machine)."""
-    from onnxpart.dtypes import tensor_bytes
     from onnxpart.units import format_bytes
+    from onnxpart.writer import weight_bytes
 
-    weights = sum(tensor_bytes(t.data_type, t.dims) for t in model.graph.initializer)
+    weights = weight_bytes(model)
     available = _available_memory()
     if available is None or weights <= RUNNABLE_SHARE * available:
         return None
