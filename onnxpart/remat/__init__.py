@@ -103,8 +103,9 @@ def solve(problem: Instance, options: Options, board: Board | None = None, secon
     (default ``options.time_limit``; the command passes what its ``--time-limit`` left after loading;
     ``options.deterministic`` keeps ``options.time_limit``, so its shares do not depend on loading; module
     doc). ``board`` receives the solvers' progress records (phase 1 in bytes, phase 2 and Checkmate in
-    durations), every method's bounds and every feasible sequence's duration. Raises :class:`InfeasibleError` when no method meets the budget (the message
-    says what is proven); the partial :class:`Solution` is attached as ``exc.solution``."""
+    durations), every method's bounds and every feasible sequence's duration. Raises
+    :class:`InfeasibleError` when no method meets the budget (the message says what is proven); the
+    partial :class:`Solution` is attached as ``exc.solution``."""
     from onnxpart.remat.sequence import baseline
 
     if not problem.n_ops:
