@@ -4,14 +4,14 @@ hint that lets phase 2 of :mod:`.moccasin` start without phase 1, and as the fal
 finds nothing better in its time limit.
 
 The search is an eviction policy (:mod:`.eviction`) in the style of Dynamic Tensor Rematerialization
-(Kirisame et al., ICLR 2021) and Belady's rule, run over the stages of the fixed input order: stage
-``j`` recomputes the freed inputs of the ``j``-th op (recursively, their freed inputs too; in input-order position, so the result is
-stage-structured: Eq. 11's grid) and then computes the op. Every computed tensor stays resident until its
-last reader has run; when an event would exceed the budget (the retention-interval memory of Eq. 4), the
-resident tensor with the largest ``size × distance to next use / recompute cost`` that the current stage
-does not need is freed — it will be recomputed right before its next use. An op is computed at most
-``C_v`` times (``--max-recompute``), so a freed tensor must have a producer with a copy left, and that
-producer's inputs must be resident or recomputable too.
+(Kirisame et al., ICLR 2021) and Belady's rule, run over the stages of the fixed input order: stage ``j``
+recomputes the freed inputs of the ``j``-th op (recursively, their freed inputs too; in input-order
+position, so the result is stage-structured: Eq. 11's grid) and then computes the op. Every computed
+tensor stays resident until its last reader has run; when an event would exceed the budget (the
+retention-interval memory of Eq. 4), the resident tensor with the largest ``size × distance to next use /
+recompute cost`` that the current stage does not need is freed — it will be recomputed right before its
+next use. An op is computed at most ``C_v`` times (``--max-recompute``), so a freed tensor must have a
+producer with a copy left, and that producer's inputs must be resident or recomputable too.
 
 A tally of resident bytes is an upper bound on the retention-interval memory of the sequence (a freed
 tensor's copy really ends at its last read, earlier than the tally assumes), so the sequence fits the
