@@ -44,4 +44,3 @@ def write_section(name: str, markdown: str) -> None:
     pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
     text = pattern.sub(lambda _: f"{start}\n{markdown.strip()}\n{end}", text)
     path.write_text(text)
-
