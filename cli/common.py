@@ -225,6 +225,8 @@ def _plain(value: Any) -> Any:
 
 def verify_line(report: dict, what: str) -> str:
     """One line for a ``--verify`` report (onnxpart.verify.VerifyReport.to_dict())."""
+    if report.get("skipped"):
+        return f"verify: {report['skipped']}"
     sizes = "; ".join(f"{_dims_text(size['dims'])}max abs {size['max_abs_error']:.3g}, relative "
                       f"{size['max_rel_error']:.3g}" for size in report["sizes"])
     notes = "".join(f" ({note})" for note in report["notes"])
@@ -350,8 +352,11 @@ def verify_written(out, loaded, entries: list[dict], check: dict, what: str, run
     run in order against the original — by :func:`onnxpart.verify.verify_parts`, or by
     ``run(loaded, [(file, entry)], seed=, tolerance=)`` when given; a mismatch raises (exit 1) before the
     folder is committed."""
-    from onnxpart.verify import verify_parts
+    from onnxpart.verify import VerifyReport, too_big_to_run, verify_parts
 
+    skipped = too_big_to_run(loaded.model)
+    if skipped is not None:
+        return VerifyReport(seed=check["seed"], tolerance=check["tolerance"], skipped=skipped)
     runs = [(out.path(entry["file"]), entry) for entry in entries if entry["file"]]
     with err_console.status(f"running the {what} in onnxruntime…"):
         if run is None:

@@ -15,8 +15,8 @@ from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, Cost
                                  ExternalDataOpt, FRACTION, ForceOpt, ForceShapeOpt, FormatOpt, FreezeDimsOpt,
                                  GENERATIONS, IDEAL_LIMIT, InputShapeOpt, JsonOpt, MaxGapOpt, OutputOpt, POPULATION,
                                  Quantity, RANDOM_ORDERS, STAGES, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt,
-                                 WorkersOpt, certificate_line, check_folder, console, enforce_gap,
-                                 err_console, gap_limit, handle_errors, load_costed, print_json, progress_bar,
+                                 WorkersOpt, certificate_line, check_folder, console, enforce_gap, err_console,
+                                 gap_limit, handle_errors, load_costed, print_json, progress_bar, run_clock,
                                  verify_line, verify_written, write_outputs)
 from onnxpart.errors import UserError
 from onnxpart.partition import IDEAL_LIMIT as PARTITION_IDEAL_LIMIT
@@ -94,7 +94,8 @@ def partition(
                                          mutants=mutants, rho=rho),
                       random_orders=random_orders, mla=mla, ideal_limit=ideal_limit)
     with progress_bar(time_limit, lambda value, _: format_seconds(value), disable=as_json) as on_progress:
-        solution = solve(inst, dataclasses.replace(options, progress=on_progress))
+        solution = solve(inst, dataclasses.replace(options, progress=on_progress),
+                         seconds=run_clock.solve_seconds(time_limit))
     policy = weight_policy(loaded, external_data_threshold) if loaded is not None else None
     summary = _write(out, solution, graph, loaded, model, model_sha, options, policy,
                      dict(verify=verify, seed=seed, tolerance=verify_tol, freeze=freeze_dims))

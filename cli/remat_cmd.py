@@ -17,7 +17,7 @@ from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, Cost
                                  JsonOpt, MAX_RECOMPUTE, MaxGapOpt, ORDER_TIME_LIMIT, OutputOpt, Quantity, SeedOpt,
                                  TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt, check_folder, console,
                                  enforce_gap, err_console, gap_limit, handle_errors, load_costed, print_json,
-                                 progress_bar, verify_line, write_outputs)
+                                 progress_bar, run_clock, verify_line, write_outputs)
 from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.remat import REGISTRY
 from onnxpart.units import byte_unit, format_bytes, format_seconds, parse_percent_or_bytes
@@ -137,7 +137,8 @@ def _solve(graph, options, time_limit: float, table_on_error: bool, quiet: bool)
 
     try:
         with progress_bar(time_limit, _remat_value, disable=quiet, phases=PHASES) as on_progress:
-            return rm.solve(build_instance(graph, options.include_params), options, Board(on_progress))
+            instance = build_instance(graph, options.include_params)
+            return rm.solve(instance, options, Board(on_progress), seconds=run_clock.solve_seconds(time_limit))
     except InfeasibleError as exc:
         partial = getattr(exc, "solution", None)
         if partial is not None and table_on_error:
@@ -206,8 +207,11 @@ def _write(out, remat_model, source, check: dict) -> list[str]:
 
 def _verify(out, reference, best, check: dict) -> dict:
     from onnxpart.remat.verify import verify as run_verify
-    from onnxpart.verify import VerifyReport
+    from onnxpart.verify import VerifyReport, too_big_to_run
 
+    skipped = too_big_to_run(reference.model)
+    if skipped is not None:
+        return VerifyReport(seed=check["seed"], tolerance=check["tolerance"], skipped=skipped).to_dict()
     with err_console.status("verifying in onnxruntime…"):
         report = run_verify(reference, out.path("remat.onnx"), best.profile.peak, seed=check["seed"],
                             tolerance=check["tolerance"], freeze=check["freeze"])

@@ -136,14 +136,15 @@ class Runner:
             if stop(self.poll(interval)):
                 return
 
-    def shutdown(self, wait: bool = True) -> list[Event]:
-        """Let the running jobs finish (``wait``) and return their last events, or terminate them now
-        and drop the queued ones. Either way every worker is joined."""
+    def shutdown(self, wait: bool = True, until: float = math.inf) -> list[Event]:
+        """Let the running jobs finish (``wait``, at most until ``until`` on ``time.monotonic()``) and
+        return their last events, then terminate what is still running and drop the queued ones. Either
+        way every worker is joined."""
         events: list[Event] = []
         if self._closed:
             return events
         if wait:
-            while self.busy:
+            while self.busy and time.monotonic() < until:
                 events += self.poll(0.2)
         self._pending.clear()
         for process in self._running.values():

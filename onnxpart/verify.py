@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 
 from onnxpart import runtime
 from onnxpart.errors import UserError
@@ -31,12 +32,17 @@ class VerificationError(UserError):
     exit_code = 1
 
 
+#: --verify runs a model only when its weights take at most this share of the memory available
+RUNNABLE_SHARE = 0.5
+
+
 @dataclass
 class VerifyReport:
     seed: int
     tolerance: float
     sizes: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    skipped: str | None = None  # why nothing was run (a model too big for this machine)
 
     @property
     def ok(self) -> bool:
@@ -52,7 +58,8 @@ class VerifyReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "max_abs_error": self.max_abs_error, "max_rel_error": self.max_rel_error,
-                "tolerance": self.tolerance, "seed": self.seed, "sizes": self.sizes, "notes": self.notes}
+                "tolerance": self.tolerance, "seed": self.seed, "sizes": self.sizes, "notes": self.notes,
+                "skipped": self.skipped}
 
     def raise_if_failed(self) -> None:
         bad = next((size for size in self.sizes if not size["ok"]), None)
@@ -62,6 +69,33 @@ class VerifyReport:
                 f"{bad['dims'] or 'as given'} (max abs error {bad['max_abs_error']:.3g}, relative "
                 f"{bad['max_rel_error']:.3g}, over --verify-tol {self.tolerance:g} or its dtype's precision); "
                 "nothing was written")
+
+
+def too_big_to_run(model: onnx.ModelProto) -> str | None:
+    """Why ``model`` cannot run in onnxruntime here — its weights (inline and external) over
+    :data:`RUNNABLE_SHARE` of the memory this machine has available — or None when it can. Running it
+    anyway would take the machine down (a 70B model's 141 GB on a 24 GB machine)."""
+    from onnxpart.units import format_bytes
+    from onnxpart.writer import weight_bytes
+
+    weights = weight_bytes(model)
+    available = _available_memory()
+    if available is None or weights <= RUNNABLE_SHARE * available:
+        return None
+    return (f"skipped: the model's {format_bytes(weights)} of weights do not fit the {format_bytes(available)} "
+            "of memory available here; run --verify on a machine where they do")
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory available to a new process (Linux ``MemAvailable``), or None where unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def check_dims(loaded, freeze: bool = False) -> list[dict[str, int]]:

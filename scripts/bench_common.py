@@ -25,6 +25,15 @@ def machine_line() -> str:
             f"{datetime.date.today().isoformat()}")
 
 
+def publish(name: str, markdown: str, print_only: bool) -> None:
+    """Print ``markdown`` (``print_only``) or write it as section ``name`` of BENCHMARKS.md."""
+    if print_only:
+        print(markdown)
+    else:
+        write_section(name, markdown)
+        print(f"wrote the {name} section of {ROOT / 'BENCHMARKS.md'}")
+
+
 def write_section(name: str, markdown: str) -> None:
     """Replace the text between ``<!-- name:start -->`` and ``<!-- name:end -->`` in BENCHMARKS.md."""
     path = ROOT / "BENCHMARKS.md"

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import ROOT, machine_line, write_section  # noqa: E402
+from bench_common import ROOT, machine_line, publish  # noqa: E402
 from make_big_model import build  # noqa: E402
 
 CLI = ROOT / ".venv" / "bin" / "onnxpart"
@@ -228,12 +228,7 @@ def main() -> None:
             print(f"kept {work}")
         elif args.work is None:
             shutil.rmtree(work, ignore_errors=True)
-    text = markdown(rows, command, args)
-    if args.no_write:
-        print(text)
-    else:
-        write_section("scale", text)
-        print(f"wrote the scale section of {ROOT / 'BENCHMARKS.md'}")
+    publish("scale", markdown(rows, command, args), args.no_write)
 
 
 if __name__ == "__main__":

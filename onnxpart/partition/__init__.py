@@ -82,13 +82,16 @@ class Solution(Bounded):
         return max((c.cost for c in self.costs), default=0.0)
 
 
-def solve(problem: Instance, options: Options, board: Board | None = None) -> Solution:
-    """Search a partition and prove lower bounds within ``options.time_limit`` seconds (:mod:`.search`);
-    ``board`` (default: one reporting to ``options.progress``) follows the incumbent and the bounds."""
+def solve(problem: Instance, options: Options, board: Board | None = None, seconds: float | None = None) -> Solution:
+    """Search a partition and prove lower bounds within ``seconds`` (default ``options.time_limit``;
+    the command passes what its ``--time-limit`` left after loading, while ``options`` keep the user's
+    limit for the certificate) (:mod:`.search`); ``board`` (default: one reporting to
+    ``options.progress``) follows the incumbent and the bounds."""
     from onnxpart.partition.search import run
 
     board = board or Board(options.progress)
-    assignment, method, search = run(problem, options, board, Budget(options.time_limit),
+    budget = Budget(options.time_limit if seconds is None else seconds)
+    assignment, method, search = run(problem, options, board, budget,
                                      REGISTRY.select(options.bounds))
     solution = Solution(problem, options.k, assignment, method, board.bounds, search)
     board.incumbent = solution.value
@@ -113,7 +116,7 @@ def bounds(inst: Instance, k: int, methods: tuple[str, ...] = (), time_limit: fl
             board.add(bound)
     jobs = bound_jobs(inst, k, options, selected, budget.deadline, warm, board.lower)
     with Runner(workers) as runner:
-        BoundLane(runner, jobs, board, inst, k).finish()
+        BoundLane(runner, jobs, board, inst, k).finish(budget.deadline)
     return board.bounds
 
 

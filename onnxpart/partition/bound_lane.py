@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from onnxpart.board import Board
+from onnxpart.board import Board, Status
 from onnxpart.certificate import LowerBound
 from onnxpart.parallel import BoundPoster, Event, Runner
 from onnxpart.partition.exact import BoundResult, bottleneck_mip, exact_mip, guess_mip, scaled
@@ -22,6 +22,7 @@ from onnxpart.strategy import Method, cores
 log = logging.getLogger(__name__)
 
 WEIGHTED_SHARE = 6  # the weighted bottleneck's time, in units of all the other short bound jobs
+GRACE = 0.5  # seconds past the deadline a job has to send the result its solver's time limit left it
 
 
 class BoundLane:
@@ -31,6 +32,7 @@ class BoundLane:
     def __init__(self, runner: Runner, jobs: list[dict], board: Board, inst: Instance, k: int):
         self.runner, self.board, self.inst, self.k = runner, board, inst, k
         self.results: list[BoundResult] = []
+        self.methods = {job_method(job) for job in jobs}
         for job in jobs:
             runner.submit(run_bound_job, job)
 
@@ -57,17 +59,29 @@ class BoundLane:
         self.take(self.runner.poll())
         return time.monotonic() >= deadline or self.board.closed()
 
-    def finish(self) -> None:
+    def finish(self, deadline: float) -> None:
         """Jobs still running once the gap is closed cannot improve anything: end them, do not wait; they
-        report the bound they posted last. Otherwise wait for them (their deadlines stop them). Ended
-        early, unfinished guesses are simply not reported. (Ctrl-C never gets here: it propagates, and
-        the runner's ``with`` ends the workers.)"""
+        report the bound they posted last. Otherwise wait for them (their deadlines stop them), but no
+        longer than :data:`GRACE` past ``deadline``: a job still building its model then (a MIP over
+        20,000 ops) is ended too. Ended early, unfinished guesses are simply not reported. (Ctrl-C never
+        gets here: it propagates, and the runner's ``with`` ends the workers.)"""
         self.take(self.runner.poll())
         early = self.board.closed()
-        self.take(self.runner.shutdown(wait=not early))
+        self.take(self.runner.shutdown(wait=not early, until=deadline + GRACE))
         self._merge(done=not early)
         for bound in self.board.posted_bounds(SOURCES):
             self.board.add(bound)
+        if not early:
+            self._list_unproven()
+
+    def _list_unproven(self) -> None:
+        """Jobs ended past the deadline before they posted anything (a MIP still building its model on a
+        large graph) are listed too, with no bound: the certificate says what ran."""
+        listed = {b.method for b in self.board.bounds}
+        for method in sorted(self.methods & set(SOURCES) - listed):
+            self.board.add(LowerBound(method, None, Status.INTERRUPTED.value, SOURCES[method][0],
+                                      round(self.board.seconds, 3),
+                                      f"{SOURCES[method][1]}; ended at the time limit before it proved a bound"))
 
     def _merge(self, done: bool) -> None:
         merge_bounds(self.board.bounds, self.results, self.k, done=done, work_floor=work_lower_bound(self.inst, self.k))
@@ -106,6 +120,11 @@ def bound_jobs(inst: Instance, k: int, options, methods: Sequence[Method], deadl
     return jobs + short
 
 
+def job_method(job: dict) -> str:
+    """The method name ``job`` reports its bound under."""
+    return {"guess": f"guess-{job.get('j')}", "weighted": "weighted-bottleneck"}.get(job["kind"], job["kind"])
+
+
 def run_bound_job(job: dict) -> BoundResult:
     """Run one bound job described by ``job`` (picklable, for a process pool): a HiGHS MIP of this module
     or the CP-SAT weighted bottleneck (:mod:`~onnxpart.partition.weighted`). The time limit is what is
@@ -113,7 +132,7 @@ def run_bound_job(job: dict) -> BoundResult:
     bottleneck and weighted jobs post their proven bound while they run (:func:`onnxpart.parallel.post_bound`);
     a guess's LB_j alone bounds nothing."""
     limit = job["deadline"] - time.monotonic()
-    name = {"guess": f"guess-{job.get('j')}", "weighted": "weighted-bottleneck"}.get(job["kind"], job["kind"])
+    name = job_method(job)
     if limit <= 0.05:
         return BoundResult(name, None, "time_limit", 0.0, note="no time left")
     inst, k, seed = job["inst"], job["k"], job["seed"]

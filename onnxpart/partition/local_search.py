@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from onnxpart.partition.model import Instance
-from onnxpart.partition.segments import SegmentCosts, slice_order
+from onnxpart.partition.runs import best_slicing
 
 log = logging.getLogger(__name__)
 
@@ -70,18 +70,25 @@ class _State:
                 self.read[int(v)].append(t)
         self.preds = inst.predecessors()
         self.succs = inst.successors()
+        owner = np.repeat(np.arange(T), np.diff(inst.cons_ptr))
         self.count = np.zeros((T, k), dtype=np.int64)
-        for t in range(T):
-            np.add.at(self.count[t], self.block[inst.consumers(t)], 1)
+        np.add.at(self.count, (owner, self.block[inst.cons_idx]), 1)
         self.work = np.bincount(self.block, weights=inst.work, minlength=k)
         self.params = np.bincount(self.block, weights=inst.params, minlength=k)
-        self.io = np.zeros(k)
-        for t in range(T):
-            self.io += self._tensor_io(t, self.count[t], self.block[inst.producer[t]])
+        self.io = self._all_io()
         self.cost = self._costs(self.work, self.params, self.io)
 
     def _costs(self, work: np.ndarray, params: np.ndarray, io: np.ndarray) -> np.ndarray:
         return work + io + self.inst.overflow(params)
+
+    def _all_io(self) -> np.ndarray:
+        """Σ over tensors of :meth:`_tensor_io`, vectorized (what the moves then update)."""
+        home = self.block[self.inst.producer]
+        elsewhere = self.count > 0
+        elsewhere[np.arange(len(home)), home] = False
+        crossing = elsewhere.any(axis=1)
+        io = (elsewhere * self.inst.transfer[:, None]).sum(axis=0)
+        return io + np.bincount(home[crossing], weights=self.inst.transfer[crossing], minlength=self.k)
 
     def _tensor_io(self, t: int, count: np.ndarray, home: int) -> np.ndarray:
         """io_in + io_out that tensor t adds to every block (Eq. 1)."""
@@ -248,7 +255,7 @@ def improve(inst: Instance, assignment: np.ndarray, k: int, seed: int = 0, deadl
         rounds += 1
         best, count = descend(inst, best, k, rng, deadline)  # never raises the bottleneck
         moves += count
-        sliced = slice_order(SegmentCosts(inst, block_order(best)), k).assignment
+        sliced = best_slicing(inst, block_order(best), k).assignment
         value = _value(inst, sliced, k)
         if value >= _value(inst, best, k) * (1 - _REL):
             best_value = _value(inst, best, k)

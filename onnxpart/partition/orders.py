@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from onnxpart.partition.model import Instance
-from onnxpart.partition.segments import SegmentCosts, Slicing, slice_order, slice_value
+from onnxpart.partition.runs import DENSE_LIMIT, best_slicing, best_value
+from onnxpart.partition.segments import Slicing
 
 log = logging.getLogger(__name__)
 
@@ -54,13 +55,15 @@ def keys_of_order(order: Sequence[int]) -> np.ndarray:
 
 class Decoder:
     """Algorithm 2 (BrkgaSortAndSliceDecoder): priorities -> Kahn order -> SliceGraph value, memoized
-    per order."""
+    per order; on long orders (where the value comes with its slicing) the best slicing is kept too, so
+    asking for it again costs nothing."""
 
     def __init__(self, inst: Instance, k: int):
         self.inst = inst
         self.k = k
         self.dag = Dag(inst)
         self.cache: dict[bytes, float] = {}
+        self.best: tuple[bytes, Slicing] | None = None
         self.evaluations = 0
 
     def order(self, keys: Sequence[float]) -> np.ndarray:
@@ -70,11 +73,23 @@ class Decoder:
         key = order.tobytes()
         if key not in self.cache:
             self.evaluations += 1
-            self.cache[key] = slice_value(SegmentCosts(self.inst, order), self.k)
+            if self.inst.n <= DENSE_LIMIT:
+                self.cache[key] = best_value(self.inst, order, self.k)
+            else:
+                self._keep(key, best_slicing(self.inst, order, self.k))
         return self.cache[key]
 
     def slicing(self, order: np.ndarray) -> Slicing:
-        return slice_order(SegmentCosts(self.inst, order), self.k)
+        key = order.tobytes()
+        if self.best is not None and self.best[0] == key:
+            return self.best[1]
+        return self._keep(key, best_slicing(self.inst, order, self.k))
+
+    def _keep(self, key: bytes, slicing: Slicing) -> Slicing:
+        self.cache[key] = slicing.value
+        if self.best is None or slicing.value < self.best[1].value:
+            self.best = key, slicing
+        return slicing
 
 
 @dataclass(frozen=True)
@@ -92,14 +107,14 @@ def brkga(fitness: Callable[[np.ndarray], float], n: int, options: BrkgaOptions,
           seeds: Sequence[np.ndarray] = (), stop: Callable[[float], bool] = lambda best: False,
           on_generation: Callable[[int, float, np.ndarray], None] | None = None) -> tuple[float, np.ndarray]:
     """Minimize ``fitness`` over keys in [0, 1]ⁿ. ``seeds`` enter the first population; ``stop(best)`` is
-    checked after every generation (time limit, closed gap). Returns the best value and its keys."""
+    checked after every evaluation (time limit, closed gap). Returns the best value and its keys."""
     size = max(options.population, 2)
     n_elite = min(max(1, int(round(options.elite * size))), size - 1)
     n_mutant = min(int(round(options.mutants * size)), size - n_elite)
     population = rng.random((size, n))
     for i, seed in enumerate(list(seeds)[:size]):
         population[i] = seed
-    scores = np.array([fitness(c) for c in population])
+    scores = _scores(fitness, population, stop)
     for generation in range(options.generations):
         rank = np.argsort(scores, kind="stable")
         population, scores = population[rank], scores[rank]
@@ -115,9 +130,20 @@ def brkga(fitness: Callable[[np.ndarray], float], n: int, options: BrkgaOptions,
         mutants = rng.random((n_mutant, n))
         fresh = np.concatenate([children, mutants])
         population = np.concatenate([population[:n_elite], fresh])
-        scores = np.concatenate([scores[:n_elite], [fitness(c) for c in fresh]])
+        scores = np.concatenate([scores[:n_elite], _scores(fitness, fresh, stop)])
     best = int(np.argmin(scores))
     return float(scores[best]), population[best]
+
+
+def _scores(fitness: Callable[[np.ndarray], float], members: np.ndarray, stop: Callable[[float], bool]) -> np.ndarray:
+    """``fitness`` of each member in turn, +inf for those left once ``stop(best so far)`` says so: on an
+    LLM-sized graph one population is a minute of decoding, which the time limit must be able to cut."""
+    scores = np.full(len(members), np.inf)
+    for i, member in enumerate(members):
+        scores[i] = fitness(member)
+        if stop(float(scores[:i + 1].min())):
+            break
+    return scores
 
 
 def mla_weighted_order(inst: Instance, dag: Dag, rng: np.random.Generator, options: BrkgaOptions,

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 ORDERS = ("fixed", "free", "minmem")
 PRECEDENCES = ("literals", "reservoir")
 ORDER_PART = 0.5  # --order minmem's exact search gets at most this part of the run
+MODEL_NODES = 2000  # moccasin's and checkmate's models run up to this many nodes; above, the greedy answers
 GREEDY_SEARCH = (0.25, 30.0)  # the greedy method searches this part of its share, at most this many seconds
 
 
@@ -97,18 +98,21 @@ class Fit:
     reached: Reached | None = None
 
 
-def solve(problem: Instance, options: Options, board: Board | None = None) -> Solution:
-    """Check the budget against the restriction-free floor and run the methods within
-    ``options.time_limit`` seconds in all (module doc). ``board`` receives the solvers' progress records
-    (phase 1 in bytes, phase 2 and Checkmate in durations), every method's bounds and every feasible
-    sequence's duration. Raises :class:`InfeasibleError` when no method meets the budget (the message
-    says what is proven); the partial :class:`Solution` is attached as ``exc.solution``."""
+def solve(problem: Instance, options: Options, board: Board | None = None, seconds: float | None = None) -> Solution:
+    """Check the budget against the restriction-free floor and run the methods within ``seconds`` in all
+    (default ``options.time_limit``; the command passes what its ``--time-limit`` left after loading;
+    ``options.deterministic`` keeps ``options.time_limit``, so its shares do not depend on loading; module
+    doc). ``board`` receives the solvers' progress records (phase 1 in bytes, phase 2 and Checkmate in
+    durations), every method's bounds and every feasible sequence's duration. Raises
+    :class:`InfeasibleError` when no method meets the budget (the message says what is proven); the
+    partial :class:`Solution` is attached as ``exc.solution``."""
     from onnxpart.remat.sequence import baseline
 
     if not problem.n_ops:
         raise UserError("the graph has no ops")
     board = board if board is not None else Board()
-    budget = Budget(options.time_limit, ledger=options.deterministic)
+    total = options.time_limit if seconds is None or options.deterministic else seconds
+    budget = Budget(total, ledger=options.deterministic)
     options = replace(options, workers=cores(options.workers))
     base = baseline(problem)
     solution = Solution(problem, 0, base, base, options, floor=problem.min_budget())
@@ -149,6 +153,9 @@ def _budget(solution: Solution, options: Options, budget: Budget, later: float) 
     one method against the ``later`` weights of the methods) — checked against the restriction-free floor."""
     instance, floor = solution.instance, solution.floor
     reached = None
+    if options.budget[0] == "min" and instance.n_nodes > MODEL_NODES:
+        raise UserError(f"--budget min needs Moccasin's model, skipped above {MODEL_NODES} nodes (this graph has "
+                        f"{instance.n_nodes}; it grows as nodes²): give --budget as a percentage or in bytes")
     if options.budget[0] == "min":  # on the order the methods use, so phase 2 can start from what it found
         solution.budget_search, reached = smallest_budget(instance, floor[0], options, budget.share(1.0, later))
         solution.budget = solution.budget_search["budget_bytes"]
@@ -195,6 +202,8 @@ def _moccasin_options(options: Options, seconds: float, **more: Any):
 def _moccasin(fit: Fit, options: Options, board: Board, seconds: float) -> MethodResult:
     from onnxpart.remat.moccasin import solve_moccasin
 
+    if fit.instance.n_nodes > MODEL_NODES:
+        return _checked(fit, board, _greedy_instead("moccasin", fit, options, seconds))
     moccasin = _moccasin_options(options, seconds, start=fit.reached)
     return _checked(fit, board, solve_moccasin(fit.instance, fit.budget, moccasin, board.on_progress))
 
@@ -202,6 +211,8 @@ def _moccasin(fit: Fit, options: Options, board: Board, seconds: float) -> Metho
 def _checkmate(fit: Fit, options: Options, board: Board, seconds: float) -> MethodResult:
     from onnxpart.remat.checkmate import solve_checkmate
 
+    if fit.instance.n_nodes > MODEL_NODES:
+        return _checked(fit, board, _greedy_instead("checkmate", fit, options, seconds))
     return _checked(fit, board, solve_checkmate(fit.instance, fit.budget, seconds, seed=options.seed,
                                                 progress=board.on_progress))
 
@@ -209,14 +220,29 @@ def _checkmate(fit: Fit, options: Options, board: Board, seconds: float) -> Meth
 def _checkmate_lp(fit: Fit, options: Options, board: Board, seconds: float) -> MethodResult:
     from onnxpart.remat.checkmate import solve_checkmate_lp
 
+    if fit.instance.n_nodes > MODEL_NODES:
+        return _checked(fit, board, _greedy_instead("checkmate-lp", fit, options, seconds))
     return _checked(fit, board, solve_checkmate_lp(fit.instance, fit.budget, seconds, seed=options.seed))
 
 
 def _greedy(fit: Fit, options: Options, board: Board, seconds: float) -> MethodResult:
+    return _checked(fit, board, _greedy_sequence(fit, options, seconds))
+
+
+def _greedy_sequence(fit: Fit, options: Options, seconds: float) -> MethodResult:
     from onnxpart.remat.heuristics import solve_greedy
 
     part, most = GREEDY_SEARCH
-    return _checked(fit, board, solve_greedy(fit.instance, fit.budget, options.max_copies, min(most, part * seconds)))
+    return solve_greedy(fit.instance, fit.budget, options.max_copies, min(most, part * seconds), seconds)
+
+
+def _greedy_instead(method: str, fit: Fit, options: Options, seconds: float) -> MethodResult:
+    """Above :data:`MODEL_NODES` nodes a method's model does not fit in memory or time (Moccasin's grid
+    of start times and Checkmate's retention matrix grow with the square of the nodes): the greedy
+    heuristic answers in its place, and the result's notes say the model was skipped and why."""
+    result = _greedy_sequence(fit, options, seconds)
+    why = f"{method}'s model skipped: {fit.instance.n_nodes} nodes > {MODEL_NODES} (it grows as nodes²)"
+    return replace(result, method=method, notes={**(result.notes or {}), "skipped": why})
 
 
 REGISTRY = Registry(

@@ -3,15 +3,15 @@ that fits the budget in milliseconds, used as the ``greedy`` baseline method, as
 hint that lets phase 2 of :mod:`.moccasin` start without phase 1, and as the fallback answer when CP-SAT
 finds nothing better in its time limit.
 
-The search is an eviction policy in the style of Dynamic Tensor Rematerialization (Kirisame et al., ICLR
-2021) and Belady's rule, run over the stages of the fixed input order: stage ``j`` recomputes the freed
-inputs of the ``j``-th op (recursively, their freed inputs too; in input-order position, so the result is
-stage-structured: Eq. 11's grid) and then computes the op. Every computed tensor stays resident until its
-last reader has run; when an event would exceed the budget (the retention-interval memory of Eq. 4), the
-resident tensor with the largest ``size × distance to next use / recompute cost`` that the current stage
-does not need is freed — it will be recomputed right before its next use. An op is computed at most
-``C_v`` times (``--max-recompute``), so a freed tensor must have a producer with a copy left, and that
-producer's inputs must be resident or recomputable too.
+The search is an eviction policy (:mod:`.eviction`) in the style of Dynamic Tensor Rematerialization
+(Kirisame et al., ICLR 2021) and Belady's rule, run over the stages of the fixed input order: stage ``j``
+recomputes the freed inputs of the ``j``-th op (recursively, their freed inputs too; in input-order
+position, so the result is stage-structured: Eq. 11's grid) and then computes the op. Every computed
+tensor stays resident until its last reader has run; when an event would exceed the budget (the
+retention-interval memory of Eq. 4), the resident tensor with the largest ``size × distance to next use /
+recompute cost`` that the current stage does not need is freed — it will be recomputed right before its
+next use. An op is computed at most ``C_v`` times (``--max-recompute``), so a freed tensor must have a
+producer with a copy left, and that producer's inputs must be resident or recomputable too.
 
 A tally of resident bytes is an upper bound on the retention-interval memory of the sequence (a freed
 tensor's copy really ends at its last read, earlier than the tally assumes), so the sequence fits the
@@ -23,17 +23,14 @@ few results improved (:func:`improve`).
 
 from __future__ import annotations
 
-import bisect
 import itertools
-import logging
+import math
 import random
 import time
-from dataclasses import dataclass
 
+from onnxpart.remat.eviction import Event, stage_events
 from onnxpart.remat.model import Instance, MethodResult
 from onnxpart.remat.sequence import InvalidSequence, SequenceProfile, simulate
-
-log = logging.getLogger(__name__)
 
 #: Exponents ``(a, b, c)`` of the eviction score ``size × distance^a / cost^b × (share of the remaining
 #: retention freed)^c``, and the factors of the budget the policy aims at (the simulated memory is below
@@ -56,172 +53,15 @@ _RANDOM_TOP = 3
 _MOVE_COST = 1e-3
 
 
-@dataclass(frozen=True)
-class Event:
-    """One compute event: ``node`` computed for the ``copy``-th time in ``stage`` (0-based positions of
-    the input order; a first computation is the last event of its own stage)."""
-
-    node: int
-    copy: int
-    stage: int
-
-
-class _Stuck(Exception):
-    """A freed tensor's producer has no copy left (``C_v``) when the tensor is needed again."""
-
-
-def stage_events(instance: Instance, budget: float, max_copies: int, distance_exp: float = 1.0,
-                 cost_exp: float = 1.0, span_exp: float = 0.0) -> list[Event] | None:
-    """The greedy stage-structured sequence (input nodes included, at their own stages), or None if the
-    policy gets stuck. The tally of resident bytes never exceeds ``budget`` at any event."""
-    policy = _Eviction(instance, budget, max_copies, (distance_exp, cost_exp, span_exp))
-    try:
-        for stage, v in enumerate(instance.order):
-            policy.stage(stage, v)
-    except _Stuck as exc:
-        log.debug("greedy (%g, %g, %g) stuck: %s", distance_exp, cost_exp, span_exp, exc)
-        return None
-    return policy.events
-
-
-class _Eviction:
-    """The state of :func:`stage_events`' eviction policy: the resident tensors and their tally, the
-    freed ones that may be recomputed, the copies used per node, and the events so far."""
-
-    def __init__(self, instance: Instance, budget: float, max_copies: int,
-                 exps: tuple[float, float, float]):
-        self.instance = instance
-        self.budget = budget
-        self.distance_exp, self.cost_exp, self.span_exp = exps
-        self.position = {v: p for p, v in enumerate(instance.order)}
-        self.sizes = instance.value_sizes
-        self.readers = [sorted(self.position[c] for c in instance.value_consumers[x])
-                        for x in range(len(self.sizes))]
-        self.limit = [max_copies if instance.recomputable(v) else 1 for v in range(instance.n_nodes)]
-        self.used = [0] * instance.n_nodes
-        self.resident: set[int] = set()
-        self.freed: set[int] = set()  # values freed by the policy (not resident) that may be recomputed
-        self.tally = 0
-        self.events: list[Event] = []
-
-    def stage(self, stage: int, v: int) -> None:
-        """Stage ``stage``: recompute the freed inputs of ``v`` (recursively, in input-order position),
-        then compute ``v``. Raises :class:`_Stuck` if a needed producer has no copy left."""
-        todo: set[int] = set()
-        self.plan(v, todo)
-        chain = sorted(todo, key=self.position.__getitem__) + [v]
-        for k in range(len(chain)):
-            self.compute(chain, k, stage)
-
-    def compute(self, chain: list[int], k: int, stage: int) -> None:
-        """The event of ``chain[k]``: make room for its outputs (keeping every input the rest of the chain
-        reads), compute it, then free what neither the chain nor a later stage still needs."""
-        instance, sizes, resident, w = self.instance, self.sizes, self.resident, chain[k]
-        pinned = {x for z in chain[k:] for x in instance.node_inputs[z]}
-        outputs = instance.node_outputs[w]
-        stale = sum(sizes[x] for x in outputs if x in resident)  # an older copy ends before this event
-        need = sum(sizes[x] for x in outputs) - stale + instance.internal[w] + instance.constant_bytes
-        pinned |= set(outputs)
-        self.fit(need, stage, pinned)
-        self.events.append(Event(w, self.used[w], stage))
-        self.used[w] += 1
-        for x in outputs:
-            self.freed.discard(x)
-            if x not in resident:
-                resident.add(x)
-                self.tally += sizes[x]
-        later = {x for z in chain[k + 1:] for x in instance.node_inputs[z]}
-        for x in set(instance.node_inputs[w]) | set(outputs):
-            if x in resident and x not in later and not instance.value_to_end[x] \
-                    and not self.needed(x, stage):
-                self.free(x)
-
-    def next_use(self, x: int, stage: int) -> int | None:
-        """The first stage after ``stage`` whose op reads ``x``, or None."""
-        readers = self.readers[x]
-        k = bisect.bisect_right(readers, stage)
-        return readers[k] if k < len(readers) else None
-
-    def needed(self, x: int, stage: int) -> bool:
-        """``x`` is read after ``stage``: by a first computation, or by the recomputation of a freed
-        tensor that is itself still needed."""
-        if self.next_use(x, stage) is not None:
-            return True
-        return any(y in self.freed and self.needed(y, stage) for c in self.instance.value_consumers[x]
-                   for y in self.instance.node_outputs[c])
-
-    def missing(self, v: int, memo: dict[int, frozenset[int] | None]) -> frozenset[int] | None:
-        """The non-resident tensors a recomputation of ``v`` needs recomputed first (recursively), or
-        None if ``v`` or one of them has no copy left."""
-        if v not in memo:
-            memo[v] = None
-            if self.used[v] < self.limit[v]:
-                acc: set[int] = set()
-                for x in self.instance.node_inputs[v]:
-                    if x in self.resident:
-                        continue
-                    deeper = self.missing(self.instance.value_producer[x], memo)
-                    if deeper is None:
-                        return None
-                    acc |= deeper | {x}
-                memo[v] = frozenset(acc)
-        return memo[v]
-
-    def free(self, x: int) -> None:
-        """Drop ``x`` from the resident tensors and the tally."""
-        self.resident.discard(x)
-        self.tally -= self.sizes[x]
-
-    def fit(self, need: int, stage: int, pinned: set[int]) -> None:
-        """Free resident tensors until ``tally + need`` fits the budget."""
-        while self.tally + need > self.budget:
-            best, best_missing = self.victim(stage, pinned)
-            if best is None:  # every resident tensor is needed now or has no copy left: go over
-                return
-            self.free(best)
-            self.freed.update(best_missing | {best})  # their inputs stay resident while they are needed
-
-    def victim(self, stage: int, pinned: set[int]) -> tuple[int | None, frozenset[int]]:
-        """The resident tensor to free (the largest eviction score among those not ``pinned``, not kept
-        to the end and recomputable), with the tensors its recomputation needs first; None if none."""
-        instance, sizes = self.instance, self.sizes
-        best, best_score, best_missing = None, -1.0, frozenset()
-        memo: dict[int, frozenset[int] | None] = {}
-        for x in self.resident:
-            if x in pinned or instance.value_to_end[x]:
-                continue
-            u = instance.value_producer[x]
-            nxt = self.next_use(x, stage)
-            chain = self.missing(u, memo)
-            if nxt is None or chain is None:
-                continue
-            cost = instance.durations[u] + sum(instance.durations[instance.value_producer[y]] for y in chain)
-            saved = float(nxt - stage) / (self.readers[x][-1] - stage)  # share of the remaining retention freed
-            score = sizes[x] * float(nxt - stage) ** self.distance_exp * saved ** self.span_exp \
-                / max(cost, 1e-9) ** self.cost_exp
-            if score > best_score:
-                best, best_score, best_missing = x, score, chain
-        return best, best_missing
-
-    def plan(self, v: int, todo: set[int]) -> None:
-        """Add ``v``'s producers of freed inputs to ``todo`` (recursively)."""
-        for x in self.instance.node_inputs[v]:
-            u = self.instance.value_producer[x]
-            if x in self.resident or u in todo:
-                continue
-            if self.used[u] >= self.limit[u]:
-                raise _Stuck(f"{self.instance.node_names[u]!r} has no copy left")
-            todo.add(u)
-            self.plan(u, todo)
-
-
-def prune(instance: Instance, events: list[Event], budget: float) -> list[Event]:
-    """Drop recomputations (latest first) whose removal keeps the sequence valid and within the budget;
-    copy indices are renumbered."""
+def prune(instance: Instance, events: list[Event], budget: float, deadline: float = math.inf) -> list[Event]:
+    """Drop recomputations (latest first) whose removal keeps the sequence valid and within the budget,
+    until ``deadline`` (one simulation per recomputation); copy indices are renumbered."""
     kept = list(events)
     for k in range(len(kept) - 1, -1, -1):
         if kept[k].copy == 0:
             continue
+        if time.perf_counter() >= deadline:
+            break
         trial = kept[:k] + kept[k + 1:]
         try:
             if simulate(instance, _ops(instance, trial)).peak <= budget:
@@ -346,16 +186,22 @@ def _ops(instance: Instance, events: list[Event]) -> tuple[int, ...]:
     return tuple(e.node for e in events if e.node < instance.n_ops)
 
 
-def greedy_sequence(instance: Instance, budget: float, max_copies: int,
-                    search_seconds: float = 30.0) -> tuple[list[Event], SequenceProfile] | None:
+def greedy_sequence(instance: Instance, budget: float, max_copies: int, search_seconds: float = 30.0,
+                    seconds: float = math.inf) -> tuple[list[Event], SequenceProfile] | None:
     """Over the scoring variants and target slacks: the shortest pruned sequence whose simulated peak fits
     ``budget``; if none fits, the one with the least peak (a warm start for phase 1). None only if every
-    variant got stuck on ``C_v``. At most ``search_seconds`` go to :func:`repair` and :func:`improve`."""
-    deadline = time.perf_counter() + search_seconds
+    variant got stuck on ``C_v`` or was cut by the time limit. At most ``search_seconds`` go to
+    :func:`repair` and :func:`improve`; ``seconds`` after the start every variant and pruning stop (a
+    variant is seconds to a minute of Python on a 20,000-op graph)."""
+    now = time.perf_counter()
+    end = now + seconds
+    deadline = min(now + search_seconds, end)
     fitting, closest = None, None
     over: dict[tuple[tuple[int, int], ...], tuple[list[Event], SequenceProfile]] = {}
     for (a, b, c), slack in itertools.product(_SCORES, _SLACKS):
-        events = stage_events(instance, budget * slack, max_copies, a, b, c)
+        if time.perf_counter() >= end:
+            break
+        events = stage_events(instance, budget * slack, max_copies, a, b, c, end)
         if events is None:
             continue
         profile = simulate(instance, _ops(instance, events))
@@ -367,7 +213,7 @@ def greedy_sequence(instance: Instance, budget: float, max_copies: int,
         if fitting is not None and profile.duration >= fitting[1].duration and \
                 profile.duration - fitting[1].duration > 0.5 * (profile.duration - instance.base_duration):
             continue  # pruning cannot catch up: skip the simulations
-        events = prune(instance, events, budget)
+        events = prune(instance, events, budget, end)
         profile = simulate(instance, _ops(instance, events))
         if fitting is None or profile.duration < fitting[1].duration:
             fitting = (events, profile)
@@ -388,7 +234,7 @@ def greedy_sequence(instance: Instance, budget: float, max_copies: int,
             if profile.peak < closest[1].peak:
                 closest = (events, profile)
             continue
-        events = prune(instance, events, budget)
+        events = prune(instance, events, budget, end)
         repaired.setdefault(_ops(instance, events), (events, simulate(instance, _ops(instance, events))))
     starts = sorted(repaired.values(), key=lambda item: item[1].duration)[:_IMPROVES]
     for i, (events, _) in enumerate(starts):  # each start gets an equal share of the time left
@@ -400,10 +246,12 @@ def greedy_sequence(instance: Instance, budget: float, max_copies: int,
     return fitting if fitting is not None else closest
 
 
-def solve_greedy(instance: Instance, budget: float, max_copies: int, search_seconds: float = 30.0) -> MethodResult:
-    """The ``greedy`` method: a sequence and no lower bound (a heuristic proves nothing)."""
+def solve_greedy(instance: Instance, budget: float, max_copies: int, search_seconds: float = 30.0,
+                 seconds: float = math.inf) -> MethodResult:
+    """The ``greedy`` method: a sequence and no lower bound (a heuristic proves nothing); ``seconds`` as in
+    :func:`greedy_sequence`."""
     start = time.perf_counter()
-    found = greedy_sequence(instance, budget, max_copies, search_seconds)
+    found = greedy_sequence(instance, budget, max_copies, search_seconds, seconds)
     seconds = time.perf_counter() - start
     where = f"C_v ≤ {max_copies} computations per op, the input topological order's stages (§2.3)"
     if found is None or found[1].peak > budget:

@@ -155,7 +155,8 @@ def _warm_start(run: _Run, base_units: int) -> tuple[dict, set, int, tuple[dict,
     greedy = None
     if base_units > run.capacity:
         part, most = WARM_START
-        found = greedy_sequence(instance, run.budget, options.max_copies, min(most, part * options.time_limit))
+        seconds = min(most, part * options.time_limit)
+        found = greedy_sequence(instance, run.budget, options.max_copies, seconds, seconds)
         if found is not None:
             events, profile = found
             units = int(round((profile.peak - instance.constant_bytes) / run.sc.memory_unit))

@@ -36,7 +36,7 @@ def test_the_time_limit_is_the_whole_run_in_a_deterministic_run(monkeypatch, blo
     spy(monkeypatch, moccasin, "smallest_peak", lambda inst, floor, options: options.time_limit, handed)
     spy(monkeypatch, moccasin, "solve_moccasin", lambda inst, budget, options, *_: options.time_limit, handed)
     spy(monkeypatch, checkmate, "solve_checkmate_lp", lambda inst, budget, seconds, **_: seconds, handed)
-    spy(monkeypatch, heuristics, "solve_greedy", lambda inst, budget, copies, seconds: seconds, handed)
+    spy(monkeypatch, heuristics, "solve_greedy", lambda inst, budget, copies, search, *_: search, handed)
     options = remat.Options(budget=("min", 0), methods=("greedy", "checkmate-lp", "moccasin"), order="minmem",
                             time_limit=16.0, order_time_limit=4.0, workers=1, deterministic=True)
     solution = remat.solve(block, options)
