@@ -77,10 +77,10 @@ def exact(inst: LayoutInstance, time_limit: float, hint: dict[str, Layout] | Non
     start = budget.start
     hint = hint if hint is not None and inst.fits(hint) else None
     if len(inst.ops) * REDUCE_SECONDS_PER_OP > time_limit / 2:
-        return hint, _skipped("the dominance reductions", inst, start)
+        return hint, _skipped("the dominance reductions", inst, budget)
     reduced = reduce_instance(inst, deadline=budget.deadline)
     if reduced is None:
-        return hint, _skipped("the dominance reductions", inst, start)
+        return hint, _skipped("the dominance reductions", inst, budget)
     hint_cost = inst.cost(hint) if hint is not None else math.inf
     found = elimination.solve(inst, reduced, hint_cost, deadline=start + budget.part(ELIMINATION_PART))
     if found.status == "optimal":
@@ -92,7 +92,7 @@ def exact(inst: LayoutInstance, time_limit: float, hint: dict[str, Layout] | Non
     if found.plan is not None and found.plan_seconds < hint_cost:
         hint = found.plan
     if len(inst.ops) * MODEL_SECONDS["op"] + _pairs(inst, reduced) * MODEL_SECONDS["pair"] > time_limit:
-        layouts, bound = hint, _skipped("CP-SAT's model", inst, start)
+        layouts, bound = hint, _skipped("CP-SAT's model", inst, budget)
     else:
         layouts, bound = _cpsat(inst, reduced, max(FLOOR, budget.left()), hint, workers, seed)
     if found.lagrangian is not None and (bound.value is None or found.lagrangian > bound.value):
@@ -102,11 +102,11 @@ def exact(inst: LayoutInstance, time_limit: float, hint: dict[str, Layout] | Non
     return layouts, bound
 
 
-def _skipped(phase: str, inst: LayoutInstance, start: float) -> LowerBound:
-    """The exact bound not computed: ``phase`` does not fit in exact's time on this instance."""
-    return LowerBound("tile-cpsat", None, "skipped", "cp-sat", time.monotonic() - start,
-                      note=f"skipped: {phase} does not fit in exact's time on {len(inst.ops)} ops; a longer "
-                           "--time-limit lets it run")
+def _skipped(phase: str, inst: LayoutInstance, budget: Budget) -> LowerBound:
+    """The exact bound not computed: no time for ``phase`` in exact's ``budget`` on this instance."""
+    return LowerBound("tile-cpsat", None, "skipped", "cp-sat", budget.elapsed(),
+                      note=f"skipped: no time for {phase} in exact's {budget.total:.3g} s on {len(inst.ops)} ops; "
+                           "a longer --time-limit lets it run")
 
 
 def _pairs(inst: LayoutInstance, reduced: Reduced) -> int:
