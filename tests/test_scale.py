@@ -9,11 +9,6 @@ far above the 1.5 GB target so that the test is stable on a loaded machine."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -22,36 +17,11 @@ from onnxpart.cli.app import app
 from onnxpart.cli.common import run_clock
 from onnxpart.errors import UserError
 from tests import scale_graphs
+from tests.measured_run import MEMORY_CAP, run_measured
 from tests.conftest import light
 from tests.safety.harness import DIAMOND, error_line, run_cli
 
-MEMORY_CAP = 3 << 30  # bytes: a dense n × n float64 matrix at 20,000 ops is 3.2 GB by itself
 TIME_LIMIT = 5.0
-
-#: Runs ``python -m onnxpart.cli.app ARGS`` and prints its exit code and the peak RSS (bytes) of its
-#: process tree (RUSAGE_CHILDREN: the largest of the command and the workers it waited for).
-_MEASURE = """
-import resource, subprocess, sys
-code = subprocess.run([sys.executable, "-m", "onnxpart.cli.app", *sys.argv[1:]]).returncode
-print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024, file=sys.stderr)
-"""
-
-
-def run_measured(*args, cwd: Path, timeout: float = 300) -> tuple[subprocess.CompletedProcess, int]:
-    """``onnxpart ARGS`` in a fresh process under ``cwd``; -> (its output, peak RSS of its process tree)."""
-    cwd.mkdir(parents=True, exist_ok=True)
-    with subprocess.Popen([sys.executable, "-c", _MEASURE, *map(str, args)], cwd=cwd, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, start_new_session=True) as child:
-        try:
-            stdout, stderr = child.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)  # the command and its workers too, not just the wrapper
-            raise
-    proc = subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
-    *stderr, last = proc.stderr.strip().splitlines()
-    code, peak = last.split()
-    return subprocess.CompletedProcess(proc.args, int(code), proc.stdout, "\n".join(stderr)), int(peak)
-
 
 def assert_within_limit(summary: dict) -> None:
     """The README's rule: loading and solving end by 1.1·T + 5 s (writing is reported apart)."""

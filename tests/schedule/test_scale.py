@@ -5,23 +5,19 @@ and every method and bound the graph is too big for in that time is listed ``ski
 (:mod:`onnxpart.schedule.latency.scale`: a rule on ops × seconds, so the list does not depend on the
 machine's load). Before, the run took 208–244 s and 15.6 GB.
 
-The peak RSS is the command process's own (``os.wait4``), asserted against :data:`MEMORY_CAP`, far above
+The peak RSS is the command's process tree's (:func:`tests.measured_run.run_measured`), asserted against :data:`MEMORY_CAP`, far above
 the 1.5 GB target so that the test is stable on a loaded machine; timings go to BENCHMARKS.md."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from tests import scale_graphs
+from tests.measured_run import MEMORY_CAP, run_measured
 from tests.safety.harness import SYSTEM, run_cli
 
-MEMORY_CAP = 3 << 30  # bytes: a 20,000 × 20,000 float64 table alone is 3.2 GB
 TIME_LIMIT = 5.0
 #: What ``--time-limit 5`` cannot run on 20,000 ops, however fast loading was: methods (CP-SAT's bound is
 #: listed too) and LP bounds. The solve gets what loading left of the limit, so on a slow load Greedy is
@@ -30,27 +26,13 @@ SKIPPED_METHODS = {"heft", "sa", "ea", "cpsat"}
 SKIPPED_BOUNDS = {"load-lp", "path-lp", "cpsat"}
 
 
-def run_with_peak(*args, cwd: Path) -> tuple[subprocess.CompletedProcess, int]:
-    """``onnxpart ARGS`` in a fresh process under ``cwd`` (its output through files beside it, so that
-    nothing reaps it before ``os.wait4`` reads its usage); -> (its output, its peak RSS in bytes)."""
-    cwd.mkdir(parents=True, exist_ok=True)
-    logs = [cwd.parent / f"{name}.txt" for name in ("stdout", "stderr")]
-    with logs[0].open("w") as out, logs[1].open("w") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "onnxpart.cli.app", *map(str, args)], cwd=cwd, stdout=out,
-                                stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
-    return (subprocess.CompletedProcess(proc.args, proc.returncode, *(log.read_text() for log in logs)),
-            usage.ru_maxrss * 1024)
-
-
 @pytest.mark.parametrize("graph", [scale_graphs.chain, scale_graphs.random_dag])
 def test_schedule_of_20000_ops_is_valid_within_the_limit_and_memory(tmp_path, graph):
     """Fails on the old code by time (a 9 s CP-SAT model, LPs past their limits, O(n²) list scheduling)
     and by no method being listed ``skipped``."""
     path = scale_graphs.write(graph(), tmp_path / "graph.json")
     out = tmp_path / "out"
-    proc, peak = run_with_peak("schedule", path, "--system", SYSTEM, "--time-limit", TIME_LIMIT, "-o", out, "--json",
+    proc, peak = run_measured("schedule", path, "--system", SYSTEM, "--time-limit", TIME_LIMIT, "-o", out, "--json",
                                cwd=tmp_path / "cwd")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert peak < MEMORY_CAP, f"peak RSS {peak / 2**30:.2f} GiB"
