@@ -1,12 +1,13 @@
-"""LLM scale (issue 30) for partition and remat: wall time, peak RSS and gap of the CLI at 2,000 to 20,000
-ops, and on the Llama-3-70B-shaped export.
+"""LLM scale (issue 30) for every strategy: wall time, peak RSS and gap of the CLI at 2,000 to 20,000 ops,
+and on the Llama-3-70B-shaped export.
 
-* Op counts: ``tests/scale_graphs.py``'s random DAG (costs.json, no weights) at each size; ``partition -k 8``
-  and ``remat --budget 95%``, each with ``--time-limit T``.
+* Op counts: ``tests/scale_graphs.py``'s random DAG (costs.json, no weights) at each size; ``partition -k 8``,
+  ``remat --budget 95%``, ``schedule`` on CPU + T4 + A100 and ``tile --mesh 2x4``, each with ``--time-limit T``.
 * 70B: ``scripts/make_llama70b.py`` (141 GB of sparse external data, planned at batch 1, sequence 128):
   ``partition -k 8`` (with ``--verify``, which says it is skipped), ``-k 16``, ``-k 80`` at ``--time-limit
   60``; ``-k 8`` again at sequence 2048 with ``--freeze-dims`` (static stage files), and ``remat`` on its
-  stage 1 with ``--budget 80%`` and ``--budget min``.
+  stage 1 with ``--budget 80%`` and ``--budget min``; ``schedule`` on a host and 8 A100s
+  (``fixtures/systems/host_8xa100.yaml``) and ``tile --mesh 2x4``, at ``--time-limit 60``.
 
 Each command is a child process (``bench_scale.run_child``: peak RSS from ``os.wait4``, its workers
 included); the 1-minute load average is recorded beside each row, since the machine is shared. Writes the
@@ -37,13 +38,19 @@ sys.path.insert(0, str(ROOT))
 from tests import scale_graphs  # noqa: E402
 
 MIB = 1 << 20
+SYSTEMS = ROOT / "fixtures" / "systems"
+#: each strategy's arguments on the op-count graphs
+STRATEGY_ARGS = (("partition", ["-k", "8"]), ("remat", ["--budget", "95%"]),
+                 ("schedule", ["--system", str(SYSTEMS / "cpu_t4_a100.yaml")]), ("tile", ["--mesh", "2x4"]))
+#: schedule's and tile's arguments on the 70B-shaped export (the issue's 8 A100s and a CPU host; a 2x4 mesh)
+LLAMA_ARGS = (("schedule", ["--system", str(SYSTEMS / "host_8xa100.yaml")]), ("tile", ["--mesh", "2x4"]))
 
 
 def op_rows(work: Path, sizes: list[int], limit: float, timeout: float) -> list[dict]:
     rows = []
     for n in sizes:
         graph = scale_graphs.write(scale_graphs.random_dag(n), work / f"dag_{n}.json")
-        for command, args in (("partition", ["-k", "8"]), ("remat", ["--budget", "95%"])):
+        for command, args in STRATEGY_ARGS:
             out = work / f"out_{command}_{n}"
             rows.append(run(f"random DAG, {n:,} ops", command, [str(graph), *args, "--time-limit", str(limit),
                                                                 "-o", str(out), "--json"], work, out, timeout))
@@ -60,6 +67,10 @@ def llama_rows(work: Path, timeout: float) -> list[dict]:
         argv = [model, "-k", str(k), "--time-limit", "60", "-o", str(out), "--json", *_dims(dims)]
         rows.append(run(f"Llama-3-70B shape, k = {k}", "partition", argv + ["--verify"] * (k == 8), work, out,
                         timeout))
+    for command, args in LLAMA_ARGS:
+        out = work / f"llama_{command}"
+        argv = [model, *args, "--time-limit", "60", "-o", str(out), "--json", *_dims(dims)]
+        rows.append(run(f"Llama-3-70B shape, {command}", command, argv, work, out, timeout))
     # remat's stage: static dims (--freeze-dims), at a sequence where activations matter
     out = work / "llama_k8_2048"
     argv = [model, "-k", "8", "--time-limit", "60", "-o", str(out), "--json", "--freeze-dims",
@@ -121,14 +132,15 @@ def line(r: dict) -> str:
 
 def _options(argv: list[str]) -> str:
     flags = {"--verify", "--freeze-dims"}
-    keep = {"-k", "--budget", "--time-limit", *flags}
-    shown = [a if a in flags else f"{a} {argv[i + 1]}" for i, a in enumerate(argv) if a in keep]
+    keep = {"-k", "--budget", "--time-limit", "--mesh", "--system", *flags}
+    shown = [a if a in flags else f"{a} {Path(argv[i + 1]).name if a == '--system' else argv[i + 1]}"
+             for i, a in enumerate(argv) if a in keep]
     return "`" + " ".join(shown) + "`"
 
 
 def markdown(rows: list[dict], command: str) -> str:
     lines = [
-        "## Scale: LLM-sized graphs, partition and remat (issue 30)",
+        "## Scale: LLM-sized graphs, every strategy (issue 30)",
         "",
         f"Machine: {machine_line()} (shared: the `load` column is the 1-minute load average when the row "
         f"started). Run {datetime.datetime.now().isoformat(timespec='minutes')}. Command: `{command}`.",
