@@ -188,9 +188,10 @@ def handle_errors(command: Callable) -> Callable:
         except Exception:
             from onnxpart.interrupts import received
 
-            if received() is None:
+            interrupt = received()  # the signal, wrapped by the library it interrupted
+            if interrupt is None:
                 raise
-            _interrupted(received())  # the signal, wrapped by the library it interrupted
+            _interrupted(interrupt)
 
     return wrapper
 

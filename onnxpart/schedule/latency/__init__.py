@@ -11,6 +11,8 @@ terminal. The answer becomes files through :mod:`.pieces` and :mod:`.emit`; :mod
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from onnxpart.board import Board
 from onnxpart.certificate import LowerBound, best_bound
 from onnxpart.schedule.common.instance import Instance
@@ -24,21 +26,35 @@ from onnxpart.strategy import Budget, MethodResult, Registry, run_methods
 
 __all__ = ["METHODS", "solve", "check", "emit", "pieces"]
 
+#: The solver behind each method that proves a bound: a skipped one lists that bound as skipped too.
+SOLVERS = {"exact": "cp-sat", "cpsat": "cp-sat", "milp": "highs", "split": "cp-sat+highs"}
+
+
+def _within_size(run: Callable[[str, Context, float], MethodResult]) -> Callable[[str, Context, float], MethodResult]:
+    """``run``, unless the graph is too big for the method in the run's time limit
+    (:func:`.scale.skip_reason`): then its result is listed ``skipped`` with why (and its solver's bound
+    too), and it does not run."""
+
+    def sized(name: str, context: Context, seconds: float) -> MethodResult:
+        why = scale.skip_reason(name, context.instance.n, context.options.time_limit)
+        if why is None:
+            return run(name, context, seconds)
+        if name in SOLVERS:
+            context.run.add_bounds([LowerBound(name, None, "skipped", SOLVERS[name], 0.0, why)])
+        return context.run.keep(name, None, "skipped", 0.0, note=why)
+
+    return sized
+
 
 def _constructive(name: str, context: Context, seconds: float) -> MethodResult:
-    skipped = None if name == "met" else _skipped(name, context)  # MET, the first answer, always runs
-    if skipped:
-        return skipped
     res = BASELINES[name](context.instance)
     return context.run.keep(name, res.schedule if res else None, "ok" if res else "failed",
                             res.seconds if res else 0.0)
 
 
+@_within_size
 def _search(name: str, context: Context, seconds: float) -> MethodResult:
     """SA or EA from the first feasible constructive mapping (MET, else Greedy, else HEFT)."""
-    skipped = _skipped(name, context)
-    if skipped:
-        return skipped
     start = context.start()
     if start is None:
         return context.run.keep(name, None, "failed", 0.0, note="no feasible start mapping")
@@ -48,12 +64,10 @@ def _search(name: str, context: Context, seconds: float) -> MethodResult:
     return context.run.keep(name, res.schedule, "ok", res.seconds, note=f"{res.evaluations} evaluations")
 
 
+@_within_size
 def _solver(name: str, context: Context, seconds: float) -> MethodResult:
     """CP-SAT (``exact``, ``cpsat``) or the thesis MILP on HiGHS (``milp``), from the best schedule so far."""
     inst, options, run = context.instance, context.options, context.run
-    skipped = _skipped(name, context, "highs" if name == "milp" else "cp-sat")
-    if skipped:
-        return skipped
     if name == "milp":
         res = exact.milp(inst, seconds, run.best(), seed=options.seed, on_bound=run.live(name))
     else:
@@ -63,12 +77,10 @@ def _solver(name: str, context: Context, seconds: float) -> MethodResult:
     return run.keep(name, res.schedule, res.status, res.seconds, res.bound, res.note)
 
 
+@_within_size
 def _split(name: str, context: Context, seconds: float) -> MethodResult:
     """MILP-SPLIT over one-op cuts, or, where there are none, over multi-channel modules (Section 3.3.2)."""
     inst, options, run = context.instance, context.options, context.run
-    skipped = _skipped(name, context, "cp-sat+highs")
-    if skipped:
-        return skipped
     chain = chain_split.chain_of_modules(inst)
     if chain is not None:
         joined, found = chain_split.split_on_channels(inst, chain, seconds, options.seed, options.workers, run.best())
@@ -82,24 +94,14 @@ def _split(name: str, context: Context, seconds: float) -> MethodResult:
     return run.keep(name, res.schedule, res.status, res.seconds, res.bound, res.reason)
 
 
-def _skipped(name: str, context: Context, solver: str | None = None) -> MethodResult | None:
-    """Where method ``name`` is too big for this graph in the run's time limit
-    (:func:`.scale.skip_reason`): its result, listed ``skipped`` with why (and a ``solver``'s bound too);
-    else None."""
-    why = scale.skip_reason(name, context.instance.n, context.options.time_limit)
-    if why is None:
-        return None
-    if solver is not None:
-        context.run.add_bounds([LowerBound(name, None, "skipped", solver, 0.0, why)])
-    return context.run.keep(name, None, "skipped", 0.0, note=why)
-
-
 BASELINES = {"met": heuristics.met, "greedy": heuristics.greedy, "heft": heuristics.heft, "cpop": heuristics.cpop}
 
 #: Every latency method (:data:`onnxpart.schedule.common.methods.CATALOGUE`), run by its function here;
 #: the constructive baselines take milliseconds: no share of the time.
-METHODS: Registry = registry(dict(met=_constructive, greedy=_constructive, heft=_constructive, cpop=_constructive,
-                                  sa=_search, ea=_search, exact=_solver, milp=_solver, cpsat=_solver, split=_split),
+_sized_constructive = _within_size(_constructive)  # MET, the first answer, runs at any size
+METHODS: Registry = registry(dict(met=_constructive, greedy=_sized_constructive, heft=_sized_constructive,
+                                  cpop=_sized_constructive, sa=_search, ea=_search, exact=_solver, milp=_solver,
+                                  cpsat=_solver, split=_split),
                              dict.fromkeys(CONSTRUCTIVE, 0.0))
 
 
