@@ -1,9 +1,8 @@
 """LLM-sized op graphs for the scale tests (issue 30), as ``costs.json`` files (the README's schema): no
 model, no weights, built in well under a second at 20,000 ops.
 
-* :func:`chain` — ``n`` ops, each reading the one before (the longest critical path, ideals = n + 1);
-* :func:`random_dag` — ``n`` ops, each reading 1–3 of the ``window`` ops before it and, with probability
-  ``skip``, one op anywhere earlier (residual-like long edges): wide enough that no exact method fits.
+:func:`random_dag` — ``n`` ops, each reading 1–3 of the ``window`` ops before it and, with probability
+``skip``, one op anywhere earlier (residual-like long edges): wide enough that no exact method fits.
 
 Every op has seeded ``work`` (seconds on the primary device), ``flops`` and ``mem_bytes`` (so multi-device
 strategies can cost it on other specs) and one output tensor of seeded ``bytes`` read by its successors;
@@ -18,11 +17,6 @@ from pathlib import Path
 import numpy as np
 
 SCALE_OPS = 20_000  # the issue's size
-
-
-def chain(n: int = SCALE_OPS, seed: int = 0) -> dict:
-    """A chain of ``n`` ops."""
-    return _costs(f"chain_{n}", [[v - 1] if v else [] for v in range(n)], seed)
 
 
 def random_dag(n: int = SCALE_OPS, seed: int = 0, window: int = 50, skip: float = 0.05) -> dict:
