@@ -20,10 +20,14 @@ from tests.export_like import ALL_DYNAMIC, ALL_STATIC, TYPED_INTERNAL_HINTS, kv_
 
 runner = CliRunner()
 FAST = ["--time-limit", "5", "--json"]
+#: Searches of a fixed size, so that a run ends when they do, not at the time limit (what these tests check
+#: is the files, not the plan): partition's orders and local search, schedule's list schedulers.
+FIXED_SEARCH = {"partition": ["--population", "8", "--generations", "3", "--random-orders", "3", "--no-mla"],
+                "schedule": ["--method", "met,greedy,heft"]}
 
 
-def cli(*args):
-    return runner.invoke(app, [*map(str, args)])
+def cli(command, *args):
+    return runner.invoke(app, [command, *map(str, args), *FIXED_SEARCH.get(command, [])])
 
 
 def saved(tmp_path, name, builder):

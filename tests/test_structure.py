@@ -5,6 +5,7 @@ command under 80 (decorators and signature included)."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import networkx as nx
@@ -26,11 +27,17 @@ def modules() -> dict[str, Path]:
     return found
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once for all the tests here."""
+    return ast.parse(path.read_text())
+
+
 def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     """The project modules ``name`` imports anywhere in its source (at the top, in functions, under
     ``TYPE_CHECKING``); ``from package import name`` counts as importing the submodule when there is one."""
     targets: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             wanted = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -49,6 +56,7 @@ def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     return targets
 
 
+@functools.cache
 def import_graph() -> nx.DiGraph:
     known = modules()
     graph = nx.DiGraph()
@@ -78,7 +86,7 @@ def test_modules_and_functions_stay_small(package):
         if source.count("\n") > MODULE_LINES:
             too_long.append(f"{where}: {source.count(chr(10))} lines")
         limit = COMMAND_LINES if package == "onnxpart.cli" else FUNCTION_LINES
-        for node in ast.walk(ast.parse(source)):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 first = min([node.lineno] + [d.lineno for d in node.decorator_list])
                 if node.end_lineno - first + 1 >= limit:
