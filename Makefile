@@ -9,11 +9,11 @@ DEMO_MODEL := fixtures/transformer_block.onnx
 
 .PHONY: run test install bench clean fixtures
 
+# --no-compile: no bytecode for all of ray, onnx, ortools... at install (78 s -> 30 s here); a module is
+# compiled when something first imports it
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# --no-compile: no bytecode for the whole of ray, onnx, ortools... at install (78 s -> 30 s here); a module
-	# is compiled when something first imports it
 	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev,cluster]'
 	touch $(STAMP)
 
