@@ -224,6 +224,15 @@ def _plain(value: Any) -> Any:
     raise TypeError(type(value).__name__)
 
 
+def print_closing(summary: dict, certificate_text: str, what: str) -> None:
+    """The last lines of a command's report: its certificate, ``--verify``'s line (``what`` reproduce the
+    model's outputs) and the output folder."""
+    console.print(certificate_text, highlight=False)
+    if summary["verify"] is not None:
+        console.print(verify_line(summary["verify"], what), highlight=False, soft_wrap=True)
+    console.print(f"wrote {summary['output']}", highlight=False)
+
+
 def verify_line(report: dict, what: str) -> str:
     """One line for a ``--verify`` report (onnxpart.verify.VerifyReport.to_dict())."""
     if report.get("skipped"):

@@ -11,13 +11,13 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
-                                 ExternalDataOpt, FRACTION, ForceOpt, ForceShapeOpt, FormatOpt, FreezeDimsOpt,
-                                 GENERATIONS, IDEAL_LIMIT, InputShapeOpt, JsonOpt, MaxGapOpt, OutputOpt, POPULATION,
-                                 Quantity, RANDOM_ORDERS, STAGES, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt,
-                                 WorkersOpt, certificate_line, check_folder, console, enforce_gap, err_console,
-                                 gap_limit, handle_errors, load_costed, print_json, progress_bar, run_clock,
-                                 verify_line, verify_written, write_outputs)
+from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, ExternalDataOpt, FRACTION, ForceOpt, FreezeDimsOpt,
+                                 GENERATIONS, IDEAL_LIMIT, JsonOpt, MaxGapOpt, OutputOpt, POPULATION, Quantity,
+                                 RANDOM_ORDERS, STAGES, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt,
+                                 certificate_line, check_folder, console, enforce_gap, err_console, gap_limit,
+                                 handle_errors, print_closing, print_json, progress_bar, run_clock, verify_written,
+                                 write_outputs)
+from onnxpart.cli.model_source import ModelSource, takes_model_source
 from onnxpart.errors import UserError
 from onnxpart.partition import IDEAL_LIMIT as PARTITION_IDEAL_LIMIT
 from onnxpart.partition import REGISTRY
@@ -27,6 +27,7 @@ BOUNDS_HELP = REGISTRY.help("Lower bounds to prove, comma-separated (or none):")
 
 
 @handle_errors
+@takes_model_source
 def partition(
     model: Path = typer.Argument(..., help="ONNX model, or a JSON graph: costs.json, dnn-partitioning or networkx node-link."),
     stages: Annotated[int, typer.Option("-k", "--stages", help="Number of pipeline stages k (1 to 1024; empty "
@@ -37,18 +38,11 @@ def partition(
     seed: SeedOpt = 0,
     workers: WorkersOpt = 0,
     max_gap: MaxGapOpt = None,
-    costs: CostsOpt = None,
-    cost: CostOpt = "analytic",
-    device: DeviceOpt = "a100",
-    input_shape: InputShapeOpt = None,
-    force_shape: ForceShapeOpt = False,
-    dim: DimOpt = None,
+    source: ModelSource = ModelSource(),
     freeze_dims: FreezeDimsOpt = False,
     external_data_threshold: ExternalDataOpt = None,
-    coarsen: CoarsenOpt = False,
     bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Inter-stage bandwidth (e.g. 25GB/s); default: the device's interconnect."), Quantity(parse_bandwidth)] = None,
     stage_memory: Annotated[Optional[str], typer.Option("--stage-memory", help="Fast memory per stage for parameters (e.g. 40MiB); the excess streams at the bandwidth (Eq. 2). Off by default."), Quantity(parse_bytes)] = None,
-    graph_format: FormatOpt = "auto",
     verify: VerifyOpt = False,
     verify_tol: VerifyTolOpt = 1e-4,
     check_certificate: CheckCertificateOpt = None,
@@ -74,13 +68,11 @@ def partition(
 
     methods = tuple(m for m in REGISTRY.parse(bounds, "--bounds", extra=("none",), what="bound") if m != "none")
     limit = gap_limit(max_gap)
-    check_format(graph_format)
+    check_format(source.graph_format)
     if output is None and check_certificate is None:
         raise UserError("pass --output/-o DIR (or --check-certificate DIR)")
 
-    inst, graph, loaded = _load(model, graph_format, costs=costs, cost=cost, device=device, input_shape=input_shape,
-                                coarsen=coarsen, bandwidth=bandwidth, stage_memory=stage_memory, dim=dim,
-                                force_shape=force_shape)
+    inst, graph, loaded = _load(model, source, bandwidth=bandwidth, stage_memory=stage_memory)
     model_sha = loaded.sha256 if loaded is not None else graph.model_sha256
     if check_certificate is not None:
         _check(inst, graph, check_certificate, model_sha, loaded is not None, as_json)
@@ -88,7 +80,8 @@ def partition(
     _warn(inst, graph, stages)
     if verify and loaded is None:
         raise UserError("--verify needs an ONNX model (graph-only input has nothing to run)")
-    out = OutputDir(output, force=force, clean=clean, reads=run_reads(model, loaded, costs=costs, device=device))
+    out = OutputDir(output, force=force, clean=clean, reads=run_reads(model, loaded, costs=source.costs,
+                                                                                  device=source.device))
     options = Options(k=stages, time_limit=time_limit, seed=seed, bounds=methods, workers=workers,
                       brkga=BrkgaOptions(population=population, generations=generations, elite=elite,
                                          mutants=mutants, rho=rho),
@@ -106,15 +99,13 @@ def partition(
     enforce_gap(summary["certificate"], limit, output)
 
 
-def _load(model: Path, graph_format: str, *, costs, cost, device, input_shape, coarsen, bandwidth, stage_memory, dim,
-          force_shape=False):
+def _load(model: Path, source: ModelSource, *, bandwidth, stage_memory):
     """-> (Instance, OpGraph, LoadedModel or None for graph-only input)."""
     from onnxpart.partition.model import from_graph
 
     bw = parse_bandwidth(bandwidth, "--bandwidth") if bandwidth is not None else None
     memory = parse_bytes(stage_memory, "--stage-memory") if stage_memory is not None else None
-    loaded = load_costed(model, fmt=graph_format, input_shape=input_shape, coarsen=coarsen, costs=costs, cost=cost,
-                         device=device, dim=dim, force_shape=force_shape)
+    loaded = source.load(model)
     return from_graph(loaded.graph, bandwidth=bw, stage_memory=memory), loaded.graph, loaded.model
 
 
@@ -197,10 +188,7 @@ def _print(summary: dict) -> None:
     console.print(table)
     if empty:
         console.print(f"empty stages: {', '.join(map(str, empty))} (more stages do not help this graph)", highlight=False)
-    console.print(_certificate_line(cert), highlight=False)
-    if summary["verify"] is not None:
-        console.print(verify_line(summary["verify"], "stages"), highlight=False, soft_wrap=True)
-    console.print(f"wrote {summary['output']}", highlight=False)
+    print_closing(summary, _certificate_line(cert), "stages")
 
 
 def _certificate_line(cert: dict) -> str:

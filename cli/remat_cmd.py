@@ -12,12 +12,12 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
-                                 ExternalDataOpt, ForceOpt, ForceShapeOpt, FormatOpt, FreezeDimsOpt, InputShapeOpt,
-                                 JsonOpt, MAX_RECOMPUTE, MaxGapOpt, ORDER_TIME_LIMIT, OutputOpt, Quantity, SeedOpt,
-                                 TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt, check_folder, console,
-                                 enforce_gap, err_console, gap_limit, handle_errors, load_costed, print_json,
-                                 progress_bar, run_clock, verify_line, write_outputs)
+from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, ExternalDataOpt, ForceOpt, FreezeDimsOpt, JsonOpt,
+                                 MAX_RECOMPUTE, MaxGapOpt, ORDER_TIME_LIMIT, OutputOpt, Quantity, SeedOpt, TimeLimitOpt,
+                                 VerifyOpt, VerifyTolOpt, WorkersOpt, check_folder, console, enforce_gap, err_console,
+                                 gap_limit, handle_errors, print_json, progress_bar, run_clock, verify_line,
+                                 write_outputs)
+from onnxpart.cli.model_source import ModelSource, takes_model_source
 from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.remat import REGISTRY
 from onnxpart.units import byte_unit, format_bytes, format_seconds, parse_percent_or_bytes
@@ -27,6 +27,7 @@ METHOD_HELP = REGISTRY.help("Comma-separated to run several, sharing --time-limi
 
 
 @handle_errors
+@takes_model_source
 def remat(
     model: Path = typer.Argument(..., help="ONNX model, or a JSON graph: costs.json, dnn-partitioning or networkx node-link."),
     budget: Annotated[str, typer.Option("--budget", "-b", help="Memory budget: 80% (of the file order's peak), 24MiB, 6,422,528 (bytes), or min (the smallest that works: Moccasin phase 1 with half the time limit)."), Quantity(parse_percent_or_bytes)] = ...,
@@ -48,16 +49,9 @@ def remat(
     include_params: bool = typer.Option(False, "--include-params", help="Count parameters in the memory (resident all along)."),
     verify: VerifyOpt = False,
     verify_tol: VerifyTolOpt = 1e-4,
-    input_shape: InputShapeOpt = None,
-    force_shape: ForceShapeOpt = False,
-    dim: DimOpt = None,
     freeze_dims: FreezeDimsOpt = False,
     external_data_threshold: ExternalDataOpt = None,
-    cost: CostOpt = "analytic",
-    device: DeviceOpt = "a100",
-    costs: CostsOpt = None,
-    coarsen: CoarsenOpt = False,
-    graph_format: FormatOpt = "auto",
+    source: ModelSource = ModelSource(),
     ort_optimize: bool = typer.Option(False, "--ort-optimize", help="Plan on onnxruntime's BASIC-optimized graph "
                                       "(constant folding, redundant nodes, standard-op fusions); the budget stays "
                                       "relative to the original's peak and --verify compares with the original."),
@@ -69,7 +63,7 @@ def remat(
     from onnxpart.readers import check_format
 
     methods = REGISTRY.parse(method)
-    check_format(graph_format)
+    check_format(source.graph_format)
     limit = gap_limit(max_gap)
     options = rm.Options(  # --time-limit is the whole run (onnxpart.remat: how it is shared)
         budget=parse_percent_or_bytes(budget, "--budget"), order=order, max_copies=max_recompute,
@@ -77,15 +71,13 @@ def remat(
         order_time_limit=order_time_limit, workers=workers, seed=seed, include_params=include_params,
         deterministic=deterministic, precedence=precedence)
     with contextlib.ExitStack() as scratch:  # --ort-optimize's model and --verify's scratch folder live to the end
-        loaded, prepass, options = _load(model, options, scratch, ort_optimize=ort_optimize, fmt=graph_format,
-                                         input_shape=input_shape, force_shape=force_shape, dim=dim, coarsen=coarsen,
-                                         costs=costs, cost=cost, device=device)
+        loaded, prepass, options = _load(model, options, scratch, source, ort_optimize=ort_optimize)
         if check_certificate is not None:
             return _check(loaded.graph, check_certificate, as_json)
         if verify and loaded.model is None:
             raise UserError("--verify needs an ONNX model; a graph file has nothing to run")
-        reads = run_reads(model, loaded.model, prepass.original_model if prepass else None, costs=costs,
-                          device=device)
+        reads = run_reads(model, loaded.model, prepass.original_model if prepass else None, costs=source.costs,
+                          device=source.device)
         out = _output_dir(output, verify, scratch, force=force, clean=clean, reads=reads)
         solution = _solve(loaded.graph, options, time_limit, compare and not as_json, as_json)
         summary = _emit(out, loaded, model, solution, prepass, dict(
@@ -99,16 +91,16 @@ def remat(
     enforce_gap(summary["certificate"], limit, output)
 
 
-def _load(model: Path, options, scratch: contextlib.ExitStack, *, ort_optimize: bool, **how):
+def _load(model: Path, options, scratch: contextlib.ExitStack, source: ModelSource, *, ort_optimize: bool):
     """-> (Loaded, OrtPrePass or None, options with --budget P% resolved against the original model)."""
     from onnxpart.remat.model import resolve_budget
     from onnxpart.remat.prepass import load_ort_optimized, refuse_ort_optimize
 
     if not ort_optimize:
-        return load_costed(model, **how), None, options
-    refuse_ort_optimize(model, how["costs"], how["fmt"])
-    loaded, prepass = load_ort_optimized(model, how["input_shape"], how["force_shape"], how["dim"], how["coarsen"],
-                                         how["cost"], how["device"], options.include_params, scratch)
+        return source.load(model), None, options
+    refuse_ort_optimize(model, source.costs, source.graph_format)
+    loaded, prepass = load_ort_optimized(model, source.input_shape, source.force_shape, source.dim, source.coarsen,
+                                         source.cost, source.device, options.include_params, scratch)
     if options.budget[0] != "min":  # --budget P% is of the peak of the model the user gave
         options = dataclasses.replace(options, budget=("bytes", resolve_budget(*options.budget,
                                                                                prepass.original_peak)))

@@ -12,12 +12,12 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
-                                 ExternalDataOpt, ForceOpt, ForceShapeOpt, FormatOpt, FreezeDimsOpt, ITERATIONS,
-                                 InputShapeOpt, JsonOpt, MAX_PIECES, MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt,
-                                 VerifyOpt, VerifyTolOpt, WorkersOpt, certificate_line, check_folder, choose,
-                                 console, enforce_gap, gap_limit, handle_errors, load_costed, print_json,
-                                 progress_bar, run_clock, verify_line, verify_written, write_outputs)
+from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, ExternalDataOpt, ForceOpt, FreezeDimsOpt, ITERATIONS,
+                                 JsonOpt, MAX_PIECES, MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt,
+                                 VerifyTolOpt, WorkersOpt, certificate_line, check_folder, choose, console, enforce_gap,
+                                 gap_limit, handle_errors, print_closing, print_json, progress_bar, run_clock,
+                                 verify_written, write_outputs)
+from onnxpart.cli.model_source import ModelSource, takes_model_source
 from onnxpart.errors import UserError
 from onnxpart.units import BATCH, format_bytes, format_seconds
 
@@ -28,6 +28,7 @@ METHOD_HELP = ("Methods to run (comma-separated): heft, cpop, met, greedy, sa, e
 
 
 @handle_errors
+@takes_model_source
 def schedule(
     model: Path = typer.Argument(..., help="ONNX model, or a JSON graph: costs.json, dnn-partitioning or networkx node-link."),
     system: Path = typer.Option(..., "--system", help="System file (YAML/JSON): devices and links."),
@@ -42,16 +43,9 @@ def schedule(
     seed: SeedOpt = 0,
     workers: WorkersOpt = 0,
     max_gap: MaxGapOpt = None,
-    costs: CostsOpt = None,
-    cost: CostOpt = "analytic",
-    device: DeviceOpt = "a100",
-    input_shape: InputShapeOpt = None,
-    force_shape: ForceShapeOpt = False,
-    dim: DimOpt = None,
+    source: ModelSource = ModelSource(),
     freeze_dims: FreezeDimsOpt = False,
     external_data_threshold: ExternalDataOpt = None,
-    coarsen: CoarsenOpt = False,
-    graph_format: FormatOpt = "auto",
     verify: VerifyOpt = False,
     verify_tol: VerifyTolOpt = 1e-4,
     check_certificate: CheckCertificateOpt = None,
@@ -67,12 +61,11 @@ def schedule(
 
     methods = METHODS if compare else _methods(method)
     limit = gap_limit(max_gap)
-    check_format(graph_format)
+    check_format(source.graph_format)
     if output is None and check_certificate is None:
         raise UserError("pass --output/-o DIR (or --check-certificate DIR)")
     _check_objective(objective, batch)
-    inst, graph, loaded = _load(model, system, graph_format, costs=costs, cost=cost, device=device,
-                                input_shape=input_shape, coarsen=coarsen, dim=dim, force_shape=force_shape)
+    inst, graph, loaded = _load(model, system, source)
     model_sha = loaded.sha256 if loaded is not None else graph.model_sha256
     if check_certificate is not None:
         _check(inst, graph, check_certificate, model_sha, loaded, freeze_dims, as_json)
@@ -86,7 +79,7 @@ def schedule(
     from onnxpart.output_guard import run_reads
 
     out = OutputDir(output, force=force, clean=clean,
-                    reads=run_reads(model, loaded, costs=costs, device=device, system=inst.system))
+                    reads=run_reads(model, loaded, costs=source.costs, device=source.device, system=inst.system))
     options = Options(methods=methods, objective=objective, batch=batch,  # the solve gets what loading left
                       time_limit=run_clock.solve_seconds(time_limit), seed=seed, iterations=iterations,
                       workers=workers)
@@ -121,16 +114,14 @@ def _methods(text: str) -> tuple[str, ...]:
     return choose(text, "--method", METHODS)
 
 
-def _load(model: Path, system_path: Path, graph_format: str, *, costs, cost, device, input_shape, coarsen, dim,
-          force_shape=False):
+def _load(model: Path, system_path: Path, source: ModelSource):
     """-> (Instance, OpGraph, LoadedModel or None for graph-only input). The system file is read first,
     so a bad one is reported before any costing."""
     from onnxpart.schedule import from_graph, load_system
     from onnxpart.schedule.system.costs import recorded_cost_fn, table_cost_fn
 
     system = load_system(str(system_path))
-    loaded = load_costed(model, fmt=graph_format, input_shape=input_shape, coarsen=coarsen, costs=costs, cost=cost,
-                         device=device, dim=dim, force_shape=force_shape)
+    loaded = source.load(model)
     graph = loaded.graph
     cost_fn = table_cost_fn(graph, system) or (recorded_cost_fn(graph, system) if loaded.model is None else None)
     return from_graph(graph, system, cost_fn), graph, loaded.model
@@ -221,10 +212,7 @@ def _print(summary: dict, compare: bool) -> None:
     for r in cert["details"]["methods"]:
         if r["method"] == "split" and r["note"]:  # a fallback, an early stop or wall-clock stops: say so
             console.print(f"split: {r['note']}", highlight=False)
-    console.print(_certificate_line(cert), highlight=False)
-    if summary["verify"] is not None:
-        console.print(verify_line(summary["verify"], "pieces"), highlight=False, soft_wrap=True)
-    console.print(f"wrote {summary['output']}", highlight=False)
+    print_closing(summary, _certificate_line(cert), "pieces")
 
 
 def _device_table(manifest: dict) -> Table:

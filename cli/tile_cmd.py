@@ -13,10 +13,10 @@ import typer
 from rich.table import Table
 
 from onnxpart.cli import tile_onnx, tile_program
-from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, CoarsenOpt, CostOpt, CostsOpt, DeviceOpt, DimOpt,
-                                 ExternalDataOpt, ForceOpt, ForceShapeOpt, FormatOpt, InputShapeOpt, JsonOpt,
-                                 MaxGapOpt, OutputOpt, Quantity, SeedOpt, TimeLimitOpt, VerifyTolOpt, WorkersOpt,
-                                 console, enforce_gap, gap_limit, handle_errors, print_json)
+from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, ExternalDataOpt, ForceOpt, JsonOpt, MaxGapOpt,
+                                 OutputOpt, Quantity, SeedOpt, TimeLimitOpt, VerifyTolOpt, WorkersOpt, console,
+                                 enforce_gap, gap_limit, handle_errors, print_json)
+from onnxpart.cli.model_source import ModelSource, takes_model_source
 from onnxpart.errors import UserError
 from onnxpart.tile.onnx import REGISTRY as LAYOUT_REGISTRY
 from onnxpart.tile.program import REGISTRY as PROGRAM_REGISTRY
@@ -60,6 +60,7 @@ VerifyOpt = Annotated[bool, typer.Option("--verify", help="Run the plan on D vir
 
 
 @handle_errors
+@takes_model_source
 def tile(
     model: ModelArg,
     devices: DevicesOpt = None,
@@ -80,14 +81,7 @@ def tile(
     workers: WorkersOpt = 0,
     max_gap: MaxGapOpt = None,
     check_certificate: CheckCertificateOpt = None,
-    costs: CostsOpt = None,
-    cost: CostOpt = "analytic",
-    device: DeviceOpt = "a100",
-    input_shape: InputShapeOpt = None,
-    force_shape: ForceShapeOpt = False,
-    dim: DimOpt = None,
-    coarsen: CoarsenOpt = False,
-    graph_format: FormatOpt = "auto",
+    source: ModelSource = ModelSource(),
     external_data_threshold: ExternalDataOpt = None,
     verify: VerifyOpt = False,
     verify_tol: VerifyTolOpt = 1e-4,
@@ -104,12 +98,10 @@ def tile(
     if _is_program(model):
         runner, summary = tile_program, tile_program.run(*common, labels=labels, verify=verify)
     else:
-        load = {"fmt": graph_format, "input_shape": input_shape, "coarsen": coarsen, "costs": costs, "cost": cost,
-                "device": device, "dim": dim, "force_shape": force_shape}
         layout = tile_onnx.MeshOptions(devices, mesh, mesh_axes, mesh_bandwidth, mesh_latency, device_memory, pin,
                                        sharded_outputs)
         runner, summary = tile_onnx, tile_onnx.run(*common, labels=labels, verify=verify, verify_tol=verify_tol,
-                                                   mesh=layout, load=load, threshold=external_data_threshold)
+                                                   mesh=layout, source=source, threshold=external_data_threshold)
     if summary is None:
         return
     if as_json:

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from onnxpart.cli.common import (check_folder, comma_list, err_console, load_costed, progress_bar, run_clock,
-                                 verify_line, write_outputs)
+from onnxpart.cli.common import (check_folder, comma_list, err_console, progress_bar, run_clock, verify_line,
+                                 write_outputs)
+from onnxpart.cli.model_source import ModelSource
 from onnxpart.errors import UserError
 from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes, parse_seconds
 
@@ -32,19 +33,19 @@ class MeshOptions:
 
 def run(path: Path, output: Optional[Path], check_certificate: Optional[Path], method: Optional[str],
         time_limit: float, seed: int, workers: int, force: bool, clean: bool, as_json: bool, *, labels, verify: bool,
-        verify_tol: float, mesh: MeshOptions, load: dict, threshold) -> Optional[dict]:
+        verify_tol: float, mesh: MeshOptions, source: ModelSource, threshold) -> Optional[dict]:
     """Tile the model in ``path`` into ``output``, or check an earlier folder; -> the JSON result (None after a
-    check). ``load``: the loading options of :func:`load_costed`; ``threshold``: --external-data-threshold."""
+    check). ``source``: how to read and cost the model; ``threshold``: --external-data-threshold."""
     if labels is not None:
         raise UserError("--labels is for matrix programs; an ONNX model's layouts are R, P and S(d)")
-    if verify and load["force_shape"]:
+    if verify and source.force_shape:
         raise UserError("--verify runs the model at its own dims, and a sharding plan holds for the dims it was "
                         "made for, which --force-shape replaced: drop one of them")
     shape = _mesh_shape(mesh.devices, mesh.mesh)
-    loaded = load_costed(path, **load)
+    loaded = source.load(path)
     if verify and loaded.model is None:
         raise UserError("--verify needs an ONNX model (graph-only input has nothing to run)")
-    inst = _instance(loaded, shape, mesh, load["device"])
+    inst = _instance(loaded, shape, mesh, source.device)
     sha = loaded.model.sha256 if loaded.model is not None else loaded.graph.model_sha256
     if check_certificate is not None:
         _check(inst, check_certificate, sha, as_json)
@@ -52,8 +53,8 @@ def run(path: Path, output: Optional[Path], check_certificate: Optional[Path], m
     from onnxpart.files import OutputDir
     from onnxpart.output_guard import run_reads
 
-    out = OutputDir(output, force=force, clean=clean, reads=run_reads(path, loaded.model, costs=load["costs"],
-                                                                       device=load["device"]))
+    out = OutputDir(output, force=force, clean=clean, reads=run_reads(path, loaded.model, costs=source.costs,
+                                                                       device=source.device))
     check = {"verify": verify, "seed": seed, "tolerance": verify_tol}
     return _solve_and_write(inst, loaded, path, sha, out, (method, time_limit, seed, workers), threshold, check,
                             as_json)
