@@ -41,14 +41,15 @@ def topological_orders(n: int, edges) -> list[tuple[int, ...]]:
 
 
 def brute_force(time, edges, latency, bandwidth, mem=None, capacity=None) -> tuple[float, tuple[int, ...]]:
-    """(optimal makespan, an optimal mapping); (inf, ()) if no mapping is feasible."""
+    """(optimal makespan, an optimal mapping); (inf, ()) if no mapping is feasible. Every mapping, and for
+    each every topological order appended in turn (depth first; a prefix that already ends no earlier
+    than the best makespan found is not extended: appending never ends anything earlier)."""
     time = np.asarray(time, dtype=float)
     n, k = time.shape
     lat = np.broadcast_to(np.asarray(latency, dtype=float), (k, k))
     bw = np.broadcast_to(np.asarray(bandwidth, dtype=float), (k, k))
     mem = np.zeros(n) if mem is None else np.asarray(mem, dtype=float)
     cap = np.full(k, math.inf) if capacity is None else np.asarray(capacity, dtype=float)
-    orders = topological_orders(n, edges)
     incoming = [[(i, b) for i, jj, b in edges if jj == j] for j in range(n)]
     best, best_map = math.inf, ()
     for mapping in itertools.product(range(k), repeat=n):
@@ -56,21 +57,40 @@ def brute_force(time, edges, latency, bandwidth, mem=None, capacity=None) -> tup
             continue
         if any(sum(mem[i] for i in range(n) if mapping[i] == u) > cap[u] for u in range(k)):
             continue
-        for order in orders:
-            end = [0.0] * n
-            free = [0.0] * k
-            for j in order:
-                v = mapping[j]
-                ready = free[v]
-                for i, b in incoming[j]:
-                    u = mapping[i]
-                    delay = 0.0 if u == v else lat[u, v] + b / bw[u, v]
-                    ready = max(ready, end[i] + delay)
-                end[j] = ready + time[j, v]
-                free[v] = end[j]
-            if max(end) < best:
-                best, best_map = max(end), mapping
+        found = _best_order(time, incoming, mapping, lat, bw, best)
+        if found < best:
+            best, best_map = found, mapping
     return best, best_map
+
+
+def _best_order(time, incoming, mapping, lat, bw, best: float) -> float:
+    """The least makespan below ``best`` over the topological orders of one mapping (``best`` if none)."""
+    n = len(mapping)
+    end, free, placed = [0.0] * n, [0.0] * time.shape[1], [False] * n
+
+    def extend(count: int, makespan: float) -> None:
+        nonlocal best
+        if makespan >= best:
+            return
+        if count == n:
+            best = makespan
+            return
+        for j in range(n):
+            if placed[j] or any(not placed[i] for i, _ in incoming[j]):
+                continue
+            v = mapping[j]
+            ready = free[v]
+            for i, b in incoming[j]:
+                u = mapping[i]
+                ready = max(ready, end[i] + (0.0 if u == v else lat[u, v] + b / bw[u, v]))
+            was = free[v]
+            end[j] = free[v] = ready + time[j, v]
+            placed[j] = True
+            extend(count + 1, max(makespan, end[j]))
+            placed[j], free[v] = False, was
+
+    extend(0, 0.0)
+    return best
 
 
 def random_case(rng: np.random.Generator, n: int, k: int, p_edge: float = 0.4, integer: bool = True,

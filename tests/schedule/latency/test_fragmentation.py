@@ -67,11 +67,11 @@ def has_cycle(inst: Instance, assignment: np.ndarray) -> bool:
 def test_pieces_of_a_diamond_are_acyclic_where_one_piece_per_device_loops(tmp_path):
     """diamond.onnx: conv_1 → (relu_2 → conv_3 | sigmoid_4 → conv_5) → add_6 → conv_7. With conv_3 alone
     on the T4, a piece per device would read cpu → t4 → cpu; the pieces are runs in execution order."""
+    from onnxpart.cli.model_source import ModelSource
     from onnxpart.cli.schedule_cmd import _load, _write
 
     system = FIXTURES / "systems" / "cpu_t4_a100.yaml"
-    inst, graph, loaded = _load(FIXTURES / "diamond.onnx", system, "auto", costs=None, cost="analytic",
-                                device="a100", input_shape=None, coarsen=False, dim=None)
+    inst, graph, loaded = _load(FIXTURES / "diamond.onnx", system, ModelSource())
     names = inst.op_names
     mapping = [1 if name == "conv_3" else 0 for name in names]
     order = [names.index(n) for n in ("conv_1", "relu_2", "sigmoid_4", "conv_5", "conv_3", "add_6", "conv_7")]

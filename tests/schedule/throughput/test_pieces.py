@@ -239,6 +239,7 @@ def test_a_model_without_a_batch_axis_is_refused(model, pattern, tmp_path):
 def _folded(tmp_path):
     """``y = W2·reshape(reshape(relu(W1·x), [-1]), [-1, 8])`` on ``x: [N, 8]`` (the reshape folds ``N``
     away), scheduled on two devices with hand-chosen splits: -> (Instance, OpGraph, LoadedModel, BatchSchedule)."""
+    from onnxpart.cli.model_source import ModelSource
     from onnxpart.cli.schedule_cmd import _load
 
     rng = np.random.default_rng(1)
@@ -257,8 +258,7 @@ def _folded(tmp_path):
     system = tmp_path / "system.yaml"
     system.write_text("devices:\n  - {name: a, spec: cpu, batch_sizes: [2, 4]}\n"
                       "  - {name: b, spec: t4, batch_sizes: [2]}\nlinks:\n  default: {bandwidth: 1GB/s}\n")
-    inst, op_graph, loaded = _load(model, system, "auto", costs=None, cost="analytic", device="a100",
-                                   input_shape=None, coarsen=False, dim=["N=2"])
+    inst, op_graph, loaded = _load(model, system, ModelSource(dim=["N=2"]))
     order = {name: i for i, name in enumerate(inst.op_names)}
     split = {"mm1": (4, 0), "relu": (2, 2), "fold": (2, 2), "unfold": (4, 0), "mm2": (4, 0)}
     return inst, op_graph, loaded, simulator.simulate(inst, [split[name] for name in sorted(order, key=order.get)])
