@@ -14,14 +14,16 @@ multi-device fields — what partition's stages, schedule's per-device pieces an
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import onnx
 
+from onnxpart.frozen_constants import frozen_constants
 from onnxpart.onnx_extract import extract_subgraph
 from onnxpart.onnx_io import copy_proto
+from onnxpart.shapes import ValueType
 
 
 def part_io(graph, assignment: np.ndarray, count: int) -> list[tuple[list[str], list[str]]]:
@@ -69,15 +71,20 @@ def _dead_results(graph, assignment: np.ndarray, io: list[tuple[list[str], list[
 
 
 def part_models(model: onnx.ModelProto, graph, assignment: np.ndarray, count: int,
-                name: Callable[[int], str], declare=None, only: Sequence[int] | None = None) -> dict[int, onnx.ModelProto]:
+                name: Callable[[int], str], declare=None, only: Sequence[int] | None = None,
+                frozen: Mapping[str, ValueType] | None = None) -> dict[int, onnx.ModelProto]:
     """``{part: ModelProto}`` for the non-empty parts (those in ``only`` when given); ``name(part)`` names
-    each graph; ``declare(name)`` types their inputs and outputs (see :func:`onnxpart.onnx_extract.extract_subgraph`)."""
+    each graph; ``declare(name)`` types their inputs and outputs (see :func:`onnxpart.onnx_extract.extract_subgraph`).
+    ``frozen``: the concrete types of ``--freeze-dims``; a part input that is constant under them (a shape
+    computed in an earlier part) is an initializer of the part (:func:`onnxpart.frozen_constants.frozen_constants`)."""
     io = part_io(graph, assignment, count)
     models = {}
     for part in range(count) if only is None else only:
         nodes = [node for op in graph.ops if assignment[op.index] == part for node in op.onnx_nodes]
         if nodes:
-            models[part] = extract_subgraph(model, nodes, io[part][0], io[part][1], name=name(part), declare=declare)
+            constants = None if frozen is None else frozen_constants(model, frozen, io[part][0])
+            models[part] = extract_subgraph(model, nodes, io[part][0], io[part][1], name=name(part), declare=declare,
+                                            constants=constants)
     return models
 
 

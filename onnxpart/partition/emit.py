@@ -37,9 +37,10 @@ def stage_io(graph, assignment: np.ndarray, k: int) -> list[tuple[list[str], lis
 
 
 def manifest(solution: Solution, graph, model_path: str | None = None, model_sha256: str | None = None,
-             files: dict[int, str] | None = None) -> dict[str, Any]:
+             files: dict[int, str] | None = None, constants: dict[int, list[str]] | None = None) -> dict[str, Any]:
     """The manifest: model, k, cost model, bandwidth, and per stage its ops, tensors (of ``graph``, the
-    OpGraph the instance was built from) and Eq. (3) terms."""
+    OpGraph the instance was built from) and Eq. (3) terms; with ``constants`` (the stage files written),
+    the inputs each file holds as constants instead of reading them (``--freeze-dims``)."""
     inst, k = solution.instance, solution.k
     costs = solution.costs
     io = stage_io(graph, solution.assignment, k)
@@ -61,6 +62,7 @@ def manifest(solution: Solution, graph, model_path: str | None = None, model_sha
             "overflow": costs[b].overflow,
             "param_bytes": costs[b].params,
             "cost": costs[b].cost,
+            **({} if constants is None else {"constants": constants.get(b, [])}),
         })
     return {
         "schema": MANIFEST_SCHEMA,
@@ -98,11 +100,12 @@ def certificate(solution: Solution, model_sha256: str | None, options: dict[str,
     )
 
 
-def stage_models(loaded_model, graph, solution: Solution, declare=None) -> dict[int, Any]:
+def stage_models(loaded_model, graph, solution: Solution, declare=None, frozen=None) -> dict[int, Any]:
     """``{stage index: ModelProto}`` for the non-empty stages; ``declare(name)`` types their inputs and
-    outputs (see :func:`onnxpart.onnx_extract.extract_subgraph`)."""
+    outputs (see :func:`onnxpart.onnx_extract.extract_subgraph`); ``frozen`` (``--freeze-dims``: the
+    concrete types) makes the inputs that are constant under them initializers (:func:`part_models`)."""
     return part_models(loaded_model, graph, solution.assignment, solution.k,
-                       lambda b: f"{graph.name}_stage_{b}", declare)
+                       lambda b: f"{graph.name}_stage_{b}", declare, frozen=frozen)
 
 
 def annotated_model(loaded_model, graph, solution: Solution):
