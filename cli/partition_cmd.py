@@ -174,7 +174,7 @@ def _write_models(out, solution, graph, loaded, policy, freeze: bool) -> tuple[d
     files, constants = {}, {}
     declare = functools.partial(loaded.value_info, freeze=freeze)
     frozen = loaded.types if freeze else None
-    for index, stage in emit.stage_models(loaded.model, graph, solution, declare, frozen).items():
+    for index, stage in emit.stage_models(loaded.model, graph, solution, declare, frozen):
         files[index] = emit.stage_file(index)
         constants[index] = [init.name for init in stage.graph.initializer if init.name in set(graph.tensors)
                             and graph.tensors[init.name].producer is not None]

@@ -13,13 +13,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from onnxpart.certificate import Certificate, instance_hash
 from onnxpart.partition import Solution
-from onnxpart.parts import annotate, part_io, part_models
+from onnxpart.parts import annotate, iter_part_models, part_io
 
 MANIFEST_SCHEMA = "onnxpart.partition-manifest/1"
 OBJECTIVE = "bottleneck stage time (s)"
@@ -100,12 +101,13 @@ def certificate(solution: Solution, model_sha256: str | None, options: dict[str,
     )
 
 
-def stage_models(loaded_model, graph, solution: Solution, declare=None, frozen=None) -> dict[int, Any]:
-    """``{stage index: ModelProto}`` for the non-empty stages; ``declare(name)`` types their inputs and
-    outputs (see :func:`onnxpart.onnx_extract.extract_subgraph`); ``frozen`` (``--freeze-dims``: the
-    concrete types) makes the inputs that are constant under them initializers (:func:`part_models`)."""
-    return part_models(loaded_model, graph, solution.assignment, solution.k,
-                       lambda b: f"{graph.name}_stage_{b}", declare, frozen=frozen)
+def stage_models(loaded_model, graph, solution: Solution, declare=None, frozen=None) -> Iterator[tuple[int, Any]]:
+    """``(stage index, ModelProto)`` for the non-empty stages, one at a time (:func:`iter_part_models`: a
+    writer holds one stage's weights at once); ``declare(name)`` types their inputs and outputs (see
+    :func:`onnxpart.onnx_extract.extract_subgraph`); ``frozen`` (``--freeze-dims``: the concrete types)
+    makes the inputs that are constant under them initializers."""
+    return iter_part_models(loaded_model, graph, solution.assignment, solution.k,
+                            lambda b: f"{graph.name}_stage_{b}", declare, frozen=frozen)
 
 
 def annotated_model(loaded_model, graph, solution: Solution):

@@ -1,8 +1,8 @@
-"""``partition --freeze-dims`` stage files are self-contained: a cut inside a legacy export's shape chain
-(``Shape -> Gather -> Unsqueeze -> Concat`` in one stage, the ``Reshape`` reading it in the next) leaves
-the next stage with a shape input whose value it cannot know, so shape inference left the Reshape's
-output unknown and ``remat`` on that stage exited 2 (the 70B stage 1 of 8 at sequence 2048). With the
-dims frozen the shape is a constant, held in the stage as an initializer."""
+"""Partition's stage files: made one at a time, and with ``--freeze-dims`` self-contained. A cut inside
+a legacy export's shape chain (``Shape -> Gather -> Unsqueeze -> Concat`` in one stage, the ``Reshape``
+reading it in the next) leaves the next stage with a shape input whose value it cannot know, so shape
+inference left the Reshape's output unknown and ``remat`` on that stage exited 2 (the 70B stage 1 of 8
+at sequence 2048). With the dims frozen the shape is a constant, held in the stage as an initializer."""
 
 from __future__ import annotations
 
@@ -61,3 +61,26 @@ def test_a_cut_inside_a_shape_chain_leaves_the_frozen_shape_a_constant_of_the_la
                                       "--time-limit", "2", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["methods"][0]["peak_bytes"] > 0
+
+
+def test_stage_models_come_one_at_a_time(tmp_path, monkeypatch):
+    """The writer holds one stage's weights at once: with 64 stages of a model with 0.9 GB embedded
+    weights, building every stage model before writing the first one added 0.9 GB to the peak."""
+    import onnxpart.parts as parts
+    from onnxpart.partition import Solution
+    from onnxpart.partition.emit import stage_models
+    from onnxpart.partition.model import from_graph
+
+    source = tmp_path / "model.onnx"
+    onnx.save(export_like.shape_gather_reshape(), source)
+    loaded = load_costed(source, dim=DIMS["shape_gather_reshape"])
+    inst = from_graph(loaded.graph)
+    assignment = np.arange(inst.n) * 4 // inst.n
+    extracted = []
+    original = parts.extract_subgraph
+    monkeypatch.setattr(parts, "extract_subgraph", lambda *a, **kw: extracted.append(1) or original(*a, **kw))
+    stages = stage_models(loaded.model.model, loaded.graph, Solution(inst, 4, assignment, "test", []),
+                          loaded.model.value_info)
+    assert not extracted
+    assert next(stages)[0] == 0 and len(extracted) == 1
+    assert [index for index, _ in stages] == [1, 2, 3] and len(extracted) == 4
