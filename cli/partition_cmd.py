@@ -173,11 +173,11 @@ def _write_models(out, solution, graph, loaded, policy, freeze: bool) -> tuple[d
 
     files, constants = {}, {}
     declare = functools.partial(loaded.value_info, freeze=freeze)
-    frozen = loaded.types if freeze else None
-    for index, stage in emit.stage_models(loaded.model, graph, solution, declare, frozen):
+    io = emit.stage_io(graph, solution.assignment, solution.k)
+    for index, stage in emit.stage_models(loaded.model, graph, solution, declare, loaded.types if freeze else None):
         files[index] = emit.stage_file(index)
-        constants[index] = [init.name for init in stage.graph.initializer if init.name in set(graph.tensors)
-                            and graph.tensors[init.name].producer is not None]
+        held = {init.name for init in stage.graph.initializer}
+        constants[index] = [name for name in io[index][0] if name in held]
         write_model(stage, out.path(files[index]), policy)
     annotated = emit.annotated_model(loaded.model, graph, solution)
     write_annotated(annotated, out.path("annotated.onnx"), policy)

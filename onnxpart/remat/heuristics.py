@@ -18,8 +18,8 @@ tensor's copy really ends at its last read, earlier than the tally assumes), so 
 budget; :func:`greedy_sequence` re-simulates it anyway and finally drops every recomputation that is not
 needed (latest first). Several scoring exponents and budget aims are tried and the shortest sequence
 kept; if none fits, every distinct over-budget sequence is repaired (:func:`repair`) and the shortest
-few results improved (:func:`improve`). Before the variants, the idle-span plan of :mod:`.spans` gives a first
-answer on large graphs, where every variant goes over the budget; it is a candidate beside them.
+few results improved (:func:`improve`). Before the variants, the idle-span plan of :mod:`.spans` gives a
+first answer on large graphs, where every variant goes over the budget; it is a candidate beside them.
 """
 
 from __future__ import annotations

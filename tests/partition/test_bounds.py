@@ -162,8 +162,8 @@ def test_exact_model_size_is_counted_before_building_it_and_too_large_is_skipped
             assert built.pop() <= exact.exact_nonzeros(inst, k)
     inst = random_instance(7, 3)
     monkeypatch.setattr(exact, "EXACT_NONZEROS", exact.exact_nonzeros(inst, 3) - 1)
-    for found in (bounds(inst, 3, ("simple", "exact"), time_limit=5, workers=1),
-                  solve(inst, Options(k=3, time_limit=5, bounds=("simple", "exact"), workers=1, ideal_limit=0)).lower_bounds):
+    options = Options(k=3, time_limit=5, bounds=("simple", "exact"), workers=1, ideal_limit=0)
+    for found in (bounds(inst, 3, ("simple", "exact"), time_limit=5, workers=1), solve(inst, options).lower_bounds):
         entry = next(b for b in found if b.method == "exact")
         assert entry.value is None and entry.status == "skipped" and "nonzeros" in entry.note
     assert not built  # no exact model was built

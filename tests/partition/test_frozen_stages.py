@@ -28,7 +28,8 @@ def _cut_before_a_computed_shape(graph) -> tuple[np.ndarray, str]:
     """Stage 0: the ops before the first one whose shape input an op computes (a Reshape or Expand);
     stage 1: the rest. -> (assignment, that shape input)."""
     for op in graph.ops:
-        if op.op_type in ("Reshape", "Expand") and len(op.inputs) > 1 and graph.tensors[op.inputs[1]].producer is not None:
+        computed = len(op.inputs) > 1 and graph.tensors[op.inputs[1]].producer is not None
+        if op.op_type in ("Reshape", "Expand") and computed:
             assignment = np.array([0 if other.index < op.index else 1 for other in graph.ops])
             return assignment, op.inputs[1]
     raise AssertionError("no computed shape")
