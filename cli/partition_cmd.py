@@ -145,29 +145,34 @@ def _write(out, solution, graph, loaded, model_path: Path, model_sha, options, p
                 "bounds": list(options.bounds), "bandwidth": solution.instance.bandwidth,
                 "stage_memory": solution.instance.stage_memory}
     return write_outputs(
-        out, "manifest.json", lambda files: emit.manifest(solution, graph, str(model_path), model_sha, files),
+        out, "manifest.json", lambda written: emit.manifest(solution, graph, str(model_path), model_sha,
+                                                            *(written or (None, None))),
         emit.certificate(solution, model_sha, recorded),
-        models=lambda out: {} if loaded is None else _write_models(out, solution, graph, loaded, policy,
-                                                                   check["freeze"]),
+        models=lambda out: ({}, None) if loaded is None else _write_models(out, solution, graph, loaded, policy,
+                                                                           check["freeze"]),
         verify=(lambda out, manifest: verify_written(out, loaded, manifest["stages"], check, "stages").to_dict())
         if check["verify"] else None)
 
 
-def _write_models(out, solution, graph, loaded, policy, freeze: bool) -> dict[int, str]:
-    """``stage_i.onnx`` (+ ``.data``) per non-empty stage and ``annotated.onnx``; -> {stage: file}."""
+def _write_models(out, solution, graph, loaded, policy, freeze: bool) -> tuple[dict[int, str], dict[int, list[str]]]:
+    """``stage_i.onnx`` (+ ``.data``) per non-empty stage and ``annotated.onnx``; -> ({stage: file}, {stage:
+    its inputs held as constants}: with ``freeze``, shapes an earlier stage computes from frozen dims)."""
     import functools
 
     from onnxpart.partition import emit
     from onnxpart.writer import write_annotated, write_model
 
-    files = {}
+    files, constants = {}, {}
     declare = functools.partial(loaded.value_info, freeze=freeze)
-    for index, stage in emit.stage_models(loaded.model, graph, solution, declare).items():
+    io = emit.stage_io(graph, solution.assignment, solution.k)
+    for index, stage in emit.stage_models(loaded.model, graph, solution, declare, loaded.types if freeze else None):
         files[index] = emit.stage_file(index)
+        held = {init.name for init in stage.graph.initializer}
+        constants[index] = [name for name in io[index][0] if name in held]
         write_model(stage, out.path(files[index]), policy)
     annotated = emit.annotated_model(loaded.model, graph, solution)
     write_annotated(annotated, out.path("annotated.onnx"), policy)
-    return files
+    return files, constants
 
 
 def _print(summary: dict) -> None:

@@ -14,10 +14,12 @@ from onnxpart.onnx_io import copy_proto
 
 def extract_subgraph(model: onnx.ModelProto, node_names: Iterable[str], inputs: Sequence[str],
                      outputs: Sequence[str], name: str | None = None,
-                     declare: Callable[[str], onnx.ValueInfoProto] | None = None) -> onnx.ModelProto:
+                     declare: Callable[[str], onnx.ValueInfoProto] | None = None,
+                     constants: Mapping[str, onnx.TensorProto] | None = None) -> onnx.ModelProto:
     """A standalone model made of ``node_names`` (compute nodes), reading ``inputs`` and producing
     ``outputs``; ``declare(name)`` gives their types (default: the types ``model`` states, e.g. after
-    :func:`prepare`; for a file, :meth:`LoadedModel.value_info`, which keeps symbolic dims).
+    :func:`prepare`; for a file, :meth:`LoadedModel.value_info`, which keeps symbolic dims). Inputs in
+    ``constants`` are initializers of the result instead (:mod:`onnxpart.frozen_constants`).
 
     Weight generators the nodes need (initializers, Constant and constant-only nodes such as
     ``ConstantOfShape``) are pulled in automatically, so this works on IR-3 models whose weights are built
@@ -32,7 +34,9 @@ def extract_subgraph(model: onnx.ModelProto, node_names: Iterable[str], inputs: 
     if missing:
         raise ValueError(f"unknown node names: {sorted(missing)[:5]}")
     initializers = {init.name: init for init in g.initializer}
-    selected_names, needed_inits = _closure(g, wanted, set(inputs), outputs, initializers)
+    constants = constants or {}
+    inputs = [v for v in inputs if v not in constants]
+    selected_names, needed_inits = _closure(g, wanted, set(inputs) | set(constants), outputs, initializers)
     selected = place_generators([node for node in g.node if node.name in selected_names],
                                 selected_names - wanted)
     declare = declare or _stated_types(model)
@@ -41,7 +45,7 @@ def extract_subgraph(model: onnx.ModelProto, node_names: Iterable[str], inputs: 
         name=name or f"{g.name or 'model'}_part",
         inputs=[declare(v) for v in inputs],
         outputs=[declare(v) for v in outputs],
-        initializer=[initializers[v] for v in needed_inits],
+        initializer=[initializers[v] for v in needed_inits] + list(constants.values()),
     )
     part = onnx.helper.make_model(graph, opset_imports=list(model.opset_import), producer_name="onnxpart")
     part.ir_version = max(model.ir_version, 4)

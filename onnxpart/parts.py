@@ -14,14 +14,16 @@ multi-device fields — what partition's stages, schedule's per-device pieces an
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import onnx
 
+from onnxpart.frozen_constants import frozen_constants
 from onnxpart.onnx_extract import extract_subgraph
 from onnxpart.onnx_io import copy_proto
+from onnxpart.shapes import ValueType
 
 
 def part_io(graph, assignment: np.ndarray, count: int) -> list[tuple[list[str], list[str]]]:
@@ -69,16 +71,30 @@ def _dead_results(graph, assignment: np.ndarray, io: list[tuple[list[str], list[
 
 
 def part_models(model: onnx.ModelProto, graph, assignment: np.ndarray, count: int,
-                name: Callable[[int], str], declare=None, only: Sequence[int] | None = None) -> dict[int, onnx.ModelProto]:
-    """``{part: ModelProto}`` for the non-empty parts (those in ``only`` when given); ``name(part)`` names
-    each graph; ``declare(name)`` types their inputs and outputs (see :func:`onnxpart.onnx_extract.extract_subgraph`)."""
+                name: Callable[[int], str], declare=None, only: Sequence[int] | None = None,
+                frozen: Mapping[str, ValueType] | None = None) -> dict[int, onnx.ModelProto]:
+    """``{part: ModelProto}`` for the non-empty parts (those in ``only`` when given): :func:`iter_part_models`."""
+    return dict(iter_part_models(model, graph, assignment, count, name, declare, only, frozen))
+
+
+def iter_part_models(model: onnx.ModelProto, graph, assignment: np.ndarray, count: int,
+                     name: Callable[[int], str], declare=None, only: Sequence[int] | None = None,
+                     frozen: Mapping[str, ValueType] | None = None) -> Iterator[tuple[int, onnx.ModelProto]]:
+    """``(part, ModelProto)`` for the non-empty parts (those in ``only`` when given), one at a time, so a
+    writer holds one part's weights at once (64 stages of a model with 0.9 GB embedded held all of them);
+    ``name(part)`` names each graph; ``declare(name)`` types their inputs and outputs (see
+    :func:`onnxpart.onnx_extract.extract_subgraph`). ``frozen``: the concrete types of ``--freeze-dims``; a
+    part input that is constant under them (a shape computed in an earlier part) is an initializer of the
+    part (:func:`onnxpart.frozen_constants.frozen_constants`)."""
     io = part_io(graph, assignment, count)
-    models = {}
+    nodes: dict[int, list[str]] = {}
+    for op in graph.ops:
+        nodes.setdefault(int(assignment[op.index]), []).extend(op.onnx_nodes)
     for part in range(count) if only is None else only:
-        nodes = [node for op in graph.ops if assignment[op.index] == part for node in op.onnx_nodes]
-        if nodes:
-            models[part] = extract_subgraph(model, nodes, io[part][0], io[part][1], name=name(part), declare=declare)
-    return models
+        if nodes.get(part):
+            constants = None if frozen is None else frozen_constants(model, frozen, io[part][0])
+            yield part, extract_subgraph(model, nodes[part], io[part][0], io[part][1], name=name(part),
+                                         declare=declare, constants=constants)
 
 
 def annotate(model: onnx.ModelProto, graph, assignment: np.ndarray, configuration: str,

@@ -104,7 +104,7 @@ def bounds(inst: Instance, k: int, methods: tuple[str, ...] = (), time_limit: fl
     """The requested lower bounds alone (no search; ``methods`` default: all of them), each proven within
     ``time_limit``."""
     from onnxpart.parallel import Runner
-    from onnxpart.partition.bound_lane import BoundLane, bound_jobs
+    from onnxpart.partition.bound_lane import BoundLane, bound_jobs, skipped_bounds
     from onnxpart.partition.search import combinatorial_bounds
 
     selected = REGISTRY.select(methods or REGISTRY.names)
@@ -114,6 +114,8 @@ def bounds(inst: Instance, k: int, methods: tuple[str, ...] = (), time_limit: fl
     if "simple" in options.bounds:
         for bound in combinatorial_bounds(inst, k, budget):
             board.add(bound)
+    for bound in skipped_bounds(inst, k, selected):
+        board.add(bound)
     jobs = bound_jobs(inst, k, options, selected, budget.deadline, warm, board.lower)
     with Runner(workers) as runner:
         BoundLane(runner, jobs, board, inst, k).finish(budget.deadline)
@@ -135,6 +137,10 @@ def _guess(inst: Instance, k: int, lower: float, floor: float, warm, seed: int) 
 
 
 def _exact(inst: Instance, k: int, lower: float, floor: float, warm, seed: int) -> list[dict]:
+    from onnxpart.partition.exact import exact_skipped
+
+    if exact_skipped(inst, k) is not None:  # the bound lane lists it as skipped, with why
+        return []
     return [dict(kind="exact", inst=inst, k=k, lower=lower, objective_floor=floor, warm=warm, seed=seed)]
 
 

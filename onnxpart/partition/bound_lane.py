@@ -14,7 +14,7 @@ import numpy as np
 from onnxpart.board import Board, Status
 from onnxpart.certificate import LowerBound
 from onnxpart.parallel import BoundPoster, Event, Runner
-from onnxpart.partition.exact import BoundResult, bottleneck_mip, exact_mip, guess_mip, scaled
+from onnxpart.partition.exact import BoundResult, bottleneck_mip, exact_mip, exact_skipped, guess_mip, scaled
 from onnxpart.partition.model import Instance, simple_lower_bound, work_lower_bound
 from onnxpart.partition.weighted import weighted_bottleneck
 from onnxpart.strategy import Method, cores
@@ -118,6 +118,16 @@ def bound_jobs(inst: Instance, k: int, options, methods: Sequence[Method], deadl
     for i, job in enumerate(short):
         job["deadline"] = min(deadline, now + sum(rounds[:i // lanes + 1]) / sum(rounds) * (deadline - now))
     return jobs + short
+
+
+def skipped_bounds(inst: Instance, k: int, methods: Sequence[Method]) -> list[LowerBound]:
+    """The certificate entry of the exact MIP when it is requested but too large to build
+    (:func:`~onnxpart.partition.exact.exact_skipped`): no value, status ``skipped``, and why."""
+    why = exact_skipped(inst, k) if k > 1 and any(m.name == "exact" for m in methods) else None
+    if why is None:
+        return []
+    solver, note = SOURCES["exact"]
+    return [LowerBound("exact", None, "skipped", solver, 0.0, f"{note}; {why}")]
 
 
 def job_method(job: dict) -> str:

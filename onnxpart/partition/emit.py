@@ -13,13 +13,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from onnxpart.certificate import Certificate, instance_hash
 from onnxpart.partition import Solution
-from onnxpart.parts import annotate, part_io, part_models
+from onnxpart.parts import annotate, iter_part_models, part_io
 
 MANIFEST_SCHEMA = "onnxpart.partition-manifest/1"
 OBJECTIVE = "bottleneck stage time (s)"
@@ -37,9 +38,10 @@ def stage_io(graph, assignment: np.ndarray, k: int) -> list[tuple[list[str], lis
 
 
 def manifest(solution: Solution, graph, model_path: str | None = None, model_sha256: str | None = None,
-             files: dict[int, str] | None = None) -> dict[str, Any]:
+             files: dict[int, str] | None = None, constants: dict[int, list[str]] | None = None) -> dict[str, Any]:
     """The manifest: model, k, cost model, bandwidth, and per stage its ops, tensors (of ``graph``, the
-    OpGraph the instance was built from) and Eq. (3) terms."""
+    OpGraph the instance was built from) and Eq. (3) terms; with ``constants`` (the stage files written),
+    the inputs each file holds as constants instead of reading them (``--freeze-dims``)."""
     inst, k = solution.instance, solution.k
     costs = solution.costs
     io = stage_io(graph, solution.assignment, k)
@@ -61,6 +63,7 @@ def manifest(solution: Solution, graph, model_path: str | None = None, model_sha
             "overflow": costs[b].overflow,
             "param_bytes": costs[b].params,
             "cost": costs[b].cost,
+            **({} if constants is None else {"constants": constants.get(b, [])}),
         })
     return {
         "schema": MANIFEST_SCHEMA,
@@ -98,11 +101,13 @@ def certificate(solution: Solution, model_sha256: str | None, options: dict[str,
     )
 
 
-def stage_models(loaded_model, graph, solution: Solution, declare=None) -> dict[int, Any]:
-    """``{stage index: ModelProto}`` for the non-empty stages; ``declare(name)`` types their inputs and
-    outputs (see :func:`onnxpart.onnx_extract.extract_subgraph`)."""
-    return part_models(loaded_model, graph, solution.assignment, solution.k,
-                       lambda b: f"{graph.name}_stage_{b}", declare)
+def stage_models(loaded_model, graph, solution: Solution, declare=None, frozen=None) -> Iterator[tuple[int, Any]]:
+    """``(stage index, ModelProto)`` for the non-empty stages, one at a time (:func:`iter_part_models`: a
+    writer holds one stage's weights at once); ``declare(name)`` types their inputs and outputs (see
+    :func:`onnxpart.onnx_extract.extract_subgraph`); ``frozen`` (``--freeze-dims``: the concrete types)
+    makes the inputs that are constant under them initializers."""
+    return iter_part_models(loaded_model, graph, solution.assignment, solution.k,
+                            lambda b: f"{graph.name}_stage_{b}", declare, frozen=frozen)
 
 
 def annotated_model(loaded_model, graph, solution: Solution):

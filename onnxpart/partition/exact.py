@@ -31,6 +31,32 @@ from onnxpart.solvers import SparseModel, solve_highs
 
 log = logging.getLogger(__name__)
 
+#: The exact MIP is not built above this many nonzeros (:func:`exact_nonzeros`): it grows as ops × k, and
+#: on the 70B-shaped export at k = 80 (9,007 ops, 12.7 M nonzeros) its build alone took 32 s and 1.5 GB of
+#: the worker (3.6 GB for the command, against 0.9 GB at k = 16 with 2.4 M), with no bound left to prove
+#: in a 60 s limit. The other bounds' models (three superblocks) do not grow with k.
+EXACT_NONZEROS = 4_000_000
+
+
+def exact_nonzeros(inst: Instance, k: int) -> int:
+    """The nonzeros of :func:`exact_mip`'s model, counted before building it: monotone y (2 per op and
+    block), Eq. (8) (2 per edge and block), Eqs. (9)/(10) (at most 4 per consumer and block, twice),
+    Eqs. (6)/(7) (2 per op, 1 per tensor and the bottleneck, per block) and, with ``--stage-memory``, the
+    overflow rows (2 per op and 2 more, per block)."""
+    pairs = int(sum(len(inst.consumers(t)) for t in range(inst.num_tensors)))
+    overflow = 2 * inst.n + 2 if inst.stage_memory is not None and inst.params.any() else 0
+    return (2 * inst.n * max(k - 2, 0) + 2 * len(inst.edges()) * (k - 1) + 8 * pairs * k
+            + k * (2 * inst.n + inst.num_tensors + 1 + overflow))
+
+
+def exact_skipped(inst: Instance, k: int) -> str | None:
+    """Why :func:`exact_mip` is not run on ``inst`` at ``k`` (None: it is)."""
+    size = exact_nonzeros(inst, k)
+    if size <= EXACT_NONZEROS:
+        return None
+    return (f"model skipped: {size:,} nonzeros > {EXACT_NONZEROS:,} (it grows as ops x k; its build alone "
+            "would take the memory and time the other bounds need)")
+
 
 class _Mip(SparseModel):
     """The shared sparse MIP builder, plus the overflow column of each block (for warm starts)."""

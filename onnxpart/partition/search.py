@@ -34,7 +34,7 @@ import numpy as np
 from onnxpart.board import Board
 from onnxpart.certificate import LowerBound
 from onnxpart.parallel import Runner
-from onnxpart.partition.bound_lane import BoundLane, bound_jobs
+from onnxpart.partition.bound_lane import BoundLane, bound_jobs, skipped_bounds
 from onnxpart.partition.cuts import convex_block_bound, single_block_bound
 from onnxpart.partition.exact import BoundResult
 from onnxpart.partition.ideals import ideal_dp
@@ -66,6 +66,8 @@ def run(inst: Instance, options, board: Board, budget: Budget, methods: Sequence
         return np.zeros(0, dtype=np.int64), "slicegraph", {"seconds": board.seconds}
     # 3. Bounds in worker processes; running jobs post their proven bounds to the board.
     jobs = bound_jobs(inst, k, options, methods, budget.deadline, search.assignment(), board.lower)
+    for bound in skipped_bounds(inst, k, methods):
+        board.add(bound)
     with Runner(options.workers) as runner:  # Ctrl-C or SIGTERM propagates; leaving ends the workers
         lane = BoundLane(runner, jobs, board, inst, k)
         search.run(lane)  # 4. order search, then local search on the partition

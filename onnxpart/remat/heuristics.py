@@ -18,7 +18,8 @@ tensor's copy really ends at its last read, earlier than the tally assumes), so 
 budget; :func:`greedy_sequence` re-simulates it anyway and finally drops every recomputation that is not
 needed (latest first). Several scoring exponents and budget aims are tried and the shortest sequence
 kept; if none fits, every distinct over-budget sequence is repaired (:func:`repair`) and the shortest
-few results improved (:func:`improve`).
+few results improved (:func:`improve`). Before the variants, the idle-span plan of :mod:`.spans` gives a
+first answer on large graphs, where every variant goes over the budget; it is a candidate beside them.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import time
 from onnxpart.remat.eviction import Event, stage_events
 from onnxpart.remat.model import Instance, MethodResult
 from onnxpart.remat.sequence import InvalidSequence, SequenceProfile, simulate
+from onnxpart.remat.spans import plan_spans
 
 #: Exponents ``(a, b, c)`` of the eviction score ``size × distance^a / cost^b × (share of the remaining
 #: retention freed)^c``, and the factors of the budget the policy aims at (the simulated memory is below
@@ -189,13 +191,15 @@ def _ops(instance: Instance, events: list[Event]) -> tuple[int, ...]:
 def greedy_sequence(instance: Instance, budget: float, max_copies: int, search_seconds: float = 30.0,
                     seconds: float = math.inf) -> tuple[list[Event], SequenceProfile] | None:
     """Over the scoring variants and target slacks: the shortest pruned sequence whose simulated peak fits
-    ``budget``; if none fits, the one with the least peak (a warm start for phase 1). None only if every
-    variant got stuck on ``C_v`` or was cut by the time limit. At most ``search_seconds`` go to
-    :func:`repair` and :func:`improve`; ``seconds`` after the start every variant and pruning stop (a
-    variant is seconds to a minute of Python on a 20,000-op graph)."""
+    ``budget`` (the idle-span plan of :mod:`.spans` among them); if none fits, the one with the least peak
+    (a warm start for phase 1). None only if the plan did not fit and every variant got stuck on ``C_v`` or
+    was cut by the time limit. At most ``search_seconds`` go to :func:`repair` and :func:`improve`;
+    ``seconds`` after the start every variant and pruning stop (a variant is seconds to a minute of Python
+    on a 20,000-op graph)."""
     now = time.perf_counter()
     end = now + seconds
     deadline = min(now + search_seconds, end)
+    planned = _planned(instance, budget, max_copies, end)
     fitting, closest = None, None
     over: dict[tuple[tuple[int, int], ...], tuple[list[Event], SequenceProfile]] = {}
     for (a, b, c), slack in itertools.product(_SCORES, _SLACKS):
@@ -218,14 +222,25 @@ def greedy_sequence(instance: Instance, budget: float, max_copies: int, search_s
         if fitting is None or profile.duration < fitting[1].duration:
             fitting = (events, profile)
     if fitting is not None:
+        if planned is not None and planned[1].duration < fitting[1].duration:
+            fitting = planned
         events = improve(instance, fitting[0], budget, max_copies, deadline)
         return events, simulate(instance, _ops(instance, events))
-    # Nothing fits: repair and prune the distinct over-budget sequences (least peak first, at most
-    # _REPAIRS of them), then improve the _IMPROVES shortest distinct results and keep the shortest. The
-    # repaired sequences differ a lot (on the paper's G2 at 80%: +5.1% to +6.9% TDI), and the least peak
-    # is not the best start.
+    return _repaired(instance, list(over.values()), budget, max_copies, (deadline, end), planned, closest)
+
+
+def _repaired(instance: Instance, over: list[tuple[list[Event], SequenceProfile]], budget: float, max_copies: int,
+              times: tuple[float, float], planned: tuple[list[Event], SequenceProfile] | None,
+              closest: tuple[list[Event], SequenceProfile] | None) -> tuple[list[Event], SequenceProfile] | None:
+    """:func:`greedy_sequence` when no variant fits: repair and prune the distinct over-budget sequences
+    ``over`` (least peak first, at most _REPAIRS of them) until ``times[0]`` (pruning until ``times[1]``),
+    then improve the _IMPROVES shortest distinct results and the idle-span plan, and keep the shortest; if
+    none fits, the least peak. The repaired sequences differ a lot (on the paper's G2 at 80%: +5.1% to
+    +6.9% TDI), and the least peak is not the best start."""
+    deadline, end = times
+    fitting = None
     repaired: dict[tuple[int, ...], tuple[list[Event], SequenceProfile]] = {}
-    for events, _ in sorted(over.values(), key=lambda item: item[1].peak)[:_REPAIRS]:
+    for events, _ in sorted(over, key=lambda item: item[1].peak)[:_REPAIRS]:
         if time.perf_counter() >= deadline:
             break
         events = repair(instance, events, budget, max_copies, deadline)
@@ -236,6 +251,8 @@ def greedy_sequence(instance: Instance, budget: float, max_copies: int, search_s
             continue
         events = prune(instance, events, budget, end)
         repaired.setdefault(_ops(instance, events), (events, simulate(instance, _ops(instance, events))))
+    if planned is not None:
+        repaired.setdefault(_ops(instance, planned[0]), planned)
     starts = sorted(repaired.values(), key=lambda item: item[1].duration)[:_IMPROVES]
     for i, (events, _) in enumerate(starts):  # each start gets an equal share of the time left
         share = (deadline - time.perf_counter()) / (len(starts) - i)
@@ -244,6 +261,17 @@ def greedy_sequence(instance: Instance, budget: float, max_copies: int, search_s
         if fitting is None or profile.duration < fitting[1].duration:
             fitting = (events, profile)
     return fitting if fitting is not None else closest
+
+
+def _planned(instance: Instance, budget: float, max_copies: int,
+             deadline: float) -> tuple[list[Event], SequenceProfile] | None:
+    """The idle-span plan (:func:`.spans.plan_spans`), pruned, when it fits: the first answer, in about a
+    second at 20,000 ops, where every eviction variant takes seconds and goes over the budget."""
+    events = plan_spans(instance, budget, max_copies, deadline)
+    if events is None:
+        return None
+    events = prune(instance, events, budget, deadline)
+    return events, simulate(instance, _ops(instance, events))
 
 
 def solve_greedy(instance: Instance, budget: float, max_copies: int, search_seconds: float = 30.0,

@@ -143,3 +143,29 @@ def test_progress_lower_bound_only_rises_and_never_passes_the_incumbent():
     assert lowers == sorted(lowers)
     assert all(e.lower <= e.upper * (1 + 1e-6) for e in events)
     assert events[-1].lower == pytest.approx(solution.best_lower_bound)
+
+
+def test_exact_model_size_is_counted_before_building_it_and_too_large_is_skipped(monkeypatch):
+    """Partition -k 80 on the 70B-shaped export built the exact MIP (12.7 M nonzeros, 1.5 GB in its worker,
+    3.6 GB for the command) and proved nothing with it in 60 s. Its size is counted first (an upper bound on
+    what HiGHS receives, within 10% on that export); above EXACT_NONZEROS it is not built, and the
+    certificate lists it as skipped, with why."""
+    import onnxpart.partition.exact as exact
+
+    built = []
+    original = exact.solve_highs
+    monkeypatch.setattr(exact, "solve_highs", lambda h, *a, **kw: built.append(h.getNumNz()) or original(h, *a, **kw))
+    for n, seed in CASES:
+        inst = random_instance(n, seed, stage_memory=150.0 if seed % 2 else None)
+        for k in (2, 3, 5):
+            exact.exact_mip(inst, k, 5)
+            assert built.pop() <= exact.exact_nonzeros(inst, k)
+    inst = random_instance(7, 3)
+    monkeypatch.setattr(exact, "EXACT_NONZEROS", exact.exact_nonzeros(inst, 3) - 1)
+    options = Options(k=3, time_limit=5, bounds=("simple", "exact"), workers=1, ideal_limit=0)
+    for found in (bounds(inst, 3, ("simple", "exact"), time_limit=5, workers=1), solve(inst, options).lower_bounds):
+        entry = next(b for b in found if b.method == "exact")
+        assert entry.value is None and entry.status == "skipped" and "nonzeros" in entry.note
+    assert not built  # no exact model was built
+    exact_two = [b for b in bounds(inst, 2, ("simple", "exact"), time_limit=5, workers=1) if b.method == "exact"]
+    assert exact_two and exact_two[0].status == "optimal"  # k = 2 is under the cap: it runs

@@ -3,6 +3,7 @@ the proven optimum, an exact and complete CP-SAT hint, and ``--method greedy`` f
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 
@@ -11,8 +12,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from onnxpart.cli.app import app
-from onnxpart.remat.heuristics import (_ops, greedy_sequence, improve, prune, repair, solve_greedy,
-                                       stage_events)
+from onnxpart.remat.heuristics import (_SCORES, _SLACKS, _ops, greedy_sequence, improve, prune, repair,
+                                       solve_greedy, stage_events)
 from onnxpart.remat.model import scale
 from onnxpart.remat.moccasin import solve_moccasin
 from onnxpart.remat.moccasin_model import MoccasinOptions, build, greedy_times, grid, hint
@@ -131,3 +132,37 @@ def test_iterated_local_search_shortens_a_fitting_sequence_deterministically():
         assert after.peak <= budget and max(after.copy_index) < 2
         assert after.duration < before.duration
         assert improve(inst, start, budget, 2, time.perf_counter() + 60) == events
+
+
+def _nested_skips(m: int = 25, plain: int = 20):
+    """A U-Net-like chain: spine ops ``0 .. 2m-1`` pass a 1-byte tensor on; for ``plain <= i < m - 1`` a branch
+    reads spine op ``i`` (after spine op ``i+1`` did: the branch is its input's last reader) and makes 100
+    bytes that spine op ``2m-1-i`` reads, so every branch is resident at the middle. Once a branch is
+    computed its input is freed, and recomputing it needs the spine before it: more than the eviction
+    policy's ``MAX_CHAIN`` tensors."""
+    from onnxpart.readers import read_node_link
+    from onnxpart.remat.model import build_instance
+    from tests.remat.helpers import node_link
+
+    branch = {i: 2 * m + i - plain for i in range(plain, m - 1)}
+    edges = [(i, i + 1) for i in range(2 * m - 1)]
+    edges += [(i, b) for i, b in branch.items()] + [(b, 2 * m - 1 - i) for i, b in branch.items()]
+    order = [v for i in range(2 * m) for v in [i] + ([branch[i - 1]] if i - 1 in branch else [])]
+    sizes = [1] * (2 * m) + [100] * len(branch)
+    return build_instance(read_node_link(node_link(sizes, [1] * len(sizes), edges, order)))
+
+
+def test_first_answer_frees_skip_tensors_whose_inputs_were_freed_long_before_the_peak():
+    # The 20,000-op DAG at --budget 95% in its old form: when the budget is first exceeded, every resident
+    # branch needs a chain of recomputations back to the graph input, so no eviction variant fits, and the
+    # simulator's repair (what fixed such budgets on small graphs) had no time left at that size. The
+    # idle-span plan keeps each branch's 1-byte input instead and fits without any repair time.
+    inst = _nested_skips()
+    budget = int(0.95 * baseline(inst).peak)
+    for (a, b, c), slack in itertools.product(_SCORES, _SLACKS):
+        events = stage_events(inst, budget * slack, 2, a, b, c)
+        assert events is None or simulate(inst, _ops(inst, events)).peak > budget
+    events, profile = greedy_sequence(inst, budget, 2, search_seconds=0.0)
+    again = simulate(inst, profile.sequence)
+    assert again.peak == profile.peak <= budget and max(again.copy_index) < 2
+    assert profile.recomputations == 1  # one branch, not the spine before it
