@@ -9,10 +9,11 @@ import numpy as np
 import onnx
 import pytest
 
-from onnxpart import runtime
+from onnxpart import runtime, shapes
 from onnxpart.errors import UserError
 from onnxpart.onnx_extract import extract_subgraph
 from onnxpart.onnx_io import load_graph, parse_input_shapes, read_model
+from tests import export_like
 from tests.conftest import FIXTURES, light
 
 
@@ -127,3 +128,38 @@ def test_extracted_halves_reproduce_the_model(name):
     values.update(runtime.run(part1, values))
     values.update(runtime.run(part2, values))
     assert runtime.max_abs_error(reference, {k: values[k] for k in reference}) < 1e-4
+
+
+def _fixed_and_dynamic_inputs() -> onnx.ModelProto:
+    """x is fixed at 1x4 and reshaped by its own Shape; y has a symbolic dim, so the model is dynamic."""
+    h = onnx.helper
+    nodes = [h.make_node("Relu", ["x"], ["r"]), h.make_node("Shape", ["x"], ["s"]),
+             h.make_node("Abs", ["s"], ["a"]),  # opaque to ONNX data propagation: known only once folded
+             h.make_node("Reshape", ["r", "a"], ["out"]), h.make_node("Relu", ["y"], ["y_out"])]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4]),
+                                      h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["n", 4])],
+                         [h.make_tensor_value_info("out", onnx.TensorProto.FLOAT, ["a", "b"]),
+                          h.make_tensor_value_info("y_out", onnx.TensorProto.FLOAT, ["n", 4])])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+
+
+def test_force_shape_is_not_costed_with_the_declared_dims(tmp_path):
+    """A dynamic model is folded once, at no dims, for costing and emission alike; that fold reads
+    Shape(x) of the declared 1x4 as a constant, which --force-shape x=2x4 makes false: costing must not
+    reuse it (out would be costed 1x4)."""
+    path = tmp_path / "m.onnx"
+    onnx.save(_fixed_and_dynamic_inputs(), path)
+    loaded = read_model(path, parse_input_shapes(["x=2x4"], force=True), {"n": 3})
+    assert loaded.types["out"].dims == (2, 4)
+    assert read_model(path, dims={"n": 3}).types["out"].dims == (1, 4)
+
+
+def test_fold_keeps_the_skeleton_inputs():
+    """fold hides the graph inputs from graphsurgeon (its cleanup is quadratic in them) and must put them
+    back: the weights a skeleton lists as inputs stay typed inputs of the folded model."""
+    model = export_like.kv_cache_decoder(hidden=128)
+    bare = shapes.skeleton(model)
+    folded, constants = shapes.fold(shapes.onnx_infer(bare))
+    assert [vi.name for vi in folded.graph.input] == [vi.name for vi in bare.graph.input]
+    assert any(init.ByteSize() > shapes.SMALL_CONSTANT_BYTES for init in model.graph.initializer)
+    assert constants and len(folded.graph.node) < len(bare.graph.node)
