@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from onnxpart.onnx_extract import extract_subgraph
+from onnxpart.onnx_extract import ModelIndex, extract_subgraph
 from onnxpart.onnx_io import copy_proto
 
 
@@ -73,12 +73,13 @@ def part_models(model: onnx.ModelProto, graph, assignment: np.ndarray, count: in
     """``{part: ModelProto}`` for the non-empty parts (those in ``only`` when given); ``name(part)`` names
     each graph; ``declare(name)`` types their inputs and outputs (see :func:`onnxpart.onnx_extract.extract_subgraph`)."""
     io = part_io(graph, assignment, count)
-    models = {}
-    for part in range(count) if only is None else only:
-        nodes = [node for op in graph.ops if assignment[op.index] == part for node in op.onnx_nodes]
-        if nodes:
-            models[part] = extract_subgraph(model, nodes, io[part][0], io[part][1], name=name(part), declare=declare)
-    return models
+    index = ModelIndex.of(model)  # one index for every part: parts x model would be 100 s for 1,000 pieces
+    nodes: dict[int, list[str]] = {}
+    for op in graph.ops:
+        nodes.setdefault(int(assignment[op.index]), []).extend(op.onnx_nodes)
+    return {part: extract_subgraph(model, nodes[part], io[part][0], io[part][1], name=name(part), declare=declare,
+                                   index=index)
+            for part in (range(count) if only is None else only) if nodes.get(part)}
 
 
 def annotate(model: onnx.ModelProto, graph, assignment: np.ndarray, configuration: str,
