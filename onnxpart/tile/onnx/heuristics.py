@@ -27,35 +27,42 @@ def local(inst: LayoutInstance, deadline: float | None = None) -> dict[str, Layo
     (``time.monotonic()`` seconds) the ops not reached yet leave their tensors in their domain's first
     layout (R where allowed): a valid plan whatever the time."""
     x: dict[str, Layout] = {}
+    nearest: dict[tuple[str, Layout], Layout] = {}  # (tensor, layout) -> _nearest: each op's choices ask again
     for op in inst.ops:
         if deadline is not None and time.monotonic() > deadline:
             break
-        best = min(range(len(op.choices)), key=lambda c: _local_cost(inst, op, c, x))
+        best = min(range(len(op.choices)), key=lambda c: _local_cost(inst, op, c, x, nearest))
         choice = op.choices[best]
         for t, want in itertools.chain(zip(op.inputs, choice.inputs), zip(op.outputs, choice.outputs)):
             if t not in x:
-                x[t] = _nearest(inst, t, want)
+                x[t] = _nearest(inst, t, want, nearest)
     for t in inst.tensors:
         x.setdefault(t.name, t.domain[0])
     return fit_memory(inst, x)
 
 
-def _local_cost(inst: LayoutInstance, op, c: int, x: dict) -> float:
+def _local_cost(inst: LayoutInstance, op, c: int, x: dict, nearest: dict) -> float:
+    """Choice ``c`` of ``op`` on the layouts fixed so far; a tensor not laid out yet takes its nearest layout."""
     choice = op.choices[c]
     total = choice.seconds
     for t, want in zip(op.inputs, choice.inputs):
-        total += inst.reshard_time(x.get(t, _nearest(inst, t, want)), want, t)
+        total += inst.reshard_time(x[t] if t in x else _nearest(inst, t, want, nearest), want, t)
     for t, made in zip(op.outputs, choice.outputs):
-        total += inst.reshard_time(made, x.get(t, _nearest(inst, t, made)), t)
+        total += inst.reshard_time(made, x[t] if t in x else _nearest(inst, t, made, nearest), t)
     return total
 
 
-def _nearest(inst: LayoutInstance, t: str, want: Layout) -> Layout:
-    """``want`` when it is in t's domain, else the domain's layout closest to it (cheapest to convert)."""
+def _nearest(inst: LayoutInstance, t: str, want: Layout, memo: dict | None = None) -> Layout:
+    """``want`` when it is in t's domain, else the domain's layout closest to it (cheapest to convert);
+    ``memo``: answers already found."""
+    if memo is not None and (t, want) in memo:
+        return memo[t, want]
     var = inst.tensor(t)
-    if want in var.domain:
-        return want
-    return min(var.domain, key=lambda a: inst.reshard_time(a, want, t) + inst.reshard_time(want, a, t))
+    found = want if want in var.domain else min(
+        var.domain, key=lambda a: inst.reshard_time(a, want, t) + inst.reshard_time(want, a, t))
+    if memo is not None:
+        memo[t, want] = found
+    return found
 
 
 def greedy(inst: LayoutInstance, max_rounds: int = 50, deadline: float | None = None,
