@@ -160,3 +160,23 @@ def test_ops_of_one_signature_share_their_composition(tmp_path, monkeypatch):
     alone = build_layout_instance(loaded.graph, (2, 2), constants=constants)
     assert shared.ops == alone.ops
     assert shared.ops[0].choices != shared.ops[1].choices and shared.ops[2].choices != shared.ops[3].choices
+
+
+def test_greedy_spends_a_budget_smaller_than_one_round(tmp_path):
+    """Where one round of moves is more than the trials (the 70B shape on a 60 s limit: 253,204 moves),
+    greedy still spends the trials on the better start, heaviest ops first, instead of returning the
+    starts untouched (a Llama layer at sequence 2048 on a 2x2 mesh, where sharding pays)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
+    from make_llama70b import Shape, build
+
+    from onnxpart.onnx_constants import small_constants
+    from onnxpart.tile.onnx.heuristics import _moves, fit_memory
+
+    path = build(tmp_path / "llama", Shape(layers=1, hidden=512, heads=8, kv_heads=2, mlp=2048, vocab=1000))["path"]
+    loaded = load_costed(Path(path), dim=["batch=1", "sequence=2048"], device="a100")
+    inst = build_layout_instance(loaded.graph, (2, 2), constants=small_constants(loaded.model.model))
+    starts = [local(inst), fit_memory(inst, {t.name: t.domain[0] for t in inst.tensors})]  # greedy's two
+    plan = greedy(inst, trials=_moves(inst) // 2)
+    assert inst.fits(plan) and inst.cost(plan) < 0.95 * min(inst.cost(x) for x in starts)
