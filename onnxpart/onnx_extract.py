@@ -5,6 +5,7 @@ its first reader."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import onnx
 
@@ -12,10 +13,34 @@ from onnxpart.onnx_graph import outer_scope_names, subgraphs
 from onnxpart.onnx_io import copy_proto
 
 
+@dataclass(frozen=True)
+class ModelIndex:
+    """A model's nodes by name and position, and its values' producers and initializers: what each
+    extraction looks up. Built once per model (:meth:`of`), so extracting many small parts — a schedule's
+    ~1,000 pieces of a 13,800-node 70B export — costs what the parts hold, not parts × model."""
+
+    nodes: Sequence[onnx.NodeProto]
+    position: Mapping[str, int]
+    producer: Mapping[str, onnx.NodeProto]
+    initializers: Mapping[str, onnx.TensorProto]
+
+    @classmethod
+    def of(cls, model: onnx.ModelProto) -> "ModelIndex":
+        g = model.graph
+        nodes = list(g.node)
+        return cls(nodes, {node.name: i for i, node in enumerate(nodes)},
+                   {o: node for node in nodes for o in node.output if o}, {init.name: init for init in g.initializer})
+
+    def in_order(self, names: Iterable[str]) -> list[onnx.NodeProto]:
+        """The nodes named, in the model's order."""
+        return [self.nodes[i] for i in sorted(self.position[name] for name in names)]
+
+
 def extract_subgraph(model: onnx.ModelProto, node_names: Iterable[str], inputs: Sequence[str],
                      outputs: Sequence[str], name: str | None = None,
                      declare: Callable[[str], onnx.ValueInfoProto] | None = None,
-                     constants: Mapping[str, onnx.TensorProto] | None = None) -> onnx.ModelProto:
+                     constants: Mapping[str, onnx.TensorProto] | None = None,
+                     index: ModelIndex | None = None) -> onnx.ModelProto:
     """A standalone model made of ``node_names`` (compute nodes), reading ``inputs`` and producing
     ``outputs``; ``declare(name)`` gives their types (default: the types ``model`` states, e.g. after
     :func:`prepare`; for a file, :meth:`LoadedModel.value_info`, which keeps symbolic dims). Inputs in
@@ -26,19 +51,20 @@ def extract_subgraph(model: onnx.ModelProto, node_names: Iterable[str], inputs: 
     by nodes; so are those of an output no node in ``node_names`` makes (a model output that is a
     constant). Each generator sits just before its first reader (:func:`place_generators`). The result
     has IR version ≥ 4 so initializers need not be listed as inputs, keeps the opset imports, and passes
-    ``onnx.checker``. Initializers are copied as they are: external ones stay references.
+    ``onnx.checker``. Initializers are copied as they are: external ones stay references. ``index``:
+    :meth:`ModelIndex.of` ``model``, when the caller extracts many parts of it.
     """
     g = model.graph
+    index = index or ModelIndex.of(model)
     wanted = set(node_names)
-    missing = wanted - {n.name for n in g.node}
+    missing = wanted - index.position.keys()
     if missing:
         raise ValueError(f"unknown node names: {sorted(missing)[:5]}")
-    initializers = {init.name: init for init in g.initializer}
+    initializers = index.initializers
     constants = constants or {}
     inputs = [v for v in inputs if v not in constants]
-    selected_names, needed_inits = _closure(g, wanted, set(inputs) | set(constants), outputs, initializers)
-    selected = place_generators([node for node in g.node if node.name in selected_names],
-                                selected_names - wanted)
+    selected_names, needed_inits = _closure(index, wanted, set(inputs) | set(constants), outputs)
+    selected = place_generators(index.in_order(selected_names), selected_names - wanted)
     declare = declare or _stated_types(model)
     graph = onnx.helper.make_graph(
         nodes=selected,
@@ -53,16 +79,16 @@ def extract_subgraph(model: onnx.ModelProto, node_names: Iterable[str], inputs: 
     return part
 
 
-def _closure(g: onnx.GraphProto, wanted: set[str], provided: set[str], outputs: Sequence[str],
-             initializers: Mapping[str, onnx.TensorProto]) -> tuple[set[str], list[str]]:
+def _closure(index: ModelIndex, wanted: set[str], provided: set[str],
+             outputs: Sequence[str]) -> tuple[set[str], list[str]]:
     """Backward closure from the wanted nodes, and from outputs no wanted node makes (a model output that
     is a constant), through values nobody provides (i.e. weight generators): (node names, initializers)."""
 
-    producer = {o: node for node in g.node for o in node.output if o}
-    by_name = {node.name: node for node in g.node}
+    producer, initializers = index.producer, index.initializers
     selected: set[str] = set()
     needed_inits: list[str] = []
-    stack = [node.name for node in g.node if node.name in wanted]
+    wanted_nodes = index.in_order(wanted)
+    stack = [node.name for node in wanted_nodes]
 
     def need(value: str) -> None:
         if value in provided:
@@ -73,12 +99,12 @@ def _closure(g: onnx.GraphProto, wanted: set[str], provided: set[str], outputs: 
         elif value in producer and producer[value].name not in wanted | selected:
             stack.append(producer[value].name)
 
-    made_by_wanted = {o for node in g.node if node.name in wanted for o in node.output}
+    made_by_wanted = {o for node in wanted_nodes for o in node.output}
     for value in outputs:
         if value not in made_by_wanted:
             need(value)
     while stack:
-        node = by_name[stack.pop()]
+        node = index.nodes[index.position[stack.pop()]]
         if node.name in selected:
             continue
         selected.add(node.name)

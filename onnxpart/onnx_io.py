@@ -189,13 +189,13 @@ def read_model(path: str | os.PathLike, input_shapes: Mapping[str, Sequence[int]
     _name_nodes(model.graph)
     dims = _dims_by_name(model, dict(dims or {}), input_shapes or {})
     bare = shapes.skeleton(model)
-    types = shapes.resolve(bare, dims, input_shapes or {})
-    shapes.check_inference(bare, dims, input_shapes or {}, types)
-    loaded = LoadedModel(path=path, model=model, sha256=file_sha256(path), types=types, dims=dims,
+    loaded = LoadedModel(path=path, model=model, sha256=file_sha256(path), types={}, dims=dims,
                          emit_types={}, hints=dict(input_shapes or {}))
-    if loaded.dynamic:
-        loaded = dataclasses.replace(loaded, emit_types=shapes.symbolic_value_infos(bare))
-    return loaded
+    folded = shapes.fold(bare) if loaded.dynamic else None  # one fold serves costing and emission
+    types = shapes.resolve(bare, dims, loaded.hints, prefolded=None if loaded.forced else folded)
+    shapes.check_inference(bare, dims, loaded.hints, types)
+    emit_types = shapes.symbolic_value_infos(bare, folded[0]) if folded else {}
+    return dataclasses.replace(loaded, types=types, emit_types=emit_types)
 
 
 def load_graph(path: str | os.PathLike, input_shapes: Mapping[str, Sequence[int]] | None = None,

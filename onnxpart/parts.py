@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 
 from onnxpart.frozen_constants import frozen_constants
-from onnxpart.onnx_extract import extract_subgraph
+from onnxpart.onnx_extract import ModelIndex, extract_subgraph
 from onnxpart.onnx_io import copy_proto
 from onnxpart.shapes import ValueType
 
@@ -87,6 +87,7 @@ def iter_part_models(model: onnx.ModelProto, graph, assignment: np.ndarray, coun
     part input that is constant under them (a shape computed in an earlier part) is an initializer of the
     part (:func:`onnxpart.frozen_constants.frozen_constants`)."""
     io = part_io(graph, assignment, count)
+    index = ModelIndex.of(model)  # one index for every part: parts x model would be 100 s for 1,000 pieces
     nodes: dict[int, list[str]] = {}
     for op in graph.ops:
         nodes.setdefault(int(assignment[op.index]), []).extend(op.onnx_nodes)
@@ -94,7 +95,7 @@ def iter_part_models(model: onnx.ModelProto, graph, assignment: np.ndarray, coun
         if nodes.get(part):
             constants = None if frozen is None else frozen_constants(model, frozen, io[part][0])
             yield part, extract_subgraph(model, nodes[part], io[part][0], io[part][1], name=name(part),
-                                         declare=declare, constants=constants)
+                                         declare=declare, constants=constants, index=index)
 
 
 def annotate(model: onnx.ModelProto, graph, assignment: np.ndarray, configuration: str,

@@ -188,11 +188,16 @@ def fold(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, ValueType]]
     try:
         with contextlib.redirect_stdout(chatter):  # graphsurgeon prints; stdout belongs to --json
             graph = gs.import_onnx(model)
+            # graphsurgeon's cleanup tests each graph input for membership in a list of every used tensor
+            # (O(inputs x tensors): 9 s of a 70B load, whose 723 weights are skeleton inputs); no pass
+            # needs them listed (they have no producer), so they are put back only for the export
+            inputs, graph.inputs = graph.inputs, []
             graph.fold_constants(fold_shapes=True, size_threshold=SMALL_CONSTANT_BYTES)
             constants = {name: ValueType(onnx.helper.np_dtype_to_tensor_dtype(t.values.dtype), tuple(t.shape))
                          for name, t in graph.tensors().items()
                          if isinstance(t, gs.Constant) and isinstance(t.values, np.ndarray)}
-            folded = gs.export_onnx(graph.cleanup(), do_type_check=False)
+            graph.cleanup().inputs = inputs
+            folded = gs.export_onnx(graph, do_type_check=False)
     except Exception as exc:  # noqa: BLE001 - any failure of the helper only means fewer shapes known
         log.debug("constant folding failed: %s", exc)
         return model, {}
@@ -233,19 +238,32 @@ def ort_symbolic_infer(model: onnx.ModelProto) -> onnx.ModelProto | None:
 
 
 def resolve(model: onnx.ModelProto, dims: Mapping[str, int] | None = None,
-            input_shapes: Mapping[str, Sequence[int]] | None = None) -> dict[str, ValueType]:
+            input_shapes: Mapping[str, Sequence[int]] | None = None,
+            prefolded: tuple[onnx.ModelProto, dict[str, ValueType]] | None = None) -> dict[str, ValueType]:
     """Types of every value of ``model`` (a :func:`skeleton`), with ``dims`` fixed by name and
     ``input_shapes`` applied (graph inputs, or internal tensors inference cannot see through).
 
     Fold, infer, read ``Shape`` of static tensors as constants, repeat until nothing improves; then
     onnxruntime's symbolic inference. A hint on an internal tensor takes its element type from ONNX type
     inference, never a default (a bool mask stays bool).
+
+    ``prefolded``: :func:`fold` of ``model`` as it is, where the caller has it (a dynamic model's
+    :func:`symbolic_value_infos` needs it too). What it folds holds at any dims — constant-only subgraphs,
+    ``Shape`` of tensors the model fixes — unless ``--force-shape`` replaces fixed dims, so it is not for
+    that case. Inference at ``dims`` then starts from it: a model whose shapes wait only on constant
+    subgraphs needs no fold of its own, and one that does (``Shape`` of tensors static only at ``dims``)
+    folds a model already rid of its constant nodes.
     """
-    model = _with_overrides(model, dims or {}, input_shapes or {})
+    overrides = (dims or {}, input_shapes or {})
+    model = _with_overrides(model, *overrides)
     known: dict[str, ValueType] = {}
     current = onnx_infer(model)
     wanted = _read_values(model)
     _merge(known, read_types(current))
+    if prefolded is not None and not _all_static(wanted, known):
+        current = onnx_infer(_with_overrides(prefolded[0], *overrides))
+        _merge(known, read_types(current))
+        _merge(known, prefolded[1])
     for _ in range(MAX_ROUNDS):
         if _all_static(wanted, known):
             break
@@ -298,12 +316,14 @@ def _inference_refusal(error: str, model: onnx.ModelProto, types: Mapping[str, V
             f"({op}): {shown}: {reason[:200]}")
 
 
-def symbolic_value_infos(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
+def symbolic_value_infos(model: onnx.ModelProto, folded: onnx.ModelProto | None = None
+                         ) -> dict[str, onnx.ValueInfoProto]:
     """Types with the original's symbolic dims (no dim fixed), for the inputs and outputs of emitted
-    models: fold constant-only nodes, ONNX inference, then onnxruntime's symbolic inference, which
-    names derived dims (``past_sequence_length + sequence``). Dims no pass could name are left blank
-    (inference's placeholder names ``unk__N`` would claim equalities nobody proved)."""
-    current = onnx_infer(fold(model)[0])
+    models: fold constant-only nodes (``folded``: :func:`fold` of ``model``, where the caller has it),
+    ONNX inference, then onnxruntime's symbolic inference, which names derived dims
+    (``past_sequence_length + sequence``). Dims no pass could name are left blank (inference's
+    placeholder names ``unk__N`` would claim equalities nobody proved)."""
+    current = onnx_infer(folded if folded is not None else fold(model)[0])
     found: dict[str, onnx.ValueInfoProto] = {}
     for candidate in (current, ort_symbolic_infer(current)):
         if candidate is None:

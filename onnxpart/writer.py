@@ -5,7 +5,7 @@ file neither ``onnx.load`` nor onnxruntime parses. So every model onnxpart emits
 :func:`write_model`:
 
 * a model whose weights exceed the :class:`WeightPolicy` threshold — or any model when the input used
-  external data — is written as ``NAME.onnx`` + ``NAME.onnx.data``: each tensor of at least
+  external data, unless it has no tensor to move out — is written as ``NAME.onnx`` + ``NAME.onnx.data``: each tensor of at least
   ``tensor_threshold`` bytes is *streamed* into the data file in bounded chunks, straight from the input's
   data file (or from the protobuf's inline bytes), at a 4 KiB-aligned offset; all-zero chunks are skipped
   with a seek, so a sparse input stays sparse;
@@ -59,7 +59,18 @@ class WeightPolicy:
     tensor_threshold: int = 1024
 
     def external_for(self, model: onnx.ModelProto) -> bool:
-        return self.always_external or weight_bytes(model) > self.threshold
+        """Whether ``model`` gets a data file: it has a tensor to move out (:meth:`moves_out`), and the input
+        used external data or its weights pass the threshold. (A schedule piece of shape ops alone, of a
+        model with external data, is one file, not one and an empty data file: 982 of them on the 70B.)"""
+        return (self.always_external or weight_bytes(model) > self.threshold) and any(
+            self.moves_out(t) for t in _tensors(model))
+
+    def moves_out(self, tensor: onnx.TensorProto) -> bool:
+        """Whether ``tensor`` goes to the data file: it is external, or of ``tensor_threshold`` bytes or more."""
+        from onnxpart.dtypes import tensor_bytes
+
+        return (external_data_helper.uses_external_data(tensor)
+                or tensor_bytes(tensor.data_type, tensor.dims) >= self.tensor_threshold)
 
 
 def weight_bytes(model: onnx.ModelProto) -> int:
@@ -176,9 +187,9 @@ def _stream_tensors(model: onnx.ModelProto, handle, data_name: str, policy: Weig
 
     offset = 0
     for tensor in _tensors(model):
-        external = external_data_helper.uses_external_data(tensor)
-        if not external and tensor_bytes(tensor.data_type, tensor.dims) < policy.tensor_threshold:
+        if not policy.moves_out(tensor):
             continue
+        external = external_data_helper.uses_external_data(tensor)
         offset = -(-offset // ALIGNMENT) * ALIGNMENT
         handle.seek(offset)
         if external:

@@ -148,3 +148,17 @@ def test_fp16_weights_are_costed_and_emitted_at_their_own_size(tmp_path):
                  "--external-data-threshold", "0", *FAST)
     assert result.exit_code == 0, result.output
     assert sum((out / f"stage_{i}.onnx.data").stat().st_size >= 64 * 64 * 2 for i in range(3)) == 3
+
+
+def test_a_model_with_no_tensor_to_move_out_gets_no_data_file(tmp_path):
+    """With an external-data input every emitted model keeps its weights outside; a part holding none (a
+    schedule piece of shape ops: 982 of them on the 70B shape) is one file, not one and an empty data file."""
+    h = onnx.helper
+    graph = h.make_graph([h.make_node("Shape", ["x"], ["s"])], "g",
+                         [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])],
+                         [h.make_tensor_value_info("s", onnx.TensorProto.INT64, [2])])
+    policy = writer.WeightPolicy(source_dir=tmp_path, always_external=True)
+    written = writer.write_model(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), tmp_path / "p.onnx",
+                                 policy)
+    assert [p.name for p in written] == ["p.onnx"] and sorted(p.name for p in tmp_path.iterdir()) == ["p.onnx"]
+    assert [p.name for p in writer.write_model(mlp(), tmp_path / "m.onnx", policy)] == ["m.onnx", "m.onnx.data"]

@@ -126,7 +126,8 @@ def build_layout_instance(graph, devices: int | Sequence[int], bandwidth: float 
         raise UserError("no interconnect bandwidth known for this graph: pass --mesh-bandwidth (e.g. 300GB/s)")
     mesh = meshes.make_mesh(shape, axis_names, _values(latency), _values(bandwidth))
     roofline = DeviceRoofline.of(device if device is not None else _costed_on(graph))
-    ops = tuple(_op_var(graph, op, mesh, constants or {}, roofline) for op in graph.ops)
+    composed: dict = {}  # one composition per distinct op signature: an LLM's layers repeat theirs
+    ops = tuple(_op_var(graph, op, mesh, constants or {}, roofline, composed) for op in graph.ops)
     partial: dict[str, list[bool]] = {}
     for op in ops:
         for c in op.choices:
@@ -164,11 +165,12 @@ def _values(value: float | Sequence[float]) -> tuple[float, ...]:
     return (float(value),) if isinstance(value, (int, float)) else tuple(float(v) for v in value)
 
 
-def _op_var(graph, op, mesh: DeviceMesh, constants: Mapping, roofline: DeviceRoofline) -> OpVar:
+def _op_var(graph, op, mesh: DeviceMesh, constants: Mapping, roofline: DeviceRoofline, memo: dict) -> OpVar:
     """One op with its catalog algorithms composed over the mesh axes (:func:`onnxpart.tile.onnx.mesh.
     compose_algorithms`), or "replicated only" (not in the catalog, coarsened, opaque, an omitted optional
     input before a given one, several outputs other than Split's, or one device). Every output of an
-    algorithm takes its one output layout."""
+    algorithm takes its one output layout. ``memo``: compositions by :func:`_signature` (what the catalog
+    reads of the op), shared by ops that agree on it — each of an LLM's 80 layers has the same ones."""
     raw = op.nodes[0].inputs if len(op.nodes) == 1 else op.inputs
     names = [n for n in raw if n]
     inputs = tuple(n for n in names if n in graph.tensors or n in graph.params)
@@ -189,8 +191,11 @@ def _op_var(graph, op, mesh: DeviceMesh, constants: Mapping, roofline: DeviceRoo
             return algs
         return [a for a in algs if a.output == R and all(x == R for x in a.inputs)]  # an axis of size 1
 
-    composed = meshes.compose_algorithms(per_axis, [_shape(graph, n) for n in inputs],
-                                         [_shape(graph, t) for t in outputs], mesh.shape)
+    in_shapes, out_shapes = [_shape(graph, n) for n in inputs], [_shape(graph, t) for t in outputs]
+    key = (op.op_type, _signature(attrs), _signature(consts), tuple(present), tuple(in_shapes), tuple(out_shapes))
+    if key not in memo:
+        memo[key] = meshes.compose_algorithms(per_axis, in_shapes, out_shapes, mesh.shape)
+    composed = memo[key]
     if composed is None:
         return OpVar(op.name, op.op_type, inputs, outputs, (replicated,), op.work, False,
                      shape_computation(graph, inputs + outputs))
@@ -204,6 +209,18 @@ def _op_var(graph, op, mesh: DeviceMesh, constants: Mapping, roofline: DeviceRoo
     choices = tuple(Choice(name, ins, (out,) * len(outputs), div, seconds(ins, out, div))
                     for name, ins, out, div in composed)
     return OpVar(op.name, op.op_type, inputs, outputs, choices or (replicated,), op.work, True)
+
+
+def _signature(value):
+    """A hashable stand-in for node attributes (a mapping of numbers, strings and tuples) or small constants
+    (numpy arrays, None): equal exactly when the values are."""
+    if isinstance(value, Mapping):
+        return tuple(sorted((k, _signature(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_signature(v) for v in value)
+    if hasattr(value, "tobytes"):  # a numpy array or scalar
+        return ("array", value.dtype.str, value.shape, value.tobytes())
+    return value
 
 
 def shape_computation(graph, names: Sequence[str]) -> bool:

@@ -27,35 +27,42 @@ def local(inst: LayoutInstance, deadline: float | None = None) -> dict[str, Layo
     (``time.monotonic()`` seconds) the ops not reached yet leave their tensors in their domain's first
     layout (R where allowed): a valid plan whatever the time."""
     x: dict[str, Layout] = {}
+    nearest: dict[tuple[str, Layout], Layout] = {}  # (tensor, layout) -> _nearest: each op's choices ask again
     for op in inst.ops:
         if deadline is not None and time.monotonic() > deadline:
             break
-        best = min(range(len(op.choices)), key=lambda c: _local_cost(inst, op, c, x))
+        best = min(range(len(op.choices)), key=lambda c: _local_cost(inst, op, c, x, nearest))
         choice = op.choices[best]
         for t, want in itertools.chain(zip(op.inputs, choice.inputs), zip(op.outputs, choice.outputs)):
             if t not in x:
-                x[t] = _nearest(inst, t, want)
+                x[t] = _nearest(inst, t, want, nearest)
     for t in inst.tensors:
         x.setdefault(t.name, t.domain[0])
     return fit_memory(inst, x)
 
 
-def _local_cost(inst: LayoutInstance, op, c: int, x: dict) -> float:
+def _local_cost(inst: LayoutInstance, op, c: int, x: dict, nearest: dict) -> float:
+    """Choice ``c`` of ``op`` on the layouts fixed so far; a tensor not laid out yet takes its nearest layout."""
     choice = op.choices[c]
     total = choice.seconds
     for t, want in zip(op.inputs, choice.inputs):
-        total += inst.reshard_time(x.get(t, _nearest(inst, t, want)), want, t)
+        total += inst.reshard_time(x[t] if t in x else _nearest(inst, t, want, nearest), want, t)
     for t, made in zip(op.outputs, choice.outputs):
-        total += inst.reshard_time(made, x.get(t, _nearest(inst, t, made)), t)
+        total += inst.reshard_time(made, x[t] if t in x else _nearest(inst, t, made, nearest), t)
     return total
 
 
-def _nearest(inst: LayoutInstance, t: str, want: Layout) -> Layout:
-    """``want`` when it is in t's domain, else the domain's layout closest to it (cheapest to convert)."""
+def _nearest(inst: LayoutInstance, t: str, want: Layout, memo: dict | None = None) -> Layout:
+    """``want`` when it is in t's domain, else the domain's layout closest to it (cheapest to convert);
+    ``memo``: answers already found."""
+    if memo is not None and (t, want) in memo:
+        return memo[t, want]
     var = inst.tensor(t)
-    if want in var.domain:
-        return want
-    return min(var.domain, key=lambda a: inst.reshard_time(a, want, t) + inst.reshard_time(want, a, t))
+    found = want if want in var.domain else min(
+        var.domain, key=lambda a: inst.reshard_time(a, want, t) + inst.reshard_time(want, a, t))
+    if memo is not None:
+        memo[t, want] = found
+    return found
 
 
 def greedy(inst: LayoutInstance, max_rounds: int = 50, deadline: float | None = None,
@@ -71,8 +78,9 @@ def greedy(inst: LayoutInstance, max_rounds: int = 50, deadline: float | None = 
     budget = _Trials(trials, deadline)
     starts = [dict(start) if start is not None else local(inst, deadline),
               fit_memory(inst, {t.name: t.domain[0] for t in inst.tensors})]  # R first when allowed
-    if _moves(inst) > budget.trials:  # not one round fits (LLM-sized graphs on a short limit)
-        return min([x for x in starts if inst.fits(x)] or starts, key=inst.cost)
+    if _moves(inst) > budget.trials:  # not one round fits (LLM-sized graphs on a short limit): what fits of one
+        best = min([x for x in starts if inst.fits(x)] or starts, key=inst.cost)  # from the better start
+        return _improve(inst, dict(best), 1, budget, partial=True)
     plans = [_improve(inst, x, max_rounds, budget) for x in starts]
     if inst.memory is not None:
         scale = inst.cost(plans[0]) / max(inst.memory, 1.0)
@@ -105,19 +113,24 @@ class _Trials:
 
 
 def _improve(inst: LayoutInstance, x: dict[str, Layout], max_rounds: int, budget: _Trials,
-             price: float | None = None) -> dict[str, Layout]:
+             price: float | None = None, partial: bool = False) -> dict[str, Layout]:
     """Rounds of op and tensor moves on ``x`` (in place) while one lowers the step time and keeps the
-    memory bound — or, with a ``price`` per byte, while one lowers step time + price·memory per device."""
+    memory bound — or, with a ``price`` per byte, while one lowers step time + price·memory per device.
+    A round starts only when all its moves fit in the trials left; ``partial``: its moves are taken one
+    at a time, in order, until the trials run out (a round larger than the whole budget)."""
     touching = _touching(inst)
     memory = [inst.memory_per_device(x)]  # kept up to date by _try
+    ops = sorted(inst.ops, key=lambda op: -op.work) if partial else inst.ops  # the trials where the time is
     moves = [{t: want for t, want in zip(op.inputs + op.outputs, c.inputs + c.outputs)}
-             for op in inst.ops for c in op.choices]
+             for op in ops for c in op.choices]
     moves += [{t.name: a} for t in inst.tensors for a in t.domain]
     for _ in range(max_rounds):
-        if budget.spent(len(moves)):
+        if not partial and budget.spent(len(moves)):
             break
         improved = False
         for move in moves:
+            if partial and budget.spent(1):
+                break
             move = {t: a for t, a in move.items() if a in inst.tensor(t).domain and x[t] != a}
             if move and _try(inst, x, move, touching, memory, price):
                 improved = True
