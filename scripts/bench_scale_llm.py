@@ -8,6 +8,8 @@ and on the Llama-3-70B-shaped export.
   60``; ``-k 8`` again at sequence 2048 with ``--freeze-dims`` (static stage files), and ``remat`` on its
   stage 1 with ``--budget 80%`` and ``--budget min``; ``schedule`` on a host and 8 A100s
   (``fixtures/systems/host_8xa100.yaml``) and ``tile --mesh 2x4``, at ``--time-limit 60``.
+* The issue's quality row: ``partition -k 64 --time-limit 60`` on a 9,900-op transformer (300 pre-LN blocks,
+  d = 256, MLP 1024; ``scripts/make_fixtures.transformer_block``), 0.95 GB of weights in the file.
 
 Each command is a child process (``bench_scale.run_child``: peak RSS from ``os.wait4``, its workers
 included); the 1-minute load average is recorded beside each row, since the machine is shared. Writes the
@@ -29,9 +31,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+import onnx
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import ROOT, machine_line, publish  # noqa: E402
 from bench_scale import CLI, fmt_bytes, run_child, written  # noqa: E402
+from make_fixtures import transformer_block  # noqa: E402
 from make_llama70b import DIMS, Shape, build  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
@@ -82,6 +87,17 @@ def llama_rows(work: Path, timeout: float) -> list[dict]:
         argv = [str(out / "stage_1.onnx"), "--budget", budget, "--time-limit", "60", "-o", str(remat_out), "--json"]
         rows.append(run("Llama-3-70B shape, stage 1 of 8 at sequence 2048", "remat", argv, work, remat_out, timeout))
     return rows
+
+
+def transformer_row(work: Path, timeout: float) -> dict:
+    """partition -k 64 on the 9,900-op transformer, whose weights (0.95 GB) are in the file."""
+    model = work / "transformer_300.onnx"
+    onnx.save(transformer_block(dim=256, hidden=1024, layers=300), str(model))
+    out = work / "transformer_k64"
+    argv = [str(model), "-k", "64", "--time-limit", "60", "-o", str(out), "--json"]
+    row = run("transformer, 300 layers (9,900 ops, 0.95 GB weights), k = 64", "partition", argv, work, out, timeout)
+    model.unlink()
+    return row
 
 
 def _dims(dims: list[str]) -> list[str]:
@@ -161,6 +177,7 @@ def main() -> None:
     ap.add_argument("--ops", default="2000,5000,10000,20000", help="op counts, comma-separated")
     ap.add_argument("--time-limit", type=float, default=10.0, help="--time-limit of the op-count rows")
     ap.add_argument("--no-70b", action="store_true", help="skip the Llama-3-70B-shaped rows")
+    ap.add_argument("--no-transformer", action="store_true", help="skip the 9,900-op transformer row")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per command (killed after)")
     ap.add_argument("--no-write", action="store_true", help="print the table instead of writing BENCHMARKS.md")
     ap.add_argument("--json", type=Path, help="also dump the raw rows here")
@@ -169,6 +186,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="onnxpart_scale_llm_", dir="/tmp"))
     try:
         rows = op_rows(work, [int(n) for n in args.ops.split(",") if n.strip()], args.time_limit, args.timeout)
+        if not args.no_transformer:
+            rows.append(transformer_row(work, args.timeout))
         if not args.no_70b:
             rows += llama_rows(work, args.timeout)
     finally:
