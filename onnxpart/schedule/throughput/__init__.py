@@ -25,7 +25,11 @@ from onnxpart.schedule.throughput.simulator import validate
 from onnxpart.strategy import Budget, MethodResult, Registry, run_methods
 
 
-__all__ = ["METHODS", "solve", "check", "emit", "pieces"]
+__all__ = ["METHODS", "DEFAULT_METHODS", "solve", "check", "emit", "pieces"]
+
+#: What runs without ``--method``: the batched baselines, SA and EA from the best of them, then the CP-SAT
+#: batch model (its bound beside the load LP's).
+DEFAULT_METHODS = ("met", "greedy", "heft", "cpop", "sa", "ea", "cpsat")
 
 
 def _constructive(name: str, context: Context, seconds: float) -> MethodResult:
