@@ -14,6 +14,7 @@ throughput: a batch of 128 in the thesis's slices B/4, B/2, 3B/4, B).
 
     python scripts/bench_schedule_targets.py --time-limit 60               # writes BENCHMARKS.md
     python scripts/bench_schedule_targets.py --only 'inception|1-ch' --no-write
+    python scripts/bench_schedule_targets.py --from-json a.json b.json  # the table of saved --json rows
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def run_case(case: Case, folder: Path, time_limit: float, methods: str | None) -
         return {**row, "error": str(err).rsplit("error:", 1)[-1].strip(), "load": row["load"] + [os.getloadavg()[0]]}
     cert = result["certificate"]
     best = max((b for b in cert["lower_bounds"] if b["value"] is not None), key=lambda b: b["value"])
-    return {**row, "ops": len(result["manifest"]["ops"]) if case.objective == "latency" else None,
+    return {**row, "ops": len({op["name"] for op in result["manifest"]["ops"]}),  # throughput: one per slice
             "ub": cert["upper_bound"], "lb": cert["best_lower_bound"], "lb_by": best["method"],
             "ratio": cert["best_lower_bound"] / cert["upper_bound"], "method": result["method"],
             "methods": cert["details"]["options"]["methods"], "seconds": result["seconds"],
@@ -148,8 +149,14 @@ def main() -> None:
     ap.add_argument("--exports", type=Path, default=Path("/work/exports"),
                     help="folder of scripts/export_real_models.py's files (rows for those present)")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    ap.add_argument("--from-json", type=Path, nargs="+", help="render these --json files' rows (the later "
+                    "file's row wins for a model and objective) instead of running")
     ap.add_argument("--no-write", action="store_true", help="print only; do not touch BENCHMARKS.md")
     args = ap.parse_args()
+    if args.from_json:
+        saved = {(r["label"], r["objective"]): r for path in args.from_json for r in json.loads(path.read_text())}
+        publish("schedule-targets", render(list(saved.values()), args), args.no_write)
+        return
     folder = Path(tempfile.mkdtemp(prefix="bench_schedule_targets_"))
     rows = []
     for case in cases(folder, args.exports if args.exports.is_dir() else None):
