@@ -33,11 +33,10 @@ pair per orbit is solved and the tables record its results for the whole orbit (
 Time. A quarter of the time and of the deterministic budget (:data:`FIRST_PASS`) goes to one pass over
 every (module, entry, exit) solve; the rest to :func:`_refine`, which re-solves, with doubling budgets,
 the modules not yet proven on the device chains attaining the lower and the upper DP — the only ones
-whose values move either DP. Both run as
-jobs on the shared runner, in parallel (:mod:`.split_lane`: a pair's floor and CP-SAT solve, wall
-deadlines, the live DP bound on the board, early stop). Every budget (CP-SAT deterministic time, the
-refinement's total) is fixed from ``T`` and the op counts, never the wall clock, so the
-rounds and the answer do not depend on ``workers``; :func:`join_dp` and the join stay here.
+whose values move either DP. Both run as jobs on the shared runner, in parallel (:mod:`.split_lane`: a
+pair's floor and CP-SAT solve, wall deadlines, the live DP bound on the board, early stop). Every budget
+(CP-SAT deterministic time, the refinement's total) is fixed from ``T`` and the op counts, never the wall
+clock, so the rounds and the answer do not depend on ``workers``; :func:`join_dp` and the join stay here.
 
 Memory (3.7) is a sum over the whole graph: the modules are solved with each device's full capacity
 (a relaxation, so the bound stands); if the joined mapping overflows a device, SPLIT returns no
@@ -229,8 +228,9 @@ def _refine(tables: lane.ModuleTables, subs: dict, budgets: dict, clock: Budget,
     """Re-solve, in rounds with CP-SAT deterministic budgets doubling each round,
     the pairs not yet proven on the device chains attaining the lower and the upper DP, warm-started
     from their best schedules, until both chains are proven or the refinement's deterministic budget
-    (the run's less the first pass's ``budgets``: :data:`FIRST_PASS`) is spent — a budget, not the wall clock, so the rounds do not depend
-    on ``workers``; a round may run until ``clock``'s deadline (a safety net: its budgets end it first)."""
+    (the run's less the first pass's ``budgets``: :data:`FIRST_PASS`) is spent — a budget, not the wall
+    clock, so the rounds do not depend on ``workers``; a round may run until ``clock``'s deadline (a
+    safety net: its budgets end it first)."""
     left, scale = sum(budgets.values()) * (1 - FIRST_PASS) / FIRST_PASS, 1
     while left > 1e-9 and not tables.interrupted and clock.left() > FLOOR:
         if board is not None and board.closed():  # the incumbent met a proven bound: nothing to refine
