@@ -24,7 +24,8 @@ from onnxpart.units import BATCH, format_bytes, format_seconds
 #: The registry's methods (:data:`onnxpart.schedule.common.methods.CATALOGUE`), written out: importing the
 #: solvers to build it would slow every command's start; tests/schedule/common/test_registry.py keeps it in step.
 METHOD_HELP = ("Methods to run (comma-separated): heft, cpop, met, greedy, sa, ea (baselines), exact/cpsat "
-               "(CP-SAT), milp (HiGHS), split (MILP-SPLIT).")
+               "(CP-SAT), milp (HiGHS), split (MILP-SPLIT). Default, per --objective: latency "
+               "met,greedy,heft,cpop,split; throughput met,greedy,heft,cpop,sa,ea,cpsat.")
 
 
 @handle_errors
@@ -33,7 +34,7 @@ def schedule(
     model: Path = typer.Argument(..., help="ONNX model, or a JSON graph: costs.json, dnn-partitioning or networkx node-link."),
     system: Path = typer.Option(..., "--system", help="System file (YAML/JSON): devices and links."),
     output: OutputOpt = None,
-    method: str = typer.Option("met,greedy,heft,cpop,sa,ea,cpsat", "--method", help=METHOD_HELP),
+    method: Optional[str] = typer.Option(None, "--method", help=METHOD_HELP, show_default=False),
     compare: bool = typer.Option(False, "--compare", help="Run every method on this instance and print one table."),
     objective: str = typer.Option("latency", "--objective", help="latency (one input's makespan) or throughput (inputs per second for a batch split over the devices' batch sizes; pieces compute a slice of the batch)."),
     batch: Annotated[int, typer.Option("--batch", help="Throughput: inputs per batch (L), split into slices over the devices."), BATCH] = 1,
@@ -59,7 +60,7 @@ def schedule(
     from onnxpart.readers import check_format
     from onnxpart.schedule import METHODS, OBJECTIVES, Options
 
-    methods = METHODS if compare else _methods(method)
+    methods = METHODS if compare else _methods(method) if method is not None else None  # None: the objective's
     limit = gap_limit(max_gap)
     check_format(source.graph_format)
     if output is None and check_certificate is None:
@@ -89,7 +90,7 @@ def schedule(
 
     policy = weight_policy(loaded, external_data_threshold) if loaded is not None else None
     check = dict(verify=verify, seed=seed, tolerance=verify_tol, freeze=freeze_dims, axis=axis)
-    recorded = {"methods": list(methods), "time_limit": time_limit, "seed": seed, "iterations": iterations,
+    recorded = {"methods": list(options.methods), "time_limit": time_limit, "seed": seed, "iterations": iterations,
                 "max_pieces": max_pieces, "system": str(system), "objective": objective, "batch": batch}
     run_clock.mark_writing()
     summary = _write(package, out, solution, sched, graph, loaded, (str(model), model_sha), recorded, policy, check)

@@ -41,7 +41,7 @@ METHODS = latency.METHODS.names
 
 @dataclass(frozen=True)
 class Options:
-    methods: tuple[str, ...] = ("met", "greedy", "heft", "cpop", "sa", "ea", "cpsat")
+    methods: tuple[str, ...] | None = None  # None: the objective's ``DEFAULT_METHODS``
     objective: str = "latency"
     time_limit: float = 10.0  # total seconds: the searches (SA/EA) and the exact methods share them
     seed: int = 0
@@ -51,12 +51,14 @@ class Options:
     batch: int = 1  # throughput: inputs per batch (L), split into slices over the devices
 
     def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise UserError(f"unknown objective {self.objective!r}: use latency or throughput")
+        if self.methods is None:  # frozen: the default depends on the objective, so it is set here
+            object.__setattr__(self, "methods", OBJECTIVES[self.objective].DEFAULT_METHODS)
         unknown = set(self.methods) - set(METHODS)
         if unknown or not self.methods:
             raise UserError(f"unknown schedule method(s) {', '.join(sorted(unknown)) or '(none given)'}: "
                             f"use {', '.join(METHODS)}")
-        if self.objective not in OBJECTIVES:
-            raise UserError(f"unknown objective {self.objective!r}: use latency or throughput")
         if self.batch < 1:
             raise UserError("batch must be a positive integer")
         if not self.time_limit > 0:

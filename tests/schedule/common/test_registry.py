@@ -27,6 +27,18 @@ def test_the_help_names_every_registered_method():
     assert all(re.search(rf"\b{name}\b", METHOD_HELP) for name in schedule.METHODS)
 
 
+def test_each_objective_has_its_default_methods_and_the_help_names_them():
+    """Without ``--method`` each objective runs its own list (latency: SPLIT with the whole run, no CP-SAT,
+    SA or EA beside it); the command's help, written out, says the same lists."""
+    from onnxpart.cli.schedule_cmd import METHOD_HELP
+
+    assert Options().methods == latency.DEFAULT_METHODS and "split" in latency.DEFAULT_METHODS
+    assert Options(objective="throughput").methods == throughput.DEFAULT_METHODS
+    assert Options(methods=("heft",), objective="throughput").methods == ("heft",)
+    for name in ("latency", "throughput"):
+        assert f"{name} {','.join(schedule.OBJECTIVES[name].DEFAULT_METHODS)}" in METHOD_HELP
+
+
 def test_a_method_added_to_the_table_is_run_and_reported(monkeypatch):
     """One function and one registry line: ``solve`` runs it, validates its schedule and lists its result."""
     def everything_on_device_1(name, context, seconds):
