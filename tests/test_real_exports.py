@@ -20,9 +20,10 @@ from tests.export_like import ALL_DYNAMIC, ALL_STATIC, TYPED_INTERNAL_HINTS, kv_
 
 runner = CliRunner()
 FAST = ["--time-limit", "5", "--json"]
-#: Searches of a fixed size, so that a run ends when they do, not at the time limit (what these tests check
-#: is the files, not the plan): partition's orders and local search, schedule's list schedulers.
-FIXED_SEARCH = {"partition": ["--population", "8", "--generations", "3", "--random-orders", "3", "--no-mla"],
+#: Short searches (what these tests check is the files, not the plan): partition's small order search, whose
+#: local search then runs its kicks until a 2 s limit, and schedule's list schedulers.
+FIXED_SEARCH = {"partition": ["--population", "8", "--generations", "3", "--random-orders", "3", "--no-mla",
+                              "--time-limit", "2"],
                 "schedule": ["--method", "met,greedy,heft"]}
 
 

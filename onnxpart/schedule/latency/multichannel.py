@@ -71,11 +71,16 @@ def chain_modules(inst: Instance, channels: int, min_size: int = 4) -> list[list
 
 
 def _lower(inst: Instance, ops: tuple[int, ...], limit: float, seed: int) -> tuple[float, bool]:
-    """(``LB`` of the sub-instance on ``ops`` — module docstring —, whether CP-SAT proved it optimal)."""
+    """(``LB`` of the sub-instance on ``ops`` — module docstring —, whether CP-SAT proved it optimal): CP-SAT,
+    the path MIP and the path LP a third of ``limit`` each. With no time left (``limit`` ≤ 0), the critical
+    path alone."""
     sub, _ = inst.subinstance(ops)
-    res = exact.cpsat(sub, limit / 2, heuristics.best_constructive(sub), seed=seed)
-    mip = bounds.path_lp_bound(sub, limit / 2, integer=True).value
-    simple = max(bounds.critical_path_bound(sub).value, bounds.path_lp_bound(sub).value or 0.0, mip or 0.0)
+    path = bounds.critical_path_bound(sub).value
+    if limit <= 0:
+        return path, False
+    res = exact.cpsat(sub, limit / 3, heuristics.best_constructive(sub), seed=seed)
+    mip = bounds.path_lp_bound(sub, limit / 3, integer=True).value
+    simple = max(path, bounds.path_lp_bound(sub, limit / 3).value or 0.0, mip or 0.0)
     return max(res.bound if res.bound is not None else 0.0, simple), res.status == "optimal"
 
 
@@ -143,12 +148,13 @@ def multichannel_bound(inst: Instance, modules: list[list[int]], time_limit: flo
     t0 = now()
     reach = inst.ancestors_closure() | np.eye(inst.n, dtype=bool)  # reach[x, y]: a path x → y
     sets = _sets(inst, modules, reach)
-    per = Budget(time_limit).share(1, max(1, len(sets.distinct)) - 1)
+    budget = Budget(time_limit)
+    per = budget.share(1, max(1, len(sets.distinct)) - 1)
     memo: dict[tuple[int, ...], tuple[float, bool]] = {}
 
-    def lb(ops: tuple[int, ...]) -> float:
+    def lb(ops: tuple[int, ...]) -> float:  # past the time limit, the sets left get their critical paths
         if ops not in memo:
-            memo[ops] = _lower(inst, ops, per, seed)
+            memo[ops] = _lower(inst, ops, min(per, budget.left()), seed)
         return memo[ops][0]
 
     fwd, bwd = _recursions(sets, reach, lb)

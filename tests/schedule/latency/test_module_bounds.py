@@ -61,6 +61,30 @@ def test_multichannel_bound_below_brute_force(shape):
     assert checked >= 4, f"only {checked} of 8 cases had a chain of modules"
 
 
+def test_multichannel_sub_solves_get_their_share_and_none_past_the_time_limit(monkeypatch):
+    """Every solver call of the recursion is given at most the bound's time limit, and once it is spent the
+    remaining sets get their critical paths only — still a bound. The plain path LP used to run with its
+    default 10 s each: 140 s past a 10 s limit on a 2,000-op DAG."""
+    from onnxpart.schedule.latency import bounds
+    from onnxpart.strategy import Budget
+
+    case = blocks(np.random.default_rng(3), [2, 2, 2], 2, 2)
+    inst = build(case)
+    modules = multichannel.chain_modules(inst, 2, min_size=2)
+    assert modules is not None
+    limits = []
+    path_lp, cpsat = bounds.path_lp_bound, exact.cpsat
+    monkeypatch.setattr(bounds, "path_lp_bound",
+                        lambda sub, limit=None, **kw: limits.append(limit) or path_lp(sub, limit or 10.0, **kw))
+    monkeypatch.setattr(exact, "cpsat", lambda sub, limit, *a, **kw: limits.append(limit) or cpsat(sub, limit, *a, **kw))
+    multichannel.multichannel_bound(inst, modules, time_limit=0.5)
+    assert limits and all(limit is not None and 0 < limit <= 0.5 for limit in limits), limits
+    limits.clear()
+    monkeypatch.setattr(Budget, "left", lambda self: 0.0)  # the time limit already spent
+    value, status, _ = multichannel.multichannel_bound(inst, modules, time_limit=0.5)
+    assert limits == [] and status == "time_limit" and 0 < value <= optimum(case) + TOL
+
+
 def test_multichannel_recursion_is_tight_on_a_serial_chain():
     # three single-op modules on one device each way: every op reaches the next, so the forward
     # recursion adds them up — the 2-to-2 row of Table 3.1 (guarantee 1): bound = optimum = 1 + 2 + 3
