@@ -10,7 +10,7 @@ DEMO_MODEL := fixtures/transformer_block.onnx
 .PHONY: run test install bench clean fixtures
 
 # --no-compile: no bytecode for all of ray, onnx, ortools... at install (78 s -> 30 s here); a module is
-# compiled when something first imports it
+# compiled when something first imports it (make test lets it be cached)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -27,8 +27,10 @@ run: $(STAMP)
 	$(BIN)/onnxpart schedule $(DEMO_MODEL) --system fixtures/systems/cpu_t4_a100.yaml --time-limit 10 --verify --force -o $(VENV)/demo_schedule
 	$(BIN)/onnxpart tile $(DEMO_MODEL) --devices 4 --time-limit 10 --verify --force -o $(VENV)/demo_tile
 
+# PYTHONDONTWRITEBYTECODE emptied: the first process to import a module caches its bytecode for the many
+# processes the tests start (with it set, as on this machine, each compiled every module it imported)
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile  # two workers (CI has 2 cores); a file's tests stay on one
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n 2 --dist loadfile  # two workers (CI has 2 cores); a file's tests stay on one
 
 fixtures: $(STAMP)
 	$(BIN)/python scripts/make_fixtures.py
