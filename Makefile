@@ -9,12 +9,13 @@ DEMO_MODEL := fixtures/transformer_block.onnx
 
 .PHONY: run test install bench clean fixtures
 
-# --no-compile: no bytecode for all of ray, onnx, ortools... at install (78 s -> 30 s here); a module is
-# compiled when something first imports it (make test lets it be cached)
+# pip compiles the installed packages' bytecode one file at a time (78 s of the install here); compileall
+# does it on every core (21 s). The tests start hundreds of processes: each must find the bytecode there.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev,cluster]'
+	$(BIN)/python -m compileall -q -j 0 $$($(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])") > /dev/null
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -27,8 +28,8 @@ run: $(STAMP)
 	$(BIN)/onnxpart schedule $(DEMO_MODEL) --system fixtures/systems/cpu_t4_a100.yaml --time-limit 10 --verify --force -o $(VENV)/demo_schedule
 	$(BIN)/onnxpart tile $(DEMO_MODEL) --devices 4 --time-limit 10 --verify --force -o $(VENV)/demo_tile
 
-# PYTHONDONTWRITEBYTECODE emptied: the first process to import a module caches its bytecode for the many
-# processes the tests start (with it set, as on this machine, each compiled every module it imported)
+# PYTHONDONTWRITEBYTECODE emptied: the project's own modules are compiled once, by the first process that
+# imports them (with it set, as on this machine, every process the tests start compiled them again)
 test: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n 2 --dist loadfile  # two workers (CI has 2 cores); a file's tests stay on one
 
