@@ -32,15 +32,10 @@ class ModelSource:
     coarsen: CoarsenOpt = False
     graph_format: FormatOpt = "auto"
 
-    def load_options(self) -> dict[str, Any]:
-        """The keywords of :func:`onnxpart.loading.load_costed`."""
-        return {"fmt": self.graph_format, "input_shape": self.input_shape, "force_shape": self.force_shape,
-                "dim": self.dim, "coarsen": self.coarsen, "costs": self.costs, "cost": self.cost,
-                "device": self.device}
-
     def load(self, model: Path):
         """The model read, shapes resolved and every op costed (:func:`onnxpart.cli.common.load_costed`)."""
-        return load_costed(model, **self.load_options())
+        return load_costed(model, fmt=self.graph_format, input_shape=self.input_shape, force_shape=self.force_shape,
+                           dim=self.dim, coarsen=self.coarsen, costs=self.costs, cost=self.cost, device=self.device)
 
 
 def takes_model_source(command: Callable) -> Callable:
