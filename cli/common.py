@@ -302,8 +302,12 @@ def write_outputs(out, manifest_name: str, manifest: Callable[[Any], dict], cert
     ``manifest_name``, ``certificate.json`` and ``extras(out, manifest)`` (charts) are written. ``cert`` is
     the :class:`~onnxpart.certificate.Certificate`. -> the one JSON result (:func:`result`) with ``summary``."""
     from onnxpart.files import write_json
+    from onnxpart.interrupts import received
 
     run_clock.mark_writing()
+    interrupt = received()
+    if interrupt is not None:  # a signal whose interrupt a library swallowed (a finalizer, a wrapper)
+        raise interrupt
     if out is None:
         return result(None, manifest(None), cert.to_dict(), None, **summary)
     report = None
