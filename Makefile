@@ -9,13 +9,15 @@ DEMO_MODEL := fixtures/transformer_block.onnx
 
 .PHONY: run test install bench clean fixtures
 
-# pip compiles the installed packages' bytecode one file at a time (78 s of the install here); compileall
-# does it on every core (21 s). The tests start hundreds of processes: each must find the bytecode there.
+export PYTHONDONTWRITEBYTECODE =
+
+# --no-compile: pip compiles every installed file's bytecode one at a time (78 s of the install here, 21 s
+# on every core with compileall), while the tests import about a quarter of those files; each is compiled
+# once, by the first process that imports it (PYTHONDONTWRITEBYTECODE emptied: with it set, as on this
+# machine, every process the tests start compiled each module it imported again).
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev,cluster]'
-	$(BIN)/python -m compileall -q -j 0 $$($(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])") > /dev/null
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -28,10 +30,8 @@ run: $(STAMP)
 	$(BIN)/onnxpart schedule $(DEMO_MODEL) --system fixtures/systems/cpu_t4_a100.yaml --time-limit 10 --verify --force -o $(VENV)/demo_schedule
 	$(BIN)/onnxpart tile $(DEMO_MODEL) --devices 4 --time-limit 10 --verify --force -o $(VENV)/demo_tile
 
-# PYTHONDONTWRITEBYTECODE emptied: the project's own modules are compiled once, by the first process that
-# imports them (with it set, as on this machine, every process the tests start compiled them again)
 test: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n 2 --dist loadfile  # two workers (CI has 2 cores); a file's tests stay on one
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile  # two workers (CI has 2 cores); a file's tests stay on one
 
 fixtures: $(STAMP)
 	$(BIN)/python scripts/make_fixtures.py

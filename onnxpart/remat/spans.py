@@ -19,8 +19,6 @@ candidate costs its span in array slices, and a lazy priority queue re-scores on
 from __future__ import annotations
 
 import heapq
-import math
-import time
 
 import numpy as np
 
@@ -33,15 +31,17 @@ from onnxpart.remat.sequence import simulate
 ROUNDS = 4
 
 
-def plan_spans(instance: Instance, budget: float, max_copies: int, deadline: float = math.inf) -> list[Event] | None:
+def plan_spans(instance: Instance, budget: float, max_copies: int) -> list[Event] | None:
     """A stage-structured sequence (input nodes included, as :func:`.eviction.stage_events` gives it) that
-    recomputes producers before the later read of their idle spans, or None when ``max_copies`` < 2, when
-    no span is left to free before the simulated peak fits ``budget``, or at ``deadline``."""
+    recomputes producers before the later read of their idle spans, or None when ``max_copies`` < 2 or
+    when no span is left to free before the simulated peak fits ``budget``. It has no deadline: it is the
+    first answer, which a short ``--time-limit`` on a loaded machine must still get (issue 30), and its
+    work does not depend on the clock (at most :data:`ROUNDS` rounds)."""
     if max_copies < 2:
         return None
     plan = _Plan(instance, budget)
     for _ in range(ROUNDS):
-        if not plan.fill(deadline):
+        if not plan.fill():
             return None
         events = plan.events()
         profile = simulate(instance, [e.node for e in events if e.node < instance.n_ops])
@@ -101,12 +101,12 @@ class _Plan:
                               - np.maximum(span - self.budget, 0.0).sum())
         return gain / max(self.instance.durations[u], 1e-12)
 
-    def fill(self, deadline: float) -> bool:
+    def fill(self) -> bool:
         """Apply the best span (lazily re-scored) until no stage is estimated over the budget; False when
-        no span with a positive score is left, or at ``deadline``."""
+        no span with a positive score is left."""
         heap = self.candidates()
         while (self.memory > self.budget).any():
-            if not heap or time.perf_counter() >= deadline:
+            if not heap:
                 return False
             _, x, a, b = heapq.heappop(heap)
             u = self.instance.value_producer[x]

@@ -34,7 +34,7 @@ def cluster():
     shutil.rmtree(temp, ignore_errors=True)
 
 
-def test_ray_rows_are_the_local_rows(tiny, cluster, tmp_path):
+def test_ray_rows_are_the_local_rows(cluster, tiny, tmp_path):  # the cluster starts while tiny runs elsewhere
     """The object-store path: models travel as bytes, job folders come back as bytes."""
     local, _ = tiny
     out = tmp_path / "sweep"
