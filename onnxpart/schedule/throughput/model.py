@@ -33,8 +33,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onnxpart.errors import UserError
+from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.schedule.common.instance import Instance
+from onnxpart.units import format_bytes
 
 Split = tuple[int, ...]  # slice size per device
 
@@ -220,6 +221,32 @@ def memory_violations(inst: Instance, splits: Sequence[Split]) -> list[str]:
                 load[u] += inst.mem[i] + inst.act_mem[i] * (x - 1)
     return [f"{inst.device_names[u]} holds {load[u]:.0f} bytes > capacity {inst.capacity[u]:.0f}"
             for u in range(inst.k) if load[u] > inst.capacity[u] * (1 + 1e-12)]
+
+
+def memory_floor(inst: Instance, batch: int) -> float:
+    """The least memory (3.7) any batched schedule holds, summed over the devices. *Proof:* op ``i`` split
+    into ``m`` slices holds ``Σ_u mem_i + act_i·(n_u − 1) = act_i·L + m·(mem_i − act_i)`` (its slice sizes
+    sum to ``L``), linear in ``m``, with ``1 ≤ m ≤ min(k_i, L)``, ``k_i`` the devices where :func:`op_sizes`
+    gives ``i`` a size; so at least the smaller of the two ends. Closed form, O(n·K): no split is listed."""
+    total = 0.0
+    for i in range(inst.n):
+        most = max(1, min(sum(1 for sizes in op_sizes(inst, i, batch) if sizes), batch))
+        extra = inst.mem[i] - inst.act_mem[i]  # what a slice holds beyond its inputs' activations
+        total += inst.act_mem[i] * batch + min(extra, most * extra)
+    return total
+    return total
+
+
+def check_memory_floor(inst: Instance, batch: int) -> None:
+    """:class:`InfeasibleError` (exit 4) where the batch's :func:`memory_floor` exceeds the devices'
+    capacities together: no split of it fits (3.7), whatever the method or time limit."""
+    floor, capacity = memory_floor(inst, batch), float(np.sum(inst.capacity))
+    if floor > capacity * (1 + 1e-12):
+        per_input = float(np.sum(inst.act_mem))
+        raise InfeasibleError(
+            f"a batch of {batch} needs at least {format_bytes(floor)} of device memory in all (3.7: weights once "
+            f"per slice, activations per input, {format_bytes(per_input)} per input) but the devices hold "
+            f"{format_bytes(capacity)}: no batched schedule exists; use a smaller --batch or more memory")
 
 
 def fits(inst: Instance, load: np.ndarray, i: int, s: Split) -> bool:
