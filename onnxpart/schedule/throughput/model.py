@@ -234,7 +234,6 @@ def memory_floor(inst: Instance, batch: int) -> float:
         extra = inst.mem[i] - inst.act_mem[i]  # what a slice holds beyond its inputs' activations
         total += inst.act_mem[i] * batch + min(extra, most * extra)
     return total
-    return total
 
 
 def check_memory_floor(inst: Instance, batch: int) -> None:
