@@ -50,14 +50,26 @@ def test_the_floor_is_the_least_memory_of_any_split(seed):
 
 
 def test_a_batch_over_every_devices_memory_is_infeasible_at_once():
-    """Two ops of 3 bytes per input on two devices of 11 bytes: any split holds at least 2·(3·4) = 24 >
-    22 bytes, though each op alone fits (a slice of 2 on each device: 6 bytes). Without the floor the
-    methods search and fail ("no method found"); with it the solve stops before running any."""
+    """Two ops of 3 bytes per input on two devices of 11 bytes: any split of 4 inputs holds at least
+    2·(3·4) = 24 > 22 bytes, though each op alone fits (a slice of 2 on each device: 6 bytes). Without the
+    floor the methods search and fail ("no method found"); with it the solve stops before running any,
+    naming the largest batch the floor lets through (3: 18 bytes), which the brute force confirms."""
     inst = Instance([[1.0, 2.0], [1.0, 2.0]], [(0, 1, 1.0)], mem=[3.0, 3.0], act_mem=[3.0, 3.0],
-                    capacity=[11.0, 11.0], batch_sizes=[(2, 4), (2, 4)])
+                    capacity=[11.0, 11.0], batch_sizes=[(1, 2, 4), (1, 2, 4)])
     assert _least_memory(inst, BATCH) == model.memory_floor(inst, BATCH) == 24.0
-    with pytest.raises(InfeasibleError, match="needs at least 24 B of device memory.*hold 22 B"):
+    assert _least_memory(inst, 3) <= 22.0
+    with pytest.raises(InfeasibleError, match="needs at least 24 B of device memory.*hold 22 B.*any batch above 3;"):
         solve(inst, Options(methods=("heft", "cpsat"), objective="throughput", batch=BATCH, time_limit=5.0))
     roomy = Instance(inst.time, inst.edges, mem=inst.mem, act_mem=inst.act_mem, capacity=[12.0, 12.0],
                      batch_sizes=inst.batch_sizes)
     assert solve(roomy, Options(methods=("heft",), objective="throughput", batch=BATCH, time_limit=5.0)).schedule
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_no_smaller_batch_holds_less_than_the_floor_line(seed):
+    """:func:`model.floor_line` at the batch bounds every smaller batch too (the message's "nor for any
+    batch above N" rests on it): against the brute force at each batch a device pair can make."""
+    inst = _case(seed)
+    per_input, fixed = model.floor_line(inst, BATCH)
+    for batch in (2, 4):
+        assert per_input * batch + fixed <= _least_memory(inst, batch) + 1e-9
