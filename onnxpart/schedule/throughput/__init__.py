@@ -20,7 +20,7 @@ from onnxpart.schedule.common.methods import CONSTRUCTIVE, Context, Run, registr
 from onnxpart.schedule.common.solution import Solution
 # check, emit, pieces: the answer as files, and re-checked (the command reads them from here)
 from onnxpart.schedule.throughput import bounds, check, emit, exact, heuristics, pieces, split
-from onnxpart.schedule.throughput.model import op_splits
+from onnxpart.schedule.throughput.model import check_memory_floor, op_splits
 from onnxpart.schedule.throughput.simulator import validate
 from onnxpart.strategy import Budget, MethodResult, Registry, run_methods
 
@@ -80,6 +80,7 @@ def solve(instance: Instance, options, board: Board | None = None) -> Solution:
     run = Run(Budget(options.time_limit), board if board is not None else Board(),
               lambda sched: validate(instance, sched), "batched schedule")
     op_splits(instance, options.batch)  # one-line UserError for a batch no device combination supports
+    check_memory_floor(instance, options.batch)  # exit 4 at once where no split of the batch fits (3.7)
     relaxed = bounds.load_lp(instance, options.batch, min(10.0, options.time_limit / 4)) if options.lp_bound else None
     run.add_bounds([bounds.critical_path_bound(instance, options.batch)] + ([relaxed.bound] if relaxed else []))
     context = Context(instance, options, run, lambda inst: _start(run, inst, options.batch, relaxed))

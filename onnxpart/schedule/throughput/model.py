@@ -33,8 +33,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onnxpart.errors import UserError
+from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.schedule.common.instance import Instance
+from onnxpart.units import format_bytes
 
 Split = tuple[int, ...]  # slice size per device
 
@@ -220,6 +221,43 @@ def memory_violations(inst: Instance, splits: Sequence[Split]) -> list[str]:
                 load[u] += inst.mem[i] + inst.act_mem[i] * (x - 1)
     return [f"{inst.device_names[u]} holds {load[u]:.0f} bytes > capacity {inst.capacity[u]:.0f}"
             for u in range(inst.k) if load[u] > inst.capacity[u] * (1 + 1e-12)]
+
+
+def memory_floor(inst: Instance, batch: int) -> float:
+    """The least memory (3.7) any batched schedule holds, summed over the devices (:func:`floor_line` at
+    ``batch``)."""
+    per_input, fixed = floor_line(inst, batch)
+    return per_input * batch + fixed
+
+
+def floor_line(inst: Instance, batch: int) -> tuple[float, float]:
+    """``(a, b)``: every split of any batch ``L' ≤ batch`` holds at least ``a·L' + b`` bytes (3.7) summed
+    over the devices, exactly the least at ``L' = batch``. *Proof:* op ``i`` split into ``m`` slices holds
+    ``Σ_u mem_i + act_i·(n_u − 1) = act_i·L' + m·(mem_i − act_i)`` (its slice sizes sum to ``L'``), linear
+    in ``m``, with ``1 ≤ m ≤ min(k_i, L')``, ``k_i`` the devices where :func:`op_sizes` gives ``i`` a size
+    at ``batch`` (at ``L' ≤ batch`` no more of them, nor slices): at least the smaller of its values at
+    ``m = 1`` and ``m = min(k_i, batch)``. ``a = Σ_i act_i``. Closed form, O(n·K): no split is listed."""
+    fixed = 0.0
+    for i in range(inst.n):
+        most = max(1, min(sum(1 for sizes in op_sizes(inst, i, batch) if sizes), batch))
+        extra = inst.mem[i] - inst.act_mem[i]  # what a slice holds beyond its inputs' activations
+        fixed += min(extra, most * extra)
+    return float(np.sum(inst.act_mem)), fixed
+
+
+def check_memory_floor(inst: Instance, batch: int) -> None:
+    """:class:`InfeasibleError` (exit 4) where the batch's :func:`memory_floor` exceeds the devices'
+    capacities together: no split of it fits (3.7), whatever the method or time limit; the message names
+    the largest batch the same floor does not refuse (:func:`floor_line`), if any."""
+    per_input, fixed = floor_line(inst, batch)
+    floor, capacity = per_input * batch + fixed, float(np.sum(inst.capacity))
+    if floor > capacity * (1 + 1e-12):
+        most = math.floor((capacity - fixed) / per_input) if per_input > 0 else 0
+        above = f"nor for any batch above {most}" if most > 0 else "nor for any batch"
+        raise InfeasibleError(
+            f"a batch of {batch} needs at least {format_bytes(floor)} of device memory in all (3.7: weights once "
+            f"per slice, activations per input, {format_bytes(per_input)} per input) but the devices hold "
+            f"{format_bytes(capacity)}: no batched schedule exists, {above}; use a smaller --batch or more memory")
 
 
 def fits(inst: Instance, load: np.ndarray, i: int, s: Split) -> bool:
