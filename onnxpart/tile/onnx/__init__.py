@@ -115,9 +115,21 @@ def _local(run: _Run, options: LayoutOptions, board: Board, seconds: float) -> L
     return run.result("local", start, local(run.inst, run.budget.deadline), "heuristic")
 
 
+def _settled(method: str, board: Board) -> LayoutResult | None:
+    """``method``'s result when it is not run: the plan found so far meets a proven bound (the closed form,
+    e.g. on graphs whose ops have no sharded algorithm), so it is optimal and nothing is left to improve or
+    prove; None when the search goes on."""
+    if not board.closed():
+        return None
+    return LayoutResult(method=method, status="skipped",
+                        note=f"skipped: {board.found_by}'s plan meets a proven bound (optimal)")
+
+
 def _greedy(run: _Run, options: LayoutOptions, board: Board, seconds: float) -> LayoutResult:
     from onnxpart.tile.onnx.heuristics import greedy
 
+    if settled := _settled("greedy", board):
+        return settled
     start = time.monotonic()
     plan = greedy(run.inst, deadline=run.budget.deadline, trials=run.trials, start=run.answers.get("local"))
     return run.result("greedy", start, plan, "heuristic")
@@ -133,6 +145,8 @@ def _exact(run: _Run, options: LayoutOptions, board: Board, seconds: float) -> L
     from onnxpart.tile.onnx.exact import exact
     from onnxpart.tile.onnx.heuristics import greedy
 
+    if settled := _settled("exact", board):
+        return settled
     start = time.monotonic()
     hint = run.answers.get("greedy")
     if not hint:

@@ -91,6 +91,18 @@ def test_mesh_dividing_no_dim_replicates(tmp_path):
     assert all(any("does not divide by 3" in e["reason"] for e in t["excluded"]) for t in plan["tensors"])
 
 
+def test_a_plan_that_meets_the_closed_form_ends_the_search(tmp_path):
+    """No dimension divides by 3: local's replicated plan meets the closed-form bound, so it is optimal and
+    greedy and exact are not run (on a 20,000-op graph exact took 6 s of a 10 s limit to prove it again)."""
+    model = mlp(tmp_path / "mlp.onnx")
+    result = invoke(model, "-d", 3, "-o", tmp_path / "out", "--time-limit", 2, "--workers", 1, "--json")
+    assert result.exit_code == 0, result.output
+    cert = json.loads(result.stdout)["certificate"]
+    assert cert["gap"] == 0 and cert["details"]["method"] == "local"
+    ended = {r["method"]: (r["status"], r["note"]) for r in cert["details"]["results"]}
+    assert ended["greedy"] == ended["exact"] == ("skipped", "skipped: local's plan meets a proven bound (optimal)")
+
+
 def test_device_memory_infeasible_exit_4(tmp_path):
     model = mlp(tmp_path / "mlp.onnx")
     result = invoke(model, "-d", 4, "-o", tmp_path / "out", "--device-memory", "1KiB")
