@@ -26,6 +26,7 @@ from pathlib import Path
 
 import onnx
 
+from onnxpart import onnx_wire
 from onnxpart.errors import UserError
 
 #: the ONNX domains whose opset the installed onnx knows, and that version (the default domain: "")
@@ -33,9 +34,11 @@ _KNOWN_OPSETS = {"": onnx.defs.onnx_opset_version, "ai.onnx": onnx.defs.onnx_ops
                  "ai.onnx.ml": onnx.defs.onnx_ml_opset_version}
 
 
-def check_model(path: Path, model: onnx.ModelProto) -> None:
-    """Raise :class:`UserError` (exit 2) when ``model``, read from ``path``, is not a valid ONNX model."""
-    problem = _versions(model) or _declared_types(model.graph) or _checker(path)
+def check_model(path: Path, model: onnx.ModelProto, weightless: bool = False) -> None:
+    """Raise :class:`UserError` (exit 2) when ``model``, read from ``path``, is not a valid ONNX model.
+    ``weightless``: ``model`` left embedded weights in the file (:mod:`onnxpart.onnx_wire`, which checked
+    each one's length); the checker runs on it rather than on the file, which it would parse whole."""
+    problem = _versions(model) or _declared_types(model.graph) or _checker(onnx_wire.checkable(model) if weightless else path)
     if problem:
         raise UserError(f"invalid model {path.name}: {problem}")
 
@@ -94,11 +97,12 @@ def _value_infos(what: str, infos: Iterable[onnx.ValueInfoProto], known: set[int
     return None
 
 
-def _checker(path: Path) -> str | None:
-    """``onnx.checker.check_model`` by path, its message on one line (its full check, strict inference, runs
-    later on the weightless skeleton at the user's dims: :func:`onnxpart.shapes.check_inference`)."""
+def _checker(model: Path | onnx.ModelProto) -> str | None:
+    """``onnx.checker.check_model`` by path (or of a model in memory), its message on one line (its full
+    check, strict inference, runs later on the weightless skeleton at the user's dims:
+    :func:`onnxpart.shapes.check_inference`)."""
     try:
-        onnx.checker.check_model(str(path))
+        onnx.checker.check_model(model if isinstance(model, onnx.ModelProto) else str(model))
     except Exception as exc:  # noqa: BLE001 - ValidationError, InferenceError, ValueError: all about the file
         return " ".join(str(exc).split())[:400] or type(exc).__name__
     return None
