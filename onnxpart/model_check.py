@@ -9,7 +9,8 @@ naming the tensor or node:
 * no graph outputs; an element type that is undefined or not an ONNX type (graph inputs, outputs,
   initializers); a graph input or output with no shape; a negative dim;
 * everything ``onnx.checker.check_model`` finds by path (no protobuf size limit; external data is
-  located, never read): duplicate writers of a tensor (SSA), a graph output nothing produces,
+  located, never read), or, for a model whose embedded weights loading left in the file
+  (:mod:`onnxpart.onnx_wire`), in memory on the copy it parsed: duplicate writers of a tensor (SSA), a graph output nothing produces,
   ``raw_data`` or typed data shorter than its tensor, ops unknown to the default domain.
 
 The checker's full check — strict type and shape inference, which holds every op to its schema's type

@@ -68,7 +68,7 @@ class LoadedModel:
 
     def embedded(self, tensor: onnx.TensorProto) -> bool:
         """True for a weight stored in the model file itself, which loading left there."""
-        return external_data_helper.ExternalDataInfo(tensor).location == self.path.name
+        return onnx_wire.left_in(tensor, self.path.name)
 
     @property
     def external_files(self) -> list[Path]:
@@ -206,8 +206,11 @@ def _read_proto(path: Path) -> tuple[onnx.ModelProto, int]:
     """The file's protobuf with its embedded weights left in the file (:mod:`onnxpart.onnx_wire`: each
     initializer's ``raw_data`` over :data:`~onnxpart.shapes.SMALL_CONSTANT_BYTES` becomes a reference to
     its byte range), and how many were left there. A file the wire walk cannot read is parsed whole by
-    ``onnx.load``, which says what is wrong with it."""
-    read = onnx_wire.read_weightless(path, shapes.SMALL_CONSTANT_BYTES)
+    ``onnx.load``, which says what is wrong with it (so does a file that cannot be opened)."""
+    try:
+        read = onnx_wire.read_weightless(path, shapes.SMALL_CONSTANT_BYTES)
+    except OSError:
+        read = None
     if read is not None:
         return read
     try:

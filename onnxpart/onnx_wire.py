@@ -126,6 +126,13 @@ def _weightless_tensor(buffer, begin: int, stop: int, location: str, keep: int) 
     return tensor.SerializeToString()
 
 
+def left_in(tensor: onnx.TensorProto, file_name: str) -> bool:
+    """Whether ``tensor`` is an embedded weight that :func:`read_weightless` left in the file ``file_name``
+    (its external data is that file)."""
+    return tensor.data_location == onnx.TensorProto.EXTERNAL and any(
+        entry.key == "location" and entry.value == file_name for entry in tensor.external_data)
+
+
 def fields(buffer, begin: int, stop: int) -> Iterator[tuple[int, int, int, int, int]]:
     """The fields of the message at ``buffer[begin:stop]``: (number, wire type, start of its key, start of
     its value (a length-delimited one's bytes), end)."""

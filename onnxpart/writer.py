@@ -66,7 +66,7 @@ class WeightPolicy:
     def embedded(self, tensor: onnx.TensorProto) -> bool:
         """Whether ``tensor`` is an embedded weight of the input, which loading left in the input file
         (:mod:`onnxpart.onnx_wire`): its external data is the input file, ``source_file``."""
-        return self.source_file is not None and external_data_helper.ExternalDataInfo(tensor).location == self.source_file
+        return self.source_file is not None and onnx_wire.left_in(tensor, self.source_file)
 
     def external_for(self, model: onnx.ModelProto) -> bool:
         """Whether ``model`` gets a data file: it has a tensor to move out (:meth:`moves_out`), and the input
