@@ -185,7 +185,7 @@ def read_model(path: str | os.PathLike, input_shapes: Mapping[str, Sequence[int]
         raise UserError(f"model file {path} does not exist")
     if not path.is_file():
         raise UserError(f"model file {path} is not a regular file")
-    model, embedded = _read_proto(path)
+    model, embedded = read_proto(path)
     if not model.graph.node and not model.graph.output:
         raise UserError(f"{path} is not an ONNX model: it has no graph (empty, truncated or another format)")
     check_external_data(model, path.parent, own=path.name)
@@ -202,7 +202,7 @@ def read_model(path: str | os.PathLike, input_shapes: Mapping[str, Sequence[int]
     return dataclasses.replace(loaded, types=types, emit_types=emit_types)
 
 
-def _read_proto(path: Path) -> tuple[onnx.ModelProto, int]:
+def read_proto(path: Path) -> tuple[onnx.ModelProto, int]:
     """The file's protobuf with its embedded weights left in the file (:mod:`onnxpart.onnx_wire`: each
     initializer's ``raw_data`` over :data:`~onnxpart.shapes.SMALL_CONSTANT_BYTES` becomes a reference to
     its byte range), and how many were left there. A file the wire walk cannot read is parsed whole by

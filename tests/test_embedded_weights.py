@@ -138,3 +138,10 @@ def test_bytes_that_are_no_protobuf_are_left_to_onnx_load(tmp_path):
     assert onnx_wire.read_weightless(path, 0) is None
     with pytest.raises(UserError, match="not a readable ONNX model"):
         load_graph(path)
+
+
+def test_a_sweep_ships_an_embedded_model_as_its_one_file(embedded):
+    from onnxpart.sweep.models import model_files
+
+    files, peak = _peak(lambda: model_files(embedded))
+    assert files == [embedded] and peak < WEIGHTS / 4  # not the model twice, nor its weights in memory
