@@ -145,3 +145,11 @@ def test_a_sweep_ships_an_embedded_model_as_its_one_file(embedded):
 
     files, peak = _peak(lambda: model_files(embedded))
     assert files == [embedded] and peak < WEIGHTS / 4  # not the model twice, nor its weights in memory
+
+
+def test_ort_optimize_hands_onnxruntime_the_weights_left_in_the_file(embedded):
+    from onnxpart.ort_optimize import ort_optimized
+
+    with ort_optimized(embedded) as optimized:
+        model = onnx.load(str(optimized))
+        assert {t.name: t.raw_data for t in model.graph.initializer} == _original(embedded)
