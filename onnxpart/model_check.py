@@ -10,8 +10,9 @@ naming the tensor or node:
   initializers); a graph input or output with no shape; a negative dim;
 * everything ``onnx.checker.check_model`` finds by path (no protobuf size limit; external data is
   located, never read), or, for a model whose embedded weights loading left in the file
-  (:mod:`onnxpart.onnx_wire`), in memory on the copy it parsed: duplicate writers of a tensor (SSA), a graph output nothing produces,
-  ``raw_data`` or typed data shorter than its tensor, ops unknown to the default domain.
+  (:mod:`onnxpart.onnx_wire`), in memory on the copy it parsed: duplicate writers of a tensor (SSA), a
+  graph output nothing produces, ``raw_data`` or typed data shorter than its tensor, ops unknown to the
+  default domain.
 
 The checker's full check — strict type and shape inference, which holds every op to its schema's type
 constraints (``Relu`` on complex64) and shape rules (a MatMul whose inner dims differ) — runs once the
@@ -39,7 +40,8 @@ def check_model(path: Path, model: onnx.ModelProto, weightless: bool = False) ->
     """Raise :class:`UserError` (exit 2) when ``model``, read from ``path``, is not a valid ONNX model.
     ``weightless``: ``model`` left embedded weights in the file (:mod:`onnxpart.onnx_wire`, which checked
     each one's length); the checker runs on it rather than on the file, which it would parse whole."""
-    problem = _versions(model) or _declared_types(model.graph) or _checker(onnx_wire.checkable(model) if weightless else path)
+    checked = onnx_wire.checkable(model) if weightless else path
+    problem = _versions(model) or _declared_types(model.graph) or _checker(checked)
     if problem:
         raise UserError(f"invalid model {path.name}: {problem}")
 

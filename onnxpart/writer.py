@@ -5,14 +5,18 @@ file neither ``onnx.load`` nor onnxruntime parses. So every model onnxpart emits
 :func:`write_model`:
 
 * a model whose weights exceed the :class:`WeightPolicy` threshold — or any model when the input used
-  external data, unless it has no tensor to move out — is written as ``NAME.onnx`` + ``NAME.onnx.data``: each tensor of at least
-  ``tensor_threshold`` bytes is *streamed* into the data file in bounded chunks, straight from the input's
-  data file (or from the protobuf's inline bytes), at a 4 KiB-aligned offset; all-zero chunks are skipped
-  with a seek, so a sparse input stays sparse;
-* the remaining protobuf must be under 2 GiB, or nothing is written;
+  external data, unless it has no tensor to move out — is written as ``NAME.onnx`` + ``NAME.onnx.data``:
+  each tensor of at least ``tensor_threshold`` bytes is *streamed* into the data file in bounded chunks,
+  straight from the input's data file (or from the protobuf's inline bytes), at a 4 KiB-aligned offset;
+  all-zero chunks are skipped with a seek, so a sparse input stays sparse;
+* any other model is one protobuf, its external weights (an input's data file, or the embedded weights
+  loading left in the input file, :mod:`onnxpart.onnx_wire`) streamed into it the same way as it is
+  written (:func:`write_protobuf`);
+* the protobuf must be under 2 GiB, or nothing is written;
 * both files are written to temporary names, flushed and renamed, so an error, Ctrl-C or a full disk
   leaves nothing behind; then the result is checked with ``onnx.checker.check_model(path)`` (the path
-  form, which follows external data).
+  form, which follows external data; a protobuf that weights were streamed into, on its copy with them
+  left in the file).
 
 :func:`link_weights` serves ``annotated.onnx``, which keeps every weight as the input stored it: the
 input's data files are cloned into the output folder (copy-on-write where the filesystem can, else a
