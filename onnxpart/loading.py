@@ -69,4 +69,5 @@ def weight_policy(loaded, threshold: Optional[str]):
     from onnxpart.writer import WeightPolicy
 
     limit = int(parse_bytes(threshold, "--external-data-threshold")) if threshold is not None else WeightPolicy.threshold
-    return WeightPolicy(source_dir=loaded.folder, always_external=loaded.uses_external_data, threshold=limit)
+    return WeightPolicy(source_dir=loaded.folder, always_external=loaded.uses_external_data, threshold=limit,
+                        source_file=loaded.path.name)

@@ -9,8 +9,10 @@ naming the tensor or node:
 * no graph outputs; an element type that is undefined or not an ONNX type (graph inputs, outputs,
   initializers); a graph input or output with no shape; a negative dim;
 * everything ``onnx.checker.check_model`` finds by path (no protobuf size limit; external data is
-  located, never read): duplicate writers of a tensor (SSA), a graph output nothing produces,
-  ``raw_data`` or typed data shorter than its tensor, ops unknown to the default domain.
+  located, never read), or, for a model whose embedded weights loading left in the file
+  (:mod:`onnxpart.onnx_wire`), in memory on the copy it parsed: duplicate writers of a tensor (SSA), a
+  graph output nothing produces, ``raw_data`` or typed data shorter than its tensor, ops unknown to the
+  default domain.
 
 The checker's full check — strict type and shape inference, which holds every op to its schema's type
 constraints (``Relu`` on complex64) and shape rules (a MatMul whose inner dims differ) — runs once the
@@ -26,6 +28,7 @@ from pathlib import Path
 
 import onnx
 
+from onnxpart import onnx_wire
 from onnxpart.errors import UserError
 
 #: the ONNX domains whose opset the installed onnx knows, and that version (the default domain: "")
@@ -33,9 +36,12 @@ _KNOWN_OPSETS = {"": onnx.defs.onnx_opset_version, "ai.onnx": onnx.defs.onnx_ops
                  "ai.onnx.ml": onnx.defs.onnx_ml_opset_version}
 
 
-def check_model(path: Path, model: onnx.ModelProto) -> None:
-    """Raise :class:`UserError` (exit 2) when ``model``, read from ``path``, is not a valid ONNX model."""
-    problem = _versions(model) or _declared_types(model.graph) or _checker(path)
+def check_model(path: Path, model: onnx.ModelProto, weightless: bool = False) -> None:
+    """Raise :class:`UserError` (exit 2) when ``model``, read from ``path``, is not a valid ONNX model.
+    ``weightless``: ``model`` left embedded weights in the file (:mod:`onnxpart.onnx_wire`, which checked
+    each one's length); the checker runs on it rather than on the file, which it would parse whole."""
+    checked = onnx_wire.checkable(model) if weightless else path
+    problem = _versions(model) or _declared_types(model.graph) or _checker(checked)
     if problem:
         raise UserError(f"invalid model {path.name}: {problem}")
 
@@ -94,11 +100,12 @@ def _value_infos(what: str, infos: Iterable[onnx.ValueInfoProto], known: set[int
     return None
 
 
-def _checker(path: Path) -> str | None:
-    """``onnx.checker.check_model`` by path, its message on one line (its full check, strict inference, runs
-    later on the weightless skeleton at the user's dims: :func:`onnxpart.shapes.check_inference`)."""
+def _checker(model: Path | onnx.ModelProto) -> str | None:
+    """``onnx.checker.check_model`` by path (or of a model in memory), its message on one line (its full
+    check, strict inference, runs later on the weightless skeleton at the user's dims:
+    :func:`onnxpart.shapes.check_inference`)."""
     try:
-        onnx.checker.check_model(str(path))
+        onnx.checker.check_model(model if isinstance(model, onnx.ModelProto) else str(model))
     except Exception as exc:  # noqa: BLE001 - ValidationError, InferenceError, ValueError: all about the file
         return " ".join(str(exc).split())[:400] or type(exc).__name__
     return None

@@ -19,7 +19,7 @@ from pathlib import Path
 import onnx
 from onnx import external_data_helper
 
-from onnxpart import shapes
+from onnxpart import onnx_wire, shapes
 from onnxpart.errors import UserError
 from onnxpart.dtypes import dtype_name, tensor_bytes
 from onnxpart.graph import OpGraph
@@ -61,7 +61,14 @@ class LoadedModel:
 
     @property
     def uses_external_data(self) -> bool:
-        return any(external_data_helper.uses_external_data(t) for t in self.model.graph.initializer)
+        """True when a weight is in a data file beside the model (its embedded weights, which loading leaves
+        in the model file as references to it, :mod:`onnxpart.onnx_wire`, do not count)."""
+        return any(external_data_helper.uses_external_data(t) and not self.embedded(t)
+                   for t in self.model.graph.initializer)
+
+    def embedded(self, tensor: onnx.TensorProto) -> bool:
+        """True for a weight stored in the model file itself, which loading left there."""
+        return onnx_wire.left_in(tensor, self.path.name)
 
     @property
     def external_files(self) -> list[Path]:
@@ -178,14 +185,11 @@ def read_model(path: str | os.PathLike, input_shapes: Mapping[str, Sequence[int]
         raise UserError(f"model file {path} does not exist")
     if not path.is_file():
         raise UserError(f"model file {path} is not a regular file")
-    try:
-        model = onnx.load(str(path), load_external_data=False)
-    except Exception as exc:  # protobuf raises DecodeError, RuntimeWarning, ... on corrupt files
-        raise UserError(f"{path} is not a readable ONNX model ({type(exc).__name__}: {str(exc)[:120]})") from None
+    model, embedded = read_proto(path)
     if not model.graph.node and not model.graph.output:
         raise UserError(f"{path} is not an ONNX model: it has no graph (empty, truncated or another format)")
-    check_external_data(model, path.parent)
-    check_model(path, model)
+    check_external_data(model, path.parent, own=path.name)
+    check_model(path, model, weightless=embedded > 0)
     _name_nodes(model.graph)
     dims = _dims_by_name(model, dict(dims or {}), input_shapes or {})
     bare = shapes.skeleton(model)
@@ -196,6 +200,23 @@ def read_model(path: str | os.PathLike, input_shapes: Mapping[str, Sequence[int]
     shapes.check_inference(bare, dims, loaded.hints, types)
     emit_types = shapes.symbolic_value_infos(bare, folded[0]) if folded else {}
     return dataclasses.replace(loaded, types=types, emit_types=emit_types)
+
+
+def read_proto(path: Path) -> tuple[onnx.ModelProto, int]:
+    """The file's protobuf with its embedded weights left in the file (:mod:`onnxpart.onnx_wire`: each
+    initializer's ``raw_data`` over :data:`~onnxpart.shapes.SMALL_CONSTANT_BYTES` becomes a reference to
+    its byte range), and how many were left there. A file the wire walk cannot read is parsed whole by
+    ``onnx.load``, which says what is wrong with it (so does a file that cannot be opened)."""
+    try:
+        read = onnx_wire.read_weightless(path, shapes.SMALL_CONSTANT_BYTES)
+    except OSError:
+        read = None
+    if read is not None:
+        return read
+    try:
+        return onnx.load(str(path), load_external_data=False), 0
+    except Exception as exc:  # protobuf raises DecodeError, RuntimeWarning, ... on corrupt files
+        raise UserError(f"{path} is not a readable ONNX model ({type(exc).__name__}: {str(exc)[:120]})") from None
 
 
 def load_graph(path: str | os.PathLike, input_shapes: Mapping[str, Sequence[int]] | None = None,
@@ -265,10 +286,11 @@ def _example_dims(model: onnx.ModelProto, name: str) -> str:
     return "x".join(str(d.dim_value) if d.HasField("dim_value") else "1" for d in vi.type.tensor_type.shape.dim)
 
 
-def check_external_data(model: onnx.ModelProto, base_dir: Path) -> None:
+def check_external_data(model: onnx.ModelProto, base_dir: Path, own: str | None = None) -> None:
     """Refuse external data outside ``base_dir`` (absolute, ``..``, or a symlink out), missing files,
     offsets and lengths that are not integers ≥ 0, and references past the end of their file. Reads file
-    sizes only, never the data."""
+    sizes only, never the data. References to ``own`` (the model's file name: its embedded weights, which
+    loading left there, :mod:`onnxpart.onnx_wire`) are the model's own bytes, a symlinked model's too."""
     base = base_dir.resolve()
     sizes: dict[Path, int] = {}
     for tensor in external_data_helper._get_all_tensors(model):
@@ -276,6 +298,8 @@ def check_external_data(model: onnx.ModelProto, base_dir: Path) -> None:
             continue
         entries = {entry.key: entry.value for entry in tensor.external_data}
         location = entries.get("location", "")
+        if location == own:
+            continue
         if not location:
             raise UserError(f"tensor {tensor.name!r} is stored as external data but names no location")
         resolved = (base / location).resolve()

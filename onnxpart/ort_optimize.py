@@ -32,6 +32,7 @@ import onnx
 
 from onnxpart.errors import UserError
 from onnxpart.onnx_graph import subgraphs
+from onnxpart.onnx_io import read_proto
 
 LEVEL = "ORT_ENABLE_BASIC"
 #: Domains of the ONNX standard operators; any other domain the optimizer adds is refused.
@@ -49,8 +50,8 @@ def ort_optimized(path: str | Path) -> Iterator[Path]:
     """
     with tempfile.TemporaryDirectory(prefix="onnxpart-ort-optimize-") as folder:
         target = Path(folder) / OPTIMIZED_NAME
-        run_basic_optimizer(Path(path), target)
-        original = onnx.load(str(path), load_external_data=False)
+        original, embedded = read_proto(Path(path))  # embedded weights left in the file
+        run_basic_optimizer(Path(path), target, original if embedded else None)
         optimized = onnx.load(str(target), load_external_data=False)
         refuse_new_domains(original, optimized)
         make_valid(optimized, original)
@@ -58,8 +59,11 @@ def ort_optimized(path: str | Path) -> Iterator[Path]:
         yield target
 
 
-def run_basic_optimizer(source: Path, target: Path) -> None:
-    """Let onnxruntime (CPU provider) optimize ``source`` at the BASIC level and save it as ``target``."""
+def run_basic_optimizer(source: Path, target: Path, weightless: onnx.ModelProto | None = None) -> None:
+    """Let onnxruntime (CPU provider) optimize ``source`` at the BASIC level and save it as ``target``.
+    ``weightless``: ``source`` read with its embedded weights left in it (:func:`onnxpart.onnx_io.read_proto`),
+    given to onnxruntime instead, which then reads them from the file (1.1 GB peak instead of 2.0 GB for the
+    0.95 GB transformer: parsed whole, they are in the protobuf and again in onnxruntime's tensors)."""
     import onnxruntime as ort
 
     from onnxpart.runtime import ort_reason
@@ -71,8 +75,12 @@ def run_basic_optimizer(source: Path, target: Path) -> None:
     # Weights beside the model, not inside it: a protobuf file is capped at 2 GiB.
     options.add_session_config_entry("session.optimized_model_external_initializers_file_name",
                                      f"{target.name}.data")
+    model = str(source)
+    if weightless is not None:
+        options.add_session_config_entry("session.model_external_initializers_file_folder_path", str(source.parent))
+        model = weightless.SerializeToString()
     try:
-        ort.InferenceSession(str(source), sess_options=options, providers=["CPUExecutionProvider"])
+        ort.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph/NotImplemented types
         raise UserError(f"--ort-optimize: onnxruntime cannot load {source} ({ort_reason(exc)})") from None
 

@@ -5,14 +5,18 @@ file neither ``onnx.load`` nor onnxruntime parses. So every model onnxpart emits
 :func:`write_model`:
 
 * a model whose weights exceed the :class:`WeightPolicy` threshold — or any model when the input used
-  external data, unless it has no tensor to move out — is written as ``NAME.onnx`` + ``NAME.onnx.data``: each tensor of at least
-  ``tensor_threshold`` bytes is *streamed* into the data file in bounded chunks, straight from the input's
-  data file (or from the protobuf's inline bytes), at a 4 KiB-aligned offset; all-zero chunks are skipped
-  with a seek, so a sparse input stays sparse;
-* the remaining protobuf must be under 2 GiB, or nothing is written;
+  external data, unless it has no tensor to move out — is written as ``NAME.onnx`` + ``NAME.onnx.data``:
+  each tensor of at least ``tensor_threshold`` bytes is *streamed* into the data file in bounded chunks,
+  straight from the input's data file (or from the protobuf's inline bytes), at a 4 KiB-aligned offset;
+  all-zero chunks are skipped with a seek, so a sparse input stays sparse;
+* any other model is one protobuf, its external weights (an input's data file, or the embedded weights
+  loading left in the input file, :mod:`onnxpart.onnx_wire`) streamed into it the same way as it is
+  written (:func:`write_protobuf`);
+* the protobuf must be under 2 GiB, or nothing is written;
 * both files are written to temporary names, flushed and renamed, so an error, Ctrl-C or a full disk
   leaves nothing behind; then the result is checked with ``onnx.checker.check_model(path)`` (the path
-  form, which follows external data).
+  form, which follows external data; a protobuf that weights were streamed into, on its copy with them
+  left in the file).
 
 :func:`link_weights` serves ``annotated.onnx``, which keeps every weight as the input stored it: the
 input's data files are cloned into the output folder (copy-on-write where the filesystem can, else a
@@ -24,7 +28,8 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from itertools import chain
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +37,8 @@ from pathlib import Path
 import onnx
 from onnx import external_data_helper, numpy_helper
 
+from onnxpart import onnx_wire
+from onnxpart.dtypes import tensor_bytes
 from onnxpart.errors import UserError
 from onnxpart.files import fresh_permissions
 
@@ -40,7 +47,7 @@ PROTOBUF_LIMIT = (1 << 31) - 1
 CHUNK = 1 << 24  # 16 MiB: the most of a tensor held in memory while streaming it
 ALIGNMENT = 4096
 FICLONE = 0x40049409  # linux/fs.h: share the source's blocks copy-on-write (btrfs, xfs, ...)
-_ZEROS = bytes(CHUNK)
+_ZEROS = memoryview(bytes(CHUNK))  # a view: slicing it for a comparison copies nothing
 
 
 @dataclass(frozen=True)
@@ -50,13 +57,20 @@ class WeightPolicy:
     ``source_dir``: the input model's folder (what external-data locations are relative to);
     ``always_external``: the input used external data, so every output does too;
     ``threshold``: a model whose weights exceed this many bytes is written with external data;
-    ``tensor_threshold``: with external data, tensors smaller than this stay inline.
+    ``tensor_threshold``: with external data, tensors smaller than this stay inline;
+    ``source_file``: the input model's file name, where its embedded weights were left (:meth:`embedded`).
     """
 
     source_dir: Path | None = None
     always_external: bool = False
     threshold: int = 1 << 30
     tensor_threshold: int = 1024
+    source_file: str | None = None
+
+    def embedded(self, tensor: onnx.TensorProto) -> bool:
+        """Whether ``tensor`` is an embedded weight of the input, which loading left in the input file
+        (:mod:`onnxpart.onnx_wire`): its external data is the input file, ``source_file``."""
+        return self.source_file is not None and onnx_wire.left_in(tensor, self.source_file)
 
     def external_for(self, model: onnx.ModelProto) -> bool:
         """Whether ``model`` gets a data file: it has a tensor to move out (:meth:`moves_out`), and the input
@@ -67,16 +81,12 @@ class WeightPolicy:
 
     def moves_out(self, tensor: onnx.TensorProto) -> bool:
         """Whether ``tensor`` goes to the data file: it is external, or of ``tensor_threshold`` bytes or more."""
-        from onnxpart.dtypes import tensor_bytes
-
         return (external_data_helper.uses_external_data(tensor)
                 or tensor_bytes(tensor.data_type, tensor.dims) >= self.tensor_threshold)
 
 
 def weight_bytes(model: onnx.ModelProto) -> int:
     """Bytes of every initializer (inline or external), from dims and dtype: nothing is read."""
-    from onnxpart.dtypes import tensor_bytes
-
     return sum(tensor_bytes(t.data_type, t.dims) for t in _tensors(model))
 
 
@@ -91,7 +101,7 @@ def write_model(model: onnx.ModelProto, path: str | os.PathLike, policy: WeightP
     model = _copy(model)
     if not policy.external_for(model):
         _inline_tensors(model, policy.source_dir)
-        return [write_protobuf(model, path)]
+        return [write_protobuf(model, path, policy.source_dir, splice=external_data_helper.uses_external_data)]
     data = path.parent / f"{path.name}.data"
     with _staged(data) as handle:
         _stream_tensors(model, handle, data.name, policy)
@@ -110,42 +120,88 @@ def write_annotated(model: onnx.ModelProto, path: str | os.PathLike, policy: Wei
     if not policy.always_external:
         return write_model(model, path, policy)
     path = Path(path)
-    linked = link_weights(model, policy.source_dir, path.parent)
+    linked = link_weights(model, policy.source_dir, path.parent, skip=policy.source_file)
     try:
-        return [write_protobuf(model, path), *linked]
+        return [write_protobuf(model, path, policy.source_dir, splice=policy.embedded), *linked]
     except BaseException:
         for file in linked:
             _unlink(file)
         raise
 
 
-def write_protobuf(model: onnx.ModelProto, path: Path) -> Path:
+def write_protobuf(model: onnx.ModelProto, path: Path, source_dir: Path | None = None,
+                   splice: Callable[[onnx.TensorProto], bool] | None = None) -> Path:
     """Serialize atomically, refusing a protobuf over 2 GiB, and check the file by path (external data
-    included): a file that cannot be read back is never left behind."""
-    size = model.ByteSize()
+    included): a file that cannot be read back is never left behind.
+
+    The external main-graph initializers ``splice`` picks are written inline, their bytes streamed from
+    ``source_dir`` (:func:`_spliced`), and the file is then checked with those bytes left in it
+    (:func:`onnxpart.onnx_wire.read_weightless`): neither step holds the weights whole."""
+    spliced = {t.name for t in model.graph.initializer
+               if splice and external_data_helper.uses_external_data(t) and splice(t)}
+    head, tail = _spliced(model, spliced, source_dir)
+    size = len(head) + sum(len(prefix) + length for prefix, _, _, length in tail)
     if size > PROTOBUF_LIMIT:
         raise UserError(f"{path.name} would be a {size / 2**30:.2f} GiB protobuf, over protobuf's 2 GiB "
                         "limit; lower --external-data-threshold so its weights go to a data file")
     with _staged(path) as handle:
-        handle.write(model.SerializeToString())
+        handle.write(head)
+        for prefix, source, offset, length in tail:
+            handle.write(prefix)
+            if length:
+                with open(source, "rb") as src:
+                    _copy_range(src, handle, offset, length)
     try:
-        onnx.checker.check_model(str(path))
+        read = onnx_wire.read_weightless(path, 0) if spliced else None
+        onnx.checker.check_model(onnx_wire.checkable(read[0]) if read else str(path))
     except Exception as exc:  # a file that cannot be read back is a bug; leave nothing behind
         _unlink(path)
         raise RuntimeError(f"emitted {path.name} fails onnx.checker: {exc}") from exc
     return path
 
 
-def link_weights(model: onnx.ModelProto, source_dir: Path, target_dir: Path) -> list[Path]:
+def _spliced(model: onnx.ModelProto, names: set[str], source_dir: Path | None) -> tuple[bytes, list[tuple]]:
+    """``model`` serialized as (head, tail): ``tail`` a list of (bytes, source file, offset, length), the
+    bytes followed by ``length`` bytes of the source file at ``offset`` (none: length 0). With no name in
+    ``names`` the head is the whole model. Otherwise the head holds the model without its initializers
+    and the tail adds a second ``graph`` field with them all, in order, each named one inline with its
+    ``raw_data`` copied from its external range: protobuf merges a message field given twice, appending
+    repeated fields, so the file parses as the model with those tensors inline."""
+    if not names:
+        return model.SerializeToString(), []
+    head = _copy(model)
+    del head.graph.initializer[:]
+    tail = []
+    for tensor in model.graph.initializer:
+        if tensor.name not in names:
+            body = tensor.SerializeToString()
+            tail.append((onnx_wire.field_header(onnx_wire.INITIALIZER, len(body)) + body, None, 0, 0))
+            continue
+        info = external_data_helper.ExternalDataInfo(tensor)
+        length = info.length or tensor_bytes(tensor.data_type, tensor.dims)
+        inline = onnx.TensorProto()
+        inline.CopyFrom(tensor)
+        inline.ClearField("data_location")
+        del inline.external_data[:]
+        body = inline.SerializeToString() + onnx_wire.field_header(onnx_wire.RAW_DATA, length)
+        tail.append((onnx_wire.field_header(onnx_wire.INITIALIZER, len(body) + length) + body,
+                     _source(source_dir, info.location), info.offset or 0, length))
+    graph = sum(len(prefix) + length for prefix, _, _, length in tail)
+    tail[0] = (onnx_wire.field_header(onnx_wire.GRAPH, graph) + tail[0][0], *tail[0][1:])
+    return head.SerializeToString(), tail
+
+
+def link_weights(model: onnx.ModelProto, source_dir: Path, target_dir: Path, skip: str | None = None) -> list[Path]:
     """Clone every external-data file ``model`` references from ``source_dir`` into ``target_dir`` under
-    the same relative location, so the model's references hold there too.
+    the same relative location, so the model's references hold there too (but ``skip``: the input model's
+    own file, whose embedded weights are written inline).
 
     A copy-on-write clone (``FICLONE``) where the filesystem has one, else a chunked copy that keeps
     holes. Not a hard link: ``onnx.checker`` refuses external data with several links (a "hardlink
     attack"), and every emitted file must pass it."""
     done: list[Path] = []
     for location in sorted({external_data_helper.ExternalDataInfo(t).location for t in _tensors(model)
-                            if external_data_helper.uses_external_data(t)}):
+                            if external_data_helper.uses_external_data(t)} - {skip}):
         target = target_dir / location
         target.parent.mkdir(parents=True, exist_ok=True)
         with open(source_dir / location, "rb") as src, _staged(target) as dst:
@@ -183,8 +239,6 @@ def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def _stream_tensors(model: onnx.ModelProto, handle, data_name: str, policy: WeightPolicy) -> None:
     """Move every tensor of ``tensor_threshold`` bytes or more (and every external one) into ``handle``."""
-    from onnxpart.dtypes import tensor_bytes
-
     offset = 0
     for tensor in _tensors(model):
         if not policy.moves_out(tensor):
@@ -195,7 +249,7 @@ def _stream_tensors(model: onnx.ModelProto, handle, data_name: str, policy: Weig
         if external:
             info = external_data_helper.ExternalDataInfo(tensor)
             length = info.length or tensor_bytes(tensor.data_type, tensor.dims)
-            with open(_source(policy, info.location), "rb") as src:
+            with open(_source(policy.source_dir, info.location), "rb") as src:
                 _copy_range(src, handle, info.offset or 0, length)
         else:
             payload = tensor.raw_data if tensor.HasField("raw_data") else numpy_helper.to_array(tensor).tobytes()
@@ -206,8 +260,13 @@ def _stream_tensors(model: onnx.ModelProto, handle, data_name: str, policy: Weig
 
 
 def _inline_tensors(model: onnx.ModelProto, source_dir: Path | None) -> None:
-    """Read external tensors into the protobuf (used only below the size threshold)."""
-    for tensor in _tensors(model):
+    """Read the external tensors of subgraphs and node attributes into the protobuf (used only below the
+    size threshold; the main graph's initializers are spliced in as the file is written, :func:`_spliced`)."""
+    graphs = (graph for node in model.graph.node for attribute in node.attribute
+              for graph in ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs))
+    nested = chain(external_data_helper._get_attribute_tensors(model),
+                   *(external_data_helper._get_initializer_tensors_from_graph(graph) for graph in graphs))
+    for tensor in nested:
         if external_data_helper.uses_external_data(tensor):
             if source_dir is None:
                 raise ValueError(f"tensor {tensor.name!r} is external but no source folder was given")
@@ -216,10 +275,10 @@ def _inline_tensors(model: onnx.ModelProto, source_dir: Path | None) -> None:
             del tensor.external_data[:]
 
 
-def _source(policy: WeightPolicy, location: str) -> Path:
-    if policy.source_dir is None:
+def _source(source_dir: Path | None, location: str) -> Path:
+    if source_dir is None:
         raise ValueError(f"external data {location!r} but no source folder was given")
-    return policy.source_dir / location
+    return source_dir / location
 
 
 def _point_to(tensor: onnx.TensorProto, location: str, offset: int, length: int) -> None:
