@@ -11,13 +11,12 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, ExternalDataOpt, FRACTION, ForceOpt, FreezeDimsOpt,
-                                 GENERATIONS, IDEAL_LIMIT, JsonOpt, MaxGapOpt, OutputOpt, POPULATION, Quantity,
-                                 RANDOM_ORDERS, STAGES, SeedOpt, TimeLimitOpt, VerifyOpt, VerifyTolOpt, WorkersOpt,
-                                 certificate_line, check_folder, console, enforce_gap, err_console, gap_limit,
-                                 handle_errors, print_closing, print_json, progress_bar, run_clock, verify_written,
-                                 write_outputs)
-from onnxpart.cli.model_source import ModelSource, takes_model_source
+from onnxpart.cli.common import (CheckCertificateOpt, ExternalDataOpt, FRACTION, FreezeDimsOpt, GENERATIONS,
+                                 IDEAL_LIMIT, OutputOpt, POPULATION, Quantity, RANDOM_ORDERS, STAGES, TimeLimitOpt,
+                                 VerifyOpt, VerifyTolOpt, certificate_line, check_folder, console, enforce_gap,
+                                 err_console, gap_limit, handle_errors, print_closing, print_json, progress_bar,
+                                 run_clock, verify_written, write_outputs)
+from onnxpart.cli.option_groups import ModelSource, OutputMode, Search, takes_option_groups
 from onnxpart.errors import UserError
 from onnxpart.partition import IDEAL_LIMIT as PARTITION_IDEAL_LIMIT
 from onnxpart.partition import REGISTRY
@@ -27,7 +26,7 @@ BOUNDS_HELP = REGISTRY.help("Lower bounds to prove, comma-separated (or none):")
 
 
 @handle_errors
-@takes_model_source
+@takes_option_groups
 def partition(
     model: Path = typer.Argument(..., help="ONNX model, or a JSON graph: costs.json, dnn-partitioning or networkx node-link."),
     stages: Annotated[int, typer.Option("-k", "--stages", help="Number of pipeline stages k (1 to 1024; empty "
@@ -35,9 +34,7 @@ def partition(
     output: OutputOpt = None,
     bounds: str = typer.Option("simple,bottleneck,exact", "--bounds", help=BOUNDS_HELP),
     time_limit: TimeLimitOpt = 60.0,
-    seed: SeedOpt = 0,
-    workers: WorkersOpt = 0,
-    max_gap: MaxGapOpt = None,
+    search: Search = Search(),
     source: ModelSource = ModelSource(),
     freeze_dims: FreezeDimsOpt = False,
     external_data_threshold: ExternalDataOpt = None,
@@ -54,9 +51,7 @@ def partition(
     random_orders: Annotated[int, typer.Option("--random-orders", help="Random priority vectors tried before BRKGA (random-T)."), RANDOM_ORDERS] = 100,
     mla: bool = typer.Option(True, "--mla/--no-mla", help="Seed the search with an mla-weighted order."),
     ideal_limit: Annotated[int, typer.Option("--ideal-limit", help="Use the exact ideal DP when the DAG has at most this many ideals (0: never)."), IDEAL_LIMIT] = PARTITION_IDEAL_LIMIT,
-    force: ForceOpt = False,
-    clean: CleanOpt = False,
-    as_json: JsonOpt = False,
+    mode: OutputMode = OutputMode(),
 ) -> None:
     """Split a model into k pipeline stages minimizing the bottleneck stage (MTPP), with proven lower bounds."""
     from onnxpart.files import OutputDir
@@ -67,7 +62,7 @@ def partition(
     from onnxpart.readers import check_format
 
     methods = tuple(m for m in REGISTRY.parse(bounds, "--bounds", extra=("none",), what="bound") if m != "none")
-    limit = gap_limit(max_gap)
+    limit = gap_limit(search.max_gap)
     check_format(source.graph_format)
     if output is None and check_certificate is None:
         raise UserError("pass --output/-o DIR (or --check-certificate DIR)")
@@ -75,24 +70,24 @@ def partition(
     inst, graph, loaded = _load(model, source, bandwidth=bandwidth, stage_memory=stage_memory)
     model_sha = loaded.sha256 if loaded is not None else graph.model_sha256
     if check_certificate is not None:
-        _check(inst, graph, check_certificate, model_sha, loaded is not None, as_json)
+        _check(inst, graph, check_certificate, model_sha, loaded is not None, mode.as_json)
         return
     _warn(inst, graph, stages)
     if verify and loaded is None:
         raise UserError("--verify needs an ONNX model (graph-only input has nothing to run)")
-    out = OutputDir(output, force=force, clean=clean, reads=run_reads(model, loaded, costs=source.costs,
+    out = OutputDir(output, force=mode.force, clean=mode.clean, reads=run_reads(model, loaded, costs=source.costs,
                                                                                   device=source.device))
-    options = Options(k=stages, time_limit=time_limit, seed=seed, bounds=methods, workers=workers,
+    options = Options(k=stages, time_limit=time_limit, seed=search.seed, bounds=methods, workers=search.workers,
                       brkga=BrkgaOptions(population=population, generations=generations, elite=elite,
                                          mutants=mutants, rho=rho),
                       random_orders=random_orders, mla=mla, ideal_limit=ideal_limit)
-    with progress_bar(time_limit, lambda value, _: format_seconds(value), disable=as_json) as on_progress:
+    with progress_bar(time_limit, lambda value, _: format_seconds(value), disable=mode.as_json) as on_progress:
         solution = solve(inst, dataclasses.replace(options, progress=on_progress),
                          seconds=run_clock.solve_seconds(time_limit))
     policy = weight_policy(loaded, external_data_threshold) if loaded is not None else None
     summary = _write(out, solution, graph, loaded, model, model_sha, options, policy,
-                     dict(verify=verify, seed=seed, tolerance=verify_tol, freeze=freeze_dims))
-    if as_json:
+                     dict(verify=verify, seed=search.seed, tolerance=verify_tol, freeze=freeze_dims))
+    if mode.as_json:
         print_json(summary)
     else:
         _print(summary)

@@ -12,12 +12,11 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, ExternalDataOpt, ForceOpt, FreezeDimsOpt, JsonOpt,
-                                 MAX_RECOMPUTE, MaxGapOpt, ORDER_TIME_LIMIT, OutputOpt, Quantity, SeedOpt, TimeLimitOpt,
-                                 VerifyOpt, VerifyTolOpt, WorkersOpt, check_folder, console, enforce_gap, err_console,
-                                 gap_limit, handle_errors, print_json, progress_bar, run_clock, verify_line,
-                                 write_outputs)
-from onnxpart.cli.model_source import ModelSource, takes_model_source
+from onnxpart.cli.common import (CheckCertificateOpt, ExternalDataOpt, FreezeDimsOpt, MAX_RECOMPUTE, ORDER_TIME_LIMIT,
+                                 OutputOpt, Quantity, TimeLimitOpt, VerifyOpt, VerifyTolOpt, check_folder, console,
+                                 enforce_gap, err_console, gap_limit, handle_errors, print_json, progress_bar,
+                                 run_clock, verify_line, write_outputs)
+from onnxpart.cli.option_groups import ModelSource, OutputMode, Search, takes_option_groups
 from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.remat import REGISTRY
 from onnxpart.units import byte_unit, format_bytes, format_seconds, parse_percent_or_bytes
@@ -27,22 +26,19 @@ METHOD_HELP = REGISTRY.help("Comma-separated to run several, sharing --time-limi
 
 
 @handle_errors
-@takes_model_source
+@takes_option_groups
 def remat(
     model: Path = typer.Argument(..., help="ONNX model, or a JSON graph: costs.json, dnn-partitioning or networkx node-link."),
     budget: Annotated[str, typer.Option("--budget", "-b", help="Memory budget: 80% (of the file order's peak), 24MiB, 6,422,528 (bytes), or min (the smallest that works: Moccasin phase 1 with half the time limit)."), Quantity(parse_percent_or_bytes)] = ...,
     output: OutputOpt = None,
-    force: ForceOpt = False,
-    clean: CleanOpt = False,
+    mode: OutputMode = OutputMode(),
     method: str = typer.Option("moccasin", "--method", help=METHOD_HELP),
     compare: bool = typer.Option(False, "--compare", help="Run the methods on the same instance and print one table (all of them if one is named)."),
     order: str = typer.Option("fixed", "--order", help="fixed: the file's order (paper §2.3); minmem: the memory-minimizing order; free: the solver picks (§2.1)."),
     max_recompute: Annotated[int, typer.Option("--max-recompute", help="C_v: how many times an op may be computed (2 = at most one recomputation)."), MAX_RECOMPUTE] = 2,
     time_limit: TimeLimitOpt = 60.0,
     order_time_limit: Annotated[float, typer.Option("--order-time-limit", help="Seconds (out of --time-limit) for the exact part of --order minmem."), ORDER_TIME_LIMIT] = 10.0,
-    workers: WorkersOpt = 0,
-    seed: SeedOpt = 0,
-    max_gap: MaxGapOpt = None,
+    search: Search = Search(),
     check_certificate: CheckCertificateOpt = None,
     deterministic: bool = typer.Option(False, "--deterministic", help="Reproducible CP-SAT runs: interleaved workers, deterministic time limit."),
     precedence: str = typer.Option("literals", "--precedence", help="Moccasin precedence encoding: literals (Eq. 5) or reservoir (Eq. 10)."),
@@ -55,7 +51,6 @@ def remat(
     ort_optimize: bool = typer.Option(False, "--ort-optimize", help="Plan on onnxruntime's BASIC-optimized graph "
                                       "(constant folding, redundant nodes, standard-op fusions); the budget stays "
                                       "relative to the original's peak and --verify compares with the original."),
-    as_json: JsonOpt = False,
 ) -> None:
     """Fit a memory budget with the least recomputation (Moccasin CP-SAT; Checkmate baselines)."""
     from onnxpart import remat as rm
@@ -64,27 +59,27 @@ def remat(
 
     methods = REGISTRY.parse(method)
     check_format(source.graph_format)
-    limit = gap_limit(max_gap)
+    limit = gap_limit(search.max_gap)
     options = rm.Options(  # --time-limit is the whole run (onnxpart.remat: how it is shared)
         budget=parse_percent_or_bytes(budget, "--budget"), order=order, max_copies=max_recompute,
         methods=REGISTRY.names if compare and len(methods) == 1 else methods, time_limit=time_limit,
-        order_time_limit=order_time_limit, workers=workers, seed=seed, include_params=include_params,
+        order_time_limit=order_time_limit, workers=search.workers, seed=search.seed, include_params=include_params,
         deterministic=deterministic, precedence=precedence)
     with contextlib.ExitStack() as scratch:  # --ort-optimize's model and --verify's scratch folder live to the end
         loaded, prepass, options = _load(model, options, scratch, source, ort_optimize=ort_optimize)
         if check_certificate is not None:
-            return _check(loaded.graph, check_certificate, as_json)
+            return _check(loaded.graph, check_certificate, mode.as_json)
         if verify and loaded.model is None:
             raise UserError("--verify needs an ONNX model; a graph file has nothing to run")
         reads = run_reads(model, loaded.model, prepass.original_model if prepass else None, costs=source.costs,
                           device=source.device)
-        out = _output_dir(output, verify, scratch, force=force, clean=clean, reads=reads)
-        solution = _solve(loaded.graph, options, time_limit, compare and not as_json, as_json)
+        out = _output_dir(output, verify, scratch, force=mode.force, clean=mode.clean, reads=reads)
+        solution = _solve(loaded.graph, options, time_limit, compare and not mode.as_json, mode.as_json)
         summary = _emit(out, loaded, model, solution, prepass, dict(
-            verify=verify, seed=seed, tolerance=verify_tol, freeze=freeze_dims, threshold=external_data_threshold,
+            verify=verify, seed=search.seed, tolerance=verify_tol, freeze=freeze_dims, threshold=external_data_threshold,
             include_params=include_params))
     summary["output"] = None if output is None else str(output)
-    if as_json:
+    if mode.as_json:
         print_json(summary)
     else:
         _print(summary, solution, prepass, compare or len(methods) > 1)

@@ -12,12 +12,11 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, ExternalDataOpt, ForceOpt, FreezeDimsOpt, ITERATIONS,
-                                 JsonOpt, MAX_PIECES, MaxGapOpt, OutputOpt, SeedOpt, TimeLimitOpt, VerifyOpt,
-                                 VerifyTolOpt, WorkersOpt, certificate_line, check_folder, choose, console, enforce_gap,
-                                 gap_limit, handle_errors, print_closing, print_json, progress_bar, run_clock,
-                                 verify_written, write_outputs)
-from onnxpart.cli.model_source import ModelSource, takes_model_source
+from onnxpart.cli.common import (CheckCertificateOpt, ExternalDataOpt, FreezeDimsOpt, ITERATIONS, MAX_PIECES, OutputOpt,
+                                 TimeLimitOpt, VerifyOpt, VerifyTolOpt, certificate_line, check_folder, choose, console,
+                                 enforce_gap, gap_limit, handle_errors, print_closing, print_json, progress_bar,
+                                 run_clock, verify_written, write_outputs)
+from onnxpart.cli.option_groups import ModelSource, OutputMode, Search, takes_option_groups
 from onnxpart.errors import UserError
 from onnxpart.units import BATCH, format_bytes, format_seconds
 
@@ -29,7 +28,7 @@ METHOD_HELP = ("Methods to run (comma-separated): heft, cpop, met, greedy, sa, e
 
 
 @handle_errors
-@takes_model_source
+@takes_option_groups
 def schedule(
     model: Path = typer.Argument(..., help="ONNX model, or a JSON graph: costs.json, dnn-partitioning or networkx node-link."),
     system: Path = typer.Option(..., "--system", help="System file (YAML/JSON): devices and links."),
@@ -41,18 +40,14 @@ def schedule(
     max_pieces: Annotated[Optional[int], typer.Option("--max-pieces", help="At most N device-contiguous pieces: merge the cheapest boundaries (exit 4 if no merge is feasible)."), MAX_PIECES] = None,
     iterations: Annotated[int, typer.Option("--iterations", help="SA / EA fitness evaluations."), ITERATIONS] = 2000,
     time_limit: TimeLimitOpt = 10.0,
-    seed: SeedOpt = 0,
-    workers: WorkersOpt = 0,
-    max_gap: MaxGapOpt = None,
+    search: Search = Search(),
     source: ModelSource = ModelSource(),
     freeze_dims: FreezeDimsOpt = False,
     external_data_threshold: ExternalDataOpt = None,
     verify: VerifyOpt = False,
     verify_tol: VerifyTolOpt = 1e-4,
     check_certificate: CheckCertificateOpt = None,
-    force: ForceOpt = False,
-    clean: CleanOpt = False,
-    as_json: JsonOpt = False,
+    mode: OutputMode = OutputMode(),
 ) -> None:
     """Map and order ops on heterogeneous devices minimizing latency (thesis MILP, CP-SAT, MILP-SPLIT,
     six baselines), with proven lower bounds and runnable per-device pieces; or maximize a batch's
@@ -61,7 +56,7 @@ def schedule(
     from onnxpart.schedule import METHODS, OBJECTIVES, Options
 
     methods = METHODS if compare else _methods(method) if method is not None else None  # None: the objective's
-    limit = gap_limit(max_gap)
+    limit = gap_limit(search.max_gap)
     check_format(source.graph_format)
     if output is None and check_certificate is None:
         raise UserError("pass --output/-o DIR (or --check-certificate DIR)")
@@ -69,7 +64,7 @@ def schedule(
     inst, graph, loaded = _load(model, system, source)
     model_sha = loaded.sha256 if loaded is not None else graph.model_sha256
     if check_certificate is not None:
-        _check(inst, graph, check_certificate, model_sha, loaded, freeze_dims, as_json)
+        _check(inst, graph, check_certificate, model_sha, loaded, freeze_dims, mode.as_json)
         return
     if verify and loaded is None:
         raise UserError("--verify needs an ONNX model (graph-only input has nothing to run)")
@@ -79,22 +74,22 @@ def schedule(
     from onnxpart.files import OutputDir
     from onnxpart.output_guard import run_reads
 
-    out = OutputDir(output, force=force, clean=clean,
+    out = OutputDir(output, force=mode.force, clean=mode.clean,
                     reads=run_reads(model, loaded, costs=source.costs, device=source.device, system=inst.system))
     options = Options(methods=methods, objective=objective, batch=batch,  # the solve gets what loading left
-                      time_limit=run_clock.solve_seconds(time_limit), seed=seed, iterations=iterations,
-                      workers=workers)
-    solution, sched = _solve(package, inst, options, max_pieces, as_json)
+                      time_limit=run_clock.solve_seconds(time_limit), seed=search.seed, iterations=iterations,
+                      workers=search.workers)
+    solution, sched = _solve(package, inst, options, max_pieces, mode.as_json)
 
     from onnxpart.loading import weight_policy
 
     policy = weight_policy(loaded, external_data_threshold) if loaded is not None else None
-    check = dict(verify=verify, seed=seed, tolerance=verify_tol, freeze=freeze_dims, axis=axis)
-    recorded = {"methods": list(options.methods), "time_limit": time_limit, "seed": seed, "iterations": iterations,
+    check = dict(verify=verify, seed=search.seed, tolerance=verify_tol, freeze=freeze_dims, axis=axis)
+    recorded = {"methods": list(options.methods), "time_limit": time_limit, "seed": search.seed, "iterations": iterations,
                 "max_pieces": max_pieces, "system": str(system), "objective": objective, "batch": batch}
     run_clock.mark_writing()
     summary = _write(package, out, solution, sched, graph, loaded, (str(model), model_sha), recorded, policy, check)
-    if as_json:
+    if mode.as_json:
         print_json(summary)
     else:
         _print(summary, compare)

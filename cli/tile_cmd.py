@@ -13,10 +13,9 @@ import typer
 from rich.table import Table
 
 from onnxpart.cli import tile_onnx, tile_program
-from onnxpart.cli.common import (CheckCertificateOpt, CleanOpt, ExternalDataOpt, ForceOpt, JsonOpt, MaxGapOpt,
-                                 OutputOpt, Quantity, SeedOpt, TimeLimitOpt, VerifyTolOpt, WorkersOpt, console,
-                                 enforce_gap, gap_limit, handle_errors, print_json)
-from onnxpart.cli.model_source import ModelSource, takes_model_source
+from onnxpart.cli.common import (CheckCertificateOpt, ExternalDataOpt, OutputOpt, Quantity, TimeLimitOpt, VerifyTolOpt,
+                                 console, enforce_gap, gap_limit, handle_errors, print_json)
+from onnxpart.cli.option_groups import ModelSource, OutputMode, Search, takes_option_groups
 from onnxpart.errors import UserError
 from onnxpart.tile.onnx import REGISTRY as LAYOUT_REGISTRY
 from onnxpart.tile.program import REGISTRY as PROGRAM_REGISTRY
@@ -60,7 +59,7 @@ VerifyOpt = Annotated[bool, typer.Option("--verify", help="Run the plan on D vir
 
 
 @handle_errors
-@takes_model_source
+@takes_option_groups
 def tile(
     model: ModelArg,
     devices: DevicesOpt = None,
@@ -77,24 +76,20 @@ def tile(
     sharded_outputs: ShardedOutputsOpt = False,
     labels: LabelsOpt = None,
     time_limit: TimeLimitOpt = 30.0,
-    seed: SeedOpt = 0,
-    workers: WorkersOpt = 0,
-    max_gap: MaxGapOpt = None,
+    search: Search = Search(),
     check_certificate: CheckCertificateOpt = None,
     source: ModelSource = ModelSource(),
     external_data_threshold: ExternalDataOpt = None,
     verify: VerifyOpt = False,
     verify_tol: VerifyTolOpt = 1e-4,
-    force: ForceOpt = False,
-    clean: CleanOpt = False,
-    as_json: JsonOpt = False,
+    mode: OutputMode = OutputMode(),
 ) -> None:
     """Choose a sharding layout per tensor and an algorithm per op on a device mesh, minimizing the step time
     (sharded compute + resharding collectives), with a proven lower bound (matrix tiling as CHLP)."""
-    limit = gap_limit(max_gap)
+    limit = gap_limit(search.max_gap)
     if output is None and check_certificate is None:
         raise UserError("pass --output/-o DIR (or --check-certificate DIR)")
-    common = (model, output, check_certificate, method, time_limit, seed, workers, force, clean, as_json)
+    common = (model, output, check_certificate, method, time_limit, search.seed, search.workers, mode.force, mode.clean, mode.as_json)
     if _is_program(model):
         runner, summary = tile_program, tile_program.run(*common, labels=labels, verify=verify)
     else:
@@ -104,7 +99,7 @@ def tile(
                                                    mesh=layout, source=source, threshold=external_data_threshold)
     if summary is None:
         return
-    if as_json:
+    if mode.as_json:
         print_json(summary)
     else:
         _print(summary, *runner.report(summary, explain), compare)

@@ -12,7 +12,7 @@ from typing import Optional
 
 from onnxpart.cli.common import (check_folder, comma_list, err_console, progress_bar, run_clock, verify_line,
                                  write_outputs)
-from onnxpart.cli.model_source import ModelSource
+from onnxpart.cli.option_groups import ModelSource
 from onnxpart.errors import UserError
 from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes, parse_seconds
 

@@ -67,7 +67,7 @@ def has_cycle(inst: Instance, assignment: np.ndarray) -> bool:
 def test_pieces_of_a_diamond_are_acyclic_where_one_piece_per_device_loops(tmp_path):
     """diamond.onnx: conv_1 → (relu_2 → conv_3 | sigmoid_4 → conv_5) → add_6 → conv_7. With conv_3 alone
     on the T4, a piece per device would read cpu → t4 → cpu; the pieces are runs in execution order."""
-    from onnxpart.cli.model_source import ModelSource
+    from onnxpart.cli.option_groups import ModelSource
     from onnxpart.cli.schedule_cmd import _load, _write
 
     system = FIXTURES / "systems" / "cpu_t4_a100.yaml"

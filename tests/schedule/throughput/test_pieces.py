@@ -239,7 +239,7 @@ def test_a_model_without_a_batch_axis_is_refused(model, pattern, tmp_path):
 def _folded(tmp_path):
     """``y = W2·reshape(reshape(relu(W1·x), [-1]), [-1, 8])`` on ``x: [N, 8]`` (the reshape folds ``N``
     away), scheduled on two devices with hand-chosen splits: -> (Instance, OpGraph, LoadedModel, BatchSchedule)."""
-    from onnxpart.cli.model_source import ModelSource
+    from onnxpart.cli.option_groups import ModelSource
     from onnxpart.cli.schedule_cmd import _load
 
     rng = np.random.default_rng(1)
