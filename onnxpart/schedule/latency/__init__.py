@@ -87,14 +87,16 @@ def _solver(name: str, context: Context, seconds: float) -> MethodResult:
 @_within_size
 def _split(name: str, context: Context, seconds: float) -> MethodResult:
     """MILP-SPLIT over one-op cuts, or, where there are none, over multi-channel modules (Section 3.3.2);
-    where deleting the broadcast ops (masks, rotary tables: :mod:`.broadcast`) frees smaller modules, half
-    the time goes to SPLIT on that relaxation first (its bound and lifted schedule)."""
+    where deleting the broadcast ops (masks, rotary tables: :mod:`.broadcast`) frees smaller modules,
+    :data:`.broadcast.SHARE` of the time goes to SPLIT on that relaxation first (its bound and lifted
+    schedule)."""
     inst, options, run = context.instance, context.options, context.run
     relaxed, lifted = broadcast.relaxation(inst), None
     if relaxed is not None:
-        seconds /= 2
-        lifted, bound = broadcast.broadcast_split(inst, relaxed, seconds, options.seed, options.workers)
+        lifted, bound = broadcast.broadcast_split(inst, relaxed, seconds * broadcast.SHARE, options.seed,
+                                                  options.workers)
         run.add_bounds([bound])
+        seconds -= seconds * broadcast.SHARE
     chain = chain_split.chain_of_modules(inst)
     if chain is not None:
         joined, found = chain_split.split_on_channels(inst, chain, seconds, options.seed, options.workers,
