@@ -19,7 +19,8 @@ from onnxpart.schedule.common.instance import Instance
 from onnxpart.schedule.common.methods import CONSTRUCTIVE, Context, Run, registry, selected
 from onnxpart.schedule.common.solution import Solution, shortest
 # check, emit, pieces: the answer as files, and re-checked (the command reads them from here)
-from onnxpart.schedule.latency import bounds, broadcast, chain_split, check, emit, exact, heuristics, pieces, scale, split
+from onnxpart.schedule.latency import (bounds, broadcast, chain_split, check, emit, exact, heuristics, pieces, scale,
+                                       split)
 from onnxpart.schedule.latency.simulator import validate
 from onnxpart.strategy import Budget, MethodResult, Registry, run_methods
 
@@ -106,7 +107,7 @@ def _split(name: str, context: Context, seconds: float) -> MethodResult:
         return run.keep(name, shortest(sched, lifted), status, secs, best_bound(found), note)
     res = split.milp_split(inst, seconds, seed=options.seed, workers=options.workers, board=run.board)
     note = (f"{len(res.modules)} modules, {res.solved_pairs} of {res.pairs} (entry, exit) pairs solved "
-            f"(the rest by symmetry), {res.solves} module solves")
+            f"(the rest by symmetry or repetition), {res.solves} module solves")
     run.add_bounds([LowerBound("split-dp", res.bound, res.status, "cp-sat+highs", res.seconds, res.reason or note)])
     return run.keep(name, shortest(res.schedule, lifted), res.status, res.seconds, res.bound, res.reason)
 
