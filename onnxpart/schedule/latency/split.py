@@ -131,12 +131,12 @@ def join_dp(segs_costs: list[dict[tuple, float]]) -> tuple[float, list[tuple]]:
 
 
 def milp_split(inst: Instance, time_limit: float = 10.0, seed: int = 0, workers: int = 1,
-               board: Board | None = None, symmetric: bool = True) -> SplitResult:
+               board: Board | None = None, symmetric: bool = True, budget_seconds: float | None = None) -> SplitResult:
     """MILP-SPLIT within ``time_limit`` seconds: every (module, entry, exit) pair's floor and one-worker
     CP-SAT solve as jobs on ``workers`` processes — with ``symmetric``, one pair per orbit of the device
     automorphisms (:mod:`.symmetry`) — posting the live DP bound to ``board`` (:mod:`.split_lane`), then
     :func:`_refine`, then the DP join. Without modules, one whole-graph CP-SAT solve with ``workers``
-    threads."""
+    threads. The CP-SAT deterministic budgets are those of ``budget_seconds`` (default ``time_limit``)."""
     clock = Budget(time_limit)
     t0 = clock.start
     cuts = cut_ops(inst)
@@ -152,7 +152,8 @@ def milp_split(inst: Instance, time_limit: float = 10.0, seed: int = 0, workers:
         return SplitResult(None, None, "interrupted", cuts, modules, now() - t0,
                            reason="not run: the incumbent already met a proven bound")
     tables, subs, index = _module_pairs(inst, segs, symmetric)
-    det = deterministic_seconds(time_limit) * FIRST_PASS / max(1.0, float(sum(sub.n for sub in subs.values())))
+    det = (deterministic_seconds(budget_seconds or time_limit) * FIRST_PASS
+           / max(1.0, float(sum(sub.n for sub in subs.values()))))
     budgets = {key: det * sub.n for key, sub in subs.items()}  # deterministic seconds, first pass
     first = [lane.Pair(key, sub, budgets[key]) for key, sub in subs.items()]
     share = Budget(FIRST_PASS * clock.left())
