@@ -1,5 +1,5 @@
 """The broadcast relaxation: a proven lower bound, and a schedule, for graphs whose one-op cuts are broken
-by tensors every layer reads — attention masks, rotary tables, position biases — though a few cheap ops
+by tensors every layer reads — attention masks, rotary cos/sin tables — though a few cheap ops
 near the inputs make them.
 
 In a decoder export the mask is computed from a second graph input (``attention_mask``) and read by the
