@@ -72,14 +72,14 @@ def largest_module(inst: Instance) -> int:
 
 
 def relaxation(inst: Instance) -> tuple[Instance, list[int], list[int]] | None:
-    """``(G − D, its ops' indices in G, D)``, or None where ``D`` is empty or deleting it frees no smaller
-    module than ``G``'s largest."""
+    """``(G − D, its ops' indices in G, D)``, or None where ``D`` is empty or ``G − D`` has no modules or
+    none smaller than ``G``'s largest."""
     deleted = broadcast_ops(inst)
     if not deleted or len(deleted) == inst.n:
         return None
     gone = set(deleted)
     relaxed, index = inst.subinstance([i for i in inst.topo if i not in gone])
-    if largest_module(relaxed) >= largest_module(inst):
+    if largest_module(relaxed) >= min(largest_module(inst), relaxed.n):
         return None
     return relaxed, index, deleted
 

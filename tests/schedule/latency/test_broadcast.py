@@ -53,6 +53,17 @@ def test_the_relaxed_bound_never_exceeds_the_optimum(seed):
     assert validate(inst, sched) == [] and sched.makespan >= optimum - 1e-9
 
 
+def test_no_relaxation_where_the_rest_has_no_modules_or_there_is_one_source():
+    """An edge skipping a layer leaves no one-op cut once the mask is deleted: SPLIT on the relaxation
+    would be a whole-graph solve of a smaller graph, weaker than the whole graph's own; so is a graph
+    with one source (nothing to delete)."""
+    case = masked_layers(np.random.default_rng(0), layers=2)
+    case["edges"].append((2, 7, 1.0))  # the first layer's first op into the second layer's last
+    assert broadcast.relaxation(case_instance(case)) is None
+    case["edges"].append((0, 1, 1.0))  # the mask made from the residual input: one source
+    assert broadcast.broadcast_ops(case_instance(case)) == []
+
+
 def test_the_kv_cache_decoder_step_gets_modules_and_a_bound(tmp_path):
     """On the exporter-shaped KV-cache decoder step (the additive mask read by every layer: no one-op cut),
     deleting the ops not downstream of the token input frees a module per layer, and ``solve``'s default
