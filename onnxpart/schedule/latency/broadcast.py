@@ -25,9 +25,10 @@ ancestor of a non-descendant is one), so its ops can run first. The relaxation i
 frees smaller modules than the graph has (:func:`relaxation`); SPLIT on ``G − D`` then runs first,
 within :data:`SHARE` of SPLIT's time (:func:`onnxpart.schedule.latency.solve`).
 
-Schedule. SPLIT's joined schedule of ``G − D`` is lifted onto ``G`` (:func:`lift`): ``D``'s ops first,
-all on one device (the best of the K), then the other ops in their relaxed start order, on their relaxed
-devices, re-simulated with every transfer ``D``'s tensors now need.
+Schedule. SPLIT's joined schedule of ``G − D`` is lifted onto ``G`` (:func:`lift`): ``D``'s ops all on
+one device (the best of the K), first or just before their readers, the other ops in their relaxed start
+order on their relaxed devices, re-simulated with every transfer ``D``'s tensors now need (Llama: 0.3116
+ms, under CPoP's 0.3139; with ``D`` first, 0.3154).
 """
 
 from __future__ import annotations
@@ -86,15 +87,23 @@ def relaxation(inst: Instance) -> tuple[Instance, list[int], list[int]] | None:
 
 def lift(inst: Instance, relaxed: Schedule, index: list[int], deleted: list[int]) -> Schedule | None:
     """The relaxed schedule on the whole instance (module docstring, "Schedule"): the shortest over the
-    device that runs ``D``; None where no device can run all of ``D`` or the mapping breaks memory (3.7)
+    device that runs ``D``, ``D`` first or each op of it just before the first op it feeds, appended or
+    inserted into idle time; None where no device can run all of ``D`` or the mapping breaks memory (3.7)
     or the links."""
-    order = deleted + [index[local] for local in split.order_by_start_local(relaxed)]
+    kept = [index[local] for local in split.order_by_start_local(relaxed)]
+    reach, placed, just_in_time = inst.ancestors_closure(), set(), []
+    for op in kept:  # D is closed under predecessors: each op's own inputs from D are placed before it
+        due = [d for d in deleted if d not in placed and reach[d, op]]
+        placed.update(due)
+        just_in_time += due + [op]
+    just_in_time += [d for d in deleted if d not in placed]
     found = None
     for u in range(inst.k):
         mapping = np.full(inst.n, u, dtype=np.int64)
         mapping[index] = relaxed.mapping
         if not inst.mapping_violations(mapping):
-            found = shortest(found, simulate(inst, mapping, order))
+            found = shortest(found, *(simulate(inst, mapping, order, insertion=insertion)
+                                      for order in (deleted + kept, just_in_time) for insertion in (False, True)))
     return found
 
 
