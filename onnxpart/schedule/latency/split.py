@@ -29,6 +29,9 @@ Symmetry (Section 5.2). ``OPT(S_k, u, v) = OPT(S_k, σu, σv)`` for every device
 the instance, and a schedule or bound for one pair relabelled by ``σ`` is one for the other; so only one
 pair per orbit is solved and the tables record its results for the whole orbit (:mod:`.symmetry`,
 :class:`.split_lane.ModuleTables`): with exact solves the DP sees what solving every pair gives.
+*Repeated modules* — the layers of a transformer stack — pin to sub-instances equal in every time,
+edge, delay and memory (:func:`_content`); one is solved, and its schedules (the same local op indices)
+and bounds are its twins' too, so each solve gets the budget of all of them.
 
 Time. A quarter of the time and of the deterministic budget (:data:`FIRST_PASS`) goes to one pass over
 every (module, entry, exit) solve; the rest to :func:`_refine`, which re-solves, with doubling budgets,
@@ -47,6 +50,7 @@ schedule and says so. A graph without cut ops falls back to one whole-graph solv
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 from time import monotonic as now
@@ -127,12 +131,12 @@ def join_dp(segs_costs: list[dict[tuple, float]]) -> tuple[float, list[tuple]]:
 
 
 def milp_split(inst: Instance, time_limit: float = 10.0, seed: int = 0, workers: int = 1,
-               board: Board | None = None, symmetric: bool = True) -> SplitResult:
+               board: Board | None = None, symmetric: bool = True, budget_seconds: float | None = None) -> SplitResult:
     """MILP-SPLIT within ``time_limit`` seconds: every (module, entry, exit) pair's floor and one-worker
     CP-SAT solve as jobs on ``workers`` processes — with ``symmetric``, one pair per orbit of the device
     automorphisms (:mod:`.symmetry`) — posting the live DP bound to ``board`` (:mod:`.split_lane`), then
     :func:`_refine`, then the DP join. Without modules, one whole-graph CP-SAT solve with ``workers``
-    threads."""
+    threads. The CP-SAT deterministic budgets are those of ``budget_seconds`` (default ``time_limit``)."""
     clock = Budget(time_limit)
     t0 = clock.start
     cuts = cut_ops(inst)
@@ -148,7 +152,8 @@ def milp_split(inst: Instance, time_limit: float = 10.0, seed: int = 0, workers:
         return SplitResult(None, None, "interrupted", cuts, modules, now() - t0,
                            reason="not run: the incumbent already met a proven bound")
     tables, subs, index = _module_pairs(inst, segs, symmetric)
-    det = deterministic_seconds(time_limit) * FIRST_PASS / max(1.0, float(sum(sub.n for sub in subs.values())))
+    det = (deterministic_seconds(budget_seconds or time_limit) * FIRST_PASS
+           / max(1.0, float(sum(sub.n for sub in subs.values()))))
     budgets = {key: det * sub.n for key, sub in subs.items()}  # deterministic seconds, first pass
     first = [lane.Pair(key, sub, budgets[key]) for key, sub in subs.items()]
     share = Budget(FIRST_PASS * clock.left())
@@ -187,28 +192,48 @@ def _module_pairs(inst: Instance, segs, symmetric: bool = True) -> tuple[lane.Mo
     """-> (tables: no schedule yet (upper inf), lower 0 — or inf where the pinned sub-instance is
     infeasible, which gets no solve —, the sub-instances of the feasible pairs to solve, and every
     feasible pair's op indices, by key). With ``symmetric``, only each orbit's representative under the
-    device automorphisms (:mod:`.symmetry`) gets a sub-instance; the tables know its orbit mates."""
+    device automorphisms (:mod:`.symmetry`) gets a sub-instance; the tables know its orbit mates. A pair
+    whose sub-instance equals an earlier pair's (a repeated module) is that pair's image too."""
     gens = symmetry.generators(inst) if symmetric else []
     tables = lane.ModuleTables([dict() for _ in segs], [dict() for _ in segs])
     subs: dict[lane.Key, Instance] = {}
     index: dict[lane.Key, list[int]] = {}
+    seen: dict[bytes, lane.Key] = {}  # a pinned sub-instance's content → the first pair that has it
     for s, (ops, entry, exit_) in enumerate(segs):
         pairs = [(u, v) for u in ([None] if entry is None else inst.allowed(entry))
                  for v in ([None] if exit_ is None else inst.allowed(exit_))]
         for (u, v), (rep, perm) in symmetry.pair_orbits(pairs, gens, inst.k).items():  # representatives first
+            key = (s, u, v)
             if (u, v) == rep:
                 sub = segment_instance(inst, ops, {entry: u} if entry is not None else {},
                                         (exit_, v) if exit_ is not None else None)
                 if sub is not None:
-                    subs[(s, u, v)], index[(s, u, v)] = sub
+                    index[key] = sub[1]
+                    same = seen.setdefault(_content(sub[0]), key)
+                    if same == key:
+                        subs[key] = sub[0]
+                    else:  # a repeated module (a layer like an earlier one): the same sub-instance
+                        tables.rep[key] = same
+                        tables.images.setdefault(same, []).append((key, np.arange(inst.k)))
             else:
-                tables.rep[(s, u, v)] = (s, *rep)
-                tables.images.setdefault((s, *rep), []).append(((s, u, v), perm))
+                solved = tables.rep.get((s, *rep), (s, *rep))
+                tables.rep[key] = solved
+                tables.images.setdefault(solved, []).append((key, perm))
                 if (s, *rep) in index:
-                    index[(s, u, v)] = index[(s, *rep)]
+                    index[key] = index[(s, *rep)]
             tables.ub[s][(u, v)] = math.inf
             tables.lb[s][(u, v)] = 0.0 if (s, *rep) in index else math.inf
     return tables, subs, index
+
+
+def _content(sub: Instance) -> bytes:
+    """A digest of what a pinned sub-instance's optimum and schedules depend on — times, edges with
+    bytes, delays, memory — in its local op order: equal digests, the same instance."""
+    digest = hashlib.sha256(np.asarray(sub.time, dtype=float).tobytes())
+    digest.update(repr(sub.edges).encode())
+    for array in (sub.delays, sub.mem):
+        digest.update(np.ascontiguousarray(array, dtype=float).tobytes())
+    return digest.digest()
 
 
 def _jobs(pairs: list[lane.Pair], budget: Budget, workers: int, seed: int) -> list[lane.ModuleJob]:

@@ -153,3 +153,31 @@ def test_split_bound_below_exact_optimum(inst):
     whole = exact.cpsat(inst, 5.0, heuristics.heft(inst).schedule)
     assert whole.makespan is not None
     assert res.bound <= whole.makespan + TOL
+
+
+def repeated_chain(rng: np.random.Generator, modules: int, size: int, k: int) -> dict:
+    """``modules`` copies of one random module (its entry op and ``size`` ops, the same times, edges and
+    bytes), each entered from the one before through a single op, then a last op: the layers of a stack."""
+    inner = [(a, b, float(rng.integers(1, 5))) for a in range(1, size + 1) for b in range(a + 1, size + 1)
+             if rng.random() < 0.5]
+    inner += [(0, a, float(rng.integers(1, 5))) for a in range(1, size + 1)]
+    out = [(a, size + 1, float(rng.integers(1, 5))) for a in range(1, size + 1)]  # into the next entry
+    edges = [(m * (size + 1) + i, m * (size + 1) + j, b) for m in range(modules) for i, j, b in inner + out]
+    times = rng.integers(1, 9, size=(size + 1, k)).astype(float)
+    time = np.vstack([times] * modules + [rng.integers(1, 9, size=(1, k)).astype(float)])
+    return dict(time=time, edges=edges, latency=float(rng.integers(0, 3)), bandwidth=float(rng.choice([1.0, 2.0])))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_repeated_modules_are_solved_once_and_the_bound_stays_below_brute_force(seed):
+    """Two copies of one module pin to equal sub-instances: only the first copy's (entry, exit) pairs are
+    solved (with the last op's two: 6 of 10), the second takes its schedules and bounds, and the DP bound
+    stays at most the brute-force optimum (equal to it where every pair is proven)."""
+    case = repeated_chain(np.random.default_rng(seed), modules=2, size=2, k=2)
+    inst = build(case)
+    res = split.milp_split(inst, time_limit=2.0, symmetric=False)
+    assert len(res.modules) == 3 and (res.solved_pairs, res.pairs) == (6, 10)
+    opt = optimum(case)
+    assert res.bound <= opt + TOL and res.makespan >= opt - TOL
+    if res.status == "optimal":
+        assert res.bound == pytest.approx(opt, abs=TOL)
