@@ -62,16 +62,19 @@ def test_partition_answers_with_no_time_left(slow_clock):
     assert slow_clock[0] > 0 and np.isfinite(solution.value)
 
 
-def test_remat_answers_with_no_time_left(slow_clock):
-    """At 90% on this graph the idle-span plan does not fit and every eviction pass goes over the budget:
-    only a repair fits it. Old code: the repair waited on the clock, no method had a sequence, and the run
-    said 'no sequence fits the budget' (exit 4)."""
+@pytest.mark.parametrize("method, ops", [("greedy", 300), ("checkmate", 60)])
+def test_remat_answers_with_no_time_left(slow_clock, method, ops):
+    """greedy: at 90% on the 300-op graph the idle-span plan does not fit and every eviction pass goes over
+    the budget: only a repair fits it. checkmate: the MILP stops before its first incumbent. Old code: the
+    repair waited on the clock, the MILP's 'no_solution' was the only result, and the run said 'no sequence
+    fits the budget' (exit 4) for want of time."""
     from onnxpart import remat
     from onnxpart.remat.model import build_instance
     from onnxpart.remat.sequence import simulate
 
-    inst = build_instance(_graph(300))
-    solution = remat.solve(inst, remat.Options(budget=("fraction", 0.9), methods=("greedy",), workers=1), seconds=0.1)
+    inst = build_instance(_graph(ops))
+    options = remat.Options(budget=("fraction", 0.9), methods=(method,), workers=1)
+    solution = remat.solve(inst, options, seconds=0.1)
     assert simulate(inst, solution.best.sequence).peak <= solution.budget
 
 

@@ -126,12 +126,27 @@ def solve(problem: Instance, options: Options, board: Board | None = None, secon
         solution.results = [_checked(fit, board, _fits(fit.instance, m.name)) for m in methods]
     else:
         solution.results = run_methods(methods, fit, options, board, budget)
+        _first_answer(solution, fit, board)
     solution.lower_bounds += [b for r in solution.results for b in bounds_of(r)]
     if solution.best is None:
         error = InfeasibleError(infeasible_message(solution))
         error.solution = solution  # type: ignore[attr-defined]
         raise error
     return solution
+
+
+def _first_answer(solution: Solution, fit: Fit, board: Board) -> None:
+    """When no method found a sequence and none proved the budget impossible, greedy's first answer
+    (:func:`.heuristics.first_answer`, bounded work whatever the clock) joins the results: running out of
+    time is no proof of infeasibility (issue 30)."""
+    from onnxpart.remat.heuristics import first_answer
+
+    if solution.best is not None or any(r.status == "infeasible" for r in solution.results):
+        return
+    found = first_answer(fit.instance, fit.budget, solution.options.max_copies)
+    if found is not None:
+        solution.results.append(_checked(fit, board, found))
+        board.offer(found.value, found.method)
 
 
 def _order(solution: Solution, options: Options, budget: Budget) -> None:

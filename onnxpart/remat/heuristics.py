@@ -299,10 +299,34 @@ def solve_greedy(instance: Instance, budget: float, max_copies: int, search_seco
     start = time.perf_counter()
     found = greedy_sequence(instance, budget, max_copies, search_seconds, seconds)
     seconds = time.perf_counter() - start
-    where = f"C_v ≤ {max_copies} computations per op, the input topological order's stages (§2.3)"
     if found is None or found[1].peak > budget:
         notes = None if found is None else {"reachable_budget": found[1].peak}
         return MethodResult(method="greedy", status="no_solution", sequence=None, bound_status="none",
-                            seconds=seconds, time_to_best=None, restriction=where, solver="greedy", notes=notes)
-    return MethodResult(method="greedy", status="heuristic", sequence=_ops(instance, found[0]), bound_status="none",
-                        seconds=seconds, time_to_best=seconds, restriction=where, solver="greedy")
+                            seconds=seconds, time_to_best=None, restriction=_where(max_copies), solver="greedy",
+                            notes=notes)
+    return _heuristic(instance, found[0], max_copies, seconds)
+
+
+def first_answer(instance: Instance, budget: float, max_copies: int) -> MethodResult | None:
+    """The first answer (:func:`_planned`: the idle-span plan, repaired by bounded work; not pruned, no time
+    is left) as the ``greedy`` method's result, or None when it does not fit: what a run answers whose
+    methods found no sequence in their time and proved none impossible (issue 30: an exact method asked
+    alone, stopped before its first incumbent, is no proof that the budget is infeasible)."""
+    start = time.perf_counter()
+    found = _planned(instance, budget, max_copies, start)
+    if found is None:
+        return None
+    result = _heuristic(instance, found[0], max_copies, time.perf_counter() - start)
+    result.notes = {"first_answer": "no method asked found a sequence in its time: the first answer stands in"}
+    return result
+
+
+def _heuristic(instance: Instance, events: list[Event], max_copies: int, seconds: float) -> MethodResult:
+    """The ``greedy`` method's result for a sequence that fits, found in ``seconds``."""
+    return MethodResult(method="greedy", status="heuristic", sequence=_ops(instance, events), bound_status="none",
+                        seconds=seconds, time_to_best=seconds, restriction=_where(max_copies), solver="greedy")
+
+
+def _where(max_copies: int) -> str:
+    """The restriction the greedy's sequences keep."""
+    return f"C_v ≤ {max_copies} computations per op, the input topological order's stages (§2.3)"
