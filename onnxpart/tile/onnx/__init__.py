@@ -16,10 +16,10 @@ The solve runs on one clock (:class:`onnxpart.strategy.Budget`) of ``seconds`` (
 ``run_clock.solve_seconds``; default ``time_limit``): local, the first answer, runs to its end whatever the
 clock; greedy stops at its deadline and exact takes what is left. Greedy's trials are its part of
 ``time_limit`` by the methods' weights, so one limit gives one plan whatever the machine's load. The
-certificate always holds the closed-form bound (:func:`onnxpart.tile.onnx.exact.closed_form_bound`). Files: :mod:`onnxpart.tile.onnx.emit`; the
-``--check-certificate`` recomputation: :mod:`onnxpart.tile.onnx.check`; ``--verify``:
-:mod:`onnxpart.tile.onnx.verify`. This module imports no solver: the command line reads :data:`REGISTRY` when
-it starts.
+certificate always holds the closed-form bound (:func:`onnxpart.tile.onnx.exact.closed_form_bound`). Files:
+:mod:`onnxpart.tile.onnx.emit`; the ``--check-certificate`` recomputation: :mod:`onnxpart.tile.onnx.check`;
+``--verify``: :mod:`onnxpart.tile.onnx.verify`. This module imports no solver: the command line reads
+:data:`REGISTRY` when it starts.
 """
 
 from __future__ import annotations
