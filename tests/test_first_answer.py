@@ -26,8 +26,11 @@ STEP = 1.0
 
 @pytest.fixture
 def slow_clock(monkeypatch):
-    """``time.monotonic`` and ``time.perf_counter`` — and every name an ``onnxpart`` module bound to them
-    (``from time import monotonic as now``) — a second later at each reading."""
+    """``time.monotonic`` and ``time.perf_counter`` — every name an ``onnxpart`` module bound to them (``from
+    time import monotonic as now``) and :class:`~onnxpart.strategy.Budget`'s clock too — a second later at
+    each reading."""
+    from onnxpart import strategy
+
     real = {name: getattr(time, name) for name in ("monotonic", "perf_counter")}
     calls = [0]
 
@@ -40,6 +43,8 @@ def slow_clock(monkeypatch):
     fakes = {name: later(name) for name in real}
     for name, fake in fakes.items():
         monkeypatch.setattr(time, name, fake)
+    monkeypatch.setattr(strategy.Budget.__init__, "__kwdefaults__",
+                        {**strategy.Budget.__init__.__kwdefaults__, "clock": fakes["monotonic"]})
     for module_name, module in list(sys.modules.items()):
         if module_name.startswith("onnxpart") and module is not None:
             for attr, value in list(vars(module).items()):
@@ -63,19 +68,45 @@ def test_partition_answers_with_no_time_left(slow_clock):
     assert slow_clock[0] > 0 and np.isfinite(solution.value)
 
 
-@pytest.mark.parametrize("method, ops", [("greedy", 300), ("checkmate", 60)])
-def test_remat_answers_with_no_time_left(slow_clock, method, ops):
-    """greedy: at 90% on the 300-op graph the idle-span plan does not fit and every eviction pass goes over
-    the budget: only a repair fits it. checkmate: the MILP stops before its first incumbent. Old code: the
-    repair waited on the clock, the MILP's 'no_solution' was the only result, and the run said 'no sequence
-    fits the budget' (exit 4) for want of time."""
+@pytest.mark.parametrize("method", ["greedy", "checkmate"])
+def test_remat_answers_with_no_time_left(slow_clock, method):
+    """At 90% on this graph the idle-span plan does not fit and every eviction pass goes over the budget:
+    only a repair fits it. Old code: the repair waited on the clock, no method had a sequence, and the run
+    said 'no sequence fits the budget' (exit 4). (checkmate: its model is skipped, the greedy answers.)"""
     from onnxpart import remat
     from onnxpart.remat.model import build_instance
     from onnxpart.remat.sequence import simulate
 
-    inst = build_instance(_graph(ops))
+    inst = build_instance(_graph(300))
     options = remat.Options(budget=("fraction", 0.9), methods=(method,), workers=1)
     solution = remat.solve(inst, options, seconds=0.1)
+    assert simulate(inst, solution.best.sequence).peak <= solution.budget
+
+
+@pytest.mark.parametrize("status", ["no_solution", "infeasible"])
+def test_remat_says_infeasible_only_when_a_method_proved_it(slow_clock, monkeypatch, status):
+    """Checkmate asked alone, stopped before its first incumbent (``no_solution``, what HiGHS gives on a
+    short limit), proves nothing: greedy's first answer stands in. Old code: exit 4, 'no sequence fits'.
+    Where it proved the budget impossible (``infeasible``) the run still says so."""
+    from onnxpart import remat
+    from onnxpart.errors import InfeasibleError
+    from onnxpart.remat import checkmate
+    from onnxpart.remat.model import MethodResult, build_instance
+    from onnxpart.remat.sequence import simulate
+
+    def stopped(instance, budget, seconds, **_):
+        return MethodResult(method="checkmate", status=status, sequence=None, bound_status="none",
+                            time_to_best=None, restriction=checkmate.RESTRICTION, solver="highs")
+
+    monkeypatch.setattr(checkmate, "solve_checkmate", stopped)
+    inst = build_instance(_graph(40))  # small enough that its model is not skipped
+    options = remat.Options(budget=("fraction", 0.9), methods=("checkmate",), workers=1)
+    if status == "infeasible":
+        with pytest.raises(InfeasibleError):
+            remat.solve(inst, options, seconds=0.1)
+        return
+    solution = remat.solve(inst, options, seconds=0.1)
+    assert solution.best.method == "greedy" and "first_answer" in solution.best.notes
     assert simulate(inst, solution.best.sequence).peak <= solution.budget
 
 
