@@ -83,14 +83,15 @@ def test_remat_answers_with_no_time_left(slow_clock, method):
     assert simulate(inst, solution.best.sequence).peak <= solution.budget
 
 
-@pytest.mark.parametrize("status", ["no_solution", "infeasible"])
-def test_remat_says_infeasible_only_when_a_method_proved_it(slow_clock, monkeypatch, status):
+@pytest.mark.parametrize("status, first", [("no_solution", True), ("no_solution", False), ("infeasible", True)])
+def test_remat_says_infeasible_only_when_a_method_proved_it(slow_clock, monkeypatch, status, first):
     """Checkmate asked alone, stopped before its first incumbent (``no_solution``, what HiGHS gives on a
-    short limit), proves nothing: greedy's first answer stands in. Old code: exit 4, 'no sequence fits'.
-    Where it proved the budget impossible (``infeasible``) the run still says so."""
+    short limit), proves nothing: greedy's first answer stands in (old code: exit 4, 'no sequence fits'),
+    and where that does not fit either the message says nothing was proven. Where checkmate proved the
+    budget impossible (``infeasible``) the run says no sequence fits."""
     from onnxpart import remat
     from onnxpart.errors import InfeasibleError
-    from onnxpart.remat import checkmate
+    from onnxpart.remat import checkmate, heuristics
     from onnxpart.remat.model import MethodResult, build_instance
     from onnxpart.remat.sequence import simulate
 
@@ -99,11 +100,15 @@ def test_remat_says_infeasible_only_when_a_method_proved_it(slow_clock, monkeypa
                             time_to_best=None, restriction=checkmate.RESTRICTION, solver="highs")
 
     monkeypatch.setattr(checkmate, "solve_checkmate", stopped)
+    if not first:
+        monkeypatch.setattr(heuristics, "first_answer", lambda *_: None)
     inst = build_instance(_graph(40))  # small enough that its model is not skipped
     options = remat.Options(budget=("fraction", 0.9), methods=("checkmate",), workers=1)
-    if status == "infeasible":
-        with pytest.raises(InfeasibleError):
+    if status == "infeasible" or not first:
+        with pytest.raises(InfeasibleError) as error:
             remat.solve(inst, options, seconds=0.1)
+        proven = "no sequence fits the budget" in str(error.value)
+        assert proven == (status == "infeasible") and proven != ("none proved that none exists" in str(error.value))
         return
     solution = remat.solve(inst, options, seconds=0.1)
     assert solution.best.method == "greedy" and "first_answer" in solution.best.notes

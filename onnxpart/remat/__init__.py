@@ -342,9 +342,13 @@ def infeasible_message(solution: Solution) -> str:
         parts = [f"--budget min: moccasin's phase 1 reached {budget:,} B, but {', '.join(solution.options.methods)} "
                  f"found no sequence within it in the time left: add moccasin to --method (it starts from that "
                  f"sequence) or raise --time-limit"]
-    else:
+    elif any(result.status == "infeasible" for result in solution.results):
         parts = [f"no sequence fits the budget {budget:,} B (baseline peak {solution.baseline.peak:,.0f} B); "
                  "--budget min finds the smallest budget that works"]
+    else:  # running out of time, or a heuristic that got stuck, proves nothing
+        parts = [f"no method found a sequence within the budget {budget:,} B (baseline peak "
+                 f"{solution.baseline.peak:,.0f} B), and none proved that none exists: raise --time-limit or the "
+                 "budget; --budget min finds the smallest budget that works"]
     return "; ".join(parts + [_why(result, solution.floor[0]) for result in solution.results])
 
 
