@@ -28,7 +28,8 @@ STEP = 1.0
 def slow_clock(monkeypatch):
     """``time.monotonic`` and ``time.perf_counter`` — every name an ``onnxpart`` module bound to them (``from
     time import monotonic as now``) and :class:`~onnxpart.strategy.Budget`'s clock too — a second later at
-    each reading."""
+    each reading. Afterwards every such name is the real clock again, those of modules first imported during
+    the test too (they bound the fake one)."""
     from onnxpart import strategy
 
     real = {name: getattr(time, name) for name in ("monotonic", "perf_counter")}
@@ -45,13 +46,19 @@ def slow_clock(monkeypatch):
         monkeypatch.setattr(time, name, fake)
     monkeypatch.setattr(strategy.Budget.__init__, "__kwdefaults__",
                         {**strategy.Budget.__init__.__kwdefaults__, "clock": fakes["monotonic"]})
+    _rebind(real, fakes, monkeypatch.setattr)
+    yield calls
+    _rebind(fakes, real, setattr)
+
+
+def _rebind(old: dict, new: dict, bind) -> None:
+    """Every name of an ``onnxpart`` module that is ``old[name]``, bound to ``new[name]`` with ``bind``."""
     for module_name, module in list(sys.modules.items()):
         if module_name.startswith("onnxpart") and module is not None:
             for attr, value in list(vars(module).items()):
-                for name, original in real.items():
-                    if value is original:
-                        monkeypatch.setattr(module, attr, fakes[name])
-    return calls
+                for name, function in old.items():
+                    if value is function:
+                        bind(module, attr, new[name])
 
 
 def _graph(n: int, seed: int = 0):
