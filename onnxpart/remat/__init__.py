@@ -37,6 +37,11 @@ ORDERS = ("fixed", "free", "minmem")
 PRECEDENCES = ("literals", "reservoir")
 ORDER_PART = 0.5  # --order minmem's exact search gets at most this part of the run
 MODEL_NODES = 2000  # moccasin's and checkmate's models run up to this many nodes; above, the greedy answers
+#: Checkmate's model has about 7·nodes² rows of about 280 bytes (a 1,000-op random DAG: 7.1 million rows,
+#: 2 GB, built in 19 s on two loaded cores; 300 ops: 2.4 s): it runs up to this many nodes ...
+CHECKMATE_NODES = 800
+#: ... and where building it (these seconds per nodes²) fits in the method's share of the time.
+CHECKMATE_BUILD = 2.5e-5
 GREEDY_SEARCH = (0.25, 30.0)  # the greedy method searches this part of its share, at most this many seconds
 
 
@@ -126,12 +131,27 @@ def solve(problem: Instance, options: Options, board: Board | None = None, secon
         solution.results = [_checked(fit, board, _fits(fit.instance, m.name)) for m in methods]
     else:
         solution.results = run_methods(methods, fit, options, board, budget)
+        _first_answer(solution, fit, board)
     solution.lower_bounds += [b for r in solution.results for b in bounds_of(r)]
     if solution.best is None:
         error = InfeasibleError(infeasible_message(solution))
         error.solution = solution  # type: ignore[attr-defined]
         raise error
     return solution
+
+
+def _first_answer(solution: Solution, fit: Fit, board: Board) -> None:
+    """When no method found a sequence and none proved the budget impossible, greedy's first answer
+    (:func:`.heuristics.first_answer`, bounded work whatever the clock) joins the results: running out of
+    time is no proof of infeasibility (issue 30)."""
+    from onnxpart.remat.heuristics import first_answer
+
+    if solution.best is not None or any(r.status == "infeasible" for r in solution.results):
+        return
+    found = first_answer(fit.instance, fit.budget, solution.options.max_copies)
+    if found is not None:
+        solution.results.append(_checked(fit, board, found))
+        board.offer(found.value, found.method)
 
 
 def _order(solution: Solution, options: Options, budget: Budget) -> None:
@@ -202,8 +222,9 @@ def _moccasin_options(options: Options, seconds: float, **more: Any):
 def _moccasin(fit: Fit, options: Options, board: Board, seconds: float) -> MethodResult:
     from onnxpart.remat.moccasin import solve_moccasin
 
-    if fit.instance.n_nodes > MODEL_NODES:
-        return _checked(fit, board, _greedy_instead("moccasin", fit, options, seconds))
+    why = _model_skipped("moccasin", fit.instance.n_nodes, seconds)
+    if why is not None:
+        return _checked(fit, board, _greedy_instead("moccasin", fit, options, seconds, why))
     moccasin = _moccasin_options(options, seconds, start=fit.reached)
     return _checked(fit, board, solve_moccasin(fit.instance, fit.budget, moccasin, board.on_progress))
 
@@ -211,8 +232,9 @@ def _moccasin(fit: Fit, options: Options, board: Board, seconds: float) -> Metho
 def _checkmate(fit: Fit, options: Options, board: Board, seconds: float) -> MethodResult:
     from onnxpart.remat.checkmate import solve_checkmate
 
-    if fit.instance.n_nodes > MODEL_NODES:
-        return _checked(fit, board, _greedy_instead("checkmate", fit, options, seconds))
+    why = _model_skipped("checkmate", fit.instance.n_nodes, seconds)
+    if why is not None:
+        return _checked(fit, board, _greedy_instead("checkmate", fit, options, seconds, why))
     return _checked(fit, board, solve_checkmate(fit.instance, fit.budget, seconds, seed=options.seed,
                                                 progress=board.on_progress))
 
@@ -220,8 +242,9 @@ def _checkmate(fit: Fit, options: Options, board: Board, seconds: float) -> Meth
 def _checkmate_lp(fit: Fit, options: Options, board: Board, seconds: float) -> MethodResult:
     from onnxpart.remat.checkmate import solve_checkmate_lp
 
-    if fit.instance.n_nodes > MODEL_NODES:
-        return _checked(fit, board, _greedy_instead("checkmate-lp", fit, options, seconds))
+    why = _model_skipped("checkmate-lp", fit.instance.n_nodes, seconds)
+    if why is not None:
+        return _checked(fit, board, _greedy_instead("checkmate-lp", fit, options, seconds, why))
     return _checked(fit, board, solve_checkmate_lp(fit.instance, fit.budget, seconds, seed=options.seed))
 
 
@@ -236,12 +259,30 @@ def _greedy_sequence(fit: Fit, options: Options, seconds: float) -> MethodResult
     return solve_greedy(fit.instance, fit.budget, options.max_copies, min(most, part * seconds), seconds)
 
 
-def _greedy_instead(method: str, fit: Fit, options: Options, seconds: float) -> MethodResult:
-    """Above :data:`MODEL_NODES` nodes a method's model does not fit in memory or time (Moccasin's grid
-    of start times and Checkmate's retention matrix grow with the square of the nodes): the greedy
-    heuristic answers in its place, and the result's notes say the model was skipped and why."""
+def _model_skipped(method: str, nodes: int, seconds: float) -> str | None:
+    """Why ``method``'s model is not built on ``nodes`` nodes in ``seconds``, or None. Moccasin's grid of
+    start times and Checkmate's retention matrix grow with the square of the nodes: above
+    :data:`MODEL_NODES` neither fits in memory or time; Checkmate's not above :data:`CHECKMATE_NODES`, nor
+    where building it would take longer than its share (:data:`CHECKMATE_BUILD`; a 2,000-node model is
+    about 8 GB, whatever the time limit). A rule on sizes and the seconds given, never on how fast anything
+    ran, so one limit skips the same methods on any machine."""
+    if nodes > MODEL_NODES:
+        return f"{method}'s model skipped: {nodes} nodes > {MODEL_NODES} (it grows as nodes²)"
+    if method == "moccasin":
+        return None
+    if nodes > CHECKMATE_NODES:
+        return f"{method}'s model skipped: {nodes} nodes > {CHECKMATE_NODES} (about 7·nodes² rows, 2 GB at 1,000)"
+    build = CHECKMATE_BUILD * nodes ** 2
+    if build > seconds:
+        return (f"{method}'s model skipped: building it on {nodes} nodes takes about {build:.3g} s, more than "
+                f"its {seconds:.3g} s (a longer --time-limit lets it run)")
+    return None
+
+
+def _greedy_instead(method: str, fit: Fit, options: Options, seconds: float, why: str) -> MethodResult:
+    """The greedy heuristic answers in place of a method whose model was skipped (:func:`_model_skipped`);
+    the result's notes say so and why."""
     result = _greedy_sequence(fit, options, seconds)
-    why = f"{method}'s model skipped: {fit.instance.n_nodes} nodes > {MODEL_NODES} (it grows as nodes²)"
     return replace(result, method=method, notes={**(result.notes or {}), "skipped": why})
 
 
@@ -301,9 +342,13 @@ def infeasible_message(solution: Solution) -> str:
         parts = [f"--budget min: moccasin's phase 1 reached {budget:,} B, but {', '.join(solution.options.methods)} "
                  f"found no sequence within it in the time left: add moccasin to --method (it starts from that "
                  f"sequence) or raise --time-limit"]
-    else:
+    elif any(result.status == "infeasible" for result in solution.results):
         parts = [f"no sequence fits the budget {budget:,} B (baseline peak {solution.baseline.peak:,.0f} B); "
                  "--budget min finds the smallest budget that works"]
+    else:  # running out of time, or a heuristic that got stuck, proves nothing
+        parts = [f"no method found a sequence within the budget {budget:,} B (baseline peak "
+                 f"{solution.baseline.peak:,.0f} B), and none proved that none exists: raise --time-limit or the "
+                 "budget; --budget min finds the smallest budget that works"]
     return "; ".join(parts + [_why(result, solution.floor[0]) for result in solution.results])
 
 

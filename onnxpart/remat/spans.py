@@ -33,22 +33,22 @@ ROUNDS = 4
 
 def plan_spans(instance: Instance, budget: float, max_copies: int) -> list[Event] | None:
     """A stage-structured sequence (input nodes included, as :func:`.eviction.stage_events` gives it) that
-    recomputes producers before the later read of their idle spans, or None when ``max_copies`` < 2 or
-    when no span is left to free before the simulated peak fits ``budget``. It has no deadline: it is the
-    first answer, which a short ``--time-limit`` on a loaded machine must still get (issue 30), and its
-    work does not depend on the clock (at most :data:`ROUNDS` rounds)."""
+    recomputes producers before the later read of their idle spans: the first whose simulated peak fits
+    ``budget``, else the last planned (over the budget: no span was left to free, or :data:`ROUNDS` rounds
+    passed); None when ``max_copies`` < 2. It has no deadline: it is the first answer, which a short
+    ``--time-limit`` on a loaded machine must still get (issue 30), and its work does not depend on the
+    clock (at most :data:`ROUNDS` rounds)."""
     if max_copies < 2:
         return None
     plan = _Plan(instance, budget)
     for _ in range(ROUNDS):
-        if not plan.fill():
-            return None
+        filled = plan.fill()
         events = plan.events()
         profile = simulate(instance, [e.node for e in events if e.node < instance.n_ops])
-        if profile.peak <= budget:
+        if profile.peak <= budget or not filled:
             return events
         plan.remeasure(events, profile.memory)
-    return None
+    return events
 
 
 class _Plan:

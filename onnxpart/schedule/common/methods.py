@@ -23,7 +23,7 @@ from typing import Any
 from onnxpart.board import Board
 from onnxpart.certificate import LowerBound
 from onnxpart.errors import InfeasibleError
-from onnxpart.schedule.common.solution import Solution, shortest
+from onnxpart.schedule.common.solution import HeuristicResult, Solution, shortest
 from onnxpart.strategy import Budget, Method, MethodResult, Registry
 
 #: The methods both objectives offer, in the order they run and tie-break (the earlier of two equal
@@ -127,9 +127,18 @@ class Run:
         """The shortest schedule found so far or among ``more`` (:func:`.solution.shortest`)."""
         return shortest(*(f[2] for f in self.found), *more)
 
-    def solution(self, instance, order: Sequence[str], failure: str) -> Solution:
-        """The shortest schedule (ties: the earlier method of ``order``); :class:`InfeasibleError` with
-        ``failure`` when no method found one."""
+    def solution(self, instance, order: Sequence[str], failure: str,
+                 first: Callable[[], HeuristicResult | None] | None = None) -> Solution:
+        """The shortest schedule (ties: the earlier method of ``order``). When no method found one and none
+        proved that none exists (an exact method asked alone, stopped or skipped for want of time), the first
+        answer ``first()`` stands in: a constructive heuristic (MET) whose work does not depend on the clock,
+        so a run whose time was spent before it started still answers (issue 30). :class:`InfeasibleError`
+        with ``failure`` when there is still none."""
+        if not self.found and first is not None and not any(r.status == "infeasible" for r in self.results):
+            answer = first()
+            if answer is not None and answer.schedule is not None:
+                self.keep(answer.method, answer.schedule, "first_answer", answer.seconds,
+                          note="no method asked found a schedule in its time: the first answer stands in")
         if not self.found:
             raise InfeasibleError(failure)
         best = min(self.found, key=lambda f: (f[0], list(order).index(f[1])))

@@ -137,7 +137,7 @@ def solve(instance: Instance, options, board: Board | None = None) -> Solution:
     run_methods(selected(METHODS, options.methods), context, options, run.board, run.budget)
     infeasible = any(r.status == "infeasible" for r in run.results)
     return run.solution(instance, METHODS.names, "no mapping satisfies memory (3.7) and the links" if infeasible else
-                        "no method found a feasible mapping: add exact methods or a longer time limit")
+                        "no method found a feasible mapping: add exact methods or a longer time limit", context.start)
 
 
 def _first_feasible(instance: Instance):

@@ -34,7 +34,8 @@ DEFAULT_METHODS = ("met", "greedy", "heft", "cpop", "sa", "ea", "cpsat")
 
 
 def _constructive(name: str, context: Context, seconds: float) -> MethodResult:
-    res = BASELINES[name](context.instance, context.options.batch, seconds)
+    inst, batch = context.instance, context.options.batch
+    res = heuristics.met(inst, batch) if name == "met" else BASELINES[name](inst, batch, seconds)
     status = "time_limit" if res.timed_out else "ok" if res.schedule else "failed"
     return context.run.keep(name, res.schedule, status, res.seconds)
 
@@ -64,7 +65,8 @@ def _split(name: str, context: Context, seconds: float) -> MethodResult:
     return run.keep(name, sched, status, secs, note=note)
 
 
-BASELINES = {"met": heuristics.met, "greedy": heuristics.greedy, "heft": heuristics.heft, "cpop": heuristics.cpop}
+#: The list baselines, each within its share of the time; bMET, the first answer, has no limit.
+BASELINES = {"greedy": heuristics.greedy, "heft": heuristics.heft, "cpop": heuristics.cpop}
 
 #: Every throughput method (:data:`onnxpart.schedule.common.methods.CATALOGUE`), run by its function here;
 #: each weighs the same (the baselines share a phase of their own: :func:`solve`).
@@ -91,12 +93,13 @@ def solve(instance: Instance, options, board: Board | None = None) -> Solution:
     run_methods([m for m in chosen if m.name in CONSTRUCTIVE], context, options, run.board, baselines)
     rest = [m for m in chosen if m.name not in CONSTRUCTIVE and (m.kind == "exact" or context.start() is not None)]
     run_methods(rest, context, options, run.board, run.budget)
-    return run.solution(instance, METHODS.names, "no method found a feasible batched schedule")
+    return run.solution(instance, METHODS.names, "no method found a feasible batched schedule",
+                        lambda: heuristics.met(instance, options.batch))
 
 
 def _start(run: Run, inst: Instance, batch: int, relaxed):
     """SA and EA's start, and the exact methods' hint beside the schedules found: the best of the
     baselines run (bMET if none found one), plain data parallelism (one split for all ops) and the load
     LP's rounded optimum (on the benchmark's sd 2-channel stack its CPU computes 766 ms, bHEFT's 1102)."""
-    fallback = None if run.found else heuristics.met(inst, batch, run.budget.share(1, 3)).schedule
+    fallback = None if run.found else heuristics.met(inst, batch).schedule
     return run.best(fallback, heuristics.uniform(inst, batch).schedule, relaxed.rounded if relaxed else None)

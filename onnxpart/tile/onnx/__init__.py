@@ -13,13 +13,13 @@ The methods (:data:`REGISTRY`; they run in the order asked):
   greedy's plan: proven optimal, or a proven bound at the time limit.
 
 The solve runs on one clock (:class:`onnxpart.strategy.Budget`) of ``seconds`` (the command's
-``run_clock.solve_seconds``; default ``time_limit``): local and greedy stop at its deadline, exact takes what is
-left. Greedy's trials are its part of ``time_limit`` by the methods' weights, so one limit gives one plan
-whatever the machine's load. The certificate always holds the closed-form bound
-(:func:`onnxpart.tile.onnx.exact.closed_form_bound`). Files: :mod:`onnxpart.tile.onnx.emit`; the
-``--check-certificate`` recomputation: :mod:`onnxpart.tile.onnx.check`; ``--verify``:
-:mod:`onnxpart.tile.onnx.verify`. This module imports no solver: the command line reads :data:`REGISTRY` when
-it starts.
+``run_clock.solve_seconds``; default ``time_limit``): local, the first answer, runs to its end whatever the
+clock; greedy stops at its deadline and exact takes what is left. Greedy's trials are its part of
+``time_limit`` by the methods' weights, so one limit gives one plan whatever the machine's load. The
+certificate always holds the closed-form bound (:func:`onnxpart.tile.onnx.exact.closed_form_bound`). Files:
+:mod:`onnxpart.tile.onnx.emit`; the ``--check-certificate`` recomputation: :mod:`onnxpart.tile.onnx.check`;
+``--verify``: :mod:`onnxpart.tile.onnx.verify`. This module imports no solver: the command line reads
+:data:`REGISTRY` when it starts.
 """
 
 from __future__ import annotations
@@ -108,11 +108,11 @@ class _Run:
 
 
 def _local(run: _Run, options: LayoutOptions, board: Board, seconds: float) -> LayoutResult:
-    """The first valid plan, whatever the limit: the ops it does not reach by the deadline stay replicated."""
+    """The first valid plan, whatever the limit (:func:`onnxpart.tile.onnx.heuristics.local` has no deadline)."""
     from onnxpart.tile.onnx.heuristics import local
 
     start = time.monotonic()
-    return run.result("local", start, local(run.inst, run.budget.deadline), "heuristic")
+    return run.result("local", start, local(run.inst), "heuristic")
 
 
 def _settled(method: str, board: Board) -> LayoutResult | None:

@@ -114,7 +114,7 @@ def test_data_parallelism_in_closed_form_is_the_best_simulated_split(seed):
 
 
 def test_the_list_baselines_stop_at_their_time_limit(multinode):
-    for fn in (heuristics.met, heuristics.greedy, heuristics.heft):
+    for fn in (heuristics.greedy, heuristics.heft):
         res = fn(multinode, 64, 0.0)
         assert res.timed_out and res.schedule is None
     res = exact.cpsat(multinode, 64, 0.0)
