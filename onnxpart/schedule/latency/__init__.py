@@ -5,8 +5,8 @@ order it, minimizing the makespan of one input, with a certified lower bound.
 SA, biased (1+1) EA; :mod:`.heuristics`), the exact models (thesis MILP on HiGHS, CP-SAT; :mod:`.exact`)
 and MILP-SPLIT (:mod:`.split`; :mod:`.chain_split` over multi-channel modules) — warm-starting each
 exact solve from the best schedule so far, checks every answer with the independent validator
-(:func:`.simulator.validate`), and gathers the proven lower bounds (:mod:`.bounds`). Pure: no files, no
-terminal. The answer becomes files through :mod:`.pieces` and :mod:`.emit`; :mod:`.check` re-checks them.
+(:func:`.simulator.validate`), and gathers the proven lower bounds (:mod:`.bounds`, :mod:`.load_cuts`).
+Pure: no files, no terminal. The answer becomes files through :mod:`.pieces` and :mod:`.emit`; :mod:`.check` re-checks them.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from onnxpart.schedule.common.instance import Instance
 from onnxpart.schedule.common.methods import CONSTRUCTIVE, Context, Run, registry, selected
 from onnxpart.schedule.common.solution import Solution
 # check, emit, pieces: the answer as files, and re-checked (the command reads them from here)
-from onnxpart.schedule.latency import bounds, chain_split, check, emit, exact, heuristics, pieces, scale, split
+from onnxpart.schedule.latency import (bounds, chain_split, check, emit, exact, heuristics, load_cuts, pieces, scale,
+                                       split)
 from onnxpart.schedule.latency.simulator import validate
 from onnxpart.strategy import Budget, MethodResult, Registry, run_methods
 
@@ -120,6 +121,7 @@ def solve(instance: Instance, options, board: Board | None = None) -> Solution:
               lambda sched: validate(instance, sched), "schedule")
     # the LPs within a quarter of the run (at most 10 s): a short run is left time to find a schedule
     run.add_bounds(bounds.simple_bounds(instance, lp=options.lp_bound, time_limit=min(10.0, options.time_limit / 4)))
+    run.add_bounds([load_cuts.load_cuts_bound(instance)])  # the load LP's value where the LP is skipped
     context = Context(instance, options, run, _first_feasible)
     run_methods(selected(METHODS, options.methods), context, options, run.board, run.budget)
     infeasible = any(r.status == "infeasible" for r in run.results)
