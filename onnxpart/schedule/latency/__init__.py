@@ -32,7 +32,7 @@ __all__ = ["METHODS", "DEFAULT_METHODS", "solve", "check", "emit", "pieces"]
 #: where no module exists it solves the graph whole by CP-SAT, so CP-SAT, SA and EA beside it only took its
 #: time: on the onnx light models at ``--time-limit 30`` (BENCHMARKS.md, "schedule-targets") LB/UB rose from
 #: 0.643 to 1.000 on inception_v1 and from 0.691 to 0.780 on inception_v2, and stayed 1.000 elsewhere.
-DEFAULT_METHODS = ("met", "greedy", "heft", "cpop", "split")
+DEFAULT_METHODS = ("met", "greedy", "heft", "cpop", "lagrange", "split")
 
 #: The solver behind each method that proves a bound: a skipped one lists that bound as skipped too.
 SOLVERS = {"exact": "cp-sat", "cpsat": "cp-sat", "milp": "highs", "split": "cp-sat+highs"}
@@ -102,13 +102,14 @@ def _split(name: str, context: Context, seconds: float) -> MethodResult:
     return run.keep(name, res.schedule, res.status, res.seconds, res.bound, res.reason)
 
 
-BASELINES = {"met": heuristics.met, "greedy": heuristics.greedy, "heft": heuristics.heft, "cpop": heuristics.cpop}
+BASELINES = {"met": heuristics.met, "greedy": heuristics.greedy, "heft": heuristics.heft, "cpop": heuristics.cpop,
+             "lagrange": heuristics.lagrange}
 
 #: Every latency method (:data:`onnxpart.schedule.common.methods.CATALOGUE`), run by its function here;
 #: the constructive baselines take milliseconds: no share of the time.
 _sized_constructive = _within_size(_constructive)  # MET, the first answer, runs at any size
 METHODS: Registry = registry(dict(met=_constructive, greedy=_sized_constructive, heft=_sized_constructive,
-                                  cpop=_sized_constructive, sa=_search, ea=_search, exact=_solver, milp=_solver,
+                                  cpop=_sized_constructive, lagrange=_sized_constructive, sa=_search, ea=_search, exact=_solver, milp=_solver,
                                   cpsat=_solver, split=_split),
                              dict.fromkeys(CONSTRUCTIVE, 0.0))
 

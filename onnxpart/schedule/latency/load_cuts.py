@@ -37,26 +37,34 @@ PRICE_BOX = 1e4
 
 
 def load_cuts_bound(inst: Instance, steps: int = STEPS) -> LowerBound:
-    """``max g(λ, μ)`` by Kelley's cutting planes (module docstring) from the uniform weights and no
-    prices (the work bound); the best value met, each of which is proven."""
+    """``max g(λ, μ)`` by Kelley's cutting planes (:func:`maximize`): the best value met, each of which is
+    proven."""
     t0 = time.perf_counter()
-    dual = _Dual(inst)
-    point = np.concatenate([np.full(inst.k, 1.0 / inst.k), np.zeros(inst.k)])
+    best, _, taken = maximize(Dual(inst), steps)
+    return LowerBound("load-cuts", best, "bound", "formula+highs", time.perf_counter() - t0,
+                      f"max of Σ_i min_u (λ_u·t(i,u) + μ_u·mem_i) − Σ_u μ_u·capacity_u by Kelley's cutting "
+                      f"planes, {taken} steps")
+
+
+def maximize(dual: "Dual", steps: int = STEPS) -> tuple[float, np.ndarray, int]:
+    """``(the best g met, its point (λ, μ), the steps taken)``: Kelley's cutting planes (module docstring)
+    from the uniform weights and no prices (the work bound), until the model's maximum is the best value
+    met (to :data:`TOLERANCE`) or ``steps`` steps."""
+    point = np.concatenate([np.full(dual.k, 1.0 / dual.k), np.zeros(dual.k)])
     cuts: list[tuple[float, np.ndarray, np.ndarray]] = []
-    best = -math.inf
+    best, best_point = -math.inf, point
     for step in range(steps):
         value, slope = dual.evaluate(point)
-        best = max(best, value)
+        if value > best:
+            best, best_point = value, point
         cuts.append((value, slope, point))
         point, model_max = dual.maximize_model(cuts)
         if point is None or model_max <= best + TOLERANCE * abs(best):
             break
-    return LowerBound("load-cuts", best, "bound", "formula+highs", time.perf_counter() - t0,
-                      f"max of Σ_i min_u (λ_u·t(i,u) + μ_u·mem_i) − Σ_u μ_u·capacity_u by Kelley's cutting "
-                      f"planes, {step + 1} steps")
+    return best, best_point, step + 1
 
 
-class _Dual:
+class Dual:
     """``g`` and its supergradient (module docstring) on one instance, the prices scaled to
     :data:`PRICE_BOX`'s unit."""
 
@@ -70,10 +78,15 @@ class _Dual:
         self.capacity = np.where(self.capped, inst.capacity, 0.0) * self.unit
         self.k, self.rows = inst.k, np.arange(inst.n)
 
+    def costs(self, point: np.ndarray) -> np.ndarray:
+        """(n, K): ``λ_u·t(i,u) + μ_u·mem_i`` at ``point = (λ, μ)``, ``inf`` where op ``i`` cannot run."""
+        weight, price = point[:self.k], point[self.k:]
+        return np.where(self.allowed, weight * self.time + price * self.mem[:, None], math.inf)
+
     def evaluate(self, point: np.ndarray) -> tuple[float, np.ndarray]:
         """``(g(λ, μ), its supergradient)`` at ``point = (λ, μ)``."""
-        weight, price = point[:self.k], point[self.k:]
-        cost = np.where(self.allowed, weight * self.time + price * self.mem[:, None], math.inf)
+        price = point[self.k:]
+        cost = self.costs(point)
         pick = cost.argmin(axis=1)
         load = np.bincount(pick, weights=self.time[self.rows, pick], minlength=self.k)
         used = np.bincount(pick, weights=self.mem, minlength=self.k)
