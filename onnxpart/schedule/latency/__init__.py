@@ -6,7 +6,8 @@ SA, biased (1+1) EA; :mod:`.heuristics`), the exact models (thesis MILP on HiGHS
 and MILP-SPLIT (:mod:`.split`; :mod:`.chain_split` over multi-channel modules) — warm-starting each
 exact solve from the best schedule so far, checks every answer with the independent validator
 (:func:`.simulator.validate`), and gathers the proven lower bounds (:mod:`.bounds`, :mod:`.load_cuts`).
-Pure: no files, no terminal. The answer becomes files through :mod:`.pieces` and :mod:`.emit`; :mod:`.check` re-checks them.
+Pure: no files, no terminal. The answer becomes files through :mod:`.pieces` and :mod:`.emit`;
+:mod:`.check` re-checks them.
 """
 
 from __future__ import annotations
@@ -109,8 +110,8 @@ BASELINES = {"met": heuristics.met, "greedy": heuristics.greedy, "heft": heurist
 #: the constructive baselines take milliseconds: no share of the time.
 _sized_constructive = _within_size(_constructive)  # MET, the first answer, runs at any size
 METHODS: Registry = registry(dict(met=_constructive, greedy=_sized_constructive, heft=_sized_constructive,
-                                  cpop=_sized_constructive, lagrange=_sized_constructive, sa=_search, ea=_search, exact=_solver, milp=_solver,
-                                  cpsat=_solver, split=_split),
+                                  cpop=_sized_constructive, lagrange=_sized_constructive, sa=_search, ea=_search,
+                                  exact=_solver, milp=_solver, cpsat=_solver, split=_split),
                              dict.fromkeys(CONSTRUCTIVE, 0.0))
 
 

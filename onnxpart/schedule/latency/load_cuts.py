@@ -4,7 +4,8 @@ skipped, as strong as the LP itself.
 Every mapping's makespan is at least each device's load, so for device weights ``λ ≥ 0`` with ``Σ λ = 1``
 and memory prices ``μ ≥ 0`` on the devices of finite capacity (constraint 3.7: ``mem_u ≤ capacity_u``)
 
-    makespan ≥ Σ_u λ_u·load_u + Σ_u μ_u·(mem_u − capacity_u) ≥ g(λ, μ) = Σ_i min_u (λ_u·t(i,u) + μ_u·mem_i) − Σ_u μ_u·capacity_u,
+    makespan ≥ Σ_u λ_u·load_u + Σ_u μ_u·(mem_u − capacity_u)
+             ≥ g(λ, μ) = Σ_i min_u (λ_u·t(i,u) + μ_u·mem_i) − Σ_u μ_u·capacity_u,
 
 the minimum over the devices op ``i`` can run on: any ``(λ, μ)`` proves ``g(λ, μ)``, the same bound as
 :func:`onnxpart.schedule.latency.bounds.load_dual_bound`, whose maximum over ``(λ, μ)`` is the load LP's
@@ -13,7 +14,8 @@ its supergradient is read off the minimizing devices (each device's load, and it
 capacity); Kelley's method maximizes the tightest model ``min_k g_k + s_k·(p − p_k)`` of the cuts met so
 far (a (2K + 1)-column LP on HiGHS) and evaluates ``g`` at the model's maximum, O(n·K) time and memory a
 step. On the 20,000-op random DAG on CPU + T4 + A100 (issue 30), where memory binds, the subgradient
-ascent of ``load_dual_bound`` proved 0.609 s and the load LP (HiGHS, 19 s) 0.724 s.
+ascent of ``load_dual_bound`` proved 0.609 s, the load LP (HiGHS, 19 s) 0.7239 s and the cuts 0.7239 s
+in 0.05 s (24 steps).
 """
 
 from __future__ import annotations

@@ -165,9 +165,10 @@ def cpop(inst: Instance, batch: int, time_limit: float = math.inf) -> HeuristicR
 def lagrange(inst: Instance, batch: int, time_limit: float = math.inf) -> HeuristicResult:
     """The load dual's mapping of one input (:mod:`onnxpart.schedule.latency.dual_mapping`), each op's whole
     batch on its device where a split does that, by bHEFT's order with insertion."""
+    t0 = now()
     mapping = dual_mapping(inst)
     if mapping is None:
-        return HeuristicResult("lagrange", None, 0.0)
+        return HeuristicResult("lagrange", None, now() - t0)
     return _list_eft(inst, batch, heft_order(inst, batch), True, "lagrange", time_limit,
                      pins=dict(enumerate(mapping.tolist())))
 
