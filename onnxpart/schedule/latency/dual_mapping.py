@@ -10,7 +10,8 @@ full device is worth in time, so the ops the dual sends to the CPU are the ones 
 lost there: this mapping's makespan was 0.728 s. Lagrangian solutions may overfill a device at ties, so
 the ops are placed in decreasing regret (the cost of their second-best device minus their best), each
 on its best device with memory left, as in assignment heuristics for the generalized assignment problem
-(Martello and Toth 1981).
+(Martello and Toth 1981); among devices of equal cost (identical GPUs: the dual cannot tell them apart)
+the least loaded so far, else one host and 8 A100s put every op on the first A100.
 """
 
 from __future__ import annotations
@@ -31,13 +32,15 @@ def dual_mapping(inst: Instance) -> np.ndarray | None:
     second = by_cost[:, 1] if inst.k > 1 else by_cost[:, 0]
     regret = np.where(np.isfinite(second), second - by_cost[:, 0], np.inf)  # one device: place it first
     mapping = np.full(inst.n, -1, dtype=np.int64)
-    used = np.zeros(inst.k)
+    used, load = np.zeros(inst.k), np.zeros(inst.k)
     for i in np.argsort(-regret, kind="stable"):
-        for u in ranked[i]:
-            if np.isfinite(cost[i, u]) and used[u] + inst.mem[i] <= inst.capacity[u] * (1 + 1e-12):
-                mapping[i] = u
-                used[u] += inst.mem[i]
-                break
-        else:
+        room = [u for u in ranked[i] if np.isfinite(cost[i, u])
+                and used[u] + inst.mem[i] <= inst.capacity[u] * (1 + 1e-12)]
+        if not room:
             return None
+        least = cost[i, room[0]]
+        u = min((v for v in room if cost[i, v] <= least + 1e-9 * abs(least)), key=lambda v: (load[v], v))
+        mapping[i] = u
+        used[u] += inst.mem[i]
+        load[u] += inst.time[i, u]
     return mapping

@@ -62,3 +62,10 @@ def test_lagrange_runs_by_default_and_for_a_batch():
     batched = memory_bound_case(0, batch_sizes=[(1, 2)] * 2)
     res = batch_heuristics.lagrange(batched, 2)
     assert res.schedule is not None and not validate_batch(batched, res.schedule)
+
+
+def test_lagrange_spreads_ops_over_identical_devices():
+    """12 independent 1 s ops on 3 identical devices: the dual weighs them alike, so every op ties; the
+    least-loaded tie-break gives 4 s — fails if the ties all go to the first device (12 s)."""
+    inst = Instance(np.ones((12, 3)), [])
+    assert heuristics.lagrange(inst).schedule.makespan == pytest.approx(4.0)
