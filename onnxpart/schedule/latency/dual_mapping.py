@@ -7,7 +7,7 @@ devices are full and everything after on the slow one, whatever those ops cost t
 random DAG on CPU + T4 + A100 (127 GB of op bytes, 96 GB on the GPUs) that left 2.2 s of work on the CPU
 (HEFT's makespan 2.237 s) where the load LP proves 0.724 s. The dual's prices ``μ`` are what a byte on a
 full device is worth in time, so the ops the dual sends to the CPU are the ones of most bytes per second
-lost there: this mapping's makespan was 0.728 s. Lagrangian solutions may overfill a device at ties, so
+lost there: this mapping's makespan was 0.729 s. Lagrangian solutions may overfill a device at ties, so
 the ops are placed in decreasing regret (the cost of their second-best device minus their best), each
 on its best device with memory left, as in assignment heuristics for the generalized assignment problem
 (Martello and Toth 1981); among devices of equal cost (identical GPUs: the dual cannot tell them apart)
