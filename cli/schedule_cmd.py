@@ -22,9 +22,9 @@ from onnxpart.units import BATCH, format_bytes, format_seconds
 
 #: The registry's methods (:data:`onnxpart.schedule.common.methods.CATALOGUE`), written out: importing the
 #: solvers to build it would slow every command's start; tests/schedule/common/test_registry.py keeps it in step.
-METHOD_HELP = ("Methods to run (comma-separated): heft, cpop, met, greedy, sa, ea (baselines), exact/cpsat "
-               "(CP-SAT), milp (HiGHS), split (MILP-SPLIT). Default, per --objective: latency "
-               "met,greedy,heft,cpop,split; throughput met,greedy,heft,cpop,sa,ea,cpsat.")
+METHOD_HELP = ("Methods to run (comma-separated): heft, cpop, met, greedy, sa, ea (baselines), lagrange (the load "
+               "LP dual's memory-aware mapping), exact/cpsat (CP-SAT), milp (HiGHS), split (MILP-SPLIT). Default, "
+               "per --objective: latency met,greedy,heft,cpop,lagrange,split; throughput met,greedy,heft,cpop,sa,ea,cpsat.")
 
 
 @handle_errors

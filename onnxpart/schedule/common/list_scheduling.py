@@ -12,6 +12,7 @@ schedule.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Callable, Hashable, Iterable
@@ -23,44 +24,55 @@ from onnxpart.schedule.common.instance import Instance
 
 class Timeline:
     """A device's busy intervals, sorted (they never overlap, so starts and ends are both sorted), and the
-    earliest idle gap a job fits in (HEFT's insertion policy): :meth:`earliest` finds the first interval
-    ending after ``ready`` by bisection and scans the gaps after it in numpy chunks of doubling size, so a
-    list scheduler over a 20,000-op graph stays in C where a Python walk over the busy list took minutes
-    (issue 30); both kept in place in growing arrays."""
+    earliest idle gap a job fits in (HEFT's insertion policy). :meth:`earliest` finds the first interval
+    ending after ``ready`` by bisection, scans the next :data:`PYTHON_GAPS` gaps in Python (most jobs fit
+    there or go last) and the rest in one numpy comparison, so a list scheduler over a 20,000-op graph
+    stays in C where a Python walk over the busy list took minutes (issue 30). The intervals are kept
+    twice: in Python lists (bisection and the short scan) and in numpy arrays grown in place (the long
+    scan; chunked numpy scans had cost ~2 µs of call overhead a chunk)."""
+
+    #: Gaps scanned in Python before the numpy comparison (one numpy call costs as much as some dozens).
+    PYTHON_GAPS = 16
 
     def __init__(self) -> None:
-        self.size = 0
-        self._start = np.empty(16)
-        self._end = np.empty(16)
+        self._start: list[float] = []
+        self._end: list[float] = []
+        self._starts = np.empty(16)
+        self._ends = np.empty(16)
 
     def earliest(self, ready: float, duration: float) -> float:
         """The earliest start ≥ ``ready`` at which a ``duration`` job overlaps no interval."""
-        n, start, end = self.size, self._start, self._end
-        first = int(np.searchsorted(end[:n], ready, side="right"))  # intervals ending by ready: skipped
+        start, end = self._start, self._end
+        n = len(start)
+        first = bisect.bisect_right(end, ready)  # intervals ending by ready: skipped
         if first == n or start[first] >= ready + duration:
             return float(ready)
-        low, step = first, 32
-        while low < n - 1:  # the gap after interval q fits when start[q + 1] ≥ end[q] + duration
-            high = min(n - 1, low + step)
-            fits = np.flatnonzero(start[low + 1:high + 1] >= end[low:high] + duration)
-            if fits.size:
-                return float(end[low + fits[0]])
-            low, step = high, 2 * step
+        # the gap after interval q fits when start[q + 1] ≥ end[q] + duration
+        low = min(n - 1, first + self.PYTHON_GAPS)
+        for q in range(first, low):
+            if start[q + 1] >= end[q] + duration:
+                return float(end[q])
+        if low < n - 1:
+            fits = self._starts[low + 1:n] >= self._ends[low:n - 1] + duration
+            q = int(fits.argmax())
+            if fits[q]:
+                return float(end[low + q])
         return float(end[n - 1])
 
     def add(self, start: float, end: float) -> None:
         """Book ``[start, end]`` (found by :meth:`earliest`, so it overlaps nothing), kept in (start, end)
-        order."""
-        n = self.size
-        if n == len(self._start):
-            self._start, self._end = (np.concatenate([a, np.empty(n)]) for a in (self._start, self._end))
-        at = int(np.searchsorted(self._start[:n], start, side="left"))
-        while at < n and self._start[at] == start and self._end[at] <= end:  # zero-length ops: ends sorted too
+        order: among equal starts, zero-length ops first, so that the ends stay sorted too."""
+        n = len(self._start)
+        at = bisect.bisect_left(self._start, start)
+        while at < n and self._start[at] == start and self._end[at] <= end:
             at += 1
-        for a, value in ((self._start, start), (self._end, end)):
+        self._start.insert(at, start)
+        self._end.insert(at, end)
+        if n == len(self._starts):
+            self._starts, self._ends = (np.concatenate([a, np.empty(n)]) for a in (self._starts, self._ends))
+        for a, value in ((self._starts, start), (self._ends, end)):
             a[at + 1:n + 1] = a[at:n]
             a[at] = value
-        self.size = n + 1
 
 
 def mean_link(inst: Instance) -> tuple[float, float]:
@@ -82,7 +94,8 @@ def mean_costs(inst: Instance, time: np.ndarray | None = None) -> tuple[np.ndarr
     """``(w̄, c̄)``: each op's mean time (of ``time``, default ``inst.time``) over the devices it can run
     on, and each edge's mean communication cost ``L̄ + bytes / B̄`` (:func:`mean_link`)."""
     time = inst.time if time is None else time
-    w = np.array([np.mean(time[i, inst.allowed(i)]) for i in range(inst.n)])
+    allowed = inst.allowed_mask()
+    w = np.where(allowed, time, 0.0).sum(axis=1) / allowed.sum(axis=1)
     latency, bandwidth = mean_link(inst)
     c = np.array([latency + nbytes / bandwidth for _, _, nbytes in inst.edges])
     return w, c

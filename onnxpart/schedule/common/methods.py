@@ -35,6 +35,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "greedy": ("heuristic", "Greedy: each op, in BFS order, where it finishes first"),
     "heft": ("heuristic", "HEFT: by upward rank, the earliest finish with insertion"),
     "cpop": ("heuristic", "CPoP: the critical path on its fastest device, the rest by earliest finish"),
+    "lagrange": ("heuristic", "the load LP dual's memory-aware mapping, by upward rank with insertion"),
     "sa": ("heuristic", "simulated annealing over mappings (batch: splits)"),
     "ea": ("heuristic", "the biased (1+1) evolutionary algorithm"),
     "exact": ("exact", "the same as cpsat"),
@@ -43,7 +44,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "split": ("exact", "MILP-SPLIT: modules solved apart and joined"),
 }
 #: The constructive baselines: they take milliseconds, and start the searches.
-CONSTRUCTIVE = ("met", "greedy", "heft", "cpop")
+CONSTRUCTIVE = ("met", "greedy", "heft", "cpop", "lagrange")
 #: A method that is another's solve under a second name: asked together (``--compare``), it runs once, its
 #: row naming both, and its twin's share of the time goes to that one solve.
 SAME_AS = {"exact": "cpsat"}

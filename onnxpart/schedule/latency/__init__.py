@@ -5,8 +5,9 @@ order it, minimizing the makespan of one input, with a certified lower bound.
 SA, biased (1+1) EA; :mod:`.heuristics`), the exact models (thesis MILP on HiGHS, CP-SAT; :mod:`.exact`)
 and MILP-SPLIT (:mod:`.split`; :mod:`.chain_split` over multi-channel modules) — warm-starting each
 exact solve from the best schedule so far, checks every answer with the independent validator
-(:func:`.simulator.validate`), and gathers the proven lower bounds (:mod:`.bounds`). Pure: no files, no
-terminal. The answer becomes files through :mod:`.pieces` and :mod:`.emit`; :mod:`.check` re-checks them.
+(:func:`.simulator.validate`), and gathers the proven lower bounds (:mod:`.bounds`, :mod:`.load_cuts`).
+Pure: no files, no terminal. The answer becomes files through :mod:`.pieces` and :mod:`.emit`;
+:mod:`.check` re-checks them.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from onnxpart.schedule.common.instance import Instance
 from onnxpart.schedule.common.methods import CONSTRUCTIVE, Context, Run, registry, selected
 from onnxpart.schedule.common.solution import Solution, shortest
 # check, emit, pieces: the answer as files, and re-checked (the command reads them from here)
-from onnxpart.schedule.latency import (bounds, broadcast, chain_split, check, emit, exact, heuristics, pieces, scale,
-                                       split)
+from onnxpart.schedule.latency import (bounds, broadcast, chain_split, check, emit, exact, heuristics, load_cuts,
+                                       pieces, scale, split)
 from onnxpart.schedule.latency.simulator import validate
 from onnxpart.strategy import Budget, MethodResult, Registry, run_methods
 
@@ -32,7 +33,7 @@ __all__ = ["METHODS", "DEFAULT_METHODS", "solve", "check", "emit", "pieces"]
 #: where no module exists it solves the graph whole by CP-SAT, so CP-SAT, SA and EA beside it only took its
 #: time: on the onnx light models at ``--time-limit 30`` (BENCHMARKS.md, "schedule-targets") LB/UB rose from
 #: 0.643 to 1.000 on inception_v1 and from 0.691 to 0.780 on inception_v2, and stayed 1.000 elsewhere.
-DEFAULT_METHODS = ("met", "greedy", "heft", "cpop", "split")
+DEFAULT_METHODS = ("met", "greedy", "heft", "cpop", "lagrange", "split")
 
 #: The solver behind each method that proves a bound: a skipped one lists that bound as skipped too.
 SOLVERS = {"exact": "cp-sat", "cpsat": "cp-sat", "milp": "highs", "split": "cp-sat+highs"}
@@ -114,14 +115,15 @@ def _split(name: str, context: Context, seconds: float) -> MethodResult:
     return run.keep(name, shortest(res.schedule, lifted), res.status, res.seconds, res.bound, res.reason)
 
 
-BASELINES = {"met": heuristics.met, "greedy": heuristics.greedy, "heft": heuristics.heft, "cpop": heuristics.cpop}
+BASELINES = {"met": heuristics.met, "greedy": heuristics.greedy, "heft": heuristics.heft, "cpop": heuristics.cpop,
+             "lagrange": heuristics.lagrange}
 
 #: Every latency method (:data:`onnxpart.schedule.common.methods.CATALOGUE`), run by its function here;
 #: the constructive baselines take milliseconds: no share of the time.
 _sized_constructive = _within_size(_constructive)  # MET, the first answer, runs at any size
 METHODS: Registry = registry(dict(met=_constructive, greedy=_sized_constructive, heft=_sized_constructive,
-                                  cpop=_sized_constructive, sa=_search, ea=_search, exact=_solver, milp=_solver,
-                                  cpsat=_solver, split=_split),
+                                  cpop=_sized_constructive, lagrange=_sized_constructive, sa=_search, ea=_search,
+                                  exact=_solver, milp=_solver, cpsat=_solver, split=_split),
                              dict.fromkeys(CONSTRUCTIVE, 0.0))
 
 
@@ -133,6 +135,7 @@ def solve(instance: Instance, options, board: Board | None = None) -> Solution:
               lambda sched: validate(instance, sched), "schedule")
     # the LPs within a quarter of the run (at most 10 s): a short run is left time to find a schedule
     run.add_bounds(bounds.simple_bounds(instance, lp=options.lp_bound, time_limit=min(10.0, options.time_limit / 4)))
+    run.add_bounds([load_cuts.load_cuts_bound(instance)])  # the load LP's value where the LP is skipped
     context = Context(instance, options, run, _first_feasible)
     run_methods(selected(METHODS, options.methods), context, options, run.board, run.budget)
     infeasible = any(r.status == "infeasible" for r in run.results)

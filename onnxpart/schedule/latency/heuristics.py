@@ -1,4 +1,5 @@
-"""The thesis's baselines (Section 4.2): MET, Greedy, HEFT, simulated annealing and the biased (1+1) EA.
+"""The thesis's baselines (Section 4.2): MET, Greedy, HEFT, simulated annealing and the biased (1+1) EA;
+CPoP, and the load dual's mapping (memory-aware, issue 30).
 
 All respect the hard rules of :mod:`onnxpart.schedule.common.instance` (an op only on devices it can run on,
 no impossible transfer, memory (3.7) summed as ops are placed); a constructive heuristic that paints
@@ -20,6 +21,7 @@ from onnxpart.schedule.common.instance import Instance
 from onnxpart.schedule.common.list_scheduling import Timeline, cpop_plan, rank_order
 from onnxpart.schedule.common.search import search
 from onnxpart.schedule.common.solution import HeuristicResult
+from onnxpart.schedule.latency.dual_mapping import dual_mapping
 from onnxpart.schedule.latency.simulator import Schedule, makespan, ready_time, simulate
 
 
@@ -97,6 +99,16 @@ def cpop(inst: Instance) -> HeuristicResult | None:
     device (:func:`onnxpart.schedule.common.list_scheduling.cpop_plan`)."""
     order, path, device = cpop_plan(inst)
     return _list_eft(inst, order, insertion=True, method="cpop", pins=dict.fromkeys(path, device))
+
+
+def lagrange(inst: Instance) -> HeuristicResult | None:
+    """The load dual's mapping (:mod:`onnxpart.schedule.latency.dual_mapping`: memory-aware where the list
+    schedulers are not), by HEFT's upward rank with insertion; None where it breaks a hard rule."""
+    t0 = now()
+    mapping = dual_mapping(inst)
+    if mapping is None or inst.mapping_violations(mapping):
+        return None
+    return HeuristicResult("lagrange", simulate(inst, mapping, rank_order(inst), insertion=True), now() - t0)
 
 
 def best_constructive(inst: Instance) -> Schedule | None:

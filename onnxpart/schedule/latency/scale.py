@@ -19,10 +19,13 @@ from __future__ import annotations
 
 #: Ops per second of the run's time limit (of its share for the LPs) for which each method is run: the
 #: LPs reached their optimum (or a bound) on 2,000 ops within 1.25 s and not on 5,000; CP-SAT built its
-#: model of 5,000 ops in 4 s; Greedy and HEFT took 0.3–1.2 and 1.5–5.4 s at 20,000 ops (CPoP: HEFT's list
-#: scheduling, the same rate), an SA or EA evaluation 0.15–0.3 s (they need hundreds); the thesis MILP has
-#: a row pair per pair of unordered ops.
-OPS_PER_SECOND = {"lp": 1000.0, "greedy": 8000.0, "heft": 2000.0, "cpop": 2000.0, "sa": 500.0, "ea": 500.0,
+#: model of 5,000 ops in 4 s; Greedy took 0.3–1.2 s at 20,000 ops, HEFT and CPoP 1.1–1.2 s at load 4.8
+#: once the insertion search made its long scans one numpy call (2.7–2.9 s before; ``Timeline`` of
+#: :mod:`onnxpart.schedule.common.list_scheduling`): Greedy's rate, a 2× margin for load, and ``lagrange``'s
+#: (0.4 s at 20,000 ops); an SA or EA evaluation
+#: 0.15–0.3 s (they need hundreds); the thesis MILP has a row pair per pair of unordered ops.
+OPS_PER_SECOND = {"lp": 1000.0, "greedy": 8000.0, "heft": 8000.0, "cpop": 8000.0, "lagrange": 8000.0,
+                  "sa": 500.0, "ea": 500.0,
                   "cpsat": 500.0, "exact": 500.0, "milp": 50.0}
 #: Most ops of a whole-graph model at any time limit: their cost grows faster than the op count (at
 #: ``--time-limit 60`` the LPs on 10,000 ops and CP-SAT on 20,000 took the solve 19–24 s past its limit,

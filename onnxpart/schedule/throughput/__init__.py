@@ -66,12 +66,14 @@ def _split(name: str, context: Context, seconds: float) -> MethodResult:
 
 
 #: The list baselines, each within its share of the time; bMET, the first answer, has no limit.
-BASELINES = {"greedy": heuristics.greedy, "heft": heuristics.heft, "cpop": heuristics.cpop}
+BASELINES = {"greedy": heuristics.greedy, "heft": heuristics.heft, "cpop": heuristics.cpop,
+             "lagrange": heuristics.lagrange}
 
 #: Every throughput method (:data:`onnxpart.schedule.common.methods.CATALOGUE`), run by its function here;
 #: each weighs the same (the baselines share a phase of their own: :func:`solve`).
 METHODS: Registry = registry(dict(met=_constructive, greedy=_constructive, heft=_constructive, cpop=_constructive,
-                                  sa=_search, ea=_search, exact=_solver, milp=_solver, cpsat=_solver, split=_split), {})
+                                  lagrange=_constructive, sa=_search, ea=_search, exact=_solver, milp=_solver,
+                                  cpsat=_solver, split=_split), {})
 
 
 def solve(instance: Instance, options, board: Board | None = None) -> Solution:

@@ -19,6 +19,7 @@ from onnxpart.schedule.common.instance import Instance
 from onnxpart.schedule.common.list_scheduling import Timeline, cpop_plan, rank_order
 from onnxpart.schedule.common.search import search
 from onnxpart.schedule.common.solution import HeuristicResult
+from onnxpart.schedule.latency.dual_mapping import dual_mapping
 from onnxpart.schedule.throughput.model import Split, add_load, fits, op_splits, ranges, slices
 from onnxpart.schedule.throughput.simulator import makespan, ready_time, simulate, slice_order
 
@@ -159,6 +160,17 @@ def cpop(inst: Instance, batch: int, time_limit: float = math.inf) -> HeuristicR
     batch on its device, the others their earliest-finishing split, insertion."""
     order, path, device = cpop_plan(inst, _whole_batch(inst, batch))
     return _list_eft(inst, batch, order, True, "cpop", time_limit, pins=dict.fromkeys(path, device))
+
+
+def lagrange(inst: Instance, batch: int, time_limit: float = math.inf) -> HeuristicResult:
+    """The load dual's mapping of one input (:mod:`onnxpart.schedule.latency.dual_mapping`), each op's whole
+    batch on its device where a split does that, by bHEFT's order with insertion."""
+    t0 = now()
+    mapping = dual_mapping(inst)
+    if mapping is None:
+        return HeuristicResult("lagrange", None, now() - t0)
+    return _list_eft(inst, batch, heft_order(inst, batch), True, "lagrange", time_limit,
+                     pins=dict(enumerate(mapping.tolist())))
 
 
 def heft_order(inst: Instance, batch: int) -> list[int]:
