@@ -142,6 +142,18 @@ def test_schedule_latency_answers_with_no_time_left(slow_clock, method):
     assert not schedule.validate(inst, solution.schedule)
 
 
+def test_schedule_split_is_skipped_where_its_fixed_work_outlasts_the_solve():
+    """Old code: on 2,000 ops with half a second (what the command gives ``--time-limit 0.1``) SPLIT's
+    modules, channels and multi-channel bound took 3.5 s, the command ending 5 s past its limit."""
+    from onnxpart import schedule
+
+    inst = _schedule_instance(2000)
+    solution = schedule.solve(inst, schedule.Options(methods=("met", "split"), time_limit=0.5, workers=1))
+    split = next(r for r in solution.results if r.method == "split")
+    assert split.status == "skipped" and split.note.endswith("(1000 ops a second)"), split
+    assert solution.method == "met" and not schedule.validate(inst, solution.schedule)
+
+
 def test_schedule_throughput_answers_with_no_time_left(slow_clock):
     """bMET, the first answer, runs to its end: old code cut it (and every list baseline) at the clock."""
     from onnxpart import schedule

@@ -22,11 +22,11 @@ from __future__ import annotations
 #: model of 5,000 ops in 4 s; Greedy took 0.3–1.2 s at 20,000 ops, HEFT and CPoP 1.1–1.2 s at load 4.8
 #: once the insertion search made its long scans one numpy call (2.7–2.9 s before; ``Timeline`` of
 #: :mod:`onnxpart.schedule.common.list_scheduling`): Greedy's rate, a 2× margin for load, and ``lagrange``'s
-#: (0.4 s at 20,000 ops); an SA or EA evaluation
-#: 0.15–0.3 s (they need hundreds); the thesis MILP has a row pair per pair of unordered ops.
+#: (0.4 s at 20,000 ops); an SA or EA evaluation 0.15–0.3 s (they need hundreds); the thesis MILP has a
+#: row pair per pair of unordered ops; MILP-SPLIT's modules, channels and multi-channel bound took 3.5 s
+#: on a 2,000-op DAG given 0.5 s (its share of ``--time-limit 0.1``, the solve 5 s past the limit).
 OPS_PER_SECOND = {"lp": 1000.0, "greedy": 8000.0, "heft": 8000.0, "cpop": 8000.0, "lagrange": 8000.0,
-                  "sa": 500.0, "ea": 500.0,
-                  "cpsat": 500.0, "exact": 500.0, "milp": 50.0}
+                  "sa": 500.0, "ea": 500.0, "cpsat": 500.0, "exact": 500.0, "milp": 50.0, "split": 1000.0}
 #: Most ops of a whole-graph model at any time limit: their cost grows faster than the op count (at
 #: ``--time-limit 60`` the LPs on 10,000 ops and CP-SAT on 20,000 took the solve 19–24 s past its limit,
 #: CP-SAT on a 5,000-op chain 52 s past its 28 s share; on 2,000 ops both kept to their shares).
@@ -39,8 +39,8 @@ DENSE = ("milp", "split")
 
 
 def skip_reason(what: str, ops: int, seconds: float) -> str | None:
-    """Why the method or bound ``what`` (a key of :data:`OPS_PER_SECOND` or :data:`DENSE`; MILP-SPLIT keeps
-    to its own budget below :data:`DENSE_OPS`) is not run on ``ops`` ops in ``seconds``, or None when it is."""
+    """Why the method or bound ``what`` (a key of :data:`OPS_PER_SECOND` or :data:`DENSE`) is not run on
+    ``ops`` ops in ``seconds``, or None when it is."""
     if what in DENSE and ops > DENSE_OPS:
         return f"skipped: {ops} ops > {DENSE_OPS}, its n × n reachability table would not fit in linear memory"
     if ops > MAX_OPS.get(what, ops):
