@@ -109,7 +109,7 @@ def test_dnn_partitioning_graph_is_rematerialized(tmp_path):
 @requires_shared
 def test_compare_table_and_existing_folder(tmp_path):
     graph = GRAPHS / "fcn_8_vgg (MLSys)_32_(416, 608, 3)_train_nx.json"
-    result = invoke(graph, "--budget", "90%", "--compare", "--time-limit", "8")  # the four methods in all
+    result = invoke(graph, "--budget", "90%", "--compare", "--time-limit", "3")  # the four methods in all
     assert result.exit_code == 0, result.output
     for method in ("moccasin", "checkmate", "checkmate-lp"):
         assert method in result.output
