@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from onnxpart.schedule import Instance
-from onnxpart.schedule.latency import bounds
+from onnxpart.schedule.latency import bounds, load_cuts
 from tests.schedule.helpers import brute_force, instance, random_case
 
 TOL = 1e-9
@@ -19,13 +19,15 @@ TOL = 1e-9
 
 @pytest.mark.parametrize("seed,n,k", [(0, 5, 2), (1, 6, 3), (2, 7, 2), (3, 5, 3), (4, 6, 2), (5, 4, 4)])
 def test_load_dual_is_a_bound_between_work_and_the_optimum(seed, n, k):
-    """Fails if a weighting may exceed the optimum (weights not on the simplex, a max for the min, an
-    op counted on a device it cannot run on) or if the uniform start is lost."""
+    """Both maximizations of the dual, by subgradient steps and by cutting planes (:mod:`.load_cuts`).
+    Fails if a weighting may exceed the optimum (weights off the simplex, a negative price, a max for the
+    min, an op counted on a device it cannot run on, capacities charged on the wrong side) or if the
+    uniform start is lost."""
     case = random_case(np.random.default_rng(seed), n, k, forbid=True, integer=False, memory=seed % 2 == 1)
     inst = instance(case)
     opt, _ = brute_force(case["time"], case["edges"], case["latency"], case["bandwidth"], case["mem"], case["capacity"])
-    dual = bounds.load_dual_bound(inst).value
-    assert bounds.work_bound(inst).value - TOL <= dual <= opt + TOL
+    for bound in (bounds.load_dual_bound(inst), load_cuts.load_cuts_bound(inst)):
+        assert bounds.work_bound(inst).value - TOL <= bound.value <= opt + TOL, bound
 
 
 @pytest.mark.parametrize("seed", range(8))
