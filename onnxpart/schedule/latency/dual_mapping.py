@@ -1,5 +1,5 @@
 """The load dual's mapping (issue 30): each op on the device of least ``λ_u·t(i,u) + μ_u·mem_i`` at the
-point where :func:`onnxpart.schedule.latency.load_cuts.maximize` proved the load LP's value, then list
+point where :func:`onnxpart.schedule.latency.load_cuts.maximized` proved the load LP's value, then list
 scheduled by HEFT's upward rank with insertion.
 
 Why: where memory (3.7) binds, the list schedulers place ops where they finish first until the fast
@@ -19,13 +19,12 @@ from __future__ import annotations
 import numpy as np
 
 from onnxpart.schedule.common.instance import Instance
-from onnxpart.schedule.latency.load_cuts import Dual, maximize
+from onnxpart.schedule.latency.load_cuts import maximized
 
 
 def dual_mapping(inst: Instance) -> np.ndarray | None:
     """Each op's device (module docstring); None when some op fits no device's remaining memory."""
-    dual = Dual(inst)
-    _, point, _ = maximize(dual)
+    dual, _, point, _ = maximized(inst)  # the cutting planes the load-cuts bound ran, once
     cost = dual.costs(point)
     ranked = np.argsort(cost, axis=1, kind="stable")
     by_cost = np.take_along_axis(cost, ranked, axis=1)

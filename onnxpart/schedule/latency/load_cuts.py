@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import time
+import weakref
 
 import numpy as np
 
@@ -38,14 +39,27 @@ TOLERANCE = 1e-6
 PRICE_BOX = 1e4
 
 
-def load_cuts_bound(inst: Instance, steps: int = STEPS) -> LowerBound:
-    """``max g(λ, μ)`` by Kelley's cutting planes (:func:`maximize`): the best value met, each of which is
+def load_cuts_bound(inst: Instance) -> LowerBound:
+    """``max g(λ, μ)`` by Kelley's cutting planes (:func:`maximized`): the best value met, each of which is
     proven."""
     t0 = time.perf_counter()
-    best, _, taken = maximize(Dual(inst), steps)
+    best, _, taken = maximized(inst)[1:]
     return LowerBound("load-cuts", best, "bound", "formula+highs", time.perf_counter() - t0,
                       f"max of Σ_i min_u (λ_u·t(i,u) + μ_u·mem_i) − Σ_u μ_u·capacity_u by Kelley's cutting "
                       f"planes, {taken} steps")
+
+
+#: Each instance's :func:`maximized`, while the instance lives: the bound and the load dual's mapping
+#: (:mod:`.dual_mapping`) read the same cutting planes, solved once.
+_MAXIMA: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def maximized(inst: Instance) -> tuple["Dual", float, np.ndarray, int]:
+    """``(the instance's Dual, then what :func:`maximize` gives)``, solved once per instance."""
+    if inst not in _MAXIMA:
+        dual = Dual(inst)
+        _MAXIMA[inst] = (dual, *maximize(dual))
+    return _MAXIMA[inst]
 
 
 def maximize(dual: "Dual", steps: int = STEPS) -> tuple[float, np.ndarray, int]:
