@@ -8,9 +8,9 @@ removes its staging folder, and the CLI prints one line and exits with :func:`ex
 Python runs a signal handler only between bytecodes of the main thread, so a native solver holding the
 main thread (CP-SAT's ``Solve``, HiGHS' ``run``) would see the signal only when it returns, up to its time
 limit later. Such a call runs inside :func:`deferred` with the solver's stop function: a watcher thread,
-woken through :func:`signal.set_wakeup_fd`, calls it at once, and the interrupt is raised when the block
-ends. :func:`deferred` without a stop function keeps a short critical section (an output folder's commit)
-whole. Workers forked by :mod:`onnxpart.parallel` call :func:`in_worker` first.
+woken through :func:`signal.set_wakeup_fd`, calls it at once (and again until the block ends), and the
+interrupt is raised when the block ends. :func:`deferred` without a stop function keeps a short critical
+section (an output folder's commit, a worker's fork and its record) whole. Workers forked by :mod:`onnxpart.parallel` call :func:`in_worker` first.
 
 Without :func:`install` (the library used from Python) nothing changes: Ctrl-C is Python's own
 KeyboardInterrupt, raised when the native call returns.
@@ -23,11 +23,13 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 log = logging.getLogger(__name__)
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+RESTOP_SECONDS = 0.05  # how often the watcher repeats a stop while a signalled solver still runs
 
 _stops: list[Callable[[], None]] = []  # the stop functions of the deferred blocks now running
 _deferring = 0  # deferred blocks now open (nested blocks raise when the outermost ends)
@@ -63,12 +65,18 @@ def install() -> None:
 def in_worker() -> None:
     """In a forked worker: SIGTERM back to its default (the runner ends a worker by terminating it, even
     inside a native solve), SIGINT ignored (Ctrl-C reaches the whole process group; the parent decides),
-    and no wakeup fd shared with the parent's watcher."""
+    and no wakeup fd shared with the parent's watcher. The runner forks inside a :func:`deferred` block (so
+    that a signal cannot leave a started worker unrecorded): the worker leaves that block behind, and a
+    SIGTERM that reached it before this call, held back by the block, ends it now."""
+    global _deferring, _pending
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(ValueError):  # not the main thread: nothing was inherited there
         signal.set_wakeup_fd(-1)
     _stops.clear()
+    held, _pending, _deferring = _pending, None, 0
+    if held == signal.SIGTERM:
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 @contextlib.contextmanager
@@ -112,10 +120,16 @@ def _on_signal(signum: int, _frame) -> None:
 
 
 def _watch(fd: int) -> None:
-    """The watcher thread: each byte on the wakeup fd is a signal's number."""
+    """The watcher thread: each byte on the wakeup fd is a signal's number. After a signal it calls the
+    open blocks' stop functions again every :data:`RESTOP_SECONDS` until the blocks end: a stop that came
+    before the solver began (CP-SAT's ``stop_search`` does nothing until ``Solve`` has built its search)
+    is not lost, and the solver does not run on to its time limit."""
     while data := os.read(fd, 512):
         if any(byte in SIGNALS for byte in data):
             _call_stops()
+            while _stops:
+                time.sleep(RESTOP_SECONDS)
+                _call_stops()
 
 
 def _call_stops() -> None:

@@ -166,12 +166,16 @@ class Runner:
 
     # ---------------------------------------------------------------------------------- internals
     def _start_pending(self) -> None:
+        """Start queued jobs while workers are free. Each fork and its record are one deferred block: a
+        signal raised between them would leave a worker nobody ends, running its job to its time limit
+        and holding the command's output pipes open (seen as a SIGTERM that did not stop partition)."""
         while self._pending and len(self._running) < self.workers:
             job, fn, args = self._pending.pop(0)
             process = self._ctx.Process(target=_child, args=(self._channel, job, fn, args), daemon=True,
                                         name=f"onnxpart-job-{job}")
-            process.start()
-            self._running[job] = process
+            with interrupts.deferred():
+                process.start()
+                self._running[job] = process
 
     def _reap(self, job: int) -> None:
         process = self._running.pop(job, None)

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -85,6 +89,50 @@ def test_an_exception_in_the_parent_stops_the_workers():
             process = next(iter(runner._running.values()))
             raise KeyboardInterrupt
     assert not process.is_alive()
+
+
+#: A command (interrupts installed) whose SIGTERM arrives just after its worker was forked, before the
+#: runner recorded it: prints the worker's pid, then "terminated".
+SIGNAL_AT_FORK = """
+import multiprocessing.context, os, signal, time
+from onnxpart import interrupts, parallel
+interrupts.install()
+fork = multiprocessing.context.ForkProcess.start
+def start(process):
+    fork(process)
+    print(process.pid, flush=True)
+    os.kill(os.getpid(), signal.SIGTERM)
+multiprocessing.context.ForkProcess.start = start
+try:
+    with parallel.Runner(workers=1) as runner:
+        runner.submit(time.sleep, 60)
+        runner.wait(lambda events: False)
+except interrupts.Terminated:
+    print("terminated", flush=True)
+"""
+
+
+def test_a_signal_just_after_a_fork_still_ends_that_worker():
+    """The worker forked when SIGTERM arrived is ended with the others (before, the signal was raised
+    inside ``start()``, the runner never recorded the worker, and it ran on — holding the command's
+    output pipes, so a pipeline waited for its whole time limit)."""
+    proc = subprocess.run([sys.executable, "-c", SIGNAL_AT_FORK], capture_output=True, text=True, timeout=30)
+    pid, said = proc.stdout.split()
+    deadline = time.monotonic() + 10
+    try:
+        while _alive(int(pid)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert said == "terminated" and not _alive(int(pid)), proc.stderr
+    finally:
+        if _alive(int(pid)):
+            os.kill(int(pid), signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def test_board_keeps_the_best_incumbent_and_the_best_proven_bound():

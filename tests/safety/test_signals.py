@@ -134,3 +134,33 @@ def test_a_signal_swallowed_before_writing_still_stops_the_command(monkeypatch, 
     out = tmp_path / "out"
     result = CliRunner().invoke(app, ["partition", str(DIAMOND), "-k", "2", "--time-limit", "2", "-o", str(out)])
     assert result.exit_code == 143 and not out.exists(), result.output
+
+
+#: A solver whose stop does nothing until its search has begun (CP-SAT's ``stop_search`` before ``Solve``
+#: built its search), signalled before that: both first stops (the handler's and the watcher's) come too
+#: early. Prints how the "search" ended, then "terminated".
+STOP_BEFORE_THE_SEARCH = """
+import os, signal, threading
+from onnxpart import interrupts
+interrupts.install()
+calls, stopped = [], threading.Event()
+def stop():
+    calls.append(1)
+    if len(calls) > 2:
+        stopped.set()
+try:
+    with interrupts.deferred(stop):
+        os.kill(os.getpid(), signal.SIGTERM)
+        stopped.wait(20)
+        print("stopped" if stopped.is_set() else "ran to its limit", flush=True)
+except interrupts.Terminated:
+    print("terminated", flush=True)
+"""
+
+
+def test_a_stop_that_came_before_the_search_began_is_repeated():
+    """The signal's stop is called again until the solver's block ends (before, it was called once, came
+    too early, and the solver ran on to its time limit: 300 s in the command these tests start)."""
+    proc = subprocess.run([sys.executable, "-c", STOP_BEFORE_THE_SEARCH], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.stdout.split() == ["stopped", "terminated"], proc.stdout + proc.stderr
