@@ -18,6 +18,7 @@ imports printed on stderr (``preamble``: a command started afresh would print it
 from __future__ import annotations
 
 import atexit
+import contextlib
 import io
 import json
 import os
@@ -30,22 +31,38 @@ from contextlib import redirect_stderr
 
 #: what the commands import when they run: loaded once here, before any fork
 PRELOAD = ("onnx", "onnxruntime", "numpy", "highspy", "networkx", "pydantic", "yaml", "ortools.sat.python.cp_model",
-           "onnxpart.cli.app", "onnxpart.loading", "onnxpart.readers", "onnxpart.onnx_io", "onnxpart.shapes",
-           "onnxpart.runtime", "onnxpart.solvers", "onnxpart.verify", "onnxpart.writer")
+           "multiprocessing.popen_fork", "multiprocessing.queues", "multiprocessing.synchronize", "rich.logging",
+           "pydantic.type_adapter", "matplotlib.backends.backend_agg")
+#: every module of these packages too (imports of the library's own are lazy: each command pays for the
+#: strategy it runs, 0.1-0.4 s a fork, hundreds of forks in the suite)
+PACKAGES = ("onnxpart", "cli")
+#: the libraries' private modules the commands load on first use (skipped where a version lacks them)
+PRIVATE = ("rich._emoji_codes", "typer._click.decorators")
 
 
 def preload() -> str:
-    """Import :data:`PRELOAD` and matplotlib's Agg backend; -> what the imports printed on stderr."""
+    """Import :data:`PRELOAD`, :data:`PACKAGES`, :data:`PRIVATE`, matplotlib's Agg backend and Pillow's
+    image plugins; -> what the imports printed on stderr."""
     import importlib
+    import pkgutil
 
     printed = io.StringIO()
     with redirect_stderr(printed):
         for name in PRELOAD:
             importlib.import_module(name)
+        for package in map(importlib.import_module, PACKAGES):
+            for module in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+                importlib.import_module(module.name)
+        for name in PRIVATE:
+            with contextlib.suppress(ImportError):
+                importlib.import_module(name)
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot  # noqa: F401
+        import PIL.Image
+
+        PIL.Image.init()
     return printed.getvalue()
 
 
