@@ -67,9 +67,8 @@ def test_event_cover_bound_is_positive_where_memory_must_be_freed():
     assert status == "bound" and inst.base_duration < bound <= inst.base_duration * 1.0230  # G1 80%: +2.30%
 
 
-@requires_shared
 def test_background_bound_matches_the_in_process_lp_and_stops_on_time():
-    inst = build_instance(read_graph(G1))
+    inst = random_dag(40, 3)
     budget = resolve_budget("fraction", 0.8, baseline(inst).peak)
     direct, status = lp_lower_bound(inst, budget, time_limit=30)
     entry = BackgroundLpBound(inst, budget, time_limit=30).result(wait=30)

@@ -94,7 +94,7 @@ def test_time_limited_bound_is_below_incumbent():
                        "random_layered_n100_w0.27_nlv0.75_ed0.2_scd0.14.json")
     inst = build_instance(graph)
     budget = resolve_budget("fraction", 0.9, baseline(inst).peak)
-    result = solve_moccasin(inst, budget, MoccasinOptions(time_limit=10, workers=2))
+    result = solve_moccasin(inst, budget, MoccasinOptions(time_limit=3, workers=1))
     profile = simulate(inst, result.sequence)
     assert profile.peak <= budget
     assert inst.base_duration <= result.bound <= profile.duration
