@@ -34,7 +34,7 @@ run: $(STAMP)
 	$(BIN)/onnxpart tile $(DEMO_MODEL) --devices 4 --time-limit 10 --verify --force -o $(VENV)/demo_tile
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile  # two workers (CI has 2 cores); a file's tests stay on one
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder  # two workers (CI has 2 cores); a file's tests stay on one; longest files first (tests/conftest.py)
 
 fixtures: $(STAMP)
 	$(BIN)/python scripts/make_fixtures.py

@@ -4,6 +4,7 @@ the small hand-made models in fixtures/."""
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 
 import onnx
@@ -13,6 +14,30 @@ LIGHT_DIR = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" /
 LIGHT_MODELS = sorted(p.name[len("light_"):-len(".onnx")] for p in LIGHT_DIR.glob("light_*.onnx"))
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
+
+
+#: The files that take longest under ``make test`` (10-40 s each on 2 cores), longest first.
+LONGEST_FIRST = ("tests/sweep/test_sweep_ray.py", "tests/sweep/test_sweep_local.py", "tests/test_real_exports.py",
+                 "tests/schedule/latency/test_barrier.py", "tests/test_scale.py", "tests/safety/test_signals.py",
+                 "tests/partition/test_partition_cli.py", "tests/tile/onnx/test_scale.py",
+                 "tests/safety/test_check_certificate.py", "tests/schedule/test_cli_schedule.py",
+                 "tests/schedule/latency/test_module_bounds.py", "tests/remat/test_cli_remat.py",
+                 "tests/schedule/test_scale.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files in :data:`LONGEST_FIRST`'s order, then the others by their number of tests, most first, each
+    file's tests in their own order. ``make test`` gives each file to one of two workers (``--dist
+    loadfile --no-loadscope-reorder``) in this order: a long file started last would keep one worker
+    busy while the other has nothing left (xdist's own order, by number of tests, put the 20,000-op and
+    sweep files last)."""
+    rank = {path: place for place, path in enumerate(LONGEST_FIRST)}
+    count = Counter(_file(item) for item in items)
+    items.sort(key=lambda item: (rank.get(_file(item), len(rank)), -count[_file(item)], _file(item)))
+
+
+def _file(item: pytest.Item) -> str:
+    return item.nodeid.split("::")[0]
 
 
 def light(name: str) -> Path:
