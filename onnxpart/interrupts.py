@@ -36,6 +36,7 @@ _deferring = 0  # deferred blocks now open (nested blocks raise when the outermo
 _pending: int | None = None  # a signal that arrived inside a deferred block
 _received: int | None = None  # the first signal this process received
 _installed = False
+_owner: int | None = None  # the process that installed the handlers
 
 
 class Terminated(KeyboardInterrupt):
@@ -50,7 +51,7 @@ def exit_code(interrupt: KeyboardInterrupt) -> int:
 def install() -> None:
     """Route SIGINT and SIGTERM through :func:`_on_signal` and start the watcher thread (main thread only;
     a second call does nothing)."""
-    global _installed
+    global _installed, _owner
     if _installed or threading.current_thread() is not threading.main_thread():
         return
     read, write = os.pipe()
@@ -59,24 +60,19 @@ def install() -> None:
     threading.Thread(target=_watch, args=(read,), daemon=True, name="onnxpart-signals").start()
     for signum in SIGNALS:
         signal.signal(signum, _on_signal)
-    _installed = True
+    _installed, _owner = True, os.getpid()
 
 
 def in_worker() -> None:
     """In a forked worker: SIGTERM back to its default (the runner ends a worker by terminating it, even
     inside a native solve), SIGINT ignored (Ctrl-C reaches the whole process group; the parent decides),
-    and no wakeup fd shared with the parent's watcher. The runner forks inside a :func:`deferred` block (so
-    that a signal cannot leave a started worker unrecorded): the worker leaves that block behind, and a
-    SIGTERM that reached it before this call, held back by the block, ends it now."""
-    global _deferring, _pending
+    and no wakeup fd shared with the parent's watcher. Before this call a signal already ends the worker:
+    the deferred blocks it inherited (the runner forks inside one) are its parent's."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(ValueError):  # not the main thread: nothing was inherited there
         signal.set_wakeup_fd(-1)
     _stops.clear()
-    held, _pending, _deferring = _pending, None, 0
-    if held == signal.SIGTERM:
-        os.kill(os.getpid(), signal.SIGTERM)
 
 
 @contextlib.contextmanager
@@ -112,7 +108,7 @@ def received() -> KeyboardInterrupt | None:
 def _on_signal(signum: int, _frame) -> None:
     global _pending, _received
     _received = _received or signum
-    if _deferring:
+    if _deferring and os.getpid() == _owner:  # a forked child that inherited the block does not defer
         _pending = _pending or signum
         _call_stops()
         return

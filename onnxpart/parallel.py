@@ -151,6 +151,9 @@ class Runner:
             process.terminate()
         for process in self._running.values():
             process.join(timeout=5)
+            if process.is_alive():  # CPython drops a signal that reaches a child still inside os.fork()
+                process.kill()
+                process.join()
         self._running.clear()
         self._channel.cancel_join_thread()
         self._channel.close()

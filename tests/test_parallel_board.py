@@ -128,6 +128,32 @@ def test_a_signal_just_after_a_fork_still_ends_that_worker():
             os.kill(int(pid), signal.SIGKILL)
 
 
+#: A process forked inside a deferred block (as the runner forks its workers) and sent SIGTERM before it
+#: reset its handlers; prints "ended" once the child is gone.
+SIGNAL_BEFORE_IN_WORKER = """
+import os, signal, time
+from onnxpart import interrupts
+interrupts.install()
+with interrupts.deferred():
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+time.sleep(0.2)  # past the fork: CPython drops a signal that reaches a child inside os.fork()
+os.kill(pid, signal.SIGTERM)
+os.waitpid(pid, 0)
+print("ended", flush=True)
+"""
+
+
+def test_a_worker_signalled_before_it_reset_its_handlers_still_ends():
+    """The block the worker inherited is its parent's: the worker does not hold the signal back (if it did,
+    a runner's ``terminate()`` would not end it, and it would run its job to the end)."""
+    proc = subprocess.run([sys.executable, "-c", SIGNAL_BEFORE_IN_WORKER], capture_output=True, text=True,
+                          timeout=20)
+    assert proc.stdout.split() == ["ended"], proc.stderr
+
+
 def _alive(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] != "Z"
