@@ -43,7 +43,7 @@ def in_range(allowed: Range, value: float) -> bool:
 
 # ------------------------------------------------------------------------------------ the parser
 @given(st.sampled_from(RANGES), st.floats(allow_nan=True, allow_infinity=True))
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 def test_parse_number_accepts_exactly_the_finite_values_in_range_and_round_trips(allowed, value):
     text = repr(value)
     if in_range(allowed, value):
@@ -54,7 +54,7 @@ def test_parse_number_accepts_exactly_the_finite_values_in_range_and_round_trips
 
 
 @given(st.sampled_from(RANGES), st.integers(min_value=-2**200, max_value=2**200) | st.integers(-10**4, 10**4))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_integers_are_read_exactly_however_long(allowed, value):
     inside = allowed.low <= value <= allowed.high and not (allowed.low_open and value == allowed.low) \
         and not (allowed.high_open and value == allowed.high)
@@ -96,7 +96,7 @@ PARSERS = {
 
 @pytest.mark.parametrize("parser", PARSERS)
 @given(text=st.text() | NUMBERISH)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_any_text_gives_a_number_in_range_or_a_user_error(parser, text):
     try:
         value, allowed = PARSERS[parser](text)
@@ -112,7 +112,7 @@ JSON_VALUES = st.recursive(st.none() | st.booleans() | st.floats() | st.integers
 
 
 @given(JSON_VALUES)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_a_file_number_is_in_range_or_an_error_naming_its_field(value):
     data = {"ops": [{"name": "a", "work": value, "param_bytes": 1}], "tensors": []}
     try:

@@ -54,7 +54,7 @@ def test_barrier_bound_is_below_the_brute_force_optimum(seed, edges):
     assert status == "bound" and 0.0 < value <= opt + TOL
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(4))
 def test_the_lazy_dp_equals_the_dp_over_every_full_floor(seed):
     """The lazy DP (device paths first, path LPs only on its best chain) proves the value of the DP over
     every pair's full floor, computed here eagerly — fails if it stops while its chain still holds a

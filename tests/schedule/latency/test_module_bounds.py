@@ -141,7 +141,7 @@ def dags_with_cuts(draw):
     return Instance(time, edges, latency=draw(st.sampled_from([0.0, 1.0])), bandwidth=draw(st.sampled_from([1.0, 2.0])))
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(dags_with_cuts())
 def test_split_bound_below_exact_optimum(inst):
     """SPLIT's bound is below the whole-graph CP-SAT optimum — or, where CP-SAT does not close the
