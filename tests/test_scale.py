@@ -21,7 +21,7 @@ from tests.measured_run import MEMORY_CAP, run_measured
 from tests.conftest import light
 from tests.safety.harness import DIAMOND, run_cli
 
-TIME_LIMIT = 5.0
+TIME_LIMIT = 3.0
 
 def assert_within_limit(summary: dict) -> None:
     """The README's rule: loading and solving end by 1.1·T + 5 s (writing is reported apart)."""
