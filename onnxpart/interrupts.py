@@ -10,7 +10,8 @@ main thread (CP-SAT's ``Solve``, HiGHS' ``run``) would see the signal only when 
 limit later. Such a call runs inside :func:`deferred` with the solver's stop function: a watcher thread,
 woken through :func:`signal.set_wakeup_fd`, calls it at once (and again until the block ends), and the
 interrupt is raised when the block ends. :func:`deferred` without a stop function keeps a short critical
-section (an output folder's commit, a worker's fork and its record) whole. Workers forked by :mod:`onnxpart.parallel` call :func:`in_worker` first.
+section (an output folder's commit, a worker's fork and its record) whole. Workers forked by
+:mod:`onnxpart.parallel` call :func:`in_worker` first.
 
 Without :func:`install` (the library used from Python) nothing changes: Ctrl-C is Python's own
 KeyboardInterrupt, raised when the native call returns.
