@@ -19,7 +19,7 @@ from onnxpart.verify import VerificationError, VerifyReport, add_size
 from tests.export_like import ALL_DYNAMIC, ALL_STATIC, TYPED_INTERNAL_HINTS, kv_cache_decoder, typed_internal_tensors
 
 runner = CliRunner()
-FAST = ["--time-limit", "5", "--json"]
+FAST = ["--time-limit", "2", "--json"]
 #: Short searches (what these tests check is the files, not the plan): partition's small order search, whose
 #: local search then runs its kicks until a 2 s limit, and schedule's list schedulers.
 FIXED_SEARCH = {"partition": ["--population", "8", "--generations", "3", "--random-orders", "3", "--no-mla",
