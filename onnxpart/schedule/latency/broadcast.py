@@ -16,18 +16,20 @@ from ``D`` are now there at time 0, on every device; each device runs a subset o
 no two overlap; each device's memory sum (3.7) only loses terms. So it is a schedule of ``G − D``, and
 its makespan, the largest end over fewer ops, is no larger. Any proven lower bound of ``G − D`` — here
 SPLIT's DP over its modules' proven bounds — is therefore one of ``G`` (``broadcast-dp``). It gives up
-``D``'s own work and transfers (Llama: 30 µs of 0.35 ms), which is why ``D`` is kept small.
+``D``'s own work and transfers (Llama: 30 µs of 0.35 ms), which is why ``D`` is kept small. The
+skip edges of ``G − D`` (the residual around each attention block) are dropped too, another relaxation
+(:mod:`.skip_edges`), where that cuts a module smaller: ``broadcast-dp`` is SPLIT's DP on ``G − D − E``.
 
 The choice of ``D`` is a heuristic (the proof holds for any ``D``): where the graph has several sources,
 the ops that are not descendants of the *main* one — the source whose descendants carry the most work,
 each op at its fastest device (the lowest index breaks ties). ``D`` is closed under predecessors (an
 ancestor of a non-descendant is one), so its ops can run first. The relaxation is used only where it
-frees smaller modules than the graph has (:func:`relaxation`); SPLIT on ``G − D`` then runs first,
+frees smaller modules than the graph has (:func:`relaxation`); SPLIT on ``G − D − E`` then runs first,
 within :data:`SHARE` of SPLIT's time (:func:`onnxpart.schedule.latency.solve`).
 
-Schedule. SPLIT's joined schedule of ``G − D`` is lifted onto ``G`` (:func:`lift`): ``D``'s ops all on
+Schedule. SPLIT's joined schedule of ``G − D − E`` is lifted onto ``G`` (:func:`lift`): ``D``'s ops all on
 one device (the best of the K), first or just before their readers, the other ops in their relaxed start
-order on their relaxed devices, re-simulated with every transfer ``D``'s tensors now need (Llama: 0.3116
+order on their relaxed devices, re-simulated with every transfer ``D``'s tensors and ``E`` now need (Llama: 0.3116
 ms, under CPoP's 0.3139; with ``D`` first, 0.3154).
 """
 
@@ -39,7 +41,7 @@ from onnxpart.certificate import LowerBound
 from onnxpart.schedule.common.instance import Instance
 from onnxpart.schedule.common.modules import cut_ops, has_modules, segments
 from onnxpart.schedule.common.solution import shortest
-from onnxpart.schedule.latency import split
+from onnxpart.schedule.latency import skip_edges, split
 from onnxpart.schedule.latency.simulator import Schedule, simulate
 
 #: The share of SPLIT's time within which SPLIT on the relaxation runs, before SPLIT on the whole graph
@@ -73,13 +75,15 @@ def largest_module(inst: Instance) -> int:
 
 
 def relaxation(inst: Instance) -> tuple[Instance, list[int], list[int]] | None:
-    """``(G − D, its ops' indices in G, D)``, or None where ``D`` is empty or ``G − D`` has no modules or
-    none smaller than ``G``'s largest."""
+    """``(G − D − E, its ops' indices in G, D)`` — ``E`` the skip edges of ``G − D``
+    (:mod:`.skip_edges`: another relaxation, so the bound stands) —, or None where ``D`` is empty or
+    ``G − D − E`` has no modules or none smaller than ``G``'s largest."""
     deleted = broadcast_ops(inst)
     if not deleted or len(deleted) == inst.n:
         return None
     gone = set(deleted)
     relaxed, index = inst.subinstance([i for i in inst.topo if i not in gone])
+    relaxed = skip_edges.relax(relaxed)
     if largest_module(relaxed) >= min(largest_module(inst), relaxed.n):
         return None
     return relaxed, index, deleted
