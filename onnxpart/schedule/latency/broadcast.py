@@ -25,7 +25,7 @@ the ops that are not descendants of the *main* one — the source whose descenda
 each op at its fastest device (the lowest index breaks ties). ``D`` is closed under predecessors (an
 ancestor of a non-descendant is one), so its ops can run first. The relaxation is used only where it
 frees smaller modules than the graph has (:func:`relaxation`); SPLIT on ``G − D − E`` then runs first,
-within :data:`SHARE` of SPLIT's time (:func:`onnxpart.schedule.latency.solve`).
+within :func:`share` of SPLIT's time (:func:`onnxpart.schedule.latency.solve`).
 
 Schedule. SPLIT's joined schedule of ``G − D − E`` is lifted onto ``G`` (:func:`lift`): ``D``'s ops all on
 one device (the best of the K), first or just before their readers, the other ops in their relaxed start
@@ -52,6 +52,12 @@ from onnxpart.schedule.latency.simulator import Schedule, simulate
 #: schedule with 50 s, not 45: taking a share from them cost BERT's LB/UB 1.000 → 0.914).
 SHARE = 0.25
 
+#: The share where ``G`` itself has no one-op module: SPLIT on ``G`` is then multi-channel SPLIT (Section
+#: 3.3.2, a heuristic whose recursive bound is weak) or one whole-graph CP-SAT solve, so the relaxation's
+#: modules are where a proof comes from. KV-cache decoder step at 60 s: ``broadcast-dp`` 1.675 ms at 0.25
+#: (multi-channel's 1.302), 1.807 with 40 s (the schedule 1.854 either way).
+SHARE_WITHOUT_MODULES = 0.75
+
 
 def broadcast_ops(inst: Instance) -> list[int]:
     """``D``: the ops that are not descendants of the main source (module docstring), in topological order;
@@ -72,6 +78,12 @@ def largest_module(inst: Instance) -> int:
     if not has_modules(inst, cuts):
         return inst.n
     return max(len(ops) for ops, _, _ in segments(inst, cuts))
+
+
+def share(inst: Instance) -> float:
+    """The share of SPLIT's time SPLIT on the relaxation gets: :data:`SHARE`, or
+    :data:`SHARE_WITHOUT_MODULES` where no one-op cut splits ``G``."""
+    return SHARE_WITHOUT_MODULES if largest_module(inst) == inst.n else SHARE
 
 
 def relaxation(inst: Instance) -> tuple[Instance, list[int], list[int]] | None:
