@@ -16,9 +16,14 @@ from ``D`` are now there at time 0, on every device; each device runs a subset o
 no two overlap; each device's memory sum (3.7) only loses terms. So it is a schedule of ``G − D``, and
 its makespan, the largest end over fewer ops, is no larger. Any proven lower bound of ``G − D`` — here
 SPLIT's DP over its modules' proven bounds — is therefore one of ``G`` (``broadcast-dp``). It gives up
-``D``'s own work and transfers (Llama: 30 µs of 0.35 ms), which is why ``D`` is kept small. The
-skip edges of ``G − D`` (the residual around each attention block) are dropped too, another relaxation
-(:mod:`.skip_edges`), where that cuts a module smaller: ``broadcast-dp`` is SPLIT's DP on ``G − D − E``.
+``D``'s own work and transfers (Llama: 30 µs of 0.35 ms), which is why ``D`` is kept small.
+
+Where no one-op cut splits ``G`` itself, the skip edges ``E`` of ``G − D`` (the residual around each
+attention block, where dropping it cuts a module smaller) go too, another relaxation (:mod:`.skip_edges`):
+``broadcast-dp`` is SPLIT's DP on ``G − D − E``. There the relaxation is the bound's only source, and
+its layers must close (KV-cache decoder step: 1.571 → 1.807 ms). Where ``G`` has one-op modules, ``G −
+D``'s layers close as they are and ``E`` only adds pairs: Llama-KV's relaxation proved the same 0.2946
+ms in 5.1 s without ``E`` and 9.6 s with it (14 s, two workers, load 0.6), too late in a loaded run.
 
 The choice of ``D`` is a heuristic (the proof holds for any ``D``): where the graph has several sources,
 the ops that are not descendants of the *main* one — the source whose descendants carry the most work,
@@ -87,16 +92,18 @@ def share(inst: Instance) -> float:
 
 
 def relaxation(inst: Instance) -> tuple[Instance, list[int], list[int]] | None:
-    """``(G − D − E, its ops' indices in G, D)`` — ``E`` the skip edges of ``G − D``
-    (:mod:`.skip_edges`: another relaxation, so the bound stands) —, or None where ``D`` is empty or
-    ``G − D − E`` has no modules or none smaller than ``G``'s largest."""
+    """``(G − D − E, its ops' indices in G, D)`` — ``E`` the skip edges of ``G − D`` (:mod:`.skip_edges`:
+    another relaxation, so the bound stands) where no one-op cut splits ``G``, else none —, or None where
+    ``D`` is empty or ``G − D − E`` has no modules or none smaller than ``G``'s largest."""
     deleted = broadcast_ops(inst)
     if not deleted or len(deleted) == inst.n:
         return None
     gone = set(deleted)
     relaxed, index = inst.subinstance([i for i in inst.topo if i not in gone])
-    relaxed = skip_edges.relax(relaxed)
-    if largest_module(relaxed) >= min(largest_module(inst), relaxed.n):
+    largest = largest_module(inst)
+    if largest == inst.n:  # no one-op module in G: the relaxation is where the bound comes from
+        relaxed = skip_edges.relax(relaxed)
+    if largest_module(relaxed) >= min(largest, relaxed.n):
         return None
     return relaxed, index, deleted
 

@@ -17,8 +17,9 @@ keeps every op's device and start in ``G − E``. Each remaining edge's preceden
 delay (3.3) holds as it did; links are contention-free (Section 2.3), so dropping a transfer delays no
 other; each device runs the same intervals, and its memory sum (3.7) is the same. So it is a schedule
 of ``G − E`` with the same makespan, and any proven lower bound of ``G − E`` is one of ``G``. It gives up
-at most the dropped transfers' delays: inside a module the path from ``c_k`` to ``c_{k+1}`` through its
-other ops is the longer one whenever the module's work exceeds one transfer.
+at most the dropped transfers' delays (delaying, edge by edge, whatever starts at ``c_{k+1}`` or later by
+that edge's delay turns a schedule of ``G − E`` into one of ``G``), and mostly nothing: inside a module
+the path from ``c_k`` to ``c_{k+1}`` through its other ops is the longer one.
 
 The choice of ``E`` is a heuristic (the proof holds for any ``E``): an edge ``c_k → c_{k+1}`` between
 consecutive cut ops is dropped only where, without it, the module's ops hold a cut op of their own (so
