@@ -333,6 +333,17 @@ class Instance:
                        self.mem[ops], [self.op_names[g] for g in ops], ops)
         return sub, ops
 
+    def without_edges(self, drop: Sequence[int]) -> "Instance":
+        """This instance less the edges whose indices are in ``drop`` — their precedence and their
+        transfers; the ops, times and memory unchanged. Every schedule of this instance is one of the
+        result (the links are contention-free), so its optimum is no larger
+        (:mod:`onnxpart.schedule.latency.skip_edges`)."""
+        gone = set(drop)
+        keep = [e for e in range(len(self.edges)) if e not in gone]
+        sub = Instance.__new__(Instance)
+        sub._init_from(self, self.time, [self.edges[e] for e in keep], self.delays[keep], self.mem, self.op_names)
+        return sub
+
     def _init_from(self, parent: "Instance", time: np.ndarray, edges: list, delays: np.ndarray,
                    mem: np.ndarray, names: list[str], ops: Sequence[int] | None = None) -> None:
         """Fill a sub-instance sharing ``parent``'s devices, with precomputed edge delays."""

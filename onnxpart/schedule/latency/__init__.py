@@ -90,18 +90,18 @@ def _solver(name: str, context: Context, seconds: float) -> MethodResult:
 def _split(name: str, context: Context, seconds: float) -> MethodResult:
     """MILP-SPLIT over one-op cuts, or, where there are none, over multi-channel modules (Section 3.3.2);
     where deleting the broadcast ops (masks, rotary tables: :mod:`.broadcast`) frees smaller modules,
-    SPLIT on that relaxation runs first, within :data:`.broadcast.SHARE` of the time (its bound and lifted
+    SPLIT on that relaxation runs first, within :func:`.broadcast.share` of the time (its bound and lifted
     schedule). SPLIT over one-op cuts then keeps the deterministic budgets of the whole time, on the wall
     clock the relaxation left (its small modules are proven early: 2 s of 12 on BERT)."""
     inst, options, run = context.instance, context.options, context.run
     relaxed, lifted, clock = broadcast.relaxation(inst), None, Budget(seconds)
+    share = broadcast.share(inst) if relaxed is not None else 0.0
     if relaxed is not None:
-        lifted, bound = broadcast.broadcast_split(inst, relaxed, seconds * broadcast.SHARE, options.seed,
-                                                  options.workers)
+        lifted, bound = broadcast.broadcast_split(inst, relaxed, seconds * share, options.seed, options.workers)
         run.add_bounds([bound])
     chain = chain_split.chain_of_modules(inst)
     if chain is not None:  # its budgets follow its seconds: the relaxation's share is taken from them
-        seconds -= seconds * broadcast.SHARE if relaxed is not None else 0.0
+        seconds -= seconds * share
         joined, found = chain_split.split_on_channels(inst, chain, seconds, options.seed, options.workers,
                                                       run.best(lifted))
         sched, status, secs, note = joined

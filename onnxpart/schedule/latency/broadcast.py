@@ -18,16 +18,23 @@ its makespan, the largest end over fewer ops, is no larger. Any proven lower bou
 SPLIT's DP over its modules' proven bounds — is therefore one of ``G`` (``broadcast-dp``). It gives up
 ``D``'s own work and transfers (Llama: 30 µs of 0.35 ms), which is why ``D`` is kept small.
 
+Where no one-op cut splits ``G`` itself, the skip edges ``E`` of ``G − D`` (the residual around each
+attention block, where dropping it cuts a module smaller) go too, another relaxation (:mod:`.skip_edges`):
+``broadcast-dp`` is SPLIT's DP on ``G − D − E``. There the relaxation is the bound's only source, and
+its layers must close (KV-cache decoder step: 1.571 → 1.807 ms). Where ``G`` has one-op modules, ``G −
+D``'s layers close as they are and ``E`` only adds pairs: Llama-KV's relaxation proved the same 0.2946
+ms in 5.1 s without ``E`` and 9.6 s with it (14 s, two workers, load 0.6), too late in a loaded run.
+
 The choice of ``D`` is a heuristic (the proof holds for any ``D``): where the graph has several sources,
 the ops that are not descendants of the *main* one — the source whose descendants carry the most work,
 each op at its fastest device (the lowest index breaks ties). ``D`` is closed under predecessors (an
 ancestor of a non-descendant is one), so its ops can run first. The relaxation is used only where it
-frees smaller modules than the graph has (:func:`relaxation`); SPLIT on ``G − D`` then runs first,
-within :data:`SHARE` of SPLIT's time (:func:`onnxpart.schedule.latency.solve`).
+frees smaller modules than the graph has (:func:`relaxation`); SPLIT on ``G − D − E`` then runs first,
+within :func:`share` of SPLIT's time (:func:`onnxpart.schedule.latency.solve`).
 
-Schedule. SPLIT's joined schedule of ``G − D`` is lifted onto ``G`` (:func:`lift`): ``D``'s ops all on
+Schedule. SPLIT's joined schedule of ``G − D − E`` is lifted onto ``G`` (:func:`lift`): ``D``'s ops all on
 one device (the best of the K), first or just before their readers, the other ops in their relaxed start
-order on their relaxed devices, re-simulated with every transfer ``D``'s tensors now need (Llama: 0.3116
+order on their relaxed devices, re-simulated with every transfer ``D``'s tensors and ``E`` now need (Llama: 0.3116
 ms, under CPoP's 0.3139; with ``D`` first, 0.3154).
 """
 
@@ -39,7 +46,7 @@ from onnxpart.certificate import LowerBound
 from onnxpart.schedule.common.instance import Instance
 from onnxpart.schedule.common.modules import cut_ops, has_modules, segments
 from onnxpart.schedule.common.solution import shortest
-from onnxpart.schedule.latency import split
+from onnxpart.schedule.latency import skip_edges, split
 from onnxpart.schedule.latency.simulator import Schedule, simulate
 
 #: The share of SPLIT's time within which SPLIT on the relaxation runs, before SPLIT on the whole graph
@@ -49,6 +56,12 @@ from onnxpart.schedule.latency.simulator import Schedule, simulate
 #: Where SPLIT over one-op cuts follows, it keeps the budgets of the whole time (BERT's proves its
 #: schedule with 50 s, not 45: taking a share from them cost BERT's LB/UB 1.000 → 0.914).
 SHARE = 0.25
+
+#: The share where ``G`` itself has no one-op module: SPLIT on ``G`` is then multi-channel SPLIT (Section
+#: 3.3.2, a heuristic whose recursive bound is weak) or one whole-graph CP-SAT solve, so the relaxation's
+#: modules are where a proof comes from. KV-cache decoder step at 60 s: ``broadcast-dp`` 1.675 ms at 0.25
+#: (multi-channel's 1.302), 1.807 with 40 s (the schedule 1.854 either way).
+SHARE_WITHOUT_MODULES = 0.75
 
 
 def broadcast_ops(inst: Instance) -> list[int]:
@@ -72,15 +85,25 @@ def largest_module(inst: Instance) -> int:
     return max(len(ops) for ops, _, _ in segments(inst, cuts))
 
 
+def share(inst: Instance) -> float:
+    """The share of SPLIT's time SPLIT on the relaxation gets: :data:`SHARE`, or
+    :data:`SHARE_WITHOUT_MODULES` where no one-op cut splits ``G``."""
+    return SHARE_WITHOUT_MODULES if largest_module(inst) == inst.n else SHARE
+
+
 def relaxation(inst: Instance) -> tuple[Instance, list[int], list[int]] | None:
-    """``(G − D, its ops' indices in G, D)``, or None where ``D`` is empty or ``G − D`` has no modules or
-    none smaller than ``G``'s largest."""
+    """``(G − D − E, its ops' indices in G, D)`` — ``E`` the skip edges of ``G − D`` (:mod:`.skip_edges`:
+    another relaxation, so the bound stands) where no one-op cut splits ``G``, else none —, or None where
+    ``D`` is empty or ``G − D − E`` has no modules or none smaller than ``G``'s largest."""
     deleted = broadcast_ops(inst)
     if not deleted or len(deleted) == inst.n:
         return None
     gone = set(deleted)
     relaxed, index = inst.subinstance([i for i in inst.topo if i not in gone])
-    if largest_module(relaxed) >= min(largest_module(inst), relaxed.n):
+    largest = largest_module(inst)
+    if largest == inst.n:  # no one-op module in G: the relaxation is where the bound comes from
+        relaxed = skip_edges.relax(relaxed)
+    if largest_module(relaxed) >= min(largest, relaxed.n):
         return None
     return relaxed, index, deleted
 

@@ -64,6 +64,15 @@ def test_no_relaxation_where_the_rest_has_no_modules_or_there_is_one_source():
     assert broadcast.broadcast_ops(case_instance(case)) == []
 
 
+def test_the_relaxation_gets_most_of_the_time_only_where_the_graph_has_no_one_op_module():
+    """Masked layers (the mask breaks every one-op cut) give the relaxation :data:`SHARE_WITHOUT_MODULES`;
+    a chain, whose middle op is a cut op, leaves it :data:`SHARE` (SPLIT on the graph proves its own
+    bound) — fails if the share ignores the graph's own modules."""
+    case = masked_layers(np.random.default_rng(0), layers=2)
+    assert broadcast.share(case_instance(case)) == broadcast.SHARE_WITHOUT_MODULES
+    assert broadcast.share(Instance(np.ones((3, 2)), [(0, 1, 1.0), (1, 2, 1.0)])) == broadcast.SHARE
+
+
 def test_the_kv_cache_decoder_step_gets_modules_and_a_bound(tmp_path):
     """On the exporter-shaped KV-cache decoder step (the additive mask read by every layer: no one-op cut),
     deleting the ops not downstream of the token input frees a module per layer, and ``solve``'s default
@@ -78,6 +87,7 @@ def test_the_kv_cache_decoder_step_gets_modules_and_a_bound(tmp_path):
     relaxed = broadcast.relaxation(inst)
     assert relaxed is not None and broadcast.largest_module(inst) == inst.n
     assert broadcast.largest_module(relaxed[0]) < inst.n // 3  # a module per layer
+    assert broadcast.share(inst) == broadcast.SHARE_WITHOUT_MODULES  # no one-op cut: the relaxation's time
     sol = solve(inst, Options(methods=("met", "split"), time_limit=1.0))
     found = {b.method: b.value for b in sol.lower_bounds if b.value is not None}
     assert validate(inst, sol.schedule) == [] and 0 < found["broadcast-dp"] <= sol.makespan * (1 + 1e-9)
