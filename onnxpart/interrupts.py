@@ -74,6 +74,7 @@ def in_worker() -> None:
     with contextlib.suppress(ValueError):  # not the main thread: nothing was inherited there
         signal.set_wakeup_fd(-1)
     _stops.clear()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)  # held back since the fork (:func:`forking`)
 
 
 @contextlib.contextmanager
@@ -93,6 +94,21 @@ def deferred(stop: Callable[[], None] | None = None) -> Iterator[None]:
     if not _deferring and _pending is not None:
         signum, _pending = _pending, None
         raise _interrupt(signum)
+
+
+@contextlib.contextmanager
+def forking() -> Iterator[None]:
+    """Fork workers inside this block: it is :func:`deferred` here (a signal cannot fall between a fork
+    and its record), and SIGINT and SIGTERM are blocked in this thread, so a child starts with them
+    blocked until :func:`in_worker` has set its handlers. A signal sent to a child before it first ran
+    would otherwise be handled and then dropped by CPython's after-fork reset: the runner's
+    ``terminate()`` right after a start was lost, and the worker ran its job on."""
+    with deferred():
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def _interrupt(signum: int) -> KeyboardInterrupt:

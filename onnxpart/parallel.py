@@ -151,7 +151,7 @@ class Runner:
             process.terminate()
         for process in self._running.values():
             process.join(timeout=5)
-            if process.is_alive():  # CPython drops a signal that reaches a child still inside os.fork()
+            if process.is_alive():  # a worker that ignores SIGTERM (stuck in native code) is killed
                 process.kill()
                 process.join()
         self._running.clear()
@@ -169,14 +169,15 @@ class Runner:
 
     # ---------------------------------------------------------------------------------- internals
     def _start_pending(self) -> None:
-        """Start queued jobs while workers are free. Each fork and its record are one deferred block: a
-        signal raised between them would leave a worker nobody ends, running its job to its time limit
-        and holding the command's output pipes open (seen as a SIGTERM that did not stop partition)."""
+        """Start queued jobs while workers are free. Each fork and its record are one block
+        (:func:`onnxpart.interrupts.forking`): a signal raised between them would leave a worker nobody
+        ends, running its job to its time limit and holding the command's output pipes open (seen as a
+        SIGTERM that did not stop partition)."""
         while self._pending and len(self._running) < self.workers:
             job, fn, args = self._pending.pop(0)
             process = self._ctx.Process(target=_child, args=(self._channel, job, fn, args), daemon=True,
                                         name=f"onnxpart-job-{job}")
-            with interrupts.deferred():
+            with interrupts.forking():
                 process.start()
                 self._running[job] = process
 

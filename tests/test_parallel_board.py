@@ -117,15 +117,17 @@ def test_a_signal_just_after_a_fork_still_ends_that_worker():
     inside ``start()``, the runner never recorded the worker, and it ran on — holding the command's
     output pipes, so a pipeline waited for its whole time limit)."""
     proc = subprocess.run([sys.executable, "-c", SIGNAL_AT_FORK], capture_output=True, text=True, timeout=30)
-    pid, said = proc.stdout.split()
+    words = proc.stdout.split()
+    assert len(words) == 2 and words[0].isdigit(), proc.stdout + proc.stderr
+    pid, said = int(words[0]), words[1]
     deadline = time.monotonic() + 10
     try:
-        while _alive(int(pid)) and time.monotonic() < deadline:
+        while _alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert said == "terminated" and not _alive(int(pid)), proc.stderr
+        assert said == "terminated" and not _alive(pid), proc.stderr
     finally:
-        if _alive(int(pid)):
-            os.kill(int(pid), signal.SIGKILL)
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 #: A process forked inside a deferred block (as the runner forks its workers) and sent SIGTERM before it
