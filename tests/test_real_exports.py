@@ -21,9 +21,9 @@ from tests.export_like import ALL_DYNAMIC, ALL_STATIC, TYPED_INTERNAL_HINTS, kv_
 runner = CliRunner()
 FAST = ["--time-limit", "2", "--json"]
 #: Short searches (what these tests check is the files, not the plan): partition's small order search, whose
-#: local search then runs its kicks until a 2 s limit, and schedule's list schedulers.
+#: local search then runs its kicks until a 1 s limit, and schedule's list schedulers.
 FIXED_SEARCH = {"partition": ["--population", "8", "--generations", "3", "--random-orders", "3", "--no-mla",
-                              "--time-limit", "2"],
+                              "--time-limit", "1"],
                 "schedule": ["--method", "met,greedy,heft"]}
 
 

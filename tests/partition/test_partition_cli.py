@@ -22,10 +22,10 @@ def partition(*args: str):
 @pytest.mark.parametrize("name,k", [("squeezenet", 3), ("inception_v1", 4), ("resnet50", 5), ("zfnet512", 2)])
 def test_stages_reproduce_the_model(tmp_path, name, k):
     out = tmp_path / "out"
-    # 2 s: with no bound job the local search runs its kicks until the time limit (the stages, not their
+    # 1 s: with no bound job the local search runs its kicks until the time limit (the stages, not their
     # quality, are what this test checks)
     result = partition(light(name), "-k", k, "-o", out, "--verify", "--bounds", "simple", "--ideal-limit", "0",
-                       "--json", *FAST, "--time-limit", "2")
+                       "--json", *FAST, "--time-limit", "1")
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["verify"]["ok"] and summary["verify"]["max_rel_error"] < 1e-4
