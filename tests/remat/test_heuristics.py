@@ -87,7 +87,7 @@ def test_hint_is_a_complete_feasible_phase2_solution_and_greedy_respects_the_bou
 
     inst = build_instance(read_graph(GRAPH))
     budget = resolve_budget("fraction", 0.8, baseline(inst).peak)
-    events, profile = greedy_sequence(inst, budget, 2, search_seconds=1.0)
+    events, profile = greedy_sequence(inst, budget, 2, search_seconds=0.3)
     assert profile.peak <= budget
     options = MoccasinOptions()
     sc = scale(inst)
@@ -97,7 +97,7 @@ def test_hint_is_a_complete_feasible_phase2_solution_and_greedy_respects_the_bou
     result, _ = solve_cpsat(model, 20, workers=1, parameters={"fix_variables_to_their_hinted_value": True})
     assert result.status == "optimal"  # every variable fixed to its hint: the hint is a solution
     assert result.objective == profile.duration - inst.base_duration
-    proven = solve_moccasin(inst, budget, MoccasinOptions(time_limit=5, workers=1))
+    proven = solve_moccasin(inst, budget, MoccasinOptions(time_limit=2, workers=1))
     assert proven.bound <= profile.duration + 1e-9
     assert proven.notes.get("greedy") and "phase1" not in proven.notes  # the warm start skipped phase 1
 

@@ -4,7 +4,8 @@ saying so and exits 130 (SIGINT) or 143 (SIGTERM), leaving no worker process beh
 
 Ctrl-C is sent as a terminal sends it, to the whole process group (workers included); SIGTERM as ``kill``,
 a CI timeout or a container stop sends it, to the command's process. The signal arrives once the command
-shows its progress bar (solving has begun) and a second more has passed (its workers and solvers run)."""
+shows its progress bar (solving has begun) and half a second more has passed (its workers and solvers
+run)."""
 
 from __future__ import annotations
 
@@ -77,7 +78,7 @@ def test_signal_stops_the_solve_and_writes_nothing(tmp_path, command, signum):
     proc = start(command, out, cwd)
     try:
         seen = wait_for_progress(proc)
-        time.sleep(1.0)
+        time.sleep(0.5)
         if signum == signal.SIGINT:
             os.killpg(proc.pid, signum)
         else:
