@@ -12,15 +12,20 @@ DEMO_MODEL := fixtures/transformer_block.onnx
 export PYTHONDONTWRITEBYTECODE =
 
 # uv installs the same versions in about 5 s, where pip takes 30-40 s (one package at a time); pip is the
-# fallback wherever uv cannot be installed. Neither compiles bytecode (pip: --no-compile; 78 s of pip's
-# install here): the tests import about a quarter of the installed files, and each is compiled once, by
-# the first process that imports it (PYTHONDONTWRITEBYTECODE emptied: with it set, as on this machine,
-# every process the tests start compiled each module it imported again).
+# fallback wherever uv cannot be installed. The venv is made without pip (ensurepip took 6 of its 6.5 s
+# here): python3's own pip puts uv in it (pip >= 22.3: --python), and uv puts pip there with the rest;
+# where python3 has no pip (or an older one), the venv gets its own by ensurepip, and it installs uv.
+# Neither compiles bytecode (pip: --no-compile; 78 s of pip's install here): the tests import about a
+# quarter of the installed files, and each is compiled once, by the first process that imports it
+# (PYTHONDONTWRITEBYTECODE emptied: with it set, as on this machine, every process the tests start
+# compiled each module it imported again).
 $(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	( $(BIN)/python -m pip install --quiet uv && \
-	  $(BIN)/python -m uv pip install --quiet --python $(BIN)/python -e '.[dev,cluster]' ) || \
-	  $(BIN)/python -m pip install --quiet --no-compile -e '.[dev,cluster]'
+	test -x $(BIN)/python || $(PYTHON) -m venv --without-pip $(VENV)
+	$(PYTHON) -m pip --python $(BIN)/python install --quiet uv || \
+	  ( $(BIN)/python -m ensurepip --default-pip > /dev/null && $(BIN)/python -m pip install --quiet uv ) || true
+	$(BIN)/python -m uv pip install --quiet --python $(BIN)/python pip -e '.[dev,cluster]' || \
+	  ( $(BIN)/python -m ensurepip --default-pip > /dev/null; \
+	    $(BIN)/python -m pip install --quiet --no-compile -e '.[dev,cluster]' )
 	touch $(STAMP)
 
 install: $(STAMP)
