@@ -72,6 +72,11 @@ from onnxpart.strategy import FLOOR, Budget
 #: on inception_v2 (371 ops, ten modules of 27–37 ops, nine pairs each) at 60 s, 0.5 (the share before)
 #: gave LB/UB 0.895 and 0.25 gave 0.935 (the 1-channel RWNN stack: 0.949 and 0.960).
 FIRST_PASS = 0.25
+#: The first pass's window on the wall clock, a safety net: its deterministic budgets (``FIRST_PASS`` of
+#: the run's, :data:`~onnxpart.schedule.common.ticks.DET_PER_SECOND`) end it first. Twice their share:
+#: a 17-op module's CP-SAT solve spends 0.1 s past its deterministic time on start-up and a floor LP, and a
+#: window of exactly ``FIRST_PASS`` cut 2–5 such solves by the wall clock in ``make run``'s demo.
+FIRST_PASS_WALL = 2 * FIRST_PASS
 
 
 @dataclass
@@ -156,7 +161,7 @@ def milp_split(inst: Instance, time_limit: float = 10.0, seed: int = 0, workers:
            / max(1.0, float(sum(sub.n for sub in subs.values()))))
     budgets = {key: det * sub.n for key, sub in subs.items()}  # deterministic seconds, first pass
     first = [lane.Pair(key, sub, budgets[key]) for key, sub in subs.items()]
-    share = Budget(FIRST_PASS * clock.left())
+    share = Budget(FIRST_PASS_WALL * clock.left())
     lane.solve_modules(_jobs(first, share, workers, seed), tables, workers, board, lambda lb: join_dp(lb)[0],
                        share.deadline)
     _refine(tables, subs, budgets, clock, workers, seed, board)
@@ -238,14 +243,17 @@ def _content(sub: Instance) -> bytes:
 
 def _jobs(pairs: list[lane.Pair], budget: Budget, workers: int, seed: int) -> list[lane.ModuleJob]:
     """One job per (segment, entry device) holding its pairs, largest first, with the lane's round
-    deadlines over ``budget``."""
+    deadlines over ``budget`` — among the jobs the workers run: an inline job (:func:`.split_lane.inline`,
+    milliseconds in the lane's process beside them) may run until the end."""
     groups: dict[tuple, list[lane.Pair]] = {}
     for pair in pairs:
         groups.setdefault(pair.key[:2], []).append(pair)
     weights = {g: float(sum(p.sub.n for p in ps)) for g, ps in groups.items()}
     order = sorted(groups, key=lambda g: (-weights[g], str(g)))
-    ends = lane.deadlines([weights[g] for g in order], max(1, workers), budget.start, budget.share())
-    return [lane.ModuleJob(tuple(groups[g]), deadline, seed) for g, deadline in zip(order, ends)]
+    worked = [g for g in order if not lane.inline(groups[g])]  # the inline jobs take none of the rounds' time
+    span = budget.share()
+    ends = dict(zip(worked, lane.deadlines([weights[g] for g in worked], max(1, workers), budget.start, span)))
+    return [lane.ModuleJob(tuple(groups[g]), ends.get(g, budget.start + span), seed) for g in order]
 
 
 def _refine(tables: lane.ModuleTables, subs: dict, budgets: dict, clock: Budget, workers: int, seed: int,

@@ -54,6 +54,7 @@ import numpy as np
 from onnxpart.board import Board
 from onnxpart.parallel import BoundPoster, Event, Runner
 from onnxpart.schedule.common.instance import Instance
+from onnxpart.schedule.common.ticks import DET_PER_SECOND
 from onnxpart.schedule.latency import bounds, exact, heuristics, symmetry
 from onnxpart.schedule.latency.simulator import Schedule, simulate
 
@@ -103,13 +104,18 @@ class ModuleResult:
 def run_module_job(job: ModuleJob) -> list[ModuleResult]:
     """Solve a job's pairs in order; pair ``p`` must stop by its share of the time left, counted from
     the job's start (``start + (deadline − start)·(weights up to p)/(all)``), so a pair that ends early
-    leaves its time to the next. Each posts its proven bound as method ``str(p)``."""
+    leaves its time to the next — or later, while the pairs after it still have their budgets' nominal
+    wall time (:data:`~onnxpart.schedule.common.ticks.DET_PER_SECOND`) before the deadline: CP-SAT's
+    deterministic clock runs at different speeds on different models (0.04 instead of 0.2 a second on
+    one 17-op module of the demo's transformer block), and a slow one may take what the rest do not need.
+    Each posts its proven bound as method ``str(p)``."""
     start, total, done = now(), job.weight, 0.0
+    need = [Pair(*pair).budget / DET_PER_SECOND for pair in job.pairs]
     out = []
     for p, pair in enumerate(job.pairs):
         pair = Pair(*pair)
         done += pair.sub.n
-        until = start + (job.deadline - start) * done / total
+        until = max(start + (job.deadline - start) * done / total, job.deadline - sum(need[p + 1:]))
         out.append(solve_pair(pair.key, pair.sub, pair.budget, until, job.seed, BoundPoster(str(p)),
                               floor=pair.floor, warm=pair.warm))
     return out
@@ -213,6 +219,12 @@ class ModuleTables:
         return sum(key not in self.found and st != "infeasible" for key, st in self.latest.items())
 
 
+def inline(pairs) -> bool:
+    """Whether a job's pairs are all of at most ``INLINE_OPS`` ops (one-op modules): :func:`solve_modules`
+    solves them in its own process, in milliseconds, while the workers run the others."""
+    return all(pair[1].n <= INLINE_OPS for pair in pairs)
+
+
 def deadlines(weights: list[float], workers: int, start: float, time_limit: float) -> list[float]:
     """Each job's wall deadline: the end of its round of ``workers`` consecutive jobs, a round lasting in
     proportion to its largest weight (module docstring)."""
@@ -255,7 +267,7 @@ def solve_modules(jobs: list[ModuleJob], tables: ModuleTables, workers: int, boa
                     board.report("split")
         return (board is not None and board.closed()) or now() > end + GRACE
 
-    small = [all(pair[1].n <= INLINE_OPS for pair in job.pairs) for job in jobs]
+    small = [inline(job.pairs) for job in jobs]
     with Runner(workers) as runner:
         for job in (job for job, inline in zip(jobs, small) if not inline):
             keys[runner.submit(run_module_job, job)] = [pair[0] for pair in job.pairs]

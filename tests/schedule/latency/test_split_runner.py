@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from onnxpart.board import Board
 from onnxpart.cli.app import app
 from onnxpart.schedule.common import ticks
+from onnxpart.schedule.common.instance import Instance
 from onnxpart.schedule.common.modules import cut_ops, segments
 from onnxpart.schedule.latency import bounds, split, split_lane
 from tests.conftest import FIXTURES
@@ -89,6 +90,38 @@ def test_round_deadlines_end_within_the_time_limit():
     # rounds weigh their largest job: (4, 2) then (1, 1) share 6 seconds 4 : 1
     assert split_lane.deadlines([4, 2, 1, 1], 2, 0.0, 5.0) == pytest.approx([4, 4, 5, 5])
 
+
+
+def test_inline_jobs_take_none_of_the_rounds_wall_time():
+    """One-op modules run in the lane's own process beside the workers: counted in the rounds, 21 of
+    them took a fifth of the transformer block's first pass from its two 17-op and 12-op modules."""
+    inst = chain_of_modules(np.random.default_rng(1), modules=1, size=6, k=2)
+    one = Instance(np.array([[1e-6, 2e-6]]), [])  # a one-op module
+    pairs = [split_lane.Pair((0, None, None), inst, 0.01)] + [split_lane.Pair((s, None, None), one, 0.001)
+                                                           for s in range(1, 7)]
+    budget = split.Budget(6.0)
+    jobs = split._jobs(pairs, budget, workers=1, seed=0)
+    assert [job.weight for job in jobs] == [inst.n] + [one.n] * 6
+    assert all(job.deadline == pytest.approx(budget.deadline, abs=0.05) for job in jobs)
+
+
+def test_a_slow_pair_may_take_the_time_the_pairs_after_it_do_not_need(monkeypatch):
+    """CP-SAT's deterministic clock ran at a fifth of its nominal speed on one 17-op module: its share
+    of the job (a third) cut it by the wall clock while the two pairs after it needed 0.1 s each."""
+    inst = chain_of_modules(np.random.default_rng(1), modules=1, size=4, k=2)
+    until = []
+
+    def records(key, sub, budget, deadline, seed, on_bound, **kw):
+        until.append(deadline)
+        return split_lane.ModuleResult(key, None, None, "optimal")
+
+    monkeypatch.setattr(split_lane, "solve_pair", records)
+    need = 0.05 * ticks.DET_PER_SECOND  # 0.05 s of nominal wall time each
+    job = split_lane.ModuleJob(tuple(split_lane.Pair((s, None, None), inst, need) for s in range(3)),
+                               deadline=split_lane.now() + 3.0, seed=0)
+    split_lane.run_module_job(job)
+    assert until[0] == pytest.approx(job.deadline - 0.1, abs=1e-6)  # not a third of the 3 s
+    assert until[1] == pytest.approx(job.deadline - 0.05, abs=1e-6) and until[2] == job.deadline
 
 def _sleeps(job):
     import time
