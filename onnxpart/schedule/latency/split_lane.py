@@ -269,10 +269,10 @@ def solve_modules(jobs: list[ModuleJob], tables: ModuleTables, workers: int, boa
 
     small = [inline(job.pairs) for job in jobs]
     with Runner(workers) as runner:
-        for job in (job for job, inline in zip(jobs, small) if not inline):
+        for job in (job for job, here in zip(jobs, small) if not here):
             keys[runner.submit(run_module_job, job)] = [pair[0] for pair in job.pairs]
         # here: past its deadline a pair costs one HEFT on two ops, so even late ones get answered
-        for n, job in enumerate(job for job, inline in zip(jobs, small) if inline):
+        for n, job in enumerate(job for job, here in zip(jobs, small) if here):
             keys[-1 - n] = [pair[0] for pair in job.pairs]
             stop = take([Event("done", -1 - n, run_module_job(job))] + runner.poll())
             if stop and board is not None and board.closed():

@@ -91,10 +91,9 @@ def test_round_deadlines_end_within_the_time_limit():
     assert split_lane.deadlines([4, 2, 1, 1], 2, 0.0, 5.0) == pytest.approx([4, 4, 5, 5])
 
 
-
 def test_inline_jobs_take_none_of_the_rounds_wall_time():
-    """One-op modules run in the lane's own process beside the workers: counted in the rounds, 21 of
-    them took a fifth of the transformer block's first pass from its two 17-op and 12-op modules."""
+    """One-op modules run in the lane's own process beside the workers: counted in the rounds, 18 such
+    jobs took a quarter of the transformer block's first pass from its 17-op and 12-op modules."""
     inst = chain_of_modules(np.random.default_rng(1), modules=1, size=6, k=2)
     one = Instance(np.array([[1e-6, 2e-6]]), [])  # a one-op module
     pairs = [split_lane.Pair((0, None, None), inst, 0.01)] + [split_lane.Pair((s, None, None), one, 0.001)
@@ -122,6 +121,7 @@ def test_a_slow_pair_may_take_the_time_the_pairs_after_it_do_not_need(monkeypatc
     split_lane.run_module_job(job)
     assert until[0] == pytest.approx(job.deadline - 0.1, abs=1e-6)  # not a third of the 3 s
     assert until[1] == pytest.approx(job.deadline - 0.05, abs=1e-6) and until[2] == job.deadline
+
 
 def _sleeps(job):
     import time
