@@ -190,9 +190,16 @@ def _result(inst: Instance, segs, tables: lane.ModuleTables, index: dict, base: 
                            reason="the joined modules overflow a device's memory (3.7 is global)", **base)
     proven = set(tables.status) == {"optimal"} or schedule.makespan <= lower + 1e-9  # it meets the bound
     status = "interrupted" if tables.interrupted else "optimal" if proven else "time_limit"
-    reason = (f"{tables.wall_stops} module solves stopped by the wall clock, not their deterministic budget: "
-              "another run may differ" if tables.wall_stops else "")
-    return SplitResult(schedule, lower, status, seconds=now() - t0, reason=reason, **base)
+    return SplitResult(schedule, lower, status, seconds=now() - t0, reason=_clock_note(tables), **base)
+
+
+def _clock_note(tables: lane.ModuleTables) -> str:
+    """What the wall clock, not a deterministic budget, cut short (then another run may differ), or ""."""
+    cuts = [f"{tables.wall_stops} module solves stopped by the wall clock, not their deterministic budget"
+            if tables.wall_stops else "",
+            f"the refinement out of time with {tables.refine_left:.0%} of its deterministic budget left"
+            if tables.refine_left else ""]
+    return "; ".join(c for c in cuts if c) + ": another run may differ" if any(cuts) else ""
 
 
 def _module_pairs(inst: Instance, segs, symmetric: bool = True) -> tuple[lane.ModuleTables, dict, dict]:
@@ -265,18 +272,19 @@ def _refine(tables: lane.ModuleTables, subs: dict, budgets: dict, clock: Budget,
     from their best schedules, until both chains are proven or the refinement's deterministic budget
     (the run's less the first pass's ``budgets``: :data:`FIRST_PASS`) is spent — a budget, not the wall
     clock, so the rounds do not depend on ``workers``; a round may run until ``clock``'s deadline (a
-    safety net: its budgets end it first)."""
+    safety net: its budgets end it first). Where the clock ends with pairs open and budget left, the
+    fraction left is ``tables.refine_left`` (:func:`_clock_note`: another run may differ)."""
     left, scale = sum(budgets.values()) * (1 - FIRST_PASS) / FIRST_PASS, 1
-    while left > 1e-9 and not tables.interrupted and clock.left() > FLOOR:
+    while left > 1e-9 and not tables.interrupted:
         if board is not None and board.closed():  # the incumbent met a proven bound: nothing to refine
             return
-        scale *= 2
-        chains = [join_dp(table)[1] for table in (tables.lb, tables.ub)]
-        open_ = sorted({tables.rep.get((s, u, v), (s, u, v)) for chain in chains for s, (u, v) in enumerate(chain)
-                        if tables.latest.get((s, u, v)) == "time_limit"  # and its bound below its best:
-                        and tables.lb[s][(u, v)] < tables.ub[s][(u, v)] - 1e-9}, key=str)  # representatives
+        open_ = _open_pairs(tables)
         if not open_:
             return
+        if clock.left() <= FLOOR:  # pairs to refine and budget left, but no time: another run may differ
+            tables.refine_left = left / (sum(budgets.values()) * (1 - FIRST_PASS) / FIRST_PASS)
+            return
+        scale *= 2
         cost = sum(scale * budgets[key] for key in open_)
         share = min(1.0, left / cost)  # the last round gets what is left, in proportion
         pairs = [lane.Pair(key, subs[key], share * scale * budgets[key], False, tables.found.get(key))
@@ -284,6 +292,15 @@ def _refine(tables: lane.ModuleTables, subs: dict, budgets: dict, clock: Budget,
         left -= cost * share
         lane.solve_modules(_jobs(pairs, Budget(clock.left()), workers, seed), tables, workers, board,
                            lambda lb: join_dp(lb)[0], clock.deadline)
+
+
+def _open_pairs(tables: lane.ModuleTables) -> list[lane.Key]:
+    """The representatives of the pairs on the device chains attaining the lower and the upper DP that
+    their solves left unproven (status ``time_limit``, bound below their best schedule)."""
+    chains = [join_dp(table)[1] for table in (tables.lb, tables.ub)]
+    return sorted({tables.rep.get((s, u, v), (s, u, v)) for chain in chains for s, (u, v) in enumerate(chain)
+                   if tables.latest.get((s, u, v)) == "time_limit"
+                   and tables.lb[s][(u, v)] < tables.ub[s][(u, v)] - 1e-9}, key=str)
 
 
 def _join(inst: Instance, segs, choice: list[tuple], found: dict) -> Schedule | None:

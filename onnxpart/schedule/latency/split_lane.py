@@ -32,8 +32,9 @@ calls :func:`solve_modules` once for the first pass over every pair and once per
   depending neither on ``W`` nor on the machine's load. Results are keyed by (segment, entry, exit),
   never by arrival order. So the same seed gives the same tables, hence the same
   refinement rounds and schedule, with any number of workers — more workers buy wall-clock time, not a
-  different answer — unless a wall-clock deadline stops a solve first (counted in ``wall_stops`` and
-  said in the result's note; then another run may differ).
+  different answer — unless a wall-clock deadline stops a solve first (counted in ``wall_stops``), or
+  the refinement's time ends with pairs open and budget left (``refine_left``); the result's note says
+  either, as then another run may differ.
 * **Stopping.** Once the board's incumbent meets a proven bound the remaining jobs cannot help: they are
   terminated, and SPLIT joins what finished (status ``interrupted``). Ctrl-C and SIGTERM propagate
   (:mod:`onnxpart.interrupts`): the runner is a context manager, so they, like an error, leave no worker
@@ -178,6 +179,7 @@ class ModuleTables:
     latest: dict[Key, str] = field(default_factory=dict)
     solves: int = 0
     wall_stops: int = 0
+    refine_left: float = 0.0  # the refinement's deterministic budget (a fraction) left when its time ran out
     interrupted: bool = False
 
     def orbit(self, key: Key, schedule: Schedule | None = None) -> Iterator[tuple[Key, Schedule | None]]:

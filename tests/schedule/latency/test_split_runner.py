@@ -123,6 +123,22 @@ def test_a_slow_pair_may_take_the_time_the_pairs_after_it_do_not_need(monkeypatc
     assert until[1] == pytest.approx(job.deadline - 0.05, abs=1e-6) and until[2] == job.deadline
 
 
+
+@pytest.mark.parametrize("latest, note", [("time_limit", True), ("optimal", False)])
+def test_a_refinement_out_of_time_says_another_run_may_differ(latest, note):
+    """Rounds the wall clock never let start change the answer as much as a solve it cut: said in the
+    note where a pair on the chains was still open, not where every pair is proven (the demo's case)."""
+    inst = chain_of_modules(np.random.default_rng(3), modules=2, size=3, k=2)
+    segs = segments(inst, cut_ops(inst))
+    tables, subs, _ = split._module_pairs(inst, segs)
+    for s, table in enumerate(tables.ub):
+        for pair in table:
+            tables.ub[s][pair], tables.lb[s][pair], tables.latest[(s, *pair)] = 2.0, 1.0, latest
+    budgets = {key: 0.01 for key in subs}
+    split._refine(tables, subs, budgets, split.Budget(0.0), workers=1, seed=0, board=None)
+    assert (tables.refine_left == pytest.approx(1.0)) is note
+    assert ("the refinement out of time with 100% of its deterministic budget left" in split._clock_note(tables)) is note
+
 def _sleeps(job):
     import time
 
