@@ -274,7 +274,8 @@ def _refine(tables: lane.ModuleTables, subs: dict, budgets: dict, clock: Budget,
     clock, so the rounds do not depend on ``workers``; a round may run until ``clock``'s deadline (a
     safety net: its budgets end it first). Where the clock ends with pairs open and budget left, the
     fraction left is ``tables.refine_left`` (:func:`_clock_note`: another run may differ)."""
-    left, scale = sum(budgets.values()) * (1 - FIRST_PASS) / FIRST_PASS, 1
+    total = sum(budgets.values()) * (1 - FIRST_PASS) / FIRST_PASS
+    left, scale = total, 1
     while left > 1e-9 and not tables.interrupted:
         if board is not None and board.closed():  # the incumbent met a proven bound: nothing to refine
             return
@@ -282,7 +283,7 @@ def _refine(tables: lane.ModuleTables, subs: dict, budgets: dict, clock: Budget,
         if not open_:
             return
         if clock.left() <= FLOOR:  # pairs to refine and budget left, but no time: another run may differ
-            tables.refine_left = left / (sum(budgets.values()) * (1 - FIRST_PASS) / FIRST_PASS)
+            tables.refine_left = left / total
             return
         scale *= 2
         cost = sum(scale * budgets[key] for key in open_)
