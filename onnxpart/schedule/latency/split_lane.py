@@ -111,10 +111,10 @@ def run_module_job(job: ModuleJob) -> list[ModuleResult]:
     one 17-op module of the demo's transformer block), and a slow one may take what the rest do not need.
     Each posts its proven bound as method ``str(p)``."""
     start, total, done = now(), job.weight, 0.0
-    need = [Pair(*pair).budget / DET_PER_SECOND for pair in job.pairs]
+    pairs = [Pair(*pair) for pair in job.pairs]
+    need = [pair.budget / DET_PER_SECOND for pair in pairs]
     out = []
-    for p, pair in enumerate(job.pairs):
-        pair = Pair(*pair)
+    for p, pair in enumerate(pairs):
         done += pair.sub.n
         until = max(start + (job.deadline - start) * done / total, job.deadline - sum(need[p + 1:]))
         out.append(solve_pair(pair.key, pair.sub, pair.budget, until, job.seed, BoundPoster(str(p)),
