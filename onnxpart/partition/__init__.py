@@ -112,7 +112,7 @@ def bounds(inst: Instance, k: int, methods: tuple[str, ...] = (), time_limit: fl
     budget = Budget(time_limit)
     board = Board()
     if "simple" in options.bounds:
-        for bound in combinatorial_bounds(inst, k, budget):
+        for bound in combinatorial_bounds(inst, k, budget)[0]:
             board.add(bound)
     for bound in skipped_bounds(inst, k, selected):
         board.add(bound)

@@ -6,7 +6,8 @@ lists (every op exactly once, no edge to an earlier stage), recomputes Eq. 3 fro
 (:func:`onnxpart.partition.model.block_costs`, not the segment structure) and from it every field of
 the manifest — per stage its ops' ONNX nodes, tensors in and out, work, io, overflow, parameters and
 cost, the bottleneck and its stage — naming the first that differs; the certificate's upper bound must
-be the bottleneck, and Lemma 3.3's simple bound and the single-block min-cut bound must re-derive.
+be the bottleneck, and Lemma 3.3's simple bound and the single-block min-cut bound (over the ops its
+``details.search.single_block_ops`` names, when the time limit stopped it early) must re-derive.
 """
 
 from __future__ import annotations
@@ -73,7 +74,9 @@ def check_certificate(inst: Instance, graph, manifest: Any, cert: Certificate, m
     expected = emit.manifest(solution, graph, checked.model.path, model_sha256, files)
     problems += differences(manifest, expected)
     simple = simple_lower_bound(inst, k)
-    problems += cert.check(solution.value, {"simple": simple, "single-block": single_block_bound(inst).value})
+    cut_ops = (cert.details.get("search") or {}).get("single_block_ops")  # None: every op
+    cut = single_block_bound(inst, simple, max_ops=cut_ops if isinstance(cut_ops, int) else None)
+    problems += cert.check(solution.value, {"simple": simple, "single-block": cut.value})
     return problems, {"upper_bound": solution.value, "simple_bound": simple}
 
 

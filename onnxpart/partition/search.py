@@ -43,9 +43,11 @@ from onnxpart.partition.model import Instance, block_costs, check_assignment, si
 from onnxpart.partition.orders import BrkgaOptions, Decoder, brkga, keys_of_order, mla_weighted_order
 from onnxpart.strategy import Budget, Method
 
-#: What steps take of the time limit (:meth:`Budget.part`): the convex-block bound, the mla-weighted seed,
-#: the local search (kept from the end of the order search) and the descent on the exact MIP's incumbent.
-PARTS = {"convex-block": 0.1, "mla-weighted": 0.1, "local-search": 0.15, "mip-polish": 0.01}
+#: What steps take of the time limit (:meth:`Budget.part`): the single-block and convex-block bounds, the
+#: mla-weighted seed, the local search (kept from the end of the order search) and the descent on the exact
+#: MIP's incumbent.
+PARTS = {"single-block": 0.1, "convex-block": 0.1, "mla-weighted": 0.1, "local-search": 0.15,
+         "mip-polish": 0.01}
 LOCAL_SEARCH_KICKS = 200  # iterated local search kicks when no bound job is left to wait for
 
 #: What :func:`run` finds: the op -> block assignment, the method that found it, the search's statistics.
@@ -55,15 +57,18 @@ Found = tuple[np.ndarray, str, dict[str, Any]]
 def run(inst: Instance, options, board: Board, budget: Budget, methods: Sequence[Method]) -> Found:
     """Steps 1-5 of the module doc with the bound ``methods`` selected (``options``: partition's Options)."""
     k = options.k
+    cut_ops = {}
     if not methods or any(m.name == "simple" for m in methods):
-        for bound in combinatorial_bounds(inst, k, budget, options.seed):
+        bounds, cut_ops["single_block_ops"] = combinatorial_bounds(inst, k, budget, options.seed)
+        for bound in bounds:
             board.add(bound)
     exact = _ideal_solution(inst, options, board)  # 1. exact ideal DP for narrow graphs
     if exact is not None:
-        return exact
+        return exact[0], exact[1], {**exact[2], **cut_ops}
     search = _Search(inst, k, options, board, budget)  # 2. warm starts
+    search.stats.update(cut_ops)
     if inst.n == 0:
-        return np.zeros(0, dtype=np.int64), "slicegraph", {"seconds": board.seconds}
+        return np.zeros(0, dtype=np.int64), "slicegraph", {"seconds": board.seconds, **cut_ops}
     # 3. Bounds in worker processes; running jobs post their proven bounds to the board.
     jobs = bound_jobs(inst, k, options, methods, budget.deadline, search.assignment(), board.lower)
     for bound in skipped_bounds(inst, k, methods):
@@ -203,19 +208,24 @@ class _Search:
         return assignment, method
 
 
-def combinatorial_bounds(inst: Instance, k: int, budget: Budget, seed: int = 0) -> list[LowerBound]:
-    """The ``simple`` bounds: Lemma 3.3, the single-block min-cut bound and its convex refinement
-    (:mod:`~onnxpart.partition.cuts`; at most its part of the time limit). They are floors for the MIPs."""
+def combinatorial_bounds(inst: Instance, k: int, budget: Budget, seed: int = 0) -> tuple[list[LowerBound], int]:
+    """The ``simple`` bounds: Lemma 3.3, the single-block min-cut bound (skipping the ops that cannot beat
+    Lemma 3.3) and its convex refinement (:mod:`~onnxpart.partition.cuts`; each at most its part of the
+    time limit). They are floors for the MIPs. -> (the bounds, the ops whose min cut the single-block
+    bound took: what ``--check-certificate`` re-derives it over, the certificate's
+    ``details.search.single_block_ops``)."""
     t0 = time.perf_counter()
     simple = simple_lower_bound(inst, k)
-    cut = single_block_bound(inst)
+    cut = single_block_bound(inst, simple, budget.until(budget.part(PARTS["single-block"])))
     t1 = time.perf_counter()
+    stopped = "" if cut.complete else "; stopped at its part of the time limit"
     lbs = [LowerBound("simple", simple, "bound", "formula", 0.0, "Lemma 3.3"),
-           LowerBound("single-block", cut.value, "bound", "max-flow", round(t1 - t0, 3),
-                      f"min over sets S containing op {cut.op} of f(S), by max flow ({cut.flows} solved)")]
+           LowerBound("single-block", cut.value, "bound" if cut.complete else "time_limit", "max-flow",
+                      round(t1 - t0, 3), f"min over sets S containing op {cut.op} of f(S), by max flow over the "
+                      f"first {cut.flows} ops by f({{v}}) above the simple bound{stopped}")]
     convex = convex_block_bound(inst, max(simple, cut.value), budget.until(budget.part(PARTS["convex-block"])), seed)
     lbs.append(LowerBound("convex-block", convex.value, "optimal" if convex.proven else "time_limit", "max-flow+highs",
                           round(time.perf_counter() - t1, 3),
                           f"min over blocks B containing op {convex.op} of f(B) ({convex.flows} max flows, "
                           f"{convex.mips} three-superblock MIPs); at least the bounds above"))
-    return lbs
+    return lbs, cut.flows
