@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
+import tempfile
+from pathlib import Path
 
 import typer
 from rich.markup import escape
@@ -47,12 +50,29 @@ def main() -> None:
     from onnxpart import interrupts
 
     interrupts.install()
+    _matplotlib_config()
     try:
         code = app(prog_name="onnxpart", standalone_mode=False)
     except ClickException as exc:
         err_console.print(f"[bold red]error:[/] {escape(usage_message(exc))}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _matplotlib_config() -> None:
+    """Where the user's config folder cannot be written (a read-only or missing home, as in some CI
+    containers), matplotlib warns on every run and rebuilds its font cache in a new temporary folder:
+    point it at one folder per user under the temporary folder instead (issue 40)."""
+    if "MPLCONFIGDIR" in os.environ:
+        return
+    config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "matplotlib"
+    try:
+        config.mkdir(parents=True, exist_ok=True)
+        writable = os.access(config, os.W_OK)
+    except OSError:
+        writable = False
+    if not writable:
+        os.environ["MPLCONFIGDIR"] = str(Path(tempfile.gettempdir()) / f"onnxpart-matplotlib-{os.getuid()}")
 
 
 def usage_message(exc) -> str:

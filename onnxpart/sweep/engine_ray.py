@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import socket
 import tempfile
 from pathlib import Path
@@ -62,6 +63,7 @@ class RayEngine:
             if address:
                 self.ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
             else:
+                _private_token()
                 self.ray.init(num_cpus=local_cpus, include_dashboard=False, log_to_driver=False,
                               logging_level=logging.WARNING)
         except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -196,3 +198,11 @@ def _unpack(files: dict[str, bytes], target: Path) -> None:
             path = out.path(name)
             os.makedirs(path.parent, exist_ok=True)
             atomic_write_bytes(path, data)
+
+
+def _private_token() -> None:
+    """A fresh token for the local Ray this run starts and stops, in the environment its processes inherit,
+    unless the user gave one: Ray's token authentication otherwise writes ``~/.ray/auth_token``, which
+    fails with a read-only or missing home (issue 40), and the token would outlive the run."""
+    if not (os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")):
+        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)  # 256 bits, as Ray's own generator

@@ -7,6 +7,7 @@ The tests run in file order: the last one removes the second node."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -15,15 +16,21 @@ import tempfile
 import time
 
 import pytest
+from ray._common.utils import get_default_ray_temp_dir
 from ray.cluster_utils import Cluster
 
 from tests.safety.harness import Guard, run_cli
-from tests.sweep.sweep_helpers import BLOCK, TINY, processes_writing_to, records, results, rows
+from tests.sweep.sweep_helpers import BLOCK, DIAMOND, TINY, processes_writing_to, records, results, rows
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    """(cluster, its second node): a head node with 1 CPU and a node with 1 CPU and resource a100."""
+    """(cluster, its second node): a head node with 1 CPU and a node with 1 CPU and resource a100.
+
+    ``Cluster`` writes its address to ``ray_current_cluster`` in Ray's default temp folder (under
+    ``$RAY_TMPDIR``, ``$TMPDIR`` or the system's), whatever ``temp_dir`` it is given, and does not create
+    that folder: on a machine where Ray never ran it fails (issue 40), so the fixture makes it."""
+    os.makedirs(get_default_ray_temp_dir(), exist_ok=True)
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must stay under 108 bytes
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
                                                            "temp_dir": temp})
@@ -94,3 +101,21 @@ def test_a_node_lost_mid_sweep_has_its_jobs_rerun_elsewhere(cluster, tmp_path):
         sweep.send_signal(signal.SIGKILL)
     assert sweep.returncode == 0, stderr
     assert finished_before < 4 and [row["status"] for row in rows(out)] == ["ok"] * 4
+
+
+def test_a_local_ray_needs_no_earlier_ray_run_and_no_writable_home(tmp_path):
+    """Issue 40: on a machine where Ray never ran (a new empty temporary folder) and whose home cannot be
+    written (here a file), the local Ray that ``--engine ray`` starts must run: Ray's token authentication
+    wrote ``~/.ray/auth_token`` (a traceback, exit 1), and matplotlib warned on every run."""
+    home = tmp_path / "home"
+    home.write_text("a file: nothing can be made under it")
+    temp = tempfile.mkdtemp(prefix="r", dir="/tmp")  # short: Ray's socket paths must stay under 108 bytes
+    out = tmp_path / "sweep"
+    try:
+        proc = run_cli("sweep", DIAMOND, "--partition", "k=1,2", "--time-limit", "1", "--engine", "ray", "-o", out,
+                       cwd=tmp_path / "cwd", env={"TMPDIR": temp, "HOME": str(home)}, timeout=300)
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "matplotlib" not in proc.stderr.lower(), proc.stderr
+    assert [row["status"] for row in rows(out)] == ["ok", "ok"]
