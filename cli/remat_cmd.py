@@ -270,6 +270,10 @@ def _budget_search_line(search: Optional[dict], scale: float, unit: str) -> str:
         return ""
     if search["status"] == "optimal":
         return "; --budget min: no smaller budget works under the restriction (proven)"
+    if search["status"] == "heuristic":
+        return (f"; --budget min: {search['budget_bytes'] / scale:.1f} {unit} is the smallest peak the greedy's "
+                f"first answer reached (Moccasin's model is skipped at this size), not proven the smallest "
+                f"(proven ≥ {search['proven_min_bytes'] / scale:.1f} {unit}, the memory floor)")
     return (f"; --budget min: {search['budget_bytes'] / scale:.1f} {unit} is the smallest peak found, not proven "
             f"the smallest (proven ≥ {search['proven_min_bytes'] / scale:.1f} {unit}: the search stopped on its "
             "time limit)")

@@ -29,23 +29,17 @@ def chain(n: int) -> onnx.ModelProto:
 
 
 def dag(n: int, seed: int = 0) -> onnx.ModelProto:
-    """``n`` ops; op ``v`` reads the oldest op not yet read among the :data:`SKIP` before it (a random one
-    of them when all are read) and, with probability one half, one more at random among them: an Add when
-    it reads two, a Relu when one. Taking the oldest unread op first leaves exactly one op unread before
-    each step, so every op but the last has a consumer and the last is the graph output."""
+    """``n`` ops; op ``v`` reads op ``v − 1`` and, with probability one half, a random one of the
+    :data:`SKIP` ops before that (an Add of the two; else a Relu): a residual-like spine with skips, every
+    op read by the next."""
     rng = np.random.default_rng(seed)
-    nodes, unread = [], []
+    nodes = []
     for v in range(n):
-        low = max(0, v - SKIP)
-        picks = []
-        if v:
-            picks.append(unread.pop(0) if unread else int(rng.integers(low, v)))
-            if rng.random() < 0.5:
-                picks.append(int(rng.integers(low, v)))
-        picks = sorted(set(picks))
-        unread = [u for u in unread if u not in picks] + [v]
-        op = "Add" if len(picks) == 2 else "Relu"
-        nodes.append(helper.make_node(op, [f"t{u}" for u in picks] or ["x"], [f"t{v}"], name=f"{op.lower()}{v}"))
+        inputs = [f"t{v - 1}"] if v else ["x"]
+        if v > 1 and rng.random() < 0.5:
+            inputs.append(f"t{int(rng.integers(max(0, v - 1 - SKIP), v - 1))}")
+        op = "Add" if len(inputs) == 2 else "Relu"
+        nodes.append(helper.make_node(op, inputs, [f"t{v}"], name=f"{op.lower()}{v}"))
     return _model(f"dag_{n}", nodes, f"t{n - 1}")
 
 

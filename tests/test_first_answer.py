@@ -108,7 +108,9 @@ def test_remat_says_infeasible_only_when_a_method_proved_it(slow_clock, monkeypa
 
     monkeypatch.setattr(checkmate, "solve_checkmate", stopped)
     if not first:
-        monkeypatch.setattr(heuristics, "first_answer", lambda *_: None)
+        monkeypatch.setattr(heuristics, "first_answer", lambda *_: MethodResult(
+            method="greedy", status="no_solution", sequence=None, bound_status="none", time_to_best=None,
+            restriction="", solver="greedy"))
     inst = build_instance(_graph(40))  # small enough that its model is not skipped
     options = remat.Options(budget=("fraction", 0.9), methods=("checkmate",), workers=1)
     if status == "infeasible" or not first:

@@ -143,14 +143,15 @@ def solve(problem: Instance, options: Options, board: Board | None = None, secon
 def _first_answer(solution: Solution, fit: Fit, board: Board) -> None:
     """When no method found a sequence and none proved the budget impossible, greedy's first answer
     (:func:`.heuristics.first_answer`, bounded work whatever the clock) joins the results: running out of
-    time is no proof of infeasibility (issue 30)."""
+    time is no proof of infeasibility (issue 30). Where it does not fit either, its result still says the
+    least peak it reached, which the error message names (issue 40)."""
     from onnxpart.remat.heuristics import first_answer
 
     if solution.best is not None or any(r.status == "infeasible" for r in solution.results):
         return
-    found = first_answer(fit.instance, fit.budget, solution.options.max_copies)
-    if found is not None:
-        solution.results.append(_checked(fit, board, found))
+    found = _checked(fit, board, first_answer(fit.instance, fit.budget, solution.options.max_copies))
+    solution.results.append(found)
+    if found.feasible:
         board.offer(found.value, found.method)
 
 
@@ -170,13 +171,14 @@ def _order(solution: Solution, options: Options, budget: Budget) -> None:
 
 def _budget(solution: Solution, options: Options, budget: Budget, later: float) -> Fit:
     """The budget in bytes — ``--budget min``: the smallest peak Moccasin's phase 1 reaches (weighed like
-    one method against the ``later`` weights of the methods) — checked against the restriction-free floor."""
+    one method against the ``later`` weights of the methods), or above its size the greedy's — checked
+    against the restriction-free floor."""
     instance, floor = solution.instance, solution.floor
     reached = None
     if options.budget[0] == "min" and instance.n_nodes > MODEL_NODES:
-        raise UserError(f"--budget min needs Moccasin's model, skipped above {MODEL_NODES} nodes (this graph has "
-                        f"{instance.n_nodes}; it grows as nodes²): give --budget as a percentage or in bytes")
-    if options.budget[0] == "min":  # on the order the methods use, so phase 2 can start from what it found
+        solution.budget_search = heuristic_budget(instance, floor[0], options, budget.share(1.0, later))
+        solution.budget = solution.budget_search["budget_bytes"]
+    elif options.budget[0] == "min":  # on the order the methods use, so phase 2 can start from what it found
         solution.budget_search, reached = smallest_budget(instance, floor[0], options, budget.share(1.0, later))
         solution.budget = solution.budget_search["budget_bytes"]
     else:
@@ -207,6 +209,18 @@ def smallest_budget(instance: Instance, floor: int, options: Options,
     proven = max(floor, int(math.ceil(reached.proven - 1e-9)) if reached.proven is not None else floor)
     status = "optimal" if reached.optimal or proven >= budget else "time_limit"
     return {"budget_bytes": budget, "proven_min_bytes": min(proven, budget), "status": status}, reached
+
+
+def heuristic_budget(instance: Instance, floor: int, options: Options, seconds: float) -> dict[str, Any]:
+    """``--budget min`` above :data:`MODEL_NODES` nodes, where Moccasin's phase 1 is skipped: the least
+    budget the greedy's first answer reaches in ``seconds`` (:func:`.heuristics.smallest_reached`), proven
+    only down to the restriction-free ``floor`` (status ``heuristic``), unless it is the floor itself."""
+    import time
+
+    from onnxpart.remat.heuristics import smallest_reached
+
+    reached = smallest_reached(instance, floor, options.max_copies, time.perf_counter() + seconds)
+    return {"budget_bytes": reached, "proven_min_bytes": floor, "status": "optimal" if reached <= floor else "heuristic"}
 
 
 def _moccasin_options(options: Options, seconds: float, **more: Any):

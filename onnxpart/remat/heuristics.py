@@ -56,6 +56,14 @@ _MOVE_COST = 1e-3
 #: The first answer's repair of the idle-span plan simulates at most this many events in all (its work
 #: bound, whatever the clock: about half a second; 666 sequences of 300 ops, 10 of 20,000).
 _FIRST_REPAIR = 200_000
+#: The first answer's eviction pass: its score exponents (size × distance / cost) and its most seconds
+#: (0.4 s at 20,000 ops; the clock's allowance is the README's 5 s beyond 1.1 × the limit).
+_FIRST_SCORE = (1.0, 1.0, 0.0)
+_FIRST_EVICTION = 2.0
+#: :func:`smallest_reached` stops when its bisection's interval is this part of the budget reached.
+_MIN_STEP = 0.005
+#: A sequence's events and their simulated profile.
+Found = tuple[list[Event], SequenceProfile]
 
 
 def prune(instance: Instance, events: list[Event], budget: float, deadline: float = math.inf) -> list[Event]:
@@ -85,7 +93,7 @@ def repair(instance: Instance, events: list[Event], budget: float, max_copies: i
     unit of recompute duration is applied, until the sequence fits, nothing helps, or ``deadline``. With
     ``rng`` the choice is randomized among the best ``_RANDOM_TOP`` candidates, biased to the best (the
     repair step of :func:`improve`). ``simulations``: the most sequences it simulates (a bound on its work
-    that does not depend on the clock: the first answer's, :func:`_planned`)."""
+    that does not depend on the clock: the first answer's, :func:`_first`)."""
     position = {v: p for p, v in enumerate(instance.order)}
     limit = [max_copies if instance.recomputable(v) else 1 for v in range(instance.n_nodes)]
     k = len(instance.input_nodes)
@@ -213,8 +221,8 @@ def greedy_sequence(instance: Instance, budget: float, max_copies: int, search_s
     now = time.perf_counter()
     end = now + seconds
     deadline = min(now + search_seconds, end)
-    planned = _planned(instance, budget, max_copies, end)
-    fitting, closest = None, None
+    planned, closest = _first(instance, budget, max_copies, end)
+    fitting = None
     over: dict[tuple[tuple[int, int], ...], tuple[list[Event], SequenceProfile]] = {}
     for (a, b, c), slack in itertools.product(_SCORES, _SLACKS):
         if time.perf_counter() >= end:
@@ -277,25 +285,36 @@ def _repaired(instance: Instance, over: list[tuple[list[Event], SequenceProfile]
     return fitting if fitting is not None else closest
 
 
-def _planned(instance: Instance, budget: float, max_copies: int,
-             deadline: float) -> tuple[list[Event], SequenceProfile] | None:
-    """The idle-span plan (:func:`.spans.plan_spans`) — :func:`repair`-ed when it is over the budget —
-    pruned until ``deadline``, when it fits: the first answer, in about a second at 20,000 ops, where every
-    eviction variant takes seconds and goes over the budget. The plan and its repair run whatever the
-    deadline (the repair simulates at most :data:`_FIRST_REPAIR` events in all, about half a second), so a
-    short limit on a loaded machine still answers (issue 30): on a 300-op random DAG at 90% the plan is 4%
-    over and its repair fits in 59 simulations, where the eviction variants and their repairs were cut by
-    the clock and the run said 'no sequence fits' (exit 4)."""
+def _first(instance: Instance, budget: float, max_copies: int,
+           deadline: float) -> tuple[Found | None, Found | None]:
+    """The first answer: (a sequence that fits, pruned until ``deadline``, or None; the least peak reached,
+    or None). Tried in order, each whatever the deadline, so a short limit on a loaded machine still
+    answers (issue 30):
+
+    1. the idle-span plan (:func:`.spans.plan_spans`), :func:`repair`-ed when it is over the budget (at
+       most :data:`_FIRST_REPAIR` simulated events in all, about half a second): on a 300-op random DAG at
+       90% the plan is 4% over and its repair fits in 59 simulations;
+    2. where it still does not fit, one pass of the eviction policy at the budget with the default score
+       (:data:`_FIRST_SCORE`; linear-ish, 0.4 s at 20,000 ops, at most :data:`_FIRST_EVICTION` s): a
+       20,000-op DAG with skips at 80%, which the plan misses, fits so (issue 40)."""
+    closest = None
     events = plan_spans(instance, budget, max_copies)
-    if events is None:
-        return None
-    if simulate(instance, _ops(instance, events)).peak > budget:
-        simulations = max(1, _FIRST_REPAIR // max(1, instance.n_ops))
-        events = repair(instance, events, budget, max_copies, math.inf, simulations=simulations)
+    if events is not None:
         if simulate(instance, _ops(instance, events)).peak > budget:
-            return None
-    events = prune(instance, events, budget, deadline)
-    return events, simulate(instance, _ops(instance, events))
+            simulations = max(1, _FIRST_REPAIR // max(1, instance.n_ops))
+            events = repair(instance, events, budget, max_copies, math.inf, simulations=simulations)
+        closest = (events, simulate(instance, _ops(instance, events)))
+    if closest is None or closest[1].peak > budget:
+        evicted = stage_events(instance, budget, max_copies, *_FIRST_SCORE,
+                               deadline=time.perf_counter() + _FIRST_EVICTION)
+        if evicted is not None:
+            profile = simulate(instance, _ops(instance, evicted))
+            if closest is None or profile.peak < closest[1].peak:
+                closest = (evicted, profile)
+    if closest is None or closest[1].peak > budget:
+        return None, closest
+    events = prune(instance, closest[0], budget, deadline)
+    return (events, simulate(instance, _ops(instance, events))), closest
 
 
 def solve_greedy(instance: Instance, budget: float, max_copies: int, search_seconds: float = 30.0,
@@ -313,16 +332,41 @@ def solve_greedy(instance: Instance, budget: float, max_copies: int, search_seco
     return _heuristic(instance, found[0], max_copies, seconds)
 
 
-def first_answer(instance: Instance, budget: float, max_copies: int) -> MethodResult | None:
-    """The first answer (:func:`_planned`: the idle-span plan, repaired by bounded work; not pruned, no time
-    is left) as the ``greedy`` method's result, or None when it does not fit: what a run answers whose
-    methods found no sequence in their time and proved none impossible (issue 30: an exact method asked
-    alone, stopped before its first incumbent, is no proof that the budget is infeasible)."""
+def smallest_reached(instance: Instance, floor: int, max_copies: int, deadline: float) -> int:
+    """``--budget min`` where Moccasin's model is skipped: the least budget at which the first answer
+    (:func:`_first`) fits, searched between the restriction-free ``floor`` and the input order's peak
+    (which always works: no recomputation) until ``deadline`` or within :data:`_MIN_STEP` of it: down by
+    a tenth of that peak while probes fit (the floor is often far below what any heuristic reaches, and a
+    probe is about a second at 20,000 ops, so a short limit gets few), then by bisection. A probe that
+    fits moves the upper end to the peak it reached; each runs whatever the clock. A heuristic's budget,
+    proven nothing beyond the floor."""
+    low, high = floor, int(math.ceil(simulate(instance, instance.op_order()).peak))
+    stride = high // 10
+    while high - low > _MIN_STEP * high and time.perf_counter() < deadline:
+        middle = max((low + high) // 2, high - stride)
+        found, _ = _first(instance, middle, max_copies, time.perf_counter())
+        if found is None:
+            low, stride = middle + 1, high  # from now on, bisection
+        else:
+            high = min(middle, int(math.ceil(found[1].peak)))
+    return high
+
+
+def first_answer(instance: Instance, budget: float, max_copies: int) -> MethodResult:
+    """The first answer (:func:`_first`; not pruned, no time is left) as the ``greedy`` method's result:
+    what a run answers whose methods found no sequence in their time and proved none impossible (issue
+    30: an exact method asked alone, stopped before its first incumbent, is no proof that the budget is
+    infeasible). Where it does not fit either, the result has no sequence and its notes name the least
+    peak it reached (``reachable_budget``: the message's smallest budget that works)."""
     start = time.perf_counter()
-    found = _planned(instance, budget, max_copies, start)
+    found, closest = _first(instance, budget, max_copies, start)
+    seconds = time.perf_counter() - start
     if found is None:
-        return None
-    result = _heuristic(instance, found[0], max_copies, time.perf_counter() - start)
+        notes = {"reachable_budget": closest[1].peak} if closest is not None else None
+        return MethodResult(method="greedy", status="no_solution", sequence=None, bound_status="none",
+                            seconds=seconds, time_to_best=None, restriction=_where(max_copies), solver="greedy",
+                            notes=notes)
+    result = _heuristic(instance, found[0], max_copies, seconds)
     result.notes = {"first_answer": "no method asked found a sequence in its time: the first answer stands in"}
     return result
 

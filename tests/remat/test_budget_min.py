@@ -42,3 +42,19 @@ def test_budget_search_stopped_on_its_limit_is_not_called_proven():
     assert result.exit_code == 0, result.output
     assert "is the smallest peak found, not proven the smallest" in result.output
     assert "at this budget" in result.output
+
+
+def test_budget_min_above_the_models_size_is_the_least_peak_the_greedy_reaches(monkeypatch):
+    """Above MODEL_NODES (Moccasin's model skipped) --budget min was refused (exit 2). Now the greedy's
+    first answer searches the budget: one it reaches (a sequence within it is the answer), below the input
+    order's peak where recomputing helps, and proven only down to the memory floor ('heuristic')."""
+    import onnxpart.remat as remat
+
+    instance = build_instance(load_graph(FIXTURES / "transformer_block.onnx")[0])
+    monkeypatch.setattr(remat, "MODEL_NODES", 10)
+    solution = remat.solve(instance, remat.Options(budget=("min", 0), workers=1), seconds=5)
+    search = solution.budget_search
+    assert search["status"] == "heuristic" and search["proven_min_bytes"] == instance.min_budget()[0]
+    assert search["proven_min_bytes"] <= solution.budget == search["budget_bytes"] < baseline(instance).peak
+    assert simulate(instance, solution.best.sequence).peak <= solution.budget
+    assert solution.best.notes["skipped"].startswith("moccasin's model skipped")
