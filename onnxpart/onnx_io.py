@@ -26,6 +26,7 @@ from onnxpart.graph import OpGraph
 from onnxpart.onnx_graph import UnknownShapeError, from_onnx
 from onnxpart.model_check import check_model
 from onnxpart.shapes import ValueType
+from onnxpart.units import SHAPE_DIM, parse_number
 
 log = logging.getLogger(__name__)
 
@@ -144,13 +145,11 @@ def parse_input_shapes(specs: Iterable[str], force: bool = False) -> dict[str, S
         name, sep, text = spec.rpartition("=")
         text, _, dtype = text.partition(":")
         elem_type = _ELEM_TYPES.get(dtype.strip().lower(), -1) if dtype else 0
-        try:
-            shape = tuple(int(d) for d in text.lower().replace(",", "x").split("x")) if text else ()
-        except ValueError:
-            shape = None
-        if not sep or not name or shape is None or any(d < 0 for d in shape) or elem_type < 0:
+        parts = text.lower().replace(",", "x").split("x") if text else []
+        if not sep or not name or not all(part.strip().isdigit() for part in parts) or elem_type < 0:
             raise UserError(f"cannot read --input-shape {spec!r}: use NAME=DIMS, e.g. input_ids=1x128 "
                             "(NAME=DIMS:DTYPE, e.g. :float16, for a tensor ONNX cannot type)")
+        shape = tuple(parse_number(part, f"--input-shape {name}", SHAPE_DIM) for part in parts)
         shapes_[name] = ShapeHint(shape, elem_type, force)
     return shapes_
 
@@ -166,7 +165,7 @@ def parse_dims(specs: Iterable[str]) -> dict[str, int]:
         name, sep, value = spec.rpartition("=")
         if not sep or not name or not value.strip().isdigit():
             raise UserError(f"cannot read --dim {spec!r}: use NAME=VALUE with the dim's name, e.g. batch=1")
-        dims[name.strip()] = int(value)
+        dims[name.strip()] = parse_number(value, f"--dim {name.strip()}", SHAPE_DIM)
     return dims
 
 

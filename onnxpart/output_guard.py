@@ -48,7 +48,7 @@ def run_reads(model: Path, *models: Any, costs: Path | None = None, device: str 
 
 def check_folder(target: Path, reads: Iterable[Path], force: bool, clean: bool) -> None:
     """Refuse ``target`` as an output folder (see the module doc) before anything is solved or written."""
-    parent = _parent(target)
+    parent = output_parent(target)
     reads = list(reads)
     _refuse_overlap(target, reads)
     if target.exists() or target.is_symlink():
@@ -64,7 +64,7 @@ def check_folder(target: Path, reads: Iterable[Path], force: bool, clean: bool) 
 def check_file(target: Path, reads: Iterable[Path], force: bool, clean: bool, schema: str) -> None:
     """Refuse ``target`` as an output file: like :func:`check_folder`, an existing file being replaced
     with ``--force`` only when it is JSON carrying ``schema`` (onnxpart wrote it), else ``--force --clean``."""
-    parent = _parent(target)
+    parent = output_parent(target)
     reads = list(reads)
     _refuse_overlap(target, reads)
     if target.is_dir():
@@ -79,15 +79,44 @@ def check_file(target: Path, reads: Iterable[Path], force: bool, clean: bool, sc
     _probe(parent, target)
 
 
-def _parent(target: Path) -> Path:
-    """The folder ``target`` goes into (refused: missing, or ``target`` the current folder or one above)."""
+def output_parent(target: Path) -> Path:
+    """The folder ``target`` goes into (refused: missing, or ``target`` the current folder or one above, or
+    a name longer than the file system takes beside the staging suffix)."""
     parent = target.parent if str(target.parent) else Path(".")
     where, here = Path(os.path.abspath(target)), Path.cwd()
     if where == here or where in here.parents:
         raise UserError(f"-o {target} is the current folder or one above it: name a folder inside it")
-    if not parent.is_dir():
-        raise UserError(f"cannot write {target}: folder {parent} does not exist")
+    try:
+        exists = parent.is_dir()
+    except OSError as exc:  # a path component longer than the file system allows
+        raise UserError(f"cannot write {_short(target)}: {exc.strerror}") from None
+    if not exists:
+        raise UserError(f"cannot write {_short(target)}: folder {_short(parent)} does not exist")
+    longest = _name_max(parent) - STAGING_CHARS
+    if len(os.fsencode(target.name)) > longest:
+        raise UserError(f"cannot write {_short(target)}: its name is {len(os.fsencode(target.name))} bytes, and "
+                        f"this file system takes {longest} for an output's name (onnxpart writes it under a "
+                        f"longer one first, then renames it): choose a shorter -o")
     return parent
+
+
+#: What the staging names add to an output's name (``.NAME.old.XXXXXXXX`` folders, ``.NAME.XXXXXXXX.tmp``
+#: files: :mod:`onnxpart.files`).
+STAGING_CHARS = 16
+
+
+def _name_max(folder: Path) -> int:
+    """The longest file name ``folder``'s file system takes (255 where it does not say)."""
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
+
+
+def _short(path: Path) -> str:
+    """``path`` for a message: whole, or its first and last characters when it is long."""
+    text = str(path)
+    return text if len(text) <= 80 else f"{text[:40]}...{text[-30:]}"
 
 
 def _locations(path: Path) -> set[Path]:

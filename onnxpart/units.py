@@ -129,6 +129,9 @@ BANDWIDTH = Range(1, 1e18, noun="a bandwidth", show=lambda v: f"{v:g} B/s")
 FLOPS = Range(0, 1e30, noun="a FLOP count")
 FLOP_RATE = Range(1, 1e24, noun="a FLOP/s rate")
 DIM = Range(0, 2**50, integer=True, noun="a dimension")
+#: ``--dim`` and ``--input-shape`` values: 0 is real (a decode step's empty KV cache); ONNX runtimes index
+#: with 32-bit integers, and 2**70 overflowed protobuf's int64 (a traceback in every command).
+SHAPE_DIM = Range(0, 2**31 - 1, integer=True, noun="a dimension")
 #: Devices: a system file's devices (all copies together), a mesh's devices, ``--devices``.
 DEVICES = Range(1, 4096, integer=True)
 MESH_AXES = 4

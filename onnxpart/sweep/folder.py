@@ -24,6 +24,7 @@ from typing import Any, Iterable
 
 from onnxpart.errors import UserError
 from onnxpart.files import atomic_write_bytes, write_json
+from onnxpart.output_guard import output_parent
 
 SCHEMA = "onnxpart.sweep/1"
 MARKER = "sweep.json"
@@ -44,9 +45,7 @@ class SweepFolder:
         _refuse_inputs_inside(path, reads)
         self.path = path
         self.jobs = path.resolve() / "jobs"  # absolute: commands run with the jobs folder as their cwd
-        parent = path.parent if str(path.parent) else Path(".")
-        if not parent.is_dir():
-            raise UserError(f"cannot create {path}: folder {parent} does not exist")
+        output_parent(path)  # the folder it goes into exists, and takes its name
         self.existing = path.exists() and (not path.is_dir() or any(path.iterdir()))
         if path.exists() and not path.is_dir():
             raise UserError(f"output path {path} exists and is not a folder")

@@ -72,7 +72,7 @@ class _Measure:
         rows = [p.row for p in curve.points if p.solved]
         self.throughput = bool(rows) and all("throughput" in r.get("summary", {}) for r in rows)
         times = [p.upper for p in curve.points if p.solved] or [1.0]
-        self.scale, self.unit = next(((s, u) for u, s in _TIME_UNITS if max(times) >= s), ("ns", 1e-9))
+        self.scale, self.unit = next(((s, u) for u, s in _TIME_UNITS if max(times) >= s), (1e-9, "ns"))
 
     def x(self, point: Point) -> float:
         if not self.ordered:

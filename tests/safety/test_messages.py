@@ -122,3 +122,49 @@ def test_command_level_usage_mistake_is_one_line(tmp_path, args, mention):
 def test_help_keeps_its_page(tmp_path):
     proc = run_cli("partition", "--help", cwd=tmp_path / "cwd")
     assert proc.returncode == 0 and "--stages" in proc.stdout and "Usage: onnxpart partition" in proc.stdout
+
+
+# --------------------------------------------------------------------------- issue 40's smaller things
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_dtype_hint_that_contradicts_the_model_is_refused(tmp_path, command):
+    """x is float32 in the model: ':int64' was accepted without a word by every command."""
+    _guard(tmp_path).refused(*_args(command, tmp_path, "--input-shape", "x=1x8x16x16:int64"),
+                             mention="--input-shape x: :int64 contradicts the model, where 'x' is float32")
+
+
+@pytest.mark.parametrize("command", [*STRATEGY_ARGS, "annotate", "sweep"])
+def test_an_output_name_longer_than_the_file_system_takes_is_one_line(tmp_path, command):
+    """-o with 300 characters printed 'OSError: [Errno 36] File name too long' as a traceback."""
+    out = tmp_path / ("o" * 300)
+    args = ["sweep", DIAMOND, "--partition", "k=2", "-o", out] if command == "sweep" else \
+        [command, DIAMOND, *COMMANDS[command], "-o", out]
+    Guard(tmp_path / "cwd", (DIAMOND,)).refused(*args, mention="choose a shorter -o")
+    assert [p.name for p in tmp_path.iterdir()] == ["cwd"]  # nothing written beside it, staging included
+
+
+@pytest.mark.parametrize("objective", (["--objective", "latency"], ["--objective", "throughput", "--batch", "2"]))
+def test_a_zero_dim_is_planned_without_nan(tmp_path, objective):
+    """An empty tensor (a decode step's empty KV cache, here a zero batch) made schedule print numpy's
+    'invalid value encountered in multiply': 0 bytes times a missing link's infinite seconds per byte."""
+    out = tmp_path / "out"
+    proc = run_cli("schedule", DIAMOND, *STRATEGY_ARGS["schedule"], *objective, "--input-shape", "x=0x8x16x16",
+                   "--force-shape", "-o", out, "--json", cwd=tmp_path / "cwd")
+    assert proc.returncode == 0 and "Warning" not in proc.stderr, proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["certificate"]["upper_bound"] >= 0
+
+
+@pytest.mark.parametrize("command", [*COMMANDS, "sweep"])
+def test_a_model_with_no_nodes_is_answered_in_one_line_or_planned(tmp_path, command):
+    """Its output is its input: schedule printed a traceback (an (n, K) array of no ops), sweep's plot
+    another (a unit of 'ns' as its scale)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    path = _saved(tmp_path, helper.make_model(helper.make_graph([], "empty", [x], [x]),
+                                              opset_imports=[helper.make_opsetid("", 17)]))
+    out = tmp_path / "out"
+    args = ["sweep", path, "--partition", "k=2", "--remat", "budget=90%", "--time-limit", "1", "-o", out] \
+        if command == "sweep" else [command, path, *COMMANDS[command], *([] if command == "inspect" else ["-o", out])]
+    proc = run_cli(*args, cwd=tmp_path / "cwd")
+    assert "Traceback" not in proc.stderr and "Warning" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.returncode in (0, 2), proc.stderr[-2000:]
+    if proc.returncode == 2:
+        assert proc.stderr.strip().startswith("error:") and len(proc.stderr.strip().splitlines()) == 1, proc.stderr

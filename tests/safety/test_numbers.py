@@ -156,6 +156,9 @@ CASES = [case(command, option, values[i]) for option, values in KIT.items()
     case("tile", "--mesh-bandwidth", "inf"), case("tile", "--device-memory", "1e400"),
     case("annotate", "--runs", str(10**30), "--cost", "measured"), case("annotate", "--batch", TWO_70),
     case("inspect", "--top", TWO_70),
+    # issue 40: a dim of 2**70 overflowed protobuf's int64 (a 92-line traceback in every command)
+    *[case(command, "--dim", f"batch={TWO_70}") for command in ("inspect", "annotate", *STRATEGY_ARGS)],
+    *[case(command, "--input-shape", f"x={TWO_70}x8x16x16") for command in ("inspect", *STRATEGY_ARGS)],
 ]
 
 
