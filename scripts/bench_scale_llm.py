@@ -2,7 +2,8 @@
 and on the Llama-3-70B-shaped export.
 
 * Op counts: ``tests/scale_graphs.py``'s random DAG (costs.json, no weights) at each size; ``partition -k 8``,
-  ``remat --budget 95%``, ``schedule`` on CPU + T4 + A100 and ``tile --mesh 2x4``, each with ``--time-limit T``.
+  ``-k 16`` and ``-k 64``, ``remat --budget 95%`` and ``80%``, ``schedule`` on CPU + T4 + A100 and ``tile --mesh
+  2x4``, each with ``--time-limit T``.
 * 70B: ``scripts/make_llama70b.py`` (141 GB of sparse external data, planned at batch 1, sequence 128):
   ``partition -k 8`` (with ``--verify``, which says it is skipped), ``-k 16``, ``-k 80`` at ``--time-limit
   60``; ``-k 8`` again at sequence 2048 with ``--freeze-dims`` (static stage files), and ``remat`` on its
@@ -43,7 +44,8 @@ from tests import scale_graphs  # noqa: E402
 MIB = 1 << 20
 SYSTEMS = ROOT / "fixtures" / "systems"
 #: each strategy's arguments on the op-count graphs
-STRATEGY_ARGS = (("partition", ["-k", "8"]), ("remat", ["--budget", "95%"]),
+STRATEGY_ARGS = (("partition", ["-k", "8"]), ("partition", ["-k", "16"]), ("partition", ["-k", "64"]),
+                 ("remat", ["--budget", "95%"]), ("remat", ["--budget", "80%"]),
                  ("schedule", ["--system", str(SYSTEMS / "cpu_t4_a100.yaml")]), ("tile", ["--mesh", "2x4"]))
 #: schedule's and tile's arguments on the 70B-shaped export (the issue's 8 A100s and a CPU host; a 2x4 mesh)
 LLAMA_ARGS = (("schedule", ["--system", str(SYSTEMS / "host_8xa100.yaml")]), ("tile", ["--mesh", "2x4"]))
