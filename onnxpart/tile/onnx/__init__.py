@@ -14,7 +14,8 @@ The methods (:data:`REGISTRY`; they run in the order asked):
 
 The solve runs on one clock (:class:`onnxpart.strategy.Budget`) of ``seconds`` (the command's
 ``run_clock.solve_seconds``; default ``time_limit``): local, the first answer, runs to its end whatever the
-clock; greedy stops at its deadline and exact takes what is left. Greedy's trials are its part of
+clock; greedy stops at the end of its share (the registry's weights) and exact takes what is left, each
+skipping what it has no time for (exact's row and bound then say why). Greedy's trials are its part of
 ``time_limit`` by the methods' weights, so one limit gives one plan whatever the machine's load. The
 certificate always holds the closed-form bound (:func:`onnxpart.tile.onnx.exact.closed_form_bound`). Files:
 :mod:`onnxpart.tile.onnx.emit`; the ``--check-certificate`` recomputation: :mod:`onnxpart.tile.onnx.check`;
@@ -94,9 +95,9 @@ class _Run:
     answers: dict[str, Any] = field(default_factory=dict)
 
     def result(self, method: str, start: float, layouts, status: str, proven: LowerBound | None = None,
-               board: Board | None = None) -> LayoutResult:
+               board: Board | None = None, note: str = "") -> LayoutResult:
         """``method``'s result, started at ``start``: its plan priced when it fits (else ``no_solution``), its
-        bound on the board."""
+        bound on the board, ``note`` saying why when it was skipped."""
         self.answers[method] = layouts
         if proven is not None and board is not None:
             board.add(proven)
@@ -104,7 +105,8 @@ class _Run:
         return LayoutResult(method=method, status=status if fits else "no_solution",
                             value=self.inst.cost(layouts) if fits else None,
                             bound=None if proven is None else proven.value,
-                            seconds=time.monotonic() - start, layouts=layouts if fits else None, proven=proven)
+                            seconds=time.monotonic() - start, layouts=layouts if fits else None, proven=proven,
+                            note=note)
 
 
 def _local(run: _Run, options: LayoutOptions, board: Board, seconds: float) -> LayoutResult:
@@ -126,12 +128,14 @@ def _settled(method: str, board: Board) -> LayoutResult | None:
 
 
 def _greedy(run: _Run, options: LayoutOptions, board: Board, seconds: float) -> LayoutResult:
+    """Greedy from local's plan, within its trials; its share of the solve (``seconds``) is its deadline, so a
+    run whose loading took most of the limit leaves exact its part."""
     from onnxpart.tile.onnx.heuristics import greedy
 
     if settled := _settled("greedy", board):
         return settled
     start = time.monotonic()
-    plan = greedy(run.inst, deadline=run.budget.deadline, trials=run.trials, start=run.answers.get("local"))
+    plan = greedy(run.inst, deadline=run.budget.until(seconds), trials=run.trials, start=run.answers.get("local"))
     return run.result("greedy", start, plan, "heuristic")
 
 
@@ -153,7 +157,8 @@ def _exact(run: _Run, options: LayoutOptions, board: Board, seconds: float) -> L
         hint = greedy(run.inst, deadline=run.budget.deadline, trials=EXACT_HINT * run.trials,
                       start=run.answers.get("local"))
     layouts, bound = exact(run.inst, max(FLOOR, run.budget.left()), hint, options.workers, options.seed)
-    return run.result("exact", start, layouts, bound.status, bound, board)
+    return run.result("exact", start, layouts, bound.status, bound, board,
+                      bound.note if bound.status == "skipped" else "")
 
 
 #: The methods, in their default order (``--method`` picks among them; they run in the order asked).

@@ -26,7 +26,7 @@ from onnxpart.tile.onnx.catalog import P, R, Layout, S
 from onnxpart.tile.onnx.compute import DeviceRoofline
 from onnxpart.tile.onnx.mesh import DeviceMesh, compose, parts
 from onnxpart.tile.onnx.model import Choice, LayoutInstance, OpVar, TensorVar
-from onnxpart.tile.onnx.op_catalog import OPTIONAL_GAPS, op_algorithms
+from onnxpart.tile.onnx.op_catalog import CONSTANT_FREE, OPTIONAL_GAPS, op_algorithms
 
 
 def parse_layout(text: str, axes: int = 1) -> Layout:
@@ -46,9 +46,14 @@ def candidate_layouts(shape: Sequence[int], mesh: DeviceMesh, partial: Sequence[
     makes partial sums there (``partial[j]``) and it is an activation (never a graph output, input or
     weight). Axes of size 1 take R only. Worked out once per divisibility (:func:`onnxpart.tile.onnx.mesh.
     divisibility`: tensors whose dims divide alike have the same layouts), the reasons then told with the
-    tensor's own sizes."""
-    shape = tuple(int(s) for s in shape)
-    domain, excluded = _candidates(meshes.divisibility(shape, mesh.devices), mesh, tuple(partial), kind)
+    tensor's own sizes, once per shape (tensors of one shape share both tuples)."""
+    return _told(tuple(int(s) for s in shape), mesh, tuple(partial), kind)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _told(shape: tuple[int, ...], mesh: DeviceMesh, partial: tuple[bool, ...], kind: str):
+    """:func:`candidate_layouts` of one shape."""
+    domain, excluded = _candidates(meshes.divisibility(shape, mesh.devices), mesh, partial, kind)
     return domain, tuple((text, why if d is None else f"{why[0]}{shape[d]}{why[1]}") for text, d, why in excluded)
 
 
@@ -126,17 +131,15 @@ def build_layout_instance(graph, devices: int | Sequence[int], bandwidth: float 
         raise UserError("no interconnect bandwidth known for this graph: pass --mesh-bandwidth (e.g. 300GB/s)")
     mesh = meshes.make_mesh(shape, axis_names, _values(latency), _values(bandwidth))
     roofline = DeviceRoofline.of(device if device is not None else _costed_on(graph))
-    composed: dict = {}  # one composition per distinct op signature: an LLM's layers repeat theirs
-    ops = tuple(_op_var(graph, op, mesh, constants or {}, roofline, composed) for op in graph.ops)
-    partial: dict[str, list[bool]] = {}
+    memo: dict = {}  # compositions and priced choices per op signature: an LLM's layers repeat theirs
+    ops = tuple(_op_var(graph, op, mesh, constants or {}, roofline, memo) for op in graph.ops)
+    partial: dict[str, tuple[bool, ...]] = {}
     for op in ops:
-        for c in op.choices:
-            for t, lay in zip(op.outputs, c.outputs):
-                flags = partial.setdefault(t, [False] * len(shape))
-                for j, a in enumerate(parts(lay)):
-                    flags[j] |= a == P
+        makes = _partial_axes(op.choices, len(shape), memo)
+        for t in op.outputs:
+            partial[t] = tuple(a or b for a, b in zip(partial.get(t, makes), makes))
     used = list(dict.fromkeys(t for op in ops for t in op.inputs + op.outputs))
-    tensors = tuple(_tensor_var(graph, name, mesh, partial.get(name, [False] * len(shape))) for name in used)
+    tensors = tuple(_tensor_var(graph, name, mesh, partial.get(name, (False,) * len(shape))) for name in used)
     inst = LayoutInstance(graph.name, mesh, tensors, ops, memory, {t.name: i for i, t in enumerate(tensors)},
                           sharded_outputs=sharded_outputs)
     if pins:
@@ -170,19 +173,17 @@ def _op_var(graph, op, mesh: DeviceMesh, constants: Mapping, roofline: DeviceRoo
     compose_algorithms`), or "replicated only" (not in the catalog, coarsened, opaque, an omitted optional
     input before a given one, several outputs other than Split's, or one device). Every output of an
     algorithm takes its one output layout. ``memo``: compositions by :func:`_signature` (what the catalog
-    reads of the op), shared by ops that agree on it — each of an LLM's 80 layers has the same ones."""
+    reads of the op), and their priced choices by the signature and the op's costs, shared by ops that agree
+    on them — each of an LLM's 80 layers has the same ones, and one tuple of choices serves them all."""
     raw = op.nodes[0].inputs if len(op.nodes) == 1 else op.inputs
     names = [n for n in raw if n]
     inputs = tuple(n for n in names if n in graph.tensors or n in graph.params)
     outputs = tuple(op.outputs)
-    rep = compose((R,) * len(mesh.shape))
-    replicated = Choice("replicated", (rep,) * len(inputs), (rep,) * len(outputs), 1, op.work)
     present = [i for i, n in enumerate(raw) if n]
     gap = bool(present) and "" in tuple(raw)[:present[-1]] and op.op_type not in OPTIONAL_GAPS  # slots would shift
     if (len(op.nodes) != 1 or op.opaque or len(inputs) != len(names) or gap or mesh.devices == 1
             or (len(outputs) != 1 and op.op_type != "Split")):
-        return OpVar(op.name, op.op_type, inputs, outputs, (replicated,), op.work, False,
-                     shape_computation(graph, inputs + outputs))
+        return _replicated_op(graph, op, mesh, inputs, outputs)
     attrs, consts = op.nodes[0].attrs, [constants.get(n) for n in inputs]
 
     def per_axis(in_shapes, out_shape, p):
@@ -192,23 +193,48 @@ def _op_var(graph, op, mesh: DeviceMesh, constants: Mapping, roofline: DeviceRoo
         return [a for a in algs if a.output == R and all(x == R for x in a.inputs)]  # an axis of size 1
 
     in_shapes, out_shapes = [_shape(graph, n) for n in inputs], [_shape(graph, t) for t in outputs]
-    key = (op.op_type, _signature(attrs), _signature(consts), tuple(present), tuple(in_shapes), tuple(out_shapes))
+    read = None if op.op_type in CONSTANT_FREE else _signature(consts)  # the constants the catalog reads
+    key = (op.op_type, _signature(attrs), read, tuple(present), tuple(in_shapes), tuple(out_shapes))
     if key not in memo:
         memo[key] = meshes.compose_algorithms(per_axis, in_shapes, out_shapes, mesh.shape)
-    composed = memo[key]
-    if composed is None:
-        return OpVar(op.name, op.op_type, inputs, outputs, (replicated,), op.work, False,
-                     shape_computation(graph, inputs + outputs))
-    whole = [_bytes(graph, n) for n in inputs + outputs]
+    if memo[key] is None:
+        return _replicated_op(graph, op, mesh, inputs, outputs)
+    whole = tuple(_bytes(graph, n) for n in inputs + outputs)
     dtype = _item(graph, outputs[0]).dtype
+    priced = ("priced", key, whole, dtype, op.work, op.flops, op.mem_bytes)
+    if priced not in memo:
+        memo[priced] = _priced(memo[key], op, whole, dtype, len(outputs), mesh, roofline)
+    choices = memo[priced] or _replicated_op(graph, op, mesh, inputs, outputs).choices
+    return OpVar(op.name, op.op_type, inputs, outputs, choices, op.work, True)
 
+
+def _replicated_op(graph, op, mesh: DeviceMesh, inputs: tuple[str, ...], outputs: tuple[str, ...]) -> OpVar:
+    """``op`` run replicated only: its one choice reads and writes every slot whole, in its one-device time."""
+    rep = compose((R,) * len(mesh.shape))
+    replicated = Choice("replicated", (rep,) * len(inputs), (rep,) * len(outputs), 1, op.work)
+    return OpVar(op.name, op.op_type, inputs, outputs, (replicated,), op.work, False,
+                 shape_computation(graph, inputs + outputs))
+
+
+def _priced(composed, op, whole: tuple[int, ...], dtype: str, outputs: int, mesh: DeviceMesh,
+            roofline: DeviceRoofline) -> tuple[Choice, ...]:
+    """The composed algorithms (name, input layouts, output layout, divisor) as choices, each priced per device
+    (:mod:`onnxpart.tile.onnx.compute`) for an op of ``op``'s costs on slots of ``whole`` bytes."""
     def seconds(ins, out, div):
-        local = [mesh.per_device(b, a) for b, a in zip(whole, ins + (out,) * len(outputs))]
+        local = [mesh.per_device(b, a) for b, a in zip(whole, ins + (out,) * outputs)]
         return roofline.seconds(op, dtype, whole, local, div)
 
-    choices = tuple(Choice(name, ins, (out,) * len(outputs), div, seconds(ins, out, div))
-                    for name, ins, out, div in composed)
-    return OpVar(op.name, op.op_type, inputs, outputs, choices or (replicated,), op.work, True)
+    return tuple(Choice(name, ins, (out,) * outputs, div, seconds(ins, out, div)) for name, ins, out, div in composed)
+
+
+def _partial_axes(choices: tuple[Choice, ...], axes: int, memo: dict) -> tuple[bool, ...]:
+    """Per mesh axis, whether some choice writes its outputs as partial sums there (each choice writes every
+    output in one layout); ``memo``: answers by the choices' identity (ops that share their choices)."""
+    key = ("partial", id(choices))
+    if key not in memo:
+        memo[key] = (choices, tuple(any(parts(c.outputs[0])[j] == P for c in choices if c.outputs)
+                                    for j in range(axes)))
+    return memo[key][1]
 
 
 def _signature(value):

@@ -42,13 +42,16 @@ import itertools
 import math
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 
 from onnxpart.tile.onnx import pareto
 from onnxpart.tile.onnx.model import LayoutInstance
 from onnxpart.tile.onnx.reduce import Reduced
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 #: Refuse an elimination order whose largest function has more assignments than this.
 MAX_TABLE = 1_000_000
@@ -225,7 +228,10 @@ class _Network:
         whose function would have at most ``max_table`` assignments; None when none is left to eliminate
         that way; :class:`~onnxpart.tile.onnx.pareto.GiveUp` past ``deadline``. Keys live in a heap and are
         recomputed only around the eliminated variable (the only place they change); a variable over the limit
-        is not scored (its fill would cost O(degree²))."""
+        is not scored (its fill would cost O(degree²)). networkx is imported here, when an order is wanted: a
+        solve whose exact method is skipped does not pay for loading it."""
+        import networkx as nx
+
         graph = nx.Graph()
         graph.add_nodes_from(range(len(self.sizes)))
         for scope, _, _ in self.terms:

@@ -24,7 +24,7 @@ either). Per-axis mesh values (latency, bandwidth) are one number on a 1-D mesh,
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -32,10 +32,13 @@ import onnx
 from onnxpart.certificate import Certificate
 from onnxpart.parts import annotate
 from onnxpart import tile
-from onnxpart.tile.onnx import LayoutSolution, resharding
+from onnxpart.tile.onnx import resharding
 from onnxpart.tile.onnx.catalog import Layout
 from onnxpart.tile.onnx.mesh import parts
 from onnxpart.tile.onnx.model import Choice, LayoutInstance, OpVar, Plan
+
+if TYPE_CHECKING:  # the package's __init__, named for the annotations only: no module imports its own package
+    from onnxpart.tile.onnx import LayoutSolution
 
 SCHEMA = "onnxpart.tile-plan/1"
 CONFIGURATION = "tile-mesh"
@@ -152,10 +155,20 @@ def _writer(inst: LayoutInstance, plan: Plan, t: str) -> str:
 
 
 def instance_digest(inst: LayoutInstance) -> list:
+    """What the certificate's instance hash covers: the mesh, every tensor's domain and bytes, every op's work
+    and choices. A domain or a tuple of choices shared by many tensors or ops is written out once and the
+    list reused (the JSON is the same)."""
     m = inst.mesh
+    written: dict[int, tuple] = {}
+
+    def once(values, write):
+        if id(values) not in written:
+            written[id(values)] = (values, write(values))
+        return written[id(values)][1]
+
     return [list(m.shape), list(m.latencies), list(m.bandwidths), inst.memory, inst.sharded_outputs,
-            [(t.name, [str(a) for a in t.domain], t.bytes) for t in inst.tensors],
-            [(op.name, op.work, [(c.name, c.seconds) for c in op.choices]) for op in inst.ops]]
+            [(t.name, once(t.domain, lambda d: [str(a) for a in d]), t.bytes) for t in inst.tensors],
+            [(op.name, op.work, once(op.choices, lambda cs: [(c.name, c.seconds) for c in cs])) for op in inst.ops]]
 
 
 def certificate(solution: LayoutSolution, model_sha: str | None, options: dict[str, Any]) -> Certificate:

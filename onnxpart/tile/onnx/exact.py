@@ -21,10 +21,7 @@ import itertools
 import math
 import time
 
-from ortools.sat.python import cp_model
-
 from onnxpart.certificate import LowerBound
-from onnxpart.solvers import solve_cpsat
 from onnxpart.strategy import FLOOR, Budget, cores
 from onnxpart.tile.onnx import elimination
 from onnxpart.tile.onnx.catalog import Layout, collective_time
@@ -71,8 +68,8 @@ def exact(inst: LayoutInstance, time_limit: float, hint: dict[str, Layout] | Non
     CP-SAT (module docstring) in the rest, warm-started from the cheaper of ``hint`` and the elimination's
     Lagrangian plan. -> (best layouts or None, the proven lower bound in seconds). On instances too large for
     ``time_limit`` (LLM-sized graphs on a short limit) the reductions or CP-SAT's model are not started
-    (:data:`REDUCE_SECONDS_PER_OP`, :data:`MODEL_SECONDS`; the reductions also stop at the limit) and the bound
-    is ``skipped`` (value None), saying which."""
+    (:data:`REDUCE_SECONDS_PER_OP`, :data:`MODEL_SECONDS`; the reductions, the building of CP-SAT's model and
+    its warm start also stop at the limit) and the bound is ``skipped`` (value None), saying which."""
     budget = Budget(time_limit)
     start = budget.start
     hint = hint if hint is not None and inst.fits(hint) else None
@@ -103,10 +100,11 @@ def exact(inst: LayoutInstance, time_limit: float, hint: dict[str, Layout] | Non
 
 
 def _skipped(phase: str, inst: LayoutInstance, budget: Budget) -> LowerBound:
-    """The exact bound not computed: no time for ``phase`` in exact's ``budget`` on this instance."""
+    """The exact bound not computed: no time for ``phase`` in ``budget`` (exact's, or what it had left for
+    CP-SAT) on this instance."""
     return LowerBound("tile-cpsat", None, "skipped", "cp-sat", budget.elapsed(),
-                      note=f"skipped: no time for {phase} in exact's {budget.total:.3g} s on {len(inst.ops)} ops; "
-                           "a longer --time-limit lets it run")
+                      note=f"skipped: no time for {phase} in the {budget.total:.3g} s exact had for it on "
+                           f"{len(inst.ops)} ops; a longer --time-limit lets it run")
 
 
 def _pairs(inst: LayoutInstance, reduced: Reduced) -> int:
@@ -121,11 +119,18 @@ def _pairs(inst: LayoutInstance, reduced: Reduced) -> int:
 
 def _cpsat(inst: LayoutInstance, reduced: Reduced, time_limit: float, hint: dict[str, Layout] | None,
            workers: int, seed: int) -> tuple[dict[str, Layout] | None, LowerBound]:
-    """CP-SAT (module docstring) on the reduced instance: (best layouts or None, its proven lower bound)."""
-    budget = Budget(time_limit)  # the limit includes building the model
-    model, x, y, z, unit = _build(inst, reduced)
-    if hint is not None:
-        _hint(model, inst, reduced, reduced.replace(hint), x, y, z)
+    """CP-SAT (module docstring) on the reduced instance: (best layouts or None, its proven lower bound). The
+    solver is imported here, when it runs: a solve whose exact method is skipped (an LLM-sized graph on a short
+    limit) does not pay for loading it."""
+    from onnxpart.solvers import solve_cpsat
+
+    budget = Budget(time_limit)  # the limit includes building the model, which stops at its deadline
+    built = _build(inst, reduced, budget.deadline)
+    if built is None:
+        return hint, _skipped("CP-SAT's model", inst, budget)
+    model, x, y, z, unit = built
+    if hint is not None and not _hint(model, inst, reduced, reduced.replace(hint), (x, y, z), budget.deadline):
+        return hint, _skipped("CP-SAT's warm start", inst, budget)
     remaining = max(1e-3, budget.left())
     # deterministic: the portfolio interleaved in a fixed order, stopped by deterministic time, so a seed and a
     # limit give one bound whatever the load (the wall-clock limit stays as the safety net)
@@ -153,8 +158,11 @@ def _coefficients(inst: LayoutInstance) -> float:
     return max(top / 2 ** 50, 1e-18)
 
 
-def _build(inst: LayoutInstance, reduced: Reduced):
-    """-> (model, x[t][a], y[op][c] over the kept choices, z[(op, slot, reads)][(a, b)], unit)."""
+def _build(inst: LayoutInstance, reduced: Reduced, deadline: float):
+    """-> (model, x[t][a], y[op][c] over the kept choices, z[(op, slot, reads)][(a, b)], unit); None when the
+    ``deadline`` (``time.monotonic()`` seconds) passes before the model is built (checked once per op)."""
+    from ortools.sat.python import cp_model
+
     unit = _coefficients(inst)
     model = cp_model.CpModel()
     x = {t.name: {a: model.new_bool_var(f"x_{i}_{a}") for a in reduced.domains[t.name]}
@@ -164,6 +172,8 @@ def _build(inst: LayoutInstance, reduced: Reduced):
     y = [{k: model.new_bool_var(f"y_{i}_{k}") for k in kept} for i, kept in enumerate(reduced.choices)]
     terms, z = [], {}
     for i, op in enumerate(inst.ops):
+        if time.monotonic() > deadline:
+            return None
         model.add_exactly_one(y[i].values())  # one algorithm per op
         terms += [int(op.choices[k].seconds / unit) * var for k, var in y[i].items()]
         slots = [(t, j, True) for j, t in enumerate(op.inputs)] + [(t, j, False) for j, t in enumerate(op.outputs)]
@@ -201,12 +211,16 @@ def _transport(model, x: dict, wants: dict, tag: str) -> dict:
     return z
 
 
-def _hint(model, inst: LayoutInstance, reduced: Reduced, layouts: dict, x: dict, y: list, z: dict) -> None:
-    """AddHint of a full plan: its layouts, each op's best kept algorithm on them, and the pairs."""
+def _hint(model, inst: LayoutInstance, reduced: Reduced, layouts: dict, variables: tuple, deadline: float) -> bool:
+    """AddHint of a full plan: its layouts, each op's best kept algorithm on them, and the pairs (``variables``:
+    x, y and z of :func:`_build`). False when ``deadline`` passes first (checked once per op)."""
+    x, y, z = variables
     for t in inst.tensors:
         for a, var in x[t.name].items():
             model.add_hint(var, layouts[t.name] == a)
     for i, op in enumerate(inst.ops):
+        if time.monotonic() > deadline:
+            return False
         chosen = min(reduced.choices[i], key=lambda k: inst.choice_cost(op, k, layouts))
         for k, var in y[i].items():
             model.add_hint(var, k == chosen)
@@ -217,6 +231,7 @@ def _hint(model, inst: LayoutInstance, reduced: Reduced, layouts: dict, x: dict,
             want = choice.inputs[j] if reads else choice.outputs[j - len(op.inputs)]
             for (a, b), var in z[slot].items():
                 model.add_hint(var, a == layouts[t] and b == want)
+    return True
 
 
 def brute_force(inst: LayoutInstance) -> tuple[float, dict[str, Layout]] | None:

@@ -13,10 +13,11 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
 from dataclasses import dataclass
+
+import numpy as np
 
 from onnxpart.tile.onnx.catalog import Layout
 from onnxpart.tile.onnx.model import LayoutInstance
@@ -24,44 +25,46 @@ from onnxpart.tile.onnx.model import LayoutInstance
 
 def local(inst: LayoutInstance) -> dict[str, Layout]:
     """Section 6's local solver (module docstring), then :func:`fit_memory`. It is the first answer, so it
-    has no deadline: one pass over the ops, each over its algorithms (1.1 s on a 20,000-op random DAG on a
-    2x4 mesh, two loaded cores), and the same plan whatever the clock (issue 30; it used to leave the ops
+    has no deadline: one pass over the ops, each pricing all its algorithms at once from its cost table
+    (:meth:`LayoutInstance.table`), and the same plan whatever the clock (issue 30; it used to leave the ops
     past the deadline replicated, so a loaded machine gave another plan)."""
     x: dict[str, Layout] = {}
-    nearest: dict[tuple[str, Layout], Layout] = {}  # (tensor, layout) -> _nearest: each op's choices ask again
+    nearest: dict = {}  # per shared slot table: each choice's nearest stored layout (:func:`_nearest_columns`)
     for op in inst.ops:
-        best = min(range(len(op.choices)), key=lambda c: _local_cost(inst, op, c, x, nearest))
-        choice = op.choices[best]
-        for t, want in itertools.chain(zip(op.inputs, choice.inputs), zip(op.outputs, choice.outputs)):
-            if t not in x:
-                x[t] = _nearest(inst, t, want, nearest)
+        base, slots = inst.table(op)
+        total, unset = base, []
+        for j, (t, column, matrix) in enumerate(slots):
+            if t in x:
+                total = total + matrix[:, column[x[t]]]
+            else:
+                near, seconds = _nearest_columns(inst, op, j, matrix, nearest)
+                total = total + seconds
+                unset.append((t, near))
+        best = int(np.argmin(total))
+        for t, near in unset:
+            x.setdefault(t, inst.tensor(t).domain[near[best]])
     for t in inst.tensors:
         x.setdefault(t.name, t.domain[0])
     return fit_memory(inst, x)
 
 
-def _local_cost(inst: LayoutInstance, op, c: int, x: dict, nearest: dict) -> float:
-    """Choice ``c`` of ``op`` on the layouts fixed so far; a tensor not laid out yet takes its nearest layout."""
-    choice = op.choices[c]
-    total = choice.seconds
-    for t, want in zip(op.inputs, choice.inputs):
-        total += inst.reshard_time(x[t] if t in x else _nearest(inst, t, want, nearest), want, t)
-    for t, made in zip(op.outputs, choice.outputs):
-        total += inst.reshard_time(made, x[t] if t in x else _nearest(inst, t, made, nearest), t)
-    return total
+def _nearest_columns(inst: LayoutInstance, op, j: int, matrix, memo: dict) -> tuple[list[int], np.ndarray]:
+    """For each choice of ``op``: the domain column of the layout slot ``j``'s tensor would take were it laid
+    out by that choice (:func:`_nearest` of the slot's layout), and the seconds of that slot then (the
+    choice's row of ``matrix``, the slot's table, at that column); ``memo``: answers per shared table."""
+    key = id(matrix)
+    if key not in memo:  # the entry holds the table too, so that its id is not reused
+        t, column, _ = inst.table(op)[1][j]
+        near = [column[_nearest(inst, t, (c.inputs + c.outputs)[j])] for c in op.choices]
+        memo[key] = (matrix, near, matrix[np.arange(len(near)), near])
+    return memo[key][1:]
 
 
-def _nearest(inst: LayoutInstance, t: str, want: Layout, memo: dict | None = None) -> Layout:
-    """``want`` when it is in t's domain, else the domain's layout closest to it (cheapest to convert);
-    ``memo``: answers already found."""
-    if memo is not None and (t, want) in memo:
-        return memo[t, want]
+def _nearest(inst: LayoutInstance, t: str, want: Layout) -> Layout:
+    """``want`` when it is in t's domain, else the domain's layout closest to it (cheapest to convert)."""
     var = inst.tensor(t)
-    found = want if want in var.domain else min(
+    return want if want in var.domain else min(
         var.domain, key=lambda a: inst.reshard_time(a, want, t) + inst.reshard_time(want, a, t))
-    if memo is not None:
-        memo[t, want] = found
-    return found
 
 
 def greedy(inst: LayoutInstance, max_rounds: int = 50, deadline: float | None = None,
@@ -117,17 +120,14 @@ def _improve(inst: LayoutInstance, x: dict[str, Layout], max_rounds: int, budget
     memory bound — or, with a ``price`` per byte, while one lowers step time + price·memory per device.
     A round starts only when all its moves fit in the trials left; ``partial``: its moves are taken one
     at a time, in order, until the trials run out (a round larger than the whole budget)."""
-    touching = _touching(inst)
+    touching = inst.touching()
     memory = [inst.memory_per_device(x)]  # kept up to date by _try
-    ops = sorted(inst.ops, key=lambda op: -op.work) if partial else inst.ops  # the trials where the time is
-    moves = [{t: want for t, want in zip(op.inputs + op.outputs, c.inputs + c.outputs)}
-             for op in ops for c in op.choices]
-    moves += [{t.name: a} for t in inst.tensors for a in t.domain]
+    count = _moves(inst)
     for _ in range(max_rounds):
-        if not partial and budget.spent(len(moves)):
+        if not partial and budget.spent(count):
             break
         improved = False
-        for move in moves:
+        for move in _move_list(inst, partial):
             if partial and budget.spent(1):
                 break
             move = {t: a for t, a in move.items() if a in inst.tensor(t).domain and x[t] != a}
@@ -136,6 +136,19 @@ def _improve(inst: LayoutInstance, x: dict[str, Layout], max_rounds: int, budget
         if not improved:
             break
     return x
+
+
+def _move_list(inst: LayoutInstance, partial: bool):
+    """The moves of one round of :func:`_improve`, made as they are tried (a round that the trials cut short
+    makes no more): each op's algorithms (the heaviest ops first when ``partial``: the trials where the time
+    is), then each tensor's layouts."""
+    ops = sorted(inst.ops, key=lambda op: -op.work) if partial else inst.ops
+    for op in ops:
+        for c in op.choices:
+            yield dict(zip(op.inputs + op.outputs, c.inputs + c.outputs))
+    for t in inst.tensors:
+        for a in t.domain:
+            yield {t.name: a}
 
 
 def _moves(inst: LayoutInstance) -> int:
@@ -165,20 +178,12 @@ def _local_time(inst: LayoutInstance, x: dict, ops, tensors) -> float:
     return sum(inst.best_choice(inst.ops[i], x)[1] for i in ops) + sum(inst.final_time(t, x[t]) for t in tensors)
 
 
-def _touching(inst: LayoutInstance) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = {t.name: [] for t in inst.tensors}
-    for i, op in enumerate(inst.ops):
-        for t in dict.fromkeys(op.inputs + op.outputs):
-            out[t].append(i)
-    return out
-
-
 def fit_memory(inst: LayoutInstance, x: dict[str, Layout]) -> dict[str, Layout]:
     """Shrink tensors to their smallest layout, most bytes saved per second added first, until the plan
     fits ``--device-memory`` (unchanged when there is no bound or it fits already)."""
-    touching = _touching(inst)
     mesh = inst.mesh
     while not inst.fits(x):
+        touching = inst.touching()
         best, score = None, -math.inf
         for t in inst.tensors:
             small = min(t.domain, key=lambda a: t.per_device(a, mesh))

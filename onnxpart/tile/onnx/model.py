@@ -146,6 +146,16 @@ class LayoutInstance:
         """The step time on one device: every op's whole time, nothing moved."""
         return sum(op.work for op in self.ops)
 
+    def touching(self) -> dict[str, list[int]]:
+        """The ops reading or writing each tensor (their indices), kept: every greedy run and memory fit asks."""
+        if "touching" not in self.memo:
+            out: dict[str, list[int]] = {t.name: [] for t in self.tensors}
+            for i, op in enumerate(self.ops):
+                for t in dict.fromkeys(op.inputs + op.outputs):
+                    out[t].append(i)
+            self.memo["touching"] = out
+        return self.memo["touching"]
+
     def reshard_steps(self, src: Layout, dst: Layout, tensor: str) -> tuple[resharding.Step, ...]:
         """The steps turning ``tensor`` from ``src`` into ``dst`` (:func:`onnxpart.tile.onnx.resharding.plan`)."""
         t = self.tensor(tensor)
@@ -170,15 +180,34 @@ class LayoutInstance:
         return self.memo["tables"][tensor]
 
     def _layouts_of(self) -> dict[str, tuple]:
-        """Per tensor: its domain, then R, then every other layout an algorithm reads or writes it in."""
+        """Per tensor: its domain, then R, then every other layout an algorithm reads or writes it in. Tensors
+        with the same domain read and written by the same choices share one tuple."""
         if "layouts" not in self.memo:
-            found = {t.name: dict.fromkeys(t.domain + (self.replicated,)) for t in self.tensors}
+            slots: dict[str, list] = {t.name: [] for t in self.tensors}
             for op in self.ops:
-                for c in op.choices:
-                    for t, a in zip(op.inputs + op.outputs, c.inputs + c.outputs):
-                        found[t][a] = None
-            self.memo["layouts"] = {t: tuple(layouts) for t, layouts in found.items()}
+                for t, layouts in zip(op.inputs + op.outputs, self._slot_layouts(op.choices)):
+                    slots[t].append(layouts)
+            found: dict[tuple, tuple] = {}
+            out = {}
+            for t in self.tensors:
+                key = (id(t.domain), *map(id, slots[t.name]))
+                if key not in found:
+                    union = dict.fromkeys(t.domain + (self.replicated,))
+                    for layouts in slots[t.name]:
+                        union.update(layouts)
+                    found[key] = tuple(union)
+                out[t.name] = found[key]
+            self.memo["layouts"] = out
         return self.memo["layouts"]
+
+    def _slot_layouts(self, choices: tuple[Choice, ...]) -> list[dict]:
+        """Per slot (inputs, then outputs), the layouts the choices read or write there, in order; kept per tuple
+        of choices (ops with the same algorithms share one)."""
+        key = ("slot layouts", id(choices))
+        if key not in self.memo:
+            slots = [dict.fromkeys(layouts) for layouts in zip(*(c.inputs + c.outputs for c in choices))]
+            self.memo[key] = (choices, slots)
+        return self.memo[key][1]
 
     def slot_seconds(self, tensor: str, stored, slot, reads: bool) -> np.ndarray:
         """seconds[i, j] of the resharding between stored layout ``stored[i]`` and slot layout ``slot[j]``:
@@ -211,25 +240,71 @@ class LayoutInstance:
     def best_choice(self, op: OpVar, layouts: Mapping[str, Layout]) -> tuple[int, float]:
         """The op's cheapest algorithm on ``layouts`` (ties: the catalog's first), from its cost table:
         :meth:`choice_cost` of every choice at once, summed in the same order (so the same floats)."""
-        base, slots = self._table(op)
+        base, slots = self.table(op)
         total = base
         for t, column, matrix in slots:
             total = total + matrix[:, column[layouts[t]]]
         best = int(np.argmin(total))
         return best, float(total[best])
 
-    def _table(self, op: OpVar):
-        """(compute seconds per choice, [(tensor, layout -> column, seconds[choice, column])] per slot)."""
+    def best_choices(self, layouts: Mapping[str, Layout]) -> tuple[np.ndarray, np.ndarray]:
+        """(choice index, seconds) of every op, in op order: :meth:`best_choice` of all ops at once, one array
+        operation per group of ops that share their cost tables (the same floats, summed in the same order)."""
+        index, seconds = np.empty(len(self.ops), dtype=np.int64), np.empty(len(self.ops))
+        for ops, base, slots in self._groups():
+            total = np.broadcast_to(base, (len(ops), len(base)))
+            for names, column, matrix in slots:
+                total = total + matrix[:, [column[layouts[t]] for t in names]].T
+            best = total.argmin(axis=1)
+            index[ops], seconds[ops] = best, total[np.arange(len(ops)), best]
+        return index, seconds
+
+    def _groups(self) -> list[tuple[np.ndarray, np.ndarray, list[tuple[list[str], dict, np.ndarray]]]]:
+        """The ops grouped by their shared cost tables (:meth:`table`): (op indices, compute seconds per choice,
+        per slot (each op's tensor there, layout -> column, seconds[choice, column]))."""
+        if "groups" not in self.memo:
+            found: dict[tuple, tuple] = {}
+            for i, op in enumerate(self.ops):
+                base, slots = self.table(op)
+                key = (id(base), *(id(matrix) for _, _, matrix in slots))
+                group = found.setdefault(key, ([], base, [([], column, matrix) for _, column, matrix in slots]))
+                group[0].append(i)
+                for (t, _, _), (names, _, _) in zip(slots, group[2]):
+                    names.append(t)
+            self.memo["groups"] = [(np.array(ops), base, slots) for ops, base, slots in found.values()]
+        return self.memo["groups"]
+
+    def table(self, op: OpVar) -> tuple[np.ndarray, list[tuple[str, dict, np.ndarray]]]:
+        """(compute seconds per choice, [(tensor, layout -> column, seconds[choice, column])] per slot): the
+        resharding of each choice's slot layout from or into each layout of the tensor's domain. The arrays
+        are shared (read-only) by ops with the same choices on tensors with the same domains and tables."""
         if ("table", op.name) not in self.memo:
-            base = np.array([c.seconds for c in op.choices])
-            slots = []
-            for j, t in enumerate(op.inputs + op.outputs):
-                domain = self.tensor(t).domain
-                wanted = [(c.inputs + c.outputs)[j] for c in op.choices]
-                matrix = self.slot_seconds(t, domain, wanted, j < len(op.inputs)).T
-                slots.append((t, {a: i for i, a in enumerate(domain)}, matrix))
-            self.memo[("table", op.name)] = (base, slots)
+            names = op.inputs + op.outputs
+            domains = [self.tensor(t).domain for t in names]
+            key = ("shared table", id(op.choices),
+                   *((id(d), id(self.reshard_table(t)[1])) for t, d in zip(names, domains)))
+            if key not in self.memo:
+                base = np.array([c.seconds for c in op.choices])
+                base.setflags(write=False)
+                self.memo[key] = (base, [(self._column(d), self._slot_matrix(op, j, t, d))
+                                         for j, (t, d) in enumerate(zip(names, domains))])
+            base, slots = self.memo[key]
+            self.memo[("table", op.name)] = (base, [(t, *slot) for t, slot in zip(names, slots)])
         return self.memo[("table", op.name)]
+
+    def _column(self, domain: tuple) -> dict:
+        """layout -> its index in ``domain`` (one dict per domain tuple)."""
+        key = ("column", id(domain))
+        if key not in self.memo:
+            self.memo[key] = {a: i for i, a in enumerate(domain)}
+        return self.memo[key]
+
+    def _slot_matrix(self, op: OpVar, j: int, t: str, domain) -> np.ndarray:
+        """seconds[choice, stored layout] of op's slot ``j`` (tensor ``t``), read-only."""
+        wanted = [(c.inputs + c.outputs)[j] for c in op.choices]
+        matrix = self.slot_seconds(t, domain, wanted, j < len(op.inputs)).T
+        matrix.setflags(write=False)
+        return matrix
 
     def finals(self, layouts: Mapping[str, Layout]) -> float:
         """Σ :meth:`final_time` over the graph outputs."""
@@ -238,18 +313,19 @@ class LayoutInstance:
     def cost(self, layouts: Mapping[str, Layout]) -> float:
         """T(X) (module docstring); ValueError for a layout outside a tensor's domain. The last few plans' costs
         are kept: the methods and the final choice price the same plans again, at n ops each."""
-        self.check(layouts)
-        key = tuple(layouts[t.name] for t in self.tensors)
+        key = tuple(layouts.get(t.name) for t in self.tensors)
         costs = self.memo.setdefault("costs", {})
         if key not in costs:
+            self.check(layouts)
             if len(costs) >= COSTS_KEPT:
                 del costs[next(iter(costs))]
-            costs[key] = sum(self.best_choice(op, layouts)[1] for op in self.ops) + self.finals(layouts)
+            costs[key] = sum(self.best_choices(layouts)[1].tolist()) + self.finals(layouts)
         return costs[key]
 
     def plan(self, layouts: Mapping[str, Layout]) -> Plan:
         layouts = dict(layouts)
-        return Plan(layouts, {op.name: self.best_choice(op, layouts)[0] for op in self.ops})
+        index = self.best_choices(layouts)[0].tolist()
+        return Plan(layouts, {op.name: c for op, c in zip(self.ops, index)})
 
     def plan_cost(self, plan: Plan) -> float:
         """T of a plan with its stated algorithms (≥ :meth:`cost` of its layouts)."""
@@ -281,8 +357,12 @@ class LayoutInstance:
         return self.memory is None or self.memory_per_device(layouts) <= self.memory * (1 + 1e-12)
 
     def check(self, layouts: Mapping[str, Layout]) -> None:
-        if "domains" not in self.memo:
-            self.memo["domains"] = [(t, frozenset(t.domain)) for t in self.tensors]
+        if "domains" not in self.memo:  # one set per domain tuple: tensors of one shape share theirs
+            sets: dict[int, frozenset] = {}
+            for t in self.tensors:
+                if id(t.domain) not in sets:
+                    sets[id(t.domain)] = frozenset(t.domain)
+            self.memo["domains"] = [(t, sets[id(t.domain)]) for t in self.tensors]
         for t, domain in self.memo["domains"]:
             if layouts.get(t.name) not in domain:
                 raise ValueError(f"tensor {t.name}: layout {layouts.get(t.name)} is not among "

@@ -31,6 +31,11 @@ BINARY = {"Add": "sum", "Sub": "sum", "Sum": "sum", "Mul": "scale", "Div": "scal
 #: op types whose omitted optional inputs (``""`` before a given one) do not shift an algorithm's slots:
 #: broadcasting ops read each present input alike; Pad and Resize read all but their data replicated
 OPTIONAL_GAPS = set(BINARY) | {"Pad", "Resize"}
+#: op types whose algorithms no constant input changes (:func:`op_algorithms` reads ``consts`` only for the
+#: others), so that ops differing only in such values (an LLM's per-layer biases and norm scales, small
+#: enough to be read as constants) share one composition
+CONSTANT_FREE = frozenset({"MatMul", "Gemm", "Einsum", "Transpose", "Softmax", "LayerNormalization", "CastLike",
+                           *UNARY, *BINARY})
 
 
 def op_algorithms(op_type: str, attrs: Mapping, in_shapes: Sequence[Sequence[int]],

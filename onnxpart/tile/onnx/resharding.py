@@ -87,20 +87,30 @@ def price_tables(tensors: Sequence[tuple[tuple, Sequence[int], float]], mesh: De
     """For each (layouts, shape, bytes) of ``tensors``: (layout -> index, seconds[src, dst]) of
     :func:`reshard_time` between every pair of its layouts — what the searches read millions of times.
     Tensors of the same divisibility share their :func:`_transitions` and are priced together by
-    :func:`_distances`, which returns the very sums :func:`plan`'s Dijkstra does. ValueError when a layout
+    :func:`_distances`, which returns the very sums :func:`plan`'s Dijkstra does; tensors that also agree on
+    their bytes and layouts (an LLM's layers) share one table, the same objects. ValueError when a layout
     cannot be reached."""
-    groups: dict[tuple[int, ...], list[int]] = {}
-    for i, (_, shape, _) in enumerate(tensors):
-        groups.setdefault(divisibility(shape, mesh.devices), []).append(i)
+    groups: dict[tuple[int, ...], dict[float, list[int]]] = {}
+    divides: dict[tuple, tuple[int, ...]] = {}  # per shape
+    for i, (_, shape, nbytes) in enumerate(tensors):
+        if tuple(shape) not in divides:
+            divides[tuple(shape)] = divisibility(shape, mesh.devices)
+        groups.setdefault(divides[tuple(shape)], {}).setdefault(float(nbytes), []).append(i)
     tables: list = [None] * len(tensors)
-    for key, members in groups.items():
+    for key, by_bytes in groups.items():
         graph = _transitions(key, mesh)
+        sizes = list(by_bytes)
         chunk = max(1, _CHUNK // len(graph.layouts) ** 2)
-        for first in range(0, len(members), chunk):
-            part = members[first:first + chunk]
-            seconds = _distances(graph, np.array([float(tensors[i][2]) for i in part]), mesh)
-            for k, i in enumerate(part):
-                tables[i] = _table(graph, tensors[i][0], seconds[:, k, :])
+        for first in range(0, len(sizes), chunk):
+            part = sizes[first:first + chunk]
+            seconds = _distances(graph, np.array(part), mesh)
+            for k, nbytes in enumerate(part):
+                shared: dict = {}  # by identity: the layouts tuples are shared, and hashing one hashes every layout
+                for i in by_bytes[nbytes]:
+                    layouts = tensors[i][0]
+                    if id(layouts) not in shared:
+                        shared[id(layouts)] = _table(graph, layouts, seconds[:, k, :])
+                    tables[i] = shared[id(layouts)]
     return tables
 
 

@@ -30,14 +30,12 @@ from onnxpart.board import Board
 from onnxpart.certificate import Bounded, LowerBound
 from onnxpart.errors import UserError
 from onnxpart.strategy import Budget, Method, MethodResult, Registry, run_methods
+from onnxpart.tile.program.limits import EXHAUSTIVE_LIMIT
 
 if TYPE_CHECKING:
     from onnxpart.tile.program.heuristics import GreedyOptions
     from onnxpart.tile.program.model import Instance
     from onnxpart.tile.program.program import Program
-
-#: Default limit of the exhaustive search, in labelings enumerated (about a second per 10^6 here).
-EXHAUSTIVE_LIMIT = 3 ** 13
 
 
 @dataclass(frozen=True)

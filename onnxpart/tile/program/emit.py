@@ -4,12 +4,14 @@ unit) and the shared certificate (problem ``tile``; objective: the CHLP retiling
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from onnxpart.certificate import Certificate
 from onnxpart import tile
-from onnxpart.tile.program import ProgramSolution
 from onnxpart.tile.program.model import Instance
+
+if TYPE_CHECKING:  # the package's __init__, named for the annotations only: no module imports its own package
+    from onnxpart.tile.program import ProgramSolution
 
 SCHEMA = "onnxpart.tile-plan/1"
 OBJECTIVE = "CHLP retiling cost (Section 4–5: Σ_e w(e)·min_l d(X, l), {unit})"

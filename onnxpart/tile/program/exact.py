@@ -32,7 +32,7 @@ from ortools.sat.python import cp_model
 from onnxpart.certificate import LowerBound
 from onnxpart.solvers import solve_cpsat
 from onnxpart.strategy import Budget, cores
-from onnxpart.tile.program import EXHAUSTIVE_LIMIT
+from onnxpart.tile.program.limits import EXHAUSTIVE_LIMIT
 from onnxpart.tile.program.model import Instance
 from onnxpart.tile.program.space import complete, search
 
