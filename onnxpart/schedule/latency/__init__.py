@@ -17,7 +17,7 @@ from collections.abc import Callable
 from onnxpart.board import Board
 from onnxpart.certificate import LowerBound, best_bound
 from onnxpart.schedule.common.instance import Instance
-from onnxpart.schedule.common.methods import CONSTRUCTIVE, Context, Run, registry, selected
+from onnxpart.schedule.common.methods import CONSTRUCTIVE, Context, Run, registry, selected, within_size
 from onnxpart.schedule.common.solution import Solution, shortest
 # check, emit, pieces: the answer as files, and re-checked (the command reads them from here)
 from onnxpart.schedule.latency import (bounds, broadcast, chain_split, check, emit, exact, heuristics, load_cuts,
@@ -39,20 +39,15 @@ DEFAULT_METHODS = ("met", "greedy", "heft", "cpop", "lagrange", "split")
 SOLVERS = {"exact": "cp-sat", "cpsat": "cp-sat", "milp": "highs", "split": "cp-sat+highs"}
 
 
+def _too_big(name: str, context: Context, seconds: float) -> str | None:
+    """Why ``name`` is not run: the graph too big for it in the run's time limit (:func:`.scale.skip_reason`)."""
+    return scale.skip_reason(name, context.instance.n, context.options.time_limit)
+
+
 def _within_size(run: Callable[[str, Context, float], MethodResult]) -> Callable[[str, Context, float], MethodResult]:
-    """``run``, unless the graph is too big for the method in the run's time limit
-    (:func:`.scale.skip_reason`): then its result is listed ``skipped`` with why (and its solver's bound
-    too), and it does not run."""
-
-    def sized(name: str, context: Context, seconds: float) -> MethodResult:
-        why = scale.skip_reason(name, context.instance.n, context.options.time_limit)
-        if why is None:
-            return run(name, context, seconds)
-        if name in SOLVERS:
-            context.run.add_bounds([LowerBound(name, None, "skipped", SOLVERS[name], 0.0, why)])
-        return context.run.keep(name, None, "skipped", 0.0, note=why)
-
-    return sized
+    """``run``, unless the graph is too big for the method in the run's time limit (:func:`_too_big`):
+    then its result is listed ``skipped`` with why (and its solver's bound too), and it does not run."""
+    return within_size(run, _too_big, SOLVERS)
 
 
 def _constructive(name: str, context: Context, seconds: float) -> MethodResult:

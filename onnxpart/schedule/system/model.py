@@ -102,7 +102,7 @@ class System:
         """K×K delays of :meth:`route` for ``nbytes``, the receiver's switch included (0 on the diagonal, inf
         where no route exists); ``direct`` is :meth:`direct_links`, passed in when called for many tensors."""
         lat, inv_bw = direct if direct is not None else self.direct_links()
-        direct = lat + nbytes * inv_bw
+        direct = lat + nbytes * inv_bw if nbytes else lat.copy()  # 0 bytes × no link (inf) is NaN, not inf
         np.fill_diagonal(direct, math.inf)
         hop = (direct[:, :, None] + direct[None, :, :]).min(axis=1)  # via one intermediate w
         best = np.minimum(direct, hop) + self.switches()[None, :]

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from time import monotonic as now
 from typing import Any
 
+import numpy as np
 from ortools.sat.python import cp_model
 
 from onnxpart.schedule.common.instance import Instance
 from onnxpart.schedule.common.solution import ExactResult, shortest
 from onnxpart.schedule.common.ticks import Ticks
-from onnxpart.schedule.throughput.model import Split, memory_violations, op_families, op_sizes
+from onnxpart.schedule.throughput.model import Split, memory_violations, op_families, size_patterns
 from onnxpart.schedule.throughput.simulator import BatchSchedule, order_by_start, simulate
 from onnxpart.solvers import solve_cpsat
 
@@ -46,34 +47,52 @@ def cpsat(inst: Instance, batch: int, time_limit: float, hint: BatchSchedule | N
     :func:`.model.op_sizes`, not the heuristics' candidate splits, so the bound holds on any system.
     ``pinned`` (op → split) fixes those ops' splits; a hint that disagrees with a pin is not used."""
     t0 = now()
+    deadline = t0 + time_limit
     op_families(inst, batch)  # UserError where an op has no split
-    sizes = [{u: list(bs) for u, bs in enumerate(op_sizes(inst, i, batch))} for i in range(inst.n)]
+    patterns, which = size_patterns(inst, batch)
+    sizes = [{u: list(bs) for u, bs in enumerate(patterns[w])} for w in which.tolist()]
     for i, sp in (pinned or {}).items():
         sizes[i] = {u: [x] if x > 0 else [] for u, x in enumerate(sp)}
     if hint is not None and any(tuple(hint.splits[i]) != tuple(sp) for i, sp in (pinned or {}).items()):
         hint = None
-    horizon = hint.makespan if hint is not None else sum(  # any size: a measured curve may fall with the size
-        max(inst.time_batch(i, u, b) for u in inst.allowed(i) for b in (batch, *inst.batch_sizes[u]) if b <= batch)
-        for i in range(inst.n)) * 2 + 1.0
-    tick = Ticks(horizon)
-    v = _model(inst, batch, sizes, tick)
-    if not _slice_precedence(v, inst, batch, tick, t0 + time_limit):
+    tick = Ticks(hint.makespan if hint is not None else _horizon(inst, batch))
+    v = _model(inst, batch, sizes, tick, deadline)
+    if v is None or not _slice_precedence(v, inst, batch, tick, deadline):
         return ExactResult("cpsat", "time_limit", hint, None, now() - t0, "cp-sat",
                            f"the model ({inst.k} devices) was not built within the time limit")
     v.m.minimize(v.cmax)
     if hint is not None:
-        for i in range(inst.n):
-            for u in range(inst.k):
-                for size, var in v.b[i][u].items():
-                    v.m.add_hint(var, hint.splits[i][u] == size)
-                if (i, u) in hint.start:
-                    v.m.add_hint(v.st[i][u], tick(hint.start[(i, u)]))
+        _add_hint(v, inst, hint, tick, deadline)
     res, solver = solve_cpsat(v.m, max(time_limit - (now() - t0), 0.01), workers=workers, seed=seed,
                               parameters={"max_deterministic_time": deterministic_time} if deterministic_time else None)
     found = _resimulated(inst, solver, v.n, v.st) if res.has_solution else None
     bound = math.inf if res.status == "infeasible" else res.bound / tick.scale
     return ExactResult("cpsat", res.status, shortest(found, hint), bound, now() - t0, "cp-sat",
                        f"times floored to 1/{tick.scale:g} s")
+
+
+def _horizon(inst: Instance, batch: int) -> float:
+    """A makespan no optimum passes without a hint: twice every op's slowest slice at any size up to
+    ``batch`` (a measured curve may fall with the size), summed, plus a second."""
+    allowed, slowest = inst.allowed_mask(), np.full(inst.n, -math.inf)
+    for u, sizes in enumerate(inst.batch_sizes):
+        for b in sorted({batch, *sizes}):
+            if b <= batch:
+                slowest = np.maximum(slowest, np.where(allowed[:, u], inst.batch_times(u, b), -math.inf))
+    return sum(slowest.tolist()) * 2 + 1.0  # summed in op order
+
+
+def _add_hint(v: "_Variables", inst: Instance, hint: BatchSchedule, tick: Ticks, deadline: float) -> None:
+    """The hint's splits and starts as CP-SAT hints, op by op until ``deadline`` (a partial hint is still
+    one: what is left of the time goes to the solve)."""
+    for i in range(inst.n):
+        if now() > deadline:
+            return
+        for u in range(inst.k):
+            for size, var in v.b[i][u].items():
+                v.m.add_hint(var, hint.splits[i][u] == size)
+            if (i, u) in hint.start:
+                v.m.add_hint(v.st[i][u], tick(hint.start[(i, u)]))
 
 
 @dataclass
@@ -90,28 +109,47 @@ class _Variables:
     cmax: Any
 
 
-def _model(inst: Instance, batch: int, sizes: list[dict[int, list[int]]], tick: Ticks) -> _Variables:
-    """The variables and every constraint family but the precedence (:func:`_slice_precedence`)."""
+def _model(inst: Instance, batch: int, sizes: list[dict[int, list[int]]], tick: Ticks,
+           deadline: float = math.inf) -> _Variables | None:
+    """The variables and every constraint family but the precedence (:func:`_slice_precedence`); None when
+    the clock passes ``deadline`` first (checked op by op: 20,000 ops took 9 s to build)."""
     m = cp_model.CpModel()
-    b = [{u: {l: m.new_bool_var(f"b{i}_{u}_{l}") for l in sizes[i][u]} for u in range(inst.k)} for i in range(inst.n)]
-    n = [[m.new_int_var(0, batch, f"n{i}_{u}") for u in range(inst.k)] for i in range(inst.n)]
-    p = [[m.new_bool_var(f"p{i}_{u}") for u in range(inst.k)] for i in range(inst.n)]
-    lo = [[m.new_int_var(0, batch, f"lo{i}_{u}") for u in range(inst.k)] for i in range(inst.n)]
-    st = [[m.new_int_var(0, tick.top, f"s{i}_{u}") for u in range(inst.k)] for i in range(inst.n)]
-    en = [[m.new_int_var(0, tick.top, f"e{i}_{u}") for u in range(inst.k)] for i in range(inst.n)]
-    cmax = m.new_int_var(0, tick.top, "C")
+    families = []
+    for make in (lambda i: {u: {l: m.new_bool_var(f"b{i}_{u}_{l}") for l in sizes[i][u]} for u in range(inst.k)},
+                 lambda i: [m.new_int_var(0, batch, f"n{i}_{u}") for u in range(inst.k)],
+                 lambda i: [m.new_bool_var(f"p{i}_{u}") for u in range(inst.k)],
+                 lambda i: [m.new_int_var(0, batch, f"lo{i}_{u}") for u in range(inst.k)],
+                 lambda i: [m.new_int_var(0, tick.top, f"s{i}_{u}") for u in range(inst.k)],
+                 lambda i: [m.new_int_var(0, tick.top, f"e{i}_{u}") for u in range(inst.k)]):
+        family = []  # one family of variables for every op, in the order the solver has always seen them
+        for i in range(inst.n):
+            if now() > deadline:
+                return None
+            family.append(make(i))
+        families.append(family)
+    b, n, p, lo, st, en = families
+    v = _Variables(m, b, n, lo, st, en, m.new_int_var(0, tick.top, "C"))
+    return v if _op_constraints(v, p, inst, batch, tick, deadline) else None
+
+
+def _op_constraints(v: _Variables, p: list, inst: Instance, batch: int, tick: Ticks, deadline: float) -> bool:
+    """(3.4), (3.5), the slices' ranges and durations, (3.8) and (3.7) on the variables of :func:`_model`
+    (``p[i][u]``: op ``i`` has a slice on ``u``); False when the clock passes ``deadline`` first."""
+    m, b, n, lo, st, en = v.m, v.b, v.n, v.lo, v.st, v.en
     ivs: list[list] = [[] for _ in range(inst.k)]
     for i in range(inst.n):
+        if now() > deadline:
+            return False
         for u in range(inst.k):
             bs = list(b[i][u].values())
             m.add(sum(bs) <= 1)  # (3.5) one batch size per op and device
             m.add(p[i][u] == sum(bs))
-            m.add(n[i][u] == sum(l * v for l, v in b[i][u].items()))
+            m.add(n[i][u] == sum(l * x for l, x in b[i][u].items()))
             m.add(lo[i][u] == sum(n[i][w] for w in range(u)))  # slices contiguous in device order
             dur = m.new_int_var(0, tick.top, f"d{i}_{u}")
-            m.add(dur == sum(tick(inst.time_batch(i, u, l)) * v for l, v in b[i][u].items()))
+            m.add(dur == sum(tick(inst.time_batch(i, u, l)) * x for l, x in b[i][u].items()))
             m.add(en[i][u] == st[i][u] + dur)
-            m.add(cmax >= en[i][u]).only_enforce_if(p[i][u])
+            m.add(v.cmax >= en[i][u]).only_enforce_if(p[i][u])
             ivs[u].append(m.new_optional_interval_var(st[i][u], dur, en[i][u], p[i][u], f"iv{i}_{u}"))
         m.add(sum(n[i]) == batch)  # (3.4)
     for u in range(inst.k):
@@ -119,7 +157,7 @@ def _model(inst: Instance, batch: int, sizes: list[dict[int, list[int]]], tick: 
         if math.isfinite(inst.capacity[u]):  # (3.7)
             m.add(sum(math.floor(inst.mem[i] - inst.act_mem[i]) * p[i][u] + math.floor(inst.act_mem[i]) * n[i][u]
                       for i in range(inst.n)) <= math.floor(inst.capacity[u]))
-    return _Variables(m, b, n, lo, st, en, cmax)
+    return True
 
 
 def _slice_precedence(model: _Variables, inst: Instance, batch: int, tick: Ticks, deadline: float) -> bool:

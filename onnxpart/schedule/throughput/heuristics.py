@@ -20,7 +20,8 @@ from onnxpart.schedule.common.list_scheduling import Timeline, cpop_plan, rank_o
 from onnxpart.schedule.common.search import search
 from onnxpart.schedule.common.solution import HeuristicResult
 from onnxpart.schedule.latency.dual_mapping import dual_mapping
-from onnxpart.schedule.throughput.model import Split, add_load, fits, op_splits, ranges, slices
+from onnxpart.schedule.throughput.model import (Split, SplitFamily, add_load, fits, op_families, op_splits,
+                                                 ranges, slices)
 from onnxpart.schedule.throughput.simulator import makespan, ready_time, simulate, slice_order
 
 
@@ -28,21 +29,57 @@ def met(inst: Instance, batch: int) -> HeuristicResult:
     """bMET: each op (BFS order) on its best batch–device combination — the split whose slowest slice
     is fastest (fewest slices on ties) — ignoring transfers. It is the first answer, so it has no time
     limit: one pass over the ops, each over its splits (bounded work: 0.7 s for resnet50's 176 ops on
-    24 devices at a batch of 64), whatever the clock says (issue 30)."""
+    24 devices at a batch of 64), whatever the clock says (issue 30). Each op's best split is found for
+    all ops at once (:func:`_met_choices`); an op whose best does not fit the memory left takes the best
+    that does."""
     t0 = now()
-    cands = op_splits(inst, batch)
+    families = op_families(inst, batch)
+    best = _met_choices(inst, families)
     load = np.zeros(inst.k)
     splits: list = [None] * inst.n
     for i in inst.topo:
-        sizes, slowest = np.asarray(cands[i]), _slice_times(inst, i, cands[i]).max(axis=1)
-        fits = np.all((sizes == 0) | (load + inst.mem[i] + inst.act_mem[i] * (sizes - 1)
-                                      <= inst.capacity * (1 + 1e-12)), axis=1)  # _fits, for every split
-        if not fits.any():
-            return HeuristicResult("met", None, now() - t0)
-        ranked = np.lexsort((np.arange(len(sizes)), (sizes > 0).sum(axis=1), slowest))
-        splits[i] = cands[i][ranked[fits[ranked]][0]]
+        cands = families[i].splits
+        if fits(inst, load, i, cands[best[i]]):
+            splits[i] = cands[best[i]]
+        else:
+            sizes, slowest = np.asarray(cands), _slice_times(inst, i, cands).max(axis=1)
+            room = np.all((sizes == 0) | (load + inst.mem[i] + inst.act_mem[i] * (sizes - 1)
+                                          <= inst.capacity * (1 + 1e-12)), axis=1)  # fits, for every split
+            if not room.any():
+                return HeuristicResult("met", None, now() - t0)
+            ranked = np.lexsort((np.arange(len(sizes)), (sizes > 0).sum(axis=1), slowest))
+            splits[i] = cands[ranked[room[ranked]][0]]
         add_load(inst, load, i, splits[i])
     return HeuristicResult("met", simulate(inst, splits), now() - t0)
+
+
+def _met_choices(inst: Instance, families: list[SplitFamily]) -> list[int]:
+    """Each op's bMET split, memory aside: the index in its family of the split whose slowest slice is
+    fastest (then fewest slices, then first). Computed per family on whole columns of slice times
+    (:meth:`Instance.batch_times`), a block of ops at a time (about 10^6 slice entries: 24 devices
+    give an op a thousand splits)."""
+    best = np.zeros(inst.n, dtype=np.int64)
+    groups: dict[int, list[int]] = {}
+    for i, fam in enumerate(families):
+        groups.setdefault(id(fam), []).append(i)
+    columns: dict[tuple[int, int], np.ndarray] = {}
+    for ops in groups.values():
+        sizes = np.asarray(families[ops[0]].splits)
+        tiebreak = (sizes > 0).sum(axis=1) * len(sizes) + np.arange(len(sizes))
+        step = max(1, (1 << 20) // sizes.size)
+        for lo in range(0, len(ops), step):
+            block = np.asarray(ops[lo:lo + step])
+            slowest = np.zeros((len(block), len(sizes)))
+            for u in range(inst.k):
+                for b in np.unique(sizes[:, u]).tolist():
+                    if b > 0:
+                        if (u, b) not in columns:
+                            columns[(u, b)] = inst.batch_times(u, b)
+                        on = sizes[:, u] == b
+                        slowest[:, on] = np.maximum(slowest[:, on], columns[(u, b)][block][:, None])
+            ties = slowest == slowest.min(axis=1, keepdims=True)
+            best[block] = np.where(ties, tiebreak, np.iinfo(np.int64).max).argmin(axis=1)
+    return best.tolist()
 
 
 def uniform(inst: Instance, batch: int, max_slices: int | None = None) -> HeuristicResult:
@@ -54,12 +91,12 @@ def uniform(inst: Instance, batch: int, max_slices: int | None = None) -> Heuris
     size, and only the best split is simulated. ``max_slices``: only splits with at most that many slices
     (each slice's lane is then one piece: :func:`.pieces.merge`). ``schedule`` None if none fits."""
     t0 = now()
-    cands = op_splits(inst, batch)
-    common = set(cands[0]).intersection(*map(set, cands[1:])) if cands else set()
+    families = list({id(f): f for f in op_families(inst, batch)}.values())  # each distinct family once
+    common = set(families[0].splits).intersection(*(set(f.splits) for f in families[1:]))
     if max_slices is not None:
         common = {s for s in common if sum(x > 0 for x in s) <= max_slices}
     used = {(u, x) for s in common for u, x in enumerate(s) if x > 0}
-    total = {(u, x): sum(inst.time_batch(i, u, x) for i in range(inst.n)) for u, x in used}
+    total = {(u, x): sum(inst.batch_times(u, x).tolist()) for u, x in used}  # summed in op order, as before
     memory = {(u, x): float(np.sum(inst.mem + inst.act_mem * (x - 1))) for u, x in used}
     best = None
     for s in sorted(common, reverse=True):  # ties: the earlier devices (node0 before node5)

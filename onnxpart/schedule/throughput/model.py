@@ -163,6 +163,23 @@ def _splits_using(sizes: Sizes, before: list[int], batch: int, count: int):
     yield from extend(0, batch, count)
 
 
+def size_patterns(inst: Instance, batch: int) -> tuple[list[Sizes], np.ndarray]:
+    """``(patterns, which)``: the distinct :func:`op_sizes` of the ops and, per op, the index of its own
+    among them — the same test as :func:`op_sizes`, on every op at once (20,000 ops: 0.3 s one by one)."""
+    columns = [(u, b) for u, bs in enumerate(inst.batch_sizes) for b in sorted(set(bs)) if b <= batch]
+    allowed = inst.allowed_mask()
+    ok = np.array([allowed[:, u] & (inst.mem + inst.act_mem * (b - 1) <= inst.capacity[u]) for u, b in columns],
+                  dtype=bool).reshape(len(columns), inst.n).T
+    if not columns:
+        return [((),) * inst.k], np.zeros(inst.n, dtype=np.int64)
+    packed = np.ascontiguousarray(np.packbits(ok, axis=1))  # a row as bytes: np.unique on rows is 100× slower
+    _, first, which = np.unique(packed.view(np.dtype((np.void, packed.shape[1]))).reshape(-1), return_index=True,
+                                return_inverse=True)
+    patterns = [tuple(tuple(b for (w, b), on in zip(columns, ok[row]) if on and w == u) for u in range(inst.k))
+                for row in first]
+    return patterns, which.reshape(-1)
+
+
 def op_families(inst: Instance, batch: int) -> list[SplitFamily]:
     """Each op's :func:`split_family` over its :func:`op_sizes`; UserError if the batch cannot be made of
     the devices' sizes at all, or some op has no split."""
@@ -170,7 +187,9 @@ def op_families(inst: Instance, batch: int) -> list[SplitFamily]:
         names = "; ".join(f"{n}: {', '.join(map(str, bs))}" for n, bs in zip(inst.device_names, inst.batch_sizes))
         raise UserError(f"batch {batch} cannot be made of the devices' batch sizes ({names}): "
                         f"choose a batch that is a sum of supported sizes, one per device")
-    out = [split_family(inst, batch, op_sizes(inst, i, batch)) for i in range(inst.n)]
+    patterns, which = size_patterns(inst, batch)
+    families = [split_family(inst, batch, sizes) for sizes in patterns]
+    out = [families[w] for w in which.tolist()]
     for i, fam in enumerate(out):
         if not fam.splits:
             raise UserError(f"op {inst.op_names[i]} cannot process a batch of {batch} on the devices it can run on")
@@ -237,9 +256,11 @@ def floor_line(inst: Instance, batch: int) -> tuple[float, float]:
     in ``m``, with ``1 ≤ m ≤ min(k_i, L')``, ``k_i`` the devices where :func:`op_sizes` gives ``i`` a size
     at ``batch`` (at ``L' ≤ batch`` no more of them, nor slices): at least the smaller of its values at
     ``m = 1`` and ``m = min(k_i, batch)``. ``a = Σ_i act_i``. Closed form, O(n·K): no split is listed."""
+    patterns, which = size_patterns(inst, batch)
+    devices = [sum(1 for sizes in pattern if sizes) for pattern in patterns]
     fixed = 0.0
-    for i in range(inst.n):
-        most = max(1, min(sum(1 for sizes in op_sizes(inst, i, batch) if sizes), batch))
+    for i, w in enumerate(which.tolist()):
+        most = max(1, min(devices[w], batch))
         extra = inst.mem[i] - inst.act_mem[i]  # what a slice holds beyond its inputs' activations
         fixed += min(extra, most * extra)
     return float(np.sum(inst.act_mem)), fixed
