@@ -14,13 +14,15 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import highspy
 import numpy as np
-from ortools.sat.python import cp_model
 
 from onnxpart import interrupts
+
+if TYPE_CHECKING:  # imported by solve_cpsat: its caller built a model, so ortools is loaded by then, and a
+    from ortools.sat.python import cp_model  # command that runs no CP-SAT does not pay its 0.3-1.5 s import
 
 log = logging.getLogger(__name__)
 
@@ -251,6 +253,7 @@ def _solve_stoppably(solver: cp_model.CpSolver, model: cp_model.CpModel, callbac
             solver.parameters.max_time_in_seconds = 0.0
         return solver.Solve(model, callback)
 
+
 def solve_cpsat(model: cp_model.CpModel, time_limit: float, *, workers: int = 2, seed: int = 0,
                 hint_callback: Callable[[float, float, float], None] | None = None,
                 verbose: bool = False, parameters: Mapping[str, Any] | None = None,
@@ -262,6 +265,8 @@ def solve_cpsat(model: cp_model.CpModel, time_limit: float, *, workers: int = 2,
     ``parameters`` sets further ``SatParameters`` fields by name (e.g. ``interleave_search``,
     ``max_deterministic_time`` for reproducible multi-worker runs; a list extends a repeated field such
     as ``subsolvers``)."""
+    from ortools.sat.python import cp_model
+
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = float(max(time_limit, 1e-3))
     solver.parameters.num_workers = int(workers)
