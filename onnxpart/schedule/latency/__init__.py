@@ -19,9 +19,10 @@ from onnxpart.certificate import LowerBound, best_bound
 from onnxpart.schedule.common.instance import Instance
 from onnxpart.schedule.common.methods import CONSTRUCTIVE, Context, Run, registry, selected, within_size
 from onnxpart.schedule.common.solution import Solution, shortest
-# check, emit, pieces: the answer as files, and re-checked (the command reads them from here)
-from onnxpart.schedule.latency import (bounds, broadcast, chain_split, check, emit, exact, heuristics, load_cuts,
-                                       pieces, scale, split)
+# check, emit, pieces: the answer as files, and re-checked (the command reads them from here). The solver-backed
+# methods' modules (exact, split, broadcast, chain_split) load CP-SAT, whose import takes 0.3-1.5 s: the methods
+# import them when they run, so a run that solves nothing by CP-SAT never loads it.
+from onnxpart.schedule.latency import bounds, check, emit, heuristics, load_cuts, pieces, scale
 from onnxpart.schedule.latency.simulator import validate
 from onnxpart.strategy import Budget, MethodResult, Registry, run_methods
 
@@ -71,6 +72,8 @@ def _search(name: str, context: Context, seconds: float) -> MethodResult:
 @_within_size
 def _solver(name: str, context: Context, seconds: float) -> MethodResult:
     """CP-SAT (``exact``, ``cpsat``) or the thesis MILP on HiGHS (``milp``), from the best schedule so far."""
+    from onnxpart.schedule.latency import exact
+
     inst, options, run = context.instance, context.options, context.run
     if name == "milp":
         res = exact.milp(inst, seconds, run.best(), seed=options.seed, on_bound=run.live(name))
@@ -88,6 +91,8 @@ def _split(name: str, context: Context, seconds: float) -> MethodResult:
     SPLIT on that relaxation runs first, within :func:`.broadcast.share` of the time (its bound and lifted
     schedule). SPLIT over one-op cuts then keeps the deterministic budgets of the whole time, on the wall
     clock the relaxation left (its small modules are proven early: 2 s of 12 on BERT)."""
+    from onnxpart.schedule.latency import broadcast, chain_split, split
+
     inst, options, run = context.instance, context.options, context.run
     relaxed, lifted, clock = broadcast.relaxation(inst), None, Budget(seconds)
     share = broadcast.share(inst) if relaxed is not None else 0.0

@@ -21,8 +21,10 @@ from onnxpart.schedule.common.instance import Instance
 from onnxpart.schedule.common.methods import CONSTRUCTIVE, Context, Run, registry, selected, within_size
 from onnxpart.schedule.common.solution import Solution
 from onnxpart.schedule.latency.scale import skip_reason
-# check, emit, pieces: the answer as files, and re-checked (the command reads them from here)
-from onnxpart.schedule.throughput import bounds, check, emit, exact, heuristics, pieces, split
+# check, emit, pieces: the answer as files, and re-checked (the command reads them from here). exact and split
+# load CP-SAT, whose import takes 0.3-1.5 s: their methods import them when they run, so a run that solves
+# nothing by CP-SAT never loads it.
+from onnxpart.schedule.throughput import bounds, check, emit, heuristics, pieces
 from onnxpart.schedule.throughput.model import check_memory_floor, op_splits
 from onnxpart.schedule.throughput.simulator import validate
 from onnxpart.strategy import Budget, MethodResult, Registry, run_methods
@@ -81,6 +83,8 @@ def _search(name: str, context: Context, seconds: float) -> MethodResult:
 
 def _solver(name: str, context: Context, seconds: float) -> MethodResult:
     """The CP-SAT batch model from the best schedule so far (``exact``, ``milp`` and ``cpsat``)."""
+    from onnxpart.schedule.throughput import exact
+
     inst, options, run = context.instance, context.options, context.run
     res = exact.cpsat(inst, options.batch, seconds, run.best(context.start()), seed=options.seed,
                       workers=options.workers)
@@ -90,6 +94,8 @@ def _solver(name: str, context: Context, seconds: float) -> MethodResult:
 
 def _split(name: str, context: Context, seconds: float) -> MethodResult:
     """SPLIT: the modules whole-batch in sequence, warm-started from the best schedule so far."""
+    from onnxpart.schedule.throughput import split
+
     options, run = context.options, context.run
     sched, status, secs, note = split.split_throughput(context.instance, options.batch, seconds, options.seed,
                                                        options.workers, run.best(context.start()))
