@@ -1,5 +1,6 @@
-"""`make test` from a fresh clone (issue 27: under 5 minutes on 2 cores): the whole set-up and suite as CI
-runs it, its wall and CPU seconds, and the test files that take longest (summed test time, both workers).
+"""`.ci/run` from a fresh clone (issue 27: under 5 minutes on 2 cores): the whole set-up and suite as CI
+runs it (``make test`` with TMPDIR and HOME new empty folders, issue 40), its wall and CPU seconds, and the
+test files that take longest (summed test time, both workers).
 
 The clone is of this repository's HEAD (commit what you measure), in a temporary folder beside which the
 shared benchmark folder is linked, as on the machine CI uses.
@@ -42,10 +43,10 @@ def fresh_clone(work: Path) -> tuple[Path, str]:
 
 
 def run_make_test(clone: Path) -> dict:
-    """``make test`` in ``clone`` with every test's duration reported: wall and CPU seconds, its output."""
+    """``.ci/run`` in ``clone`` with every test's duration reported: wall and CPU seconds, its output."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run(["make", "test"], cwd=clone, capture_output=True, text=True,
+    proc = subprocess.run(["bash", ".ci/run"], cwd=clone, capture_output=True, text=True,
                           env={**os.environ, "PYTEST_ADDOPTS": "--durations=0"})
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -69,9 +70,10 @@ def markdown(run: dict, commit: str, load: tuple[float, float], top: int) -> str
     files = sorted(by_file(run["output"]).items(), key=lambda item: -item[1])
     lines = ["## make test from a fresh clone (issue 27: under 5 minutes on 2 cores)", "",
              f"Machine: {machine_line()}; load average {load[0]:.1f} before, {load[1]:.1f} after. "
-             f"Command: `.venv/bin/python scripts/bench_test_suite.py` (clone of {commit}, then `make test`: "
-             "venv, install, `pytest -n 2`).", "",
-             "| commit | exit | tests passed | make test wall (s) | pytest wall (s) | CPU (s) |",
+             f"Command: `.venv/bin/python scripts/bench_test_suite.py` (clone of {commit}, then `.ci/run`: "
+             "`make test` with TMPDIR and HOME new empty folders: venv, install with empty caches, `pytest -n 2`).",
+             "",
+             "| commit | exit | tests passed | .ci/run wall (s) | pytest wall (s) | CPU (s) |",
              "|---|---:|---:|---:|---:|---:|",
              f"| {commit} | {run['code']} | {passed} | {run['wall']:.0f} | {pytest_wall:.0f} | {run['cpu']:.0f} |", "",
              f"The {top} longest test files (summed test seconds over both workers; "
@@ -95,7 +97,7 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if run["code"] != 0:
-        sys.exit(f"make test failed (exit {run['code']}):\n{run['output'][-3000:]}")
+        sys.exit(f".ci/run failed (exit {run['code']}):\n{run['output'][-3000:]}")
     publish("test-suite", markdown(run, commit, (load_before, load_after), args.top), args.no_write)
 
 
