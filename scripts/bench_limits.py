@@ -80,8 +80,8 @@ def markdown(rows: list[dict], command: str, time_limit: float) -> str:
         f"Command: `{command}`.",
         f"Every cell is a child process with `--time-limit {time_limit:g}`; the property is load + solve ≤ "
         f"1.1·T + 5 s = {bound:g} s (the `--json` result's `seconds`) and peak RSS ≤ 1.5 GB (`ru_maxrss` with "
-        "its workers). Exit 4 is an answer (a proven infeasible budget, or the smallest budget reached), judged by
-its whole wall time, start-up included. Graphs: `tests/limit_graphs.py`; "
+        "its workers). Exit 4 is an answer (a proven infeasible budget, or the smallest budget reached), judged "
+        "by its whole wall time, start-up included. Graphs: `tests/limit_graphs.py`; "
         "cells: `tests/limit_grid.py`; `load` is the 1-minute load average when the cell started.",
         "",
         f"**{held} of {len(rows)} cells hold the property.**",
@@ -103,6 +103,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also dump the raw rows here")
     ap.add_argument("--render", type=Path, help="judge and print the rows of an earlier --json dump, running nothing")
     args = ap.parse_args()
+    command = shlex.join([".venv/bin/python", "scripts/bench_limits.py", *sys.argv[1:]])
     if args.render:
         rows = json.loads(args.render.read_text())
         for row in rows:
@@ -110,7 +111,6 @@ def main() -> None:
         publish("limits", markdown(rows, f"{command} (rows of a run with the same options)", args.time_limit),
                 args.no_write)
         return
-    command = shlex.join([".venv/bin/python", "scripts/bench_limits.py", *sys.argv[1:]])
     commands = args.commands.split(",")
     rows = []
     work = Path(tempfile.mkdtemp(prefix="onnxpart_limits_", dir="/tmp"))
