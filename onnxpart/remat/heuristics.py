@@ -341,7 +341,7 @@ def smallest_reached(instance: Instance, floor: int, max_copies: int, deadline: 
     fits moves the upper end to the peak it reached; each runs whatever the clock. A heuristic's budget,
     proven nothing beyond the floor."""
     low, high = floor, int(math.ceil(simulate(instance, instance.op_order()).peak))
-    stride = high // 10
+    stride = max(1, high // 10)
     while high - low > _MIN_STEP * high and time.perf_counter() < deadline:
         middle = max((low + high) // 2, high - stride)
         found, _ = _first(instance, middle, max_copies, time.perf_counter())
