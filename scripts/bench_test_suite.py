@@ -97,7 +97,9 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if run["code"] != 0:
-        sys.exit(f".ci/run failed (exit {run['code']}):\n{run['output'][-3000:]}")
+        log = Path(tempfile.gettempdir()) / "bench_test_suite.log"
+        log.write_text(run["output"])
+        sys.exit(f".ci/run failed (exit {run['code']}; its whole output: {log}):\n{run['output'][-3000:]}")
     publish("test-suite", markdown(run, commit, (load_before, load_after), args.top), args.no_write)
 
 
