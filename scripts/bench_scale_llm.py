@@ -186,6 +186,8 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per command (killed after)")
     ap.add_argument("--no-write", action="store_true", help="print the table instead of writing BENCHMARKS.md")
     ap.add_argument("--json", type=Path, help="also dump the raw rows here")
+    ap.add_argument("--section", default="scale-llm",
+                    help="the BENCHMARKS.md section to write (another keeps the full run's rows)")
     args = ap.parse_args()
     command = shlex.join([".venv/bin/python", "scripts/bench_scale_llm.py", *sys.argv[1:]])
     work = Path(tempfile.mkdtemp(prefix="onnxpart_scale_llm_", dir="/tmp"))
@@ -199,7 +201,7 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
-    publish("scale-llm", markdown(rows, command), args.no_write)
+    publish(args.section, markdown(rows, command), args.no_write)
 
 
 if __name__ == "__main__":
