@@ -65,13 +65,10 @@ def _matplotlib_config() -> None:
     point it at one folder per user under the temporary folder instead (issue 40)."""
     if "MPLCONFIGDIR" in os.environ:
         return
-    config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "matplotlib"
-    try:
-        config.mkdir(parents=True, exist_ok=True)
-        writable = os.access(config, os.W_OK)
-    except OSError:
-        writable = False
-    if not writable:
+    folder = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "matplotlib"
+    while not folder.exists() and folder != folder.parent:  # the nearest folder matplotlib would create it in
+        folder = folder.parent
+    if not (folder.is_dir() and os.access(folder, os.W_OK)):
         os.environ["MPLCONFIGDIR"] = str(Path(tempfile.gettempdir()) / f"onnxpart-matplotlib-{os.getuid()}")
 
 

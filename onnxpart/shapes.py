@@ -353,7 +353,7 @@ def _all_static(names: set[str], known: Mapping[str, ValueType]) -> bool:
     return all(name in known and known[name].static for name in names)
 
 
-def check_dtype(name: str, known: int, hint: Sequence[int]) -> None:
+def _check_dtype(name: str, known: int, hint: Sequence[int]) -> None:
     """A UserError when ``--input-shape NAME=DIMS:DTYPE`` names an element type other than the one the
     model declares (or ONNX infers) for ``name``: the hint would be ignored without a word (issue 40)."""
     given = getattr(hint, "elem_type", 0)
@@ -375,7 +375,7 @@ def _with_overrides(model: onnx.ModelProto, dims: Mapping[str, int],
     internal = {name: shape for name, shape in input_shapes.items() if name not in inputs}
     for name, shape in input_shapes.items():
         if name in inputs:
-            check_dtype(name, inputs[name].type.tensor_type.elem_type, shape)
+            _check_dtype(name, inputs[name].type.tensor_type.elem_type, shape)
             apply_shape(inputs[name], shape)
     if forced(input_shapes):
         for vi in list(g.output) + list(g.value_info):
@@ -384,7 +384,7 @@ def _with_overrides(model: onnx.ModelProto, dims: Mapping[str, int],
         types = read_types(onnx_infer(out))
         for name, shape in internal.items():
             check_hint(name, types[name].dims if name in types else None, shape)
-            check_dtype(name, types[name].elem_type if name in types else 0, shape)
+            _check_dtype(name, types[name].elem_type if name in types else 0, shape)
             elem_type = types.get(name, ValueType(0, None)).elem_type or getattr(shape, "elem_type", 0)
             if not elem_type:
                 raise UserError(f"--input-shape {name}: ONNX type inference cannot tell the element type of "

@@ -55,20 +55,27 @@ Found = tuple[np.ndarray, str, dict[str, Any]]
 
 
 def run(inst: Instance, options, board: Board, budget: Budget, methods: Sequence[Method]) -> Found:
-    """Steps 1-5 of the module doc with the bound ``methods`` selected (``options``: partition's Options)."""
-    k = options.k
-    cut_ops = {}
+    """Steps 1-5 of the module doc with the bound ``methods`` selected (``options``: partition's Options);
+    the statistics record the ops the single-block bound covered (what ``--check-certificate`` re-derives
+    it over)."""
+    covered = {}
     if not methods or any(m.name == "simple" for m in methods):
-        bounds, cut_ops["single_block_ops"] = combinatorial_bounds(inst, k, budget, options.seed)
+        bounds, covered["single_block_ops"] = combinatorial_bounds(inst, options.k, budget, options.seed)
         for bound in bounds:
             board.add(bound)
+    assignment, method, stats = _find(inst, options, board, budget, methods)
+    return assignment, method, {**stats, **covered}
+
+
+def _find(inst: Instance, options, board: Board, budget: Budget, methods: Sequence[Method]) -> Found:
+    """Steps 1 (the ideal DP) to 5 of the module doc, after the ``simple`` bounds."""
+    k = options.k
     exact = _ideal_solution(inst, options, board)  # 1. exact ideal DP for narrow graphs
     if exact is not None:
-        return exact[0], exact[1], {**exact[2], **cut_ops}
+        return exact
     search = _Search(inst, k, options, board, budget)  # 2. warm starts
-    search.stats.update(cut_ops)
     if inst.n == 0:
-        return np.zeros(0, dtype=np.int64), "slicegraph", {"seconds": board.seconds, **cut_ops}
+        return np.zeros(0, dtype=np.int64), "slicegraph", {"seconds": board.seconds}
     # 3. Bounds in worker processes; running jobs post their proven bounds to the board.
     jobs = bound_jobs(inst, k, options, methods, budget.deadline, search.assignment(), board.lower)
     for bound in skipped_bounds(inst, k, methods):
