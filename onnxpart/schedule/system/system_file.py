@@ -79,7 +79,7 @@ class SystemFile(Schema):
     links: Optional[_Links] = None
 
 
-class _Document:
+class Document:
     """A system file read: its data, the line of every key path, and errors that name both."""
 
     def __init__(self, path: Path):
@@ -111,7 +111,7 @@ class _Document:
 
 def load_system(path: str | Path) -> System:
     """Read and check a system file; see the module docstring for the format."""
-    doc = _Document(Path(path))
+    doc = Document(Path(path))
     top = validate(SystemFile, doc.data, doc.source, lines=doc.lines)
     devices: list[Device] = []
     groups: dict[str, list[int]] = {}
@@ -128,9 +128,9 @@ def load_system(path: str | Path) -> System:
     return system
 
 
-def _copies(doc: _Document, entry: _DeviceEntry, at: tuple) -> list[Device]:
+def _copies(doc: Document, entry: _DeviceEntry, at: tuple) -> list[Device]:
     """One ``devices`` entry, expanded into its ``count`` identical copies."""
-    spec = _spec(doc, entry.spec, at + ("spec",)) if entry.spec is not None else None
+    spec = device_spec(doc, entry.spec, at + ("spec",)) if entry.spec is not None else None
     if entry.memory is not None:
         memory = entry.memory
     else:
@@ -142,7 +142,7 @@ def _copies(doc: _Document, entry: _DeviceEntry, at: tuple) -> list[Device]:
             for n in names]
 
 
-def _costs(doc: _Document, value: Any, at: tuple) -> tuple[tuple[int, str], ...]:
+def _costs(doc: Document, value: Any, at: tuple) -> tuple[tuple[int, str], ...]:
     """``(batch, path)`` per measured batch size, ascending: one costs file (batch 1) or a mapping batch
     size → file, paths relative to the system file. Each file must be a readable costs file whose
     recorded ``batch`` (``onnxpart annotate --batch``), if any, is its key."""
@@ -174,7 +174,7 @@ def _costs(doc: _Document, value: Any, at: tuple) -> tuple[tuple[int, str], ...]
     return tuple(out)
 
 
-def _spec(doc: _Document, value: Any, at: tuple) -> DeviceSpec:
+def device_spec(doc: Document, value: Any, at: tuple) -> DeviceSpec:
     """A built-in device name, a device file (relative to the system file) or an inline mapping."""
     if isinstance(value, str):
         candidate = doc.path.parent / value
@@ -192,7 +192,7 @@ def _spec(doc: _Document, value: Any, at: tuple) -> DeviceSpec:
                        f"memory_capacity, op_overhead, interconnect_bandwidth; got {quoted(value)}")
 
 
-def _endpoints(doc: _Document, value: str, at: tuple, system: System, groups: dict[str, list[int]]) -> list[int]:
+def _endpoints(doc: Document, value: str, at: tuple, system: System, groups: dict[str, list[int]]) -> list[int]:
     if value in groups:
         return groups[value]
     if value in system.names:
@@ -202,7 +202,7 @@ def _endpoints(doc: _Document, value: str, at: tuple, system: System, groups: di
     raise doc.fail(at, f"unknown device {value!r}: the system has {known}")
 
 
-def _links(doc: _Document, links: Optional[_Links], system: System, groups: dict[str, list[int]]) -> None:
+def _links(doc: Document, links: Optional[_Links], system: System, groups: dict[str, list[int]]) -> None:
     """Fill ``system.links``: the default for every ordered pair, then each pair entry in order."""
     if links is None:
         return

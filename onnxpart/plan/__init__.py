@@ -1,0 +1,217 @@
+"""``onnxpart plan``: one certified plan for a model on a cluster — pipeline stages × a device mesh per stage ×
+memory that fits. It composes the strategies: partition's stage model and search (the ``pipeline`` baseline),
+tile's layout instance, solve, bounds and greedy on each stage's sub-mesh, and tile's memory model; what is new
+here is the cluster (:mod:`.cluster`), the plan family and its units (:mod:`.model`, :mod:`.units`), the
+dynamic program over it (:mod:`.dp`, :mod:`.exact`) and its bound, and the transfers between stages
+(:mod:`.transfers`).
+
+Public entry: :func:`solve` (a :class:`~onnxpart.plan.model.Problem`, :class:`Options`) -> :class:`Solution`.
+The methods (:data:`REGISTRY`), each one row of the comparison:
+
+* ``dp`` — Alpa's inter-operator dynamic program over (units, devices) × sub-meshes with tile as the
+  intra-operator pass; its bound is the program run on tile's proven unit bounds (:func:`.exact.family_bound`);
+* ``pipeline``, ``tensor-parallel``, ``megatron``, ``data-parallel`` — the baselines (:mod:`.heuristics`).
+
+The answer is the fastest plan that fits; the certificate's bound covers the plan family (a baseline outside
+it, partition's stages, is compared against the same bound: no plan of the family beats the answer by more
+than the gap). This module imports no solver.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from onnxpart.board import Board
+from onnxpart.certificate import Bounded, LowerBound
+from onnxpart.errors import InfeasibleError
+from onnxpart.strategy import Budget, Method, MethodResult, Registry, run_methods
+
+if TYPE_CHECKING:
+    from onnxpart.plan.model import Priced, Problem, Shape
+    from onnxpart.plan.unit_costs import UnitTable
+
+
+@dataclass(frozen=True)
+class Options:
+    methods: tuple[str, ...] = ("dp", "pipeline", "tensor-parallel", "megatron", "data-parallel")
+    time_limit: float = 60.0
+    seed: int = 0
+    workers: int = 0
+
+    def __post_init__(self) -> None:
+        REGISTRY.parse(",".join(self.methods) or ",")
+
+
+@dataclass(kw_only=True)
+class PlanResult(MethodResult):
+    """One method's plan priced (``priced``; None when it has none), and why not in ``note``."""
+
+    priced: Priced | None = None
+    shape: str = ""
+
+
+@dataclass
+class Solution(Bounded):
+    problem: Problem
+    priced: Priced
+    method: str
+    results: list[PlanResult]
+    lower_bounds: list[LowerBound]
+    one_device: Priced
+    table: UnitTable | None = None
+
+    @property
+    def value(self) -> float:
+        return self.priced.value
+
+
+@dataclass
+class _Run:
+    """What the methods share: the problem, the clock, the seed and the unit table (built once, by ``dp``)."""
+
+    problem: Problem
+    budget: Budget
+    seed: int
+    workers: int
+    table: UnitTable | None = None
+    bound: LowerBound | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def trials(self, seconds: float) -> float:
+        from onnxpart.tile.onnx.heuristics import TRIALS_PER_SECOND
+
+        return TRIALS_PER_SECOND * seconds
+
+    def result(self, method: str, start: float, priced, status: str = "heuristic", note: str = "") -> PlanResult:
+        if priced is not None and not priced.fits:
+            note = note or f"does not fit: a device needs {priced.missing:.6g} bytes more than it has"
+            return PlanResult(method=method, status="no_solution", seconds=time.monotonic() - start, note=note,
+                              priced=priced, shape=priced.shape.describe())
+        return PlanResult(method=method, status=status if priced is not None else "no_solution",
+                          value=None if priced is None else priced.value, seconds=time.monotonic() - start,
+                          note=note, priced=priced, shape="" if priced is None else priced.shape.describe(),
+                          bound=self.bound.value if method == "dp" and self.bound is not None else None)
+
+
+#: The part of ``dp``'s time that tile spends on the unit table; the rest prices the shapes it picks.
+TABLE_PART = 0.6
+
+
+def _dp(run: _Run, options: Options, board: Board, seconds: float) -> PlanResult:
+    """The dynamic program (:mod:`.exact`), its shape priced, shapes over memory barred and searched again."""
+    from onnxpart.plan import exact
+    from onnxpart.plan.evaluate import evaluate
+    from onnxpart.plan.unit_costs import unit_table
+
+    start = time.monotonic()
+    problem = run.problem
+    run.table = unit_table(problem, run.budget, seconds * TABLE_PART, run.seed, run.workers)
+    run.bound = exact.family_bound(problem, run.table)
+    board.add(run.bound)
+    deadline = run.budget.until(max(0.0, seconds - (time.monotonic() - start)))
+    best = None
+    for _, shape in exact.search(problem, run.table, deadline)[:2]:
+        barred: set = set()
+        for _ in range(exact.REPAIRS):
+            left = max(0.05, deadline - time.monotonic())
+            priced = evaluate(problem, shape, run.table, time.monotonic() + left / 2, run.trials(left / 2))
+            if priced.fits:
+                break
+            barred |= {(i, j, problem.meshes.index(mesh))
+                       for (i, j), (_, mesh), memory in zip(shape.units, shape.stages, priced.memory)
+                       if memory["total"] > problem.cluster.memory}
+            again = exact.best_shape(problem, run.table, shape.replicas, shape.micro_batches, barred, deadline)
+            if again is None:
+                break
+            shape = again[1]
+        if priced.fits and (best is None or priced.value < best.value):
+            best = priced
+        elif best is None:
+            best = priced
+    status = "optimal" if best is not None and best.fits and run.bound.value is not None and \
+        best.value <= run.bound.value * (1 + 1e-12) else "heuristic"
+    return run.result("dp", start, best, status)
+
+
+def _baseline(name: str, make):
+    def method(run: _Run, options: Options, board: Board, seconds: float) -> PlanResult:
+        from onnxpart.plan.evaluate import evaluate
+
+        start = time.monotonic()
+        shape = make(run, seconds / 2)
+        deadline = run.budget.until(max(0.05, seconds - (time.monotonic() - start)))
+        priced = evaluate(run.problem, shape, run.table, deadline, run.trials(seconds / 2))
+        return run.result(name, start, priced)
+
+    return method
+
+
+def _pipeline(run: _Run, seconds: float):
+    from onnxpart.plan.heuristics import pipeline_shape
+
+    return pipeline_shape(run.problem, seconds, run.seed)
+
+
+def _shape(name: str):
+    def make(run: _Run, seconds: float):
+        from onnxpart.plan import heuristics
+
+        return getattr(heuristics, f"{name}_shape")(run.problem)
+
+    return make
+
+
+REGISTRY = Registry(
+    Method("dp", "exact", _dp, 3, "Alpa's dynamic program over stages × sub-meshes, tile inside each stage"),
+    Method("pipeline", "heuristic", _baseline("pipeline", _pipeline), 1,
+           "pure pipeline: partition, one device per stage"),
+    Method("tensor-parallel", "heuristic", _baseline("tensor-parallel", _shape("tensor_parallel")), 1,
+           "pure tensor parallel: tile on the whole cluster as a nodes × devices mesh"),
+    Method("megatron", "heuristic", _baseline("megatron", _shape("megatron")), 1,
+           "tensor parallel inside each node, equal pipeline stages across nodes"),
+    Method("data-parallel", "heuristic", _baseline("data-parallel", _shape("data_parallel")), 0.5,
+           "the whole model on each device, one replica per device the batch allows"),
+)
+
+
+def solve(problem: Problem, options: Options = Options(), board: Board | None = None,
+          seconds: float | None = None) -> Solution:
+    """Run the methods asked within ``seconds`` (default ``options.time_limit``); the answer is the fastest plan
+    that fits. InfeasibleError (exit 4) when none fits, naming the bytes missing and the least cluster that
+    could hold the model (:func:`_infeasible`)."""
+    from onnxpart.plan.evaluate import evaluate
+    from onnxpart.plan.heuristics import one_device_shape
+
+    board = board if board is not None else Board()
+    run = _Run(problem, Budget(options.time_limit if seconds is None else seconds), options.seed, options.workers)
+    results = run_methods(REGISTRY.select(options.methods), run, options, board, run.budget)
+    one = evaluate(problem, one_device_shape(problem), run.table, None, 0.0)
+    fitting = [r for r in results if r.value is not None]
+    bounds = [run.bound] if run.bound is not None else []
+    if not fitting:
+        raise InfeasibleError(_infeasible(problem, results))
+    best = min(fitting, key=lambda r: (r.value, REGISTRY.names.index(r.method)))
+    return Solution(problem, best.priced, best.method, results, bounds, one, run.table)
+
+
+def _infeasible(problem: Problem, results: list[PlanResult]) -> str:
+    """No plan fits: the fewest bytes a device lacked among the plans tried, and the fewest nodes whose devices
+    could hold every tensor once (a device holds at least its share of them: a proven necessary count)."""
+    cluster = problem.cluster
+    tried = [r.priced.missing for r in results if r.priced is not None]
+    total = sum(t.bytes for t in problem.graph.tensors.values()) + \
+        sum(p.bytes for p in problem.graph.params.values())
+    nodes = math.ceil(total / (cluster.devices_per_node * cluster.memory))
+    from onnxpart.units import format_bytes
+
+    missing = f"{format_bytes(min(tried))} per device short" if tried else "no plan found"
+    return (f"no plan fits {cluster.nodes}x{cluster.devices_per_node} {cluster.spec.name} "
+            f"({format_bytes(cluster.memory)} per device): {missing}; the model's tensors need at least "
+            f"{nodes} node(s) of {cluster.devices_per_node} such devices")
+
+
+def describe_options(options: Options) -> dict[str, Any]:
+    return {"methods": list(options.methods), "time_limit": options.time_limit, "seed": options.seed}

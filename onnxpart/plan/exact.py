@@ -1,0 +1,108 @@
+"""The ``dp`` method: the dynamic program (:mod:`onnxpart.plan.dp`) over the plan family on tile's unit table
+(:mod:`onnxpart.plan.unit_costs`), the chosen shape priced in full (:mod:`onnxpart.plan.evaluate`), and the
+proven lower bound over the family.
+
+**Estimates** (what the search ranks shapes by): a stage's compute is the sum of its units' tile step times;
+the transfer into the stage before unit i is ``latency + crossing bytes(i) / |m| / bandwidth`` (its devices
+each receive their share; the network when the mesh's neighbour must be in another node, else the node's
+link); its memory the sum of its units' plans' bytes per device plus its received shares in flight. A shape
+whose full price does not fit is barred and the search runs again (:data:`REPAIRS` times at most).
+
+**The bound** (:func:`family_bound`): the same program on ``Σ lower[u, m]`` for compute, no transfers, and
+``Σ floor[u, m]`` ≤ the device's memory as the only memory rule, minimized over the replica counts the family
+allows. Every plan of the family costs at least that (:mod:`onnxpart.plan.unit_costs` says why each term is
+below the plan's), so it is proven; no plan of the family fits memory when it finds none.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from onnxpart.certificate import LowerBound
+from onnxpart.plan import dp
+from onnxpart.plan.cluster import SubMesh
+from onnxpart.plan.model import Problem, Shape
+
+#: How many times a shape over memory is barred and the search rerun.
+REPAIRS = 3
+
+
+def _prefix(values: np.ndarray) -> np.ndarray:
+    """(units + 1, units + 1, meshes) sums of ``values`` (units, meshes) over every run [i, j); inf for j ≤ i."""
+    total = np.vstack([np.zeros((1, values.shape[1])), np.cumsum(values, axis=0)])
+    runs = total[None, :, :] - total[:, None, :]
+    upper = np.triu(np.ones((len(total), len(total)), dtype=bool), k=1)
+    return np.where(upper[:, :, None], runs, math.inf)
+
+
+def _transfer(problem: Problem, mesh: SubMesh) -> np.ndarray:
+    """The estimated transfer at each unit cut (0 .. units) into or out of ``mesh`` (module docstring)."""
+    cluster, units = problem.cluster, problem.units
+    crosses = cluster.nodes > 1 and (mesh.size >= cluster.devices_per_node)
+    link = cluster.inter if crosses else cluster.intra
+    cuts = np.array([units.cut_bytes(c) for c in range(units.count + 1)])
+    out = link.latency + cuts / mesh.size / link.bandwidth
+    out[0] = out[-1] = 0.0
+    return out
+
+
+def estimates(problem: Problem, table, micro_batches: int, barred: set) -> tuple[np.ndarray, np.ndarray]:
+    """(lat, per) of every run on every mesh (:mod:`onnxpart.plan.dp`), inf where over memory or barred."""
+    compute, memory = _prefix(table.upper), _prefix(table.memory)
+    tx = np.stack([_transfer(problem, m) for m in problem.meshes], axis=1)  # (units + 1, meshes)
+    cuts = np.array([problem.units.cut_bytes(c) for c in range(problem.units.count + 1)])
+    cuts[0] = 0.0
+    sizes = np.array([m.size for m in problem.meshes], dtype=float)
+    held = memory + (min(2, micro_batches) - 1) * (cuts[:, None, None] / sizes[None, None, :])
+    lat = compute + tx[:, None, :]
+    per = lat + tx[None, :, :]
+    over = held > problem.cluster.memory * (1 + 1e-12)
+    for i, j, m in barred:
+        over[i, j, m] = True
+    return np.where(over, math.inf, lat), np.where(over, math.inf, per)
+
+
+def family_bound(problem: Problem, table) -> LowerBound:
+    """The proven lower bound over the plan family (module docstring); value None when no plan fits."""
+    start = time.monotonic()
+    compute = _prefix(table.lower)
+    fits = _prefix(table.floor) <= problem.cluster.memory * (1 + 1e-12)
+    lat = np.where(fits, compute, math.inf)
+    sizes = np.array([m.size for m in problem.meshes])
+    best = math.inf
+    for replicas, micro in problem.replica_options():
+        found = dp.solve(lat, lat, sizes, problem.cluster.devices // replicas, micro, bound=True)
+        if found is not None:
+            best = min(best, found.value)
+    status = "bound" if math.isfinite(best) else "infeasible"
+    return LowerBound("plan-dp", best if math.isfinite(best) else None, status, "dp", time.monotonic() - start,
+                      note=f"the dynamic program over the family on tile's proven unit bounds "
+                           f"({problem.units.count} units × {len(problem.meshes)} sub-meshes), transfers as 0, "
+                           "memory by each unit's least bytes per device")
+
+
+def search(problem: Problem, table, deadline: float) -> list[tuple[float, Shape]]:
+    """Per replica count, the shape the estimates rank first: (estimate, shape), best first."""
+    out = []
+    for replicas, micro in problem.replica_options():
+        shape = best_shape(problem, table, replicas, micro, set(), deadline)
+        if shape is not None:
+            out.append(shape)
+    return sorted(out, key=lambda pair: pair[0])
+
+
+def best_shape(problem: Problem, table, replicas: int, micro: int, barred: set,
+               deadline: float) -> tuple[float, Shape] | None:
+    """The shape of least estimate on ``replicas`` replicas of ``micro`` micro-batches, ``barred`` runs left out."""
+    lat, per = estimates(problem, table, micro, barred)
+    sizes = np.array([m.size for m in problem.meshes])
+    found = dp.solve(lat, per, sizes, problem.cluster.devices // replicas, micro, deadline=deadline,
+                     clock=time.monotonic)
+    if found is None:
+        return None
+    units = problem.units
+    stages = tuple((tuple(units.ops(i, j)), problem.meshes[m]) for i, j, m in found.stages)
+    return found.value, Shape(stages, replicas, micro, tuple((i, j) for i, j, _ in found.stages))

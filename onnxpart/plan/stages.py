@@ -1,0 +1,118 @@
+"""A stage on its sub-mesh: tile's layout instance of the whole model on that mesh, cut down to the stage's ops
+(:func:`restrict`), and tile's answer for it.
+
+Tile's step time is a sum over ops, each op's term depending only on the layouts of the tensors it touches
+(:mod:`onnxpart.tile.onnx.model`). So a stage's instance is the whole model's instance on the same mesh with
+only the stage's ops and the tensors they touch — the same algorithms, prices and domains — except that a
+tensor crossing the stage's boundary is never stored as partial sums (:mod:`onnxpart.plan.transfers`). The
+tensors it hands on stay in their layouts for the transfer; the model's own outputs are gathered whole onto the
+stage's devices, as ``onnxpart tile`` does (tile's final gathers).
+
+Memory per device (:meth:`Stage.memory`): tile's model — every tensor the stage touches (its weights' shards,
+the activations of one micro-batch, its inputs) resident at once — plus one more copy of the tensors it
+receives while micro-batches are in flight (the next micro-batch arrives while one runs), plus the largest
+buffer one resharding writes (a collective's output).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from onnxpart.tile.onnx.mesh import parts
+from onnxpart.tile.onnx.model import LayoutInstance, Plan
+
+
+def no_partial(domain: tuple) -> tuple:
+    """``domain`` without layouts holding partial sums on some mesh axis."""
+    return tuple(a for a in domain if all(c.kind != "P" for c in parts(a)))
+
+
+def restrict(inst: LayoutInstance, ops: Sequence[int], boundary: frozenset[str] = frozenset(),
+             memory: float | None = None) -> LayoutInstance:
+    """``inst`` with only the ops ``ops`` (indices, in order) and the tensors they touch; the tensors in
+    ``boundary`` keep no partial-sum layout (module docstring)."""
+    chosen = tuple(inst.ops[i] for i in ops)
+    names = dict.fromkeys(t for op in chosen for t in op.inputs + op.outputs)
+    tensors = []
+    for name in names:
+        t = inst.tensor(name)
+        if name in boundary:
+            t = dataclasses.replace(t, domain=no_partial(t.domain))
+        tensors.append(t)
+    return LayoutInstance(inst.name, inst.mesh, tuple(tensors), chosen, memory,
+                          {t.name: i for i, t in enumerate(tensors)})
+
+
+def signature(sub: LayoutInstance) -> tuple:
+    """A key equal for two cut-down instances with the same ops, algorithms, prices and tensors wired alike
+    (an LLM's layers): tile's build shares one tuple of choices, and one domain, between ops and tensors of
+    the same signature, so their identities stand for their contents."""
+    seen: dict[str, int] = {}
+
+    def key(name: str):
+        if name in seen:
+            return seen[name]
+        seen[name] = len(seen)
+        t = sub.tensor(name)
+        return (t.shape, t.bytes, t.kind, id(t.domain))
+
+    return tuple((id(op.choices), op.op_type, op.work, tuple(key(t) for t in op.inputs + op.outputs))
+                 for op in sub.ops)
+
+
+def tensor_order(sub: LayoutInstance) -> list[str]:
+    """The tensors of ``sub`` in the order :func:`signature` meets them (how equal units map their layouts)."""
+    return list(dict.fromkeys(t for op in sub.ops for t in op.inputs + op.outputs))
+
+
+@dataclass
+class Stage:
+    """One stage of a plan on its mesh: the cut-down instance, tile's layouts, and what it costs."""
+
+    ops: tuple[int, ...]
+    instance: LayoutInstance
+    layouts: dict[str, object]
+    received: tuple[str, ...]  # the tensors other stages hand it
+    in_flight: int = 1  # micro-batches whose inputs it holds at once
+    method: str = "tile"
+    plan: Plan = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.plan = self.instance.plan(self.layouts)
+
+    @property
+    def compute(self) -> float:
+        """Tile's step time of the stage (with the gathers of the model outputs it makes)."""
+        return self.instance.cost(self.layouts)
+
+    def memory(self) -> dict[str, float]:
+        """Bytes per device: weights, activations (with the inputs), in-flight inputs, resharding buffers, total."""
+        inst, mesh = self.instance, self.instance.mesh
+        weights = sum(t.per_device(self.layouts[t.name], mesh) for t in inst.tensors if t.kind == "weight")
+        others = inst.memory_per_device(self.layouts) - weights
+        extra = (self.in_flight - 1) * sum(inst.tensor(t).per_device(self.layouts[t], mesh) for t in self.received)
+        buffers = 0
+        for op in inst.ops:
+            choice = op.choices[self.plan.algorithms[op.name]]
+            for t, want in zip(op.inputs, choice.inputs):
+                if want != self.layouts[t]:
+                    buffers = max(buffers, inst.tensor(t).per_device(want, mesh))
+        return {"weights": float(weights), "activations": float(others), "in_flight": float(extra),
+                "buffers": float(buffers), "total": float(weights + others + extra + buffers)}
+
+
+def merged_layouts(sub: LayoutInstance, pieces: Sequence[Mapping[str, object]]) -> dict[str, object]:
+    """One layout per tensor of ``sub`` from the units' plans (the first plan naming a tensor wins: its
+    producer's unit, or its first reader's), moved into the tensor's domain here (``R`` where the unit stored
+    it as partial sums and the stage may not)."""
+    out: dict[str, object] = {}
+    for piece in pieces:
+        for name, layout in piece.items():
+            if name in sub.index and name not in out:
+                out[name] = layout
+    for t in sub.tensors:
+        if out.get(t.name) not in t.domain:
+            out[t.name] = sub.replicated
+    return out

@@ -1,0 +1,91 @@
+"""Tile on every unit × sub-mesh: the numbers the dynamic program reads (:mod:`onnxpart.plan.dp`).
+
+For unit u on mesh m, :func:`unit_table` runs :func:`onnxpart.tile.solve` on the whole model's instance on m
+cut down to u's ops (:func:`onnxpart.plan.stages.restrict`, every domain kept whole), once per distinct unit
+(:func:`onnxpart.plan.stages.signature`: an LLM's equal layers share one solve), and keeps
+
+* ``upper[u, m]`` — the step time of tile's plan for the unit, and the plan (``layouts``);
+* ``lower[u, m]`` — tile's best proven bound for the unit (its closed form, or exact's);
+* ``memory[u, m]`` — bytes per device of that plan over the tensors the unit touches;
+* ``floor[u, m]`` — the least bytes per device of the tensors the unit *owns* (those it touches first), each
+  in its smallest layout.
+
+**Why the bounds add up.** A stage's step time is a sum of per-op terms (tile's T), and each term reads only
+the layouts of its op's tensors; a stage's domains are subsets of the whole model's (:mod:`onnxpart.plan.
+stages`). So every stage plan restricted to unit u is a plan of u's instance, and its terms there cost at least
+``lower[u, m]``: a stage of units i..j on m takes at least ``Σ lower[u, m]``, transfers and gathers being ≥ 0.
+Owned tensors are disjoint, so a stage needs at least ``Σ floor[u, m]`` bytes per device.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from onnxpart.plan.model import Problem
+from onnxpart.plan.stages import restrict, signature, tensor_order
+from onnxpart.strategy import FLOOR, Budget
+
+
+@dataclass
+class UnitTable:
+    upper: np.ndarray  # (units, meshes) seconds
+    lower: np.ndarray
+    memory: np.ndarray  # bytes per device
+    floor: np.ndarray
+    layouts: list[list[dict]]  # [unit][mesh] -> tensor -> layout
+    solves: int = 0  # distinct tile solves run
+    skipped: int = 0  # of those, how many ran on the floor of time (the budget was spent)
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def _owners(subs: list) -> dict[str, int]:
+    """tensor -> the first unit whose cut-down instance (``subs``, in unit order) touches it."""
+    owner: dict[str, int] = {}
+    for u, sub in enumerate(subs):
+        for t in sub.tensors:
+            owner.setdefault(t.name, u)
+    return owner
+
+
+def unit_table(problem: Problem, budget: Budget, seconds: float, seed: int = 0, workers: int = 1) -> UnitTable:
+    """The table (module docstring) within ``seconds`` of ``budget``: each distinct (unit, mesh) gets an equal
+    part of them (never under :data:`~onnxpart.strategy.FLOOR`)."""
+    start = time.monotonic()
+    units, meshes = problem.units, problem.meshes
+    shape = (units.count, len(meshes))
+    table = UnitTable(np.zeros(shape), np.zeros(shape), np.zeros(shape), np.zeros(shape),
+                      [[{} for _ in meshes] for _ in range(units.count)])
+    groups: dict[tuple, list] = {}
+    for m, mesh in enumerate(meshes):
+        inst = problem.instance(mesh)
+        subs = [restrict(inst, list(units.ops(u, u + 1))) for u in range(units.count)]
+        owner = _owners(subs) if m == 0 else owner
+        for u, sub in enumerate(subs):
+            groups.setdefault((m, signature(sub)), []).append((u, sub))
+    each = max(FLOOR, seconds / max(1, len(groups)))
+    for (m, _), members in groups.items():
+        u0, sub0 = members[0]
+        solution = _solve(sub0, min(each, max(FLOOR, budget.left())), seed, workers)
+        table.skipped += budget.left() <= FLOOR
+        table.solves += 1
+        order = tensor_order(sub0)
+        for u, sub in members:
+            mapping = dict(zip(tensor_order(sub), (solution.plan.layouts[t] for t in order)))
+            table.upper[u, m], table.lower[u, m] = solution.cost, solution.best_lower_bound
+            table.layouts[u][m] = mapping
+            table.memory[u, m] = sub.memory_per_device(mapping)
+            table.floor[u, m] = sum(min(t.per_device(a, sub.mesh) for a in t.domain)
+                                    for t in sub.tensors if owner[t.name] == u)
+    table.seconds = time.monotonic() - start
+    return table
+
+
+def _solve(sub, seconds: float, seed: int, workers: int):
+    from onnxpart import tile
+    from onnxpart.tile.onnx import LayoutOptions
+
+    return tile.solve(sub, LayoutOptions(("local", "greedy", "exact"), seconds, workers, seed), seconds=seconds)
