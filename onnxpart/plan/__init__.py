@@ -80,11 +80,6 @@ class _Run:
     bound: LowerBound | None = None
     notes: list[str] = field(default_factory=list)
 
-    def trials(self, seconds: float) -> float:
-        from onnxpart.tile.onnx.heuristics import TRIALS_PER_SECOND
-
-        return TRIALS_PER_SECOND * seconds
-
     def result(self, method: str, start: float, priced, status: str = "heuristic", note: str = "") -> PlanResult:
         if priced is not None and not priced.fits:
             note = note or f"does not fit: a device needs {priced.missing:.6g} bytes more than it has"
@@ -104,11 +99,12 @@ def _dp(run: _Run, options: Options, board: Board, seconds: float) -> PlanResult
     """The dynamic program (:mod:`.exact`), its shape priced, shapes over memory barred and searched again."""
     from onnxpart.plan import exact
     from onnxpart.plan.evaluate import evaluate
-    from onnxpart.plan.unit_costs import unit_table
+    from onnxpart.plan.unit_costs import exact_runs, unit_table
 
     start = time.monotonic()
     problem = run.problem
-    run.table = unit_table(problem, run.budget, seconds * TABLE_PART, run.seed, run.workers)
+    run.table = unit_table(problem, run.budget, seconds * TABLE_PART / 2, run.seed, run.workers)
+    exact_runs(problem, run.table, seconds * TABLE_PART / 2, run.seed)
     run.bound = exact.family_bound(problem, run.table)
     board.add(run.bound)
     deadline = run.budget.until(max(0.0, seconds - (time.monotonic() - start)))
@@ -117,7 +113,7 @@ def _dp(run: _Run, options: Options, board: Board, seconds: float) -> PlanResult
         barred: set = set()
         for _ in range(exact.REPAIRS):
             left = max(0.05, deadline - time.monotonic())
-            priced = evaluate(problem, shape, run.table, time.monotonic() + left / 2, run.trials(left / 2))
+            priced = evaluate(problem, shape, run.table, left / 2, run.seed)
             if priced.fits:
                 break
             barred |= {(i, j, problem.meshes.index(mesh))
@@ -142,8 +138,7 @@ def _baseline(name: str, make):
 
         start = time.monotonic()
         shape = make(run, seconds / 2)
-        deadline = run.budget.until(max(0.05, seconds - (time.monotonic() - start)))
-        priced = evaluate(run.problem, shape, run.table, deadline, run.trials(seconds / 2))
+        priced = evaluate(run.problem, shape, run.table, max(0.05, seconds - (time.monotonic() - start)), run.seed)
         return run.result(name, start, priced)
 
     return method
@@ -188,7 +183,7 @@ def solve(problem: Problem, options: Options = Options(), board: Board | None = 
     board = board if board is not None else Board()
     run = _Run(problem, Budget(options.time_limit if seconds is None else seconds), options.seed, options.workers)
     results = run_methods(REGISTRY.select(options.methods), run, options, board, run.budget)
-    one = evaluate(problem, one_device_shape(problem), run.table, None, 0.0)
+    one = evaluate(problem, one_device_shape(problem), run.table)
     fitting = [r for r in results if r.value is not None]
     bounds = [run.bound] if run.bound is not None else []
     if not fitting:

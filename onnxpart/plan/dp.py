@@ -14,10 +14,10 @@ devices with every period ≤ ``t`` — obeys ``G[i][k] = min_{j > i, m} lat(i, 
 (Alpa Eq. 3–4). :func:`solve` sweeps ``t`` over the periods that occur, ascending, and stops once
 ``(M − 1) · t`` plus the least Σ lat cannot beat the best found (Alpa §5.2's early stop).
 
-With more candidate periods than :data:`EXACT_CANDIDATES`, the sweep keeps one per relative step of
-:data:`STEP`: for an upper bound, the cap just above the optimum's period costs at most that step; for a
-lower bound (``bound=True``) on thinned caps each kept ``c_k`` stands for the periods in ``[c_k, c_{k+1})``, priced
-``G(cap c_{k+1}) + (M − 1) · c_k``, which no plan with such a period beats — still a proven bound.
+With more candidate periods than :data:`EXACT_CANDIDATES`, the periods are grouped, each group spanning at
+most a factor ``1 + STEP`` (:func:`caps`): for an upper bound the cap is the group's largest, so the plan found
+costs at most ``STEP`` more than the optimum; for a lower bound (``bound=True``) a group is priced
+``G(cap: its largest) + (M − 1) · its least``, which no plan whose period falls in it beats — still proven.
 """
 
 from __future__ import annotations
@@ -72,49 +72,68 @@ def _stages(end: np.ndarray, mesh: np.ndarray, sizes: np.ndarray, devices: int) 
     return tuple(out)
 
 
-def caps(per: np.ndarray) -> np.ndarray:
-    """The candidate periods, ascending (thinned to one per :data:`STEP` beyond :data:`EXACT_CANDIDATES`)."""
+def caps(per: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The candidate periods as groups, ascending: (least, largest) of each. Up to :data:`EXACT_CANDIDATES`
+    distinct periods each is its own group; beyond, a group spans at most a factor ``1 + STEP``."""
     values = np.unique(per[np.isfinite(per)])
     if len(values) <= EXACT_CANDIDATES:
-        return values
-    kept = [values[0]]
-    for v in values[1:]:
-        if v > kept[-1] * (1 + STEP):
-            kept.append(v)
-    return np.array(kept)
+        return values, values
+    lows: list[float] = []
+    highs: list[float] = []
+    for v in values:
+        if lows and v <= lows[-1] * (1 + STEP):
+            highs[-1] = v
+        else:
+            lows.append(v)
+            highs.append(v)
+    return np.array(lows), np.array(highs)
 
 
 def solve(lat: np.ndarray, per: np.ndarray, sizes: np.ndarray, devices: int, micro_batches: int,
           bound: bool = False, deadline: float | None = None, clock=None) -> Found | None:
     """The least T (module docstring) over plans on at most ``devices`` devices; None when no plan exists.
     ``lat``, ``per``: arrays (units + 1, units + 1, meshes), inf where a stage is not allowed (memory, j ≤ i).
-    ``bound``: the proven lower bound of the module docstring (its stages: the plan of the cap that gave it).
+    For each group of caps (:func:`caps`) the program runs with the group's largest as the cap: an upper bound
+    prices its plan, ``bound=True`` prices ``G + (M − 1) · the group's least`` — below every plan whose period
+    falls in the group, so the least over groups is a proven bound (the optimum when no group was merged).
     ``deadline`` (on ``clock``) stops an upper-bound sweep early (its best so far); a bound sweep ignores it."""
     g, end, mesh = _least_sum(lat, sizes, devices)
     least = float(g[0, devices])
     if not math.isfinite(least):
         return None
-    found = Found(least + (micro_batches - 1) * _period(per, _stages(end, mesh, sizes, devices)),
-                  _stages(end, mesh, sizes, devices))
+    stages = _stages(end, mesh, sizes, devices)
+    best = Found(least + (micro_batches - 1) * _period(per, stages), stages)
     if micro_batches == 1:
-        return found
-    values = caps(per)
-    thinned = len(values) < len(np.unique(per[np.isfinite(per)]))
-    best = found if not bound else Found(math.inf, ())
-    for k, cap in enumerate(values):
-        if (micro_batches - 1) * cap + least >= best.value:
+        return best
+    lows, highs = caps(per)
+    best = best if not bound else Found(math.inf, ())
+    for k in range(_first_feasible(lat, per, sizes, devices, highs), len(lows)):
+        if (micro_batches - 1) * lows[k] + least >= best.value:
             break
         if not bound and deadline is not None and clock() >= deadline:
             break
-        limit = cap if not (bound and thinned) else values[k + 1] if k + 1 < len(values) else math.inf
-        g, end, mesh = _least_sum(np.where(per <= limit, lat, math.inf), sizes, devices)
+        g, end, mesh = _least_sum(np.where(per <= highs[k], lat, math.inf), sizes, devices)
         if not math.isfinite(g[0, devices]):
             continue
         stages = _stages(end, mesh, sizes, devices)
-        value = g[0, devices] + (micro_batches - 1) * (cap if bound else _period(per, stages))
+        value = g[0, devices] + (micro_batches - 1) * (lows[k] if bound else _period(per, stages))
         if value < best.value:
             best = Found(float(value), stages)
     return best
+
+
+def _first_feasible(lat, per, sizes, devices: int, highs: np.ndarray) -> int:
+    """The index of the first group under whose cap some plan exists (feasibility grows with the cap:
+    bisection). Groups before it price no plan, so a sweep starting there misses none."""
+    low, high = 0, len(highs) - 1
+    while low < high:
+        middle = (low + high) // 2
+        g, _, _ = _least_sum(np.where(per <= highs[middle], lat, math.inf), sizes, devices)
+        if math.isfinite(g[0, devices]):
+            high = middle
+        else:
+            low = middle + 1
+    return low
 
 
 def _period(per: np.ndarray, stages) -> float:

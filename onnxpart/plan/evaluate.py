@@ -2,9 +2,10 @@
 replica, the transfers between stages and the memory of every device — the numbers the manifest records and
 ``--check-certificate`` recomputes (:func:`reprice`).
 
-A stage's layouts start from its units' plans (:func:`onnxpart.plan.stages.merged_layouts`) — or, for a stage
-that is not a run of units (partition's stages), from tile's local plan — and tile's greedy improves them
-within the stage's part of the time, under the device's memory (:func:`onnxpart.tile.onnx.heuristics.greedy`).
+A stage's layouts are the cheapest that fit the device's memory among tile's own answer for the stage
+(:func:`onnxpart.tile.solve`) and, where the stage is a run of units, the units' plans merged
+(:func:`onnxpart.plan.stages.merged_layouts`) and greedy's improvement of them
+(:func:`onnxpart.tile.onnx.heuristics.greedy`).
 """
 
 from __future__ import annotations
@@ -51,27 +52,39 @@ def _boundary(problem: Problem, ops: Sequence[int], stage_of: list[int], s: int)
 
 
 def build_stage(problem: Problem, shape: Shape, s: int, stage_of: list[int], received: list[str],
-                layouts: Mapping[str, object] | None = None, unit_layouts=None, deadline: float | None = None,
-                trials: float = 0.0) -> Stage:
+                layouts: Mapping[str, object] | None = None, unit_layouts=None, seconds: float = 0.05,
+                seed: int = 0) -> Stage:
     """Stage ``s`` of ``shape``: its cut-down instance, and ``layouts`` when given (a recorded plan), else the
-    start of the module docstring improved by greedy until ``deadline`` within ``trials`` move trials."""
+    best of the module docstring's plans found in ``seconds``."""
     ops, mesh = shape.stages[s]
     inst = problem.instance(mesh)
     sub = restrict(inst, ops, _boundary(problem, ops, stage_of, s), problem.cluster.memory)
     in_flight = min(2, shape.micro_batches)
     if layouts is None:
-        layouts = _improved(sub, unit_layouts, deadline, trials)
+        layouts = _improved(sub, unit_layouts, seconds, seed)
     return Stage(tuple(ops), sub, dict(layouts), tuple(received), in_flight)
 
 
-def _improved(sub, unit_layouts, deadline: float | None, trials: float) -> dict:
-    from onnxpart.tile.onnx.heuristics import greedy
+def _improved(sub, unit_layouts, seconds: float, seed: int) -> dict:
+    """The cheaper fitting plan of tile's own solve on the stage (:func:`onnxpart.tile.solve`: local, greedy,
+    exact, within ``seconds``) and of greedy from the units' plans merged; the merged plan itself when it is
+    cheaper still."""
+    from onnxpart import tile
+    from onnxpart.errors import InfeasibleError
+    from onnxpart.tile.onnx import LayoutOptions
+    from onnxpart.tile.onnx.heuristics import TRIALS_PER_SECOND, greedy
 
-    start = merged_layouts(sub, unit_layouts) if unit_layouts else None
-    found = greedy(sub, deadline=deadline, trials=trials, start=start)
-    if start is not None and sub.fits(start) and (not sub.fits(found) or sub.cost(start) <= sub.cost(found)):
-        return start
-    return found
+    candidates = []
+    try:
+        solved = tile.solve(sub, LayoutOptions(("local", "greedy", "exact"), seconds, 1, seed), seconds=seconds)
+        candidates.append(solved.plan.layouts)
+    except InfeasibleError:
+        pass
+    if unit_layouts:
+        start = merged_layouts(sub, unit_layouts)
+        candidates += [start, greedy(sub, trials=TRIALS_PER_SECOND * seconds / 2, start=start)]
+    fitting = [c for c in candidates if sub.fits(c)] or candidates or [sub.replicated_plan() or {}]
+    return min(fitting, key=sub.cost)
 
 
 def price(problem: Problem, shape: Shape, stages: list[Stage]) -> Priced:
@@ -100,19 +113,20 @@ def price(problem: Problem, shape: Shape, stages: list[Stage]) -> Priced:
                   cluster.memory)
 
 
-def evaluate(problem: Problem, shape: Shape, table=None, deadline: float | None = None,
-             trials: float = 0.0) -> Priced:
-    """Price ``shape`` with fresh stage plans (module docstring); ``table`` (:class:`~onnxpart.plan.unit_costs.
-    UnitTable`) gives the units' plans where the shape's stages are runs of units."""
+def evaluate(problem: Problem, shape: Shape, table=None, seconds: float = 0.05, seed: int = 0) -> Priced:
+    """Price ``shape`` with fresh stage plans (module docstring) found in ``seconds`` in all, each stage's part
+    by its ops; ``table`` (:class:`~onnxpart.plan.unit_costs.UnitTable`) gives the units' plans where the
+    shape's stages are runs of units on meshes of the family."""
     stage_of, received = stage_io(problem, shape)
+    total = max(1, sum(len(ops) for ops, _ in shape.stages))
     stages = []
     for s, (ops, mesh) in enumerate(shape.stages):
         pieces = None
-        if table is not None and shape.units is not None:
+        if table is not None and shape.units is not None and mesh in problem.meshes:
             m = problem.meshes.index(mesh)
             first, last = shape.units[s]
             pieces = [table.layouts[u][m] for u in range(first, last)]
         names = [t for src in sorted(received[s]) for t in received[s][src]]
-        stages.append(build_stage(problem, shape, s, stage_of, names, unit_layouts=pieces, deadline=deadline,
-                                  trials=trials))
+        part = max(0.05, seconds * len(ops) / total)
+        stages.append(build_stage(problem, shape, s, stage_of, names, unit_layouts=pieces, seconds=part, seed=seed))
     return price(problem, shape, stages)

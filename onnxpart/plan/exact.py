@@ -2,13 +2,15 @@
 (:mod:`onnxpart.plan.unit_costs`), the chosen shape priced in full (:mod:`onnxpart.plan.evaluate`), and the
 proven lower bound over the family.
 
-**Estimates** (what the search ranks shapes by): a stage's compute is the sum of its units' tile step times;
+**Estimates** (what the search ranks shapes by): a stage's compute is the sum of its units' tile step times
+(on small families, the stage's own: :func:`onnxpart.plan.unit_costs.exact_runs`);
 the transfer into the stage before unit i is ``latency + crossing bytes(i) / |m| / bandwidth`` (its devices
 each receive their share; the network when the mesh's neighbour must be in another node, else the node's
 link); its memory the sum of its units' plans' bytes per device plus its received shares in flight. A shape
 whose full price does not fit is barred and the search runs again (:data:`REPAIRS` times at most).
 
-**The bound** (:func:`family_bound`): the same program on ``Σ lower[u, m]`` for compute, no transfers, and
+**The bound** (:func:`family_bound`): the same program on ``Σ lower[u, m]`` for compute, the least time each
+stage must spend receiving what its first unit reads (:func:`_least_transfer`), and
 ``Σ floor[u, m]`` ≤ the device's memory as the only memory rule, minimized over the replica counts the family
 allows. Every plan of the family costs at least that (:mod:`onnxpart.plan.unit_costs` says why each term is
 below the plan's), so it is proven; no plan of the family fits memory when it finds none.
@@ -52,11 +54,17 @@ def _transfer(problem: Problem, mesh: SubMesh) -> np.ndarray:
 def estimates(problem: Problem, table, micro_batches: int, barred: set) -> tuple[np.ndarray, np.ndarray]:
     """(lat, per) of every run on every mesh (:mod:`onnxpart.plan.dp`), inf where over memory or barred."""
     compute, memory = _prefix(table.upper), _prefix(table.memory)
+    if table.runs is not None:
+        for (i, j, m), (seconds, held, received) in table.runs.items():
+            compute[i, j, m] = seconds
+            memory[i, j, m] = held + (min(2, micro_batches) - 1) * received
+
     tx = np.stack([_transfer(problem, m) for m in problem.meshes], axis=1)  # (units + 1, meshes)
     cuts = np.array([problem.units.cut_bytes(c) for c in range(problem.units.count + 1)])
     cuts[0] = 0.0
     sizes = np.array([m.size for m in problem.meshes], dtype=float)
-    held = memory + (min(2, micro_batches) - 1) * (cuts[:, None, None] / sizes[None, None, :])
+    held = memory if table.runs is not None else \
+        memory + (min(2, micro_batches) - 1) * (cuts[:, None, None] / sizes[None, None, :])
     lat = compute + tx[:, None, :]
     per = lat + tx[None, :, :]
     over = held > problem.cluster.memory * (1 + 1e-12)
@@ -65,10 +73,23 @@ def estimates(problem: Problem, table, micro_batches: int, barred: set) -> tuple
     return np.where(over, math.inf, lat), np.where(over, math.inf, per)
 
 
+def _least_transfer(problem: Problem) -> np.ndarray:
+    """(units + 1, meshes): the least time a stage starting at unit i on mesh m spends receiving — its devices
+    together take in at least the bytes its first unit reads from earlier units, each at most at the faster
+    link's bandwidth, after at least the shorter latency (0 for the first stage, or when nothing is read)."""
+    cluster, units = problem.cluster, problem.units
+    fastest = max(cluster.intra.bandwidth, cluster.inter.bandwidth)
+    shortest = min(cluster.intra.latency, cluster.inter.latency)
+    need = np.append(units.needed, 0.0)
+    need[0] = 0.0
+    sizes = np.array([m.size for m in problem.meshes], dtype=float)
+    return np.where(need[:, None] > 0, shortest + need[:, None] / (sizes[None, :] * fastest), 0.0)
+
+
 def family_bound(problem: Problem, table) -> LowerBound:
     """The proven lower bound over the plan family (module docstring); value None when no plan fits."""
     start = time.monotonic()
-    compute = _prefix(table.lower)
+    compute = _prefix(table.lower) + _least_transfer(problem)[:, None, :]
     fits = _prefix(table.floor) <= problem.cluster.memory * (1 + 1e-12)
     lat = np.where(fits, compute, math.inf)
     sizes = np.array([m.size for m in problem.meshes])
@@ -80,7 +101,8 @@ def family_bound(problem: Problem, table) -> LowerBound:
     status = "bound" if math.isfinite(best) else "infeasible"
     return LowerBound("plan-dp", best if math.isfinite(best) else None, status, "dp", time.monotonic() - start,
                       note=f"the dynamic program over the family on tile's proven unit bounds "
-                           f"({problem.units.count} units × {len(problem.meshes)} sub-meshes), transfers as 0, "
+                           f"({problem.units.count} units × {len(problem.meshes)} sub-meshes), each stage's incoming transfer at its "
+                           "least (the bytes its first unit reads over its devices at the faster link), "
                            "memory by each unit's least bytes per device")
 
 

@@ -36,6 +36,7 @@ class UnitTable:
     memory: np.ndarray  # bytes per device
     floor: np.ndarray
     layouts: list[list[dict]]  # [unit][mesh] -> tensor -> layout
+    runs: dict | None = None  # (i, j, m) -> (compute, bytes per device, received bytes per device): exact_runs
     solves: int = 0  # distinct tile solves run
     skipped: int = 0  # of those, how many ran on the floor of time (the budget was spent)
     seconds: float = 0.0
@@ -89,3 +90,34 @@ def _solve(sub, seconds: float, seed: int, workers: int):
     from onnxpart.tile.onnx import LayoutOptions
 
     return tile.solve(sub, LayoutOptions(("local", "greedy", "exact"), seconds, workers, seed), seconds=seconds)
+
+
+#: Up to this many (run of units, mesh) pairs, every stage the family holds is priced itself (:func:`exact_runs`).
+EXACT_RUNS = 400
+
+
+def exact_runs(problem: Problem, table: UnitTable, seconds: float, seed: int = 0) -> None:
+    """On small families (at most :data:`EXACT_RUNS` runs × meshes), price every run of units on every mesh as
+    the stage it would be (:func:`onnxpart.plan.evaluate.build_stage`: tile's plan of the cut-down stage,
+    its memory and its received tensors' bytes) into ``table.runs``, so the program reads the stages' own
+    compute instead of the units' sums; ``seconds`` in all."""
+    from onnxpart.plan.evaluate import build_stage, stage_io
+    from onnxpart.plan.model import Shape
+
+    count = problem.units.count
+    pairs = [(i, j, m) for i in range(count) for j in range(i + 1, count + 1) for m in range(len(problem.meshes))]
+    if len(pairs) > EXACT_RUNS:
+        return
+    runs = {}
+    for i, j, m in pairs:
+        ops = tuple(problem.units.ops(i, j))
+        shape = Shape(((ops, problem.meshes[m]),), units=((i, j),))
+        stage_of, received = stage_io(problem, shape)
+        names = [t for t in problem.graph.tensors if problem.graph.tensors[t].producer is not None
+                 and stage_of[problem.graph.tensors[t].producer] != 0
+                 and any(stage_of[c] == 0 for c in problem.graph.tensors[t].consumers)]
+        stage = build_stage(problem, shape, 0, stage_of, names, unit_layouts=[table.layouts[u][m] for u in range(i, j)],
+                            seconds=max(0.01, seconds / len(pairs)), seed=seed)
+        held = sum(stage.instance.tensor(t).per_device(stage.layouts[t], stage.instance.mesh) for t in names)
+        runs[(i, j, m)] = (stage.compute, stage.memory()["total"], float(held))
+    table.runs = runs

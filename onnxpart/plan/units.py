@@ -1,11 +1,13 @@
 """The units of the plan family: the model's ops, in its topological order, cut into at most ``max_units``
 consecutive runs; a stage is a run of consecutive units.
 
-Where the model has more ops than units, the cuts follow the work and the tensors: cut ``k`` lies within half a
-unit's ops of the position where the work before it is ``k / L`` of the whole, at the position there whose
-crossing activations (tensors made before it and read at or after it, weights and graph inputs excluded) weigh
-the fewest bytes, the nearest to the target among equals. On a transformer the cuts land between layers, where
-only the residual stream (and the tables every layer reads) cross. With ``max_units`` at least the op count
+Where the model has more ops than units, the cuts go where the fewest activation bytes cross (tensors made
+before the position and read at or after it; weights and graph inputs excluded): when at least
+:data:`NATURAL` positions tie at the least crossing (within :data:`NEAR`) — a transformer's layer boundaries, where only the residual
+stream and the tables every layer reads cross — the cuts are those (the ones nearest the equal-work targets when
+there are more); else cut ``k`` lies within half a unit's ops of the position where the work before it is
+``k / L`` of the whole, at the least crossing there, the nearest to the target among equals. Cuts where little
+crosses keep the units' bounds tight: a unit prices its own reshardings, not those across its edges. With ``max_units`` at least the op count
 every op is a unit and the family holds every cut of the order.
 
 The certificate's family is "stages are runs of these units": its bound covers exactly that.
@@ -21,6 +23,11 @@ from onnxpart.graph import OpGraph
 
 #: The default number of units: cuts at 64 places let a pipeline of up to 64 stages balance within a unit.
 MAX_UNITS = 64
+#: How many positions must tie at the least crossing for the cuts to be taken there alone.
+NATURAL = 8
+#: Crossings within this relative margin of the least tie with it (an exporter's shape scalars, 8 bytes each,
+#: cross some layer boundaries and not others).
+NEAR = 0.01
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,7 @@ class Units:
 
     bounds: tuple[int, ...]
     crossing: np.ndarray
+    needed: np.ndarray  # per unit: bytes a stage starting there receives (:func:`needed_bytes`)
 
     @property
     def count(self) -> int:
@@ -64,20 +72,45 @@ def make_units(graph: OpGraph, max_units: int = MAX_UNITS) -> Units:
     crossing = crossing_bytes(graph)
     count = max(1, min(n, max_units))
     if count == n:
-        return Units(tuple(range(n + 1)), crossing)
+        return Units(tuple(range(n + 1)), crossing, needed_bytes(graph, tuple(range(n + 1))))
     work = np.cumsum([0.0] + [max(op.work, 0.0) for op in graph.ops])
     if work[-1] <= 0:
         work = np.arange(n + 1, dtype=float)
+    targets = [int(np.searchsorted(work, work[-1] * k / count)) for k in range(1, count)]
+    interior = crossing[1:n]
+    natural = np.flatnonzero(interior <= interior.min() * (1 + NEAR)) + 1
+    if len(natural) >= NATURAL:
+        chosen = natural if len(natural) < count else \
+            np.unique([natural[np.abs(natural - t).argmin()] for t in targets])
+        bounds = (0, *map(int, chosen), n)
+    else:
+        bounds = _windowed(crossing, targets, n, count)
+    return Units(bounds, crossing, needed_bytes(graph, bounds))
+
+
+def _windowed(crossing: np.ndarray, targets: list[int], n: int, count: int) -> tuple[int, ...]:
+    """Cut ``k`` at the least crossing within half a unit's ops of its target (module docstring)."""
     window = max(1, n // (2 * count))
     bounds = [0]
-    for k in range(1, count):
-        target = int(np.searchsorted(work, work[-1] * k / count))
+    for k, target in enumerate(targets, start=1):
         low = max(bounds[-1] + 1, target - window)
         high = min(n - (count - k), target + window)
         if low > high:
             low = high = max(bounds[-1] + 1, min(target, n - (count - k)))
         candidates = np.arange(low, high + 1)
-        best = candidates[np.lexsort((np.abs(candidates - target), crossing[candidates]))[0]]
-        bounds.append(int(best))
-    bounds.append(n)
-    return Units(tuple(bounds), crossing)
+        bounds.append(int(candidates[np.lexsort((np.abs(candidates - target), crossing[candidates]))[0]]))
+    return (*bounds, n)
+
+
+def needed_bytes(graph: OpGraph, bounds: tuple[int, ...]) -> np.ndarray:
+    """Per unit, the bytes of the activations made before it that its ops read: what a stage starting there
+    must receive (every one arrives whole at least once among its devices)."""
+    unit_of = np.searchsorted(np.asarray(bounds), np.arange(len(graph.ops)), side="right") - 1
+    need = np.zeros(len(bounds) - 1)
+    for tensor in graph.tensors.values():
+        if tensor.producer is None:
+            continue
+        home = unit_of[tensor.producer]
+        for u in {int(unit_of[c]) for c in tensor.consumers if unit_of[c] > home}:
+            need[u] += tensor.bytes
+    return need

@@ -165,6 +165,8 @@ def _minkowski(mem, cost, prov, mem2, cost2):
     """Row by row, the Pareto set of every sum of a point of (mem, cost) and one of (mem2, cost2); prov
     gains a column with the second point's index. Rows are done in chunks of ``CHUNK`` pairs."""
     rows, w1, w2 = mem.shape[0], mem.shape[1], mem2.shape[1]
+    if rows == 0:  # no row (a scope whose grid is empty): nothing to combine
+        return np.zeros((0, 1)), np.zeros((0, 1)), np.zeros((0, 1, prov.shape[2] + 1), dtype=np.int64)
     step = max(1, CHUNK // (w1 * w2))
     parts = []
     for lo in range(0, rows, step):
