@@ -44,6 +44,7 @@ def sweep(
     remat: Optional[list[str]] = _grid("remat", "budget=50%,70%,90%"),
     schedule: Optional[list[str]] = _grid("schedule", "system=a.yaml,b.yaml"),
     tile: Optional[list[str]] = _grid("tile", "mesh=2,4,8,2x4"),
+    plan_grid: Optional[list[str]] = _grid("plan", "cluster=1x8:a100,2x8:a100 objective=latency,throughput"),
     annotate: Optional[list[str]] = _grid("annotate", "cost=measured runs=5"),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", min=0.1, help="Each job's --time-limit [default: the sweep file's, else 60]."),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Each job's --workers: its cores [default: the sweep file's, else 1]."),
@@ -73,7 +74,7 @@ def sweep(
     if retry_failed and not resume:
         raise UserError("--retry-failed goes with --resume")
     jobs = plan(inputs, {"partition": partition, "remat": remat, "schedule": schedule, "tile": tile,
-                         "annotate": annotate},
+                         "plan": plan_grid, "annotate": annotate},
                 time_limit=time_limit, workers=workers, seed=seed, job_timeout=job_timeout, version=version,
                 command=Commands(context.find_root().command))
     folder = SweepFolder(output, resume=resume, force=force, reads={path for job in jobs for path in job.reads})

@@ -83,7 +83,9 @@ def _improved(sub, unit_layouts, seconds: float, seed: int) -> dict:
     if unit_layouts:
         start = merged_layouts(sub, unit_layouts)
         candidates += [start, greedy(sub, trials=TRIALS_PER_SECOND * seconds / 2, start=start)]
-    fitting = [c for c in candidates if sub.fits(c)] or candidates or [sub.replicated_plan() or {}]
+    if not candidates:  # nothing fits: the least memory, priced and reported as over (never emitted)
+        candidates = [{t.name: min(t.domain, key=lambda a, t=t: t.per_device(a, sub.mesh)) for t in sub.tensors}]
+    fitting = [c for c in candidates if sub.fits(c)] or candidates
     return min(fitting, key=sub.cost)
 
 
@@ -105,8 +107,8 @@ def price(problem: Problem, shape: Shape, stages: list[Stage]) -> Priced:
                     a, b = stages[source], stages[target]
                     tensor = problem.graph.tensors[t]
                     move(traffic, cluster, tensor.shape, tensor.bytes,
-                         (replica[source], a.layouts[t], a.instance.mesh.shape),
-                         (replica[target], b.layouts[t], b.instance.mesh.shape))
+                         (replica[source], a.layouts.get(t, a.instance.replicated), a.instance.mesh.shape),
+                         (replica[target], b.layouts.get(t, b.instance.replicated), b.instance.mesh.shape))
                 seconds, moved = max(seconds, traffic.seconds(cluster)), traffic.total
             transfers.append(Transfer(source, target, tuple(names), moved, seconds))
     return Priced(shape, stages, devices, transfers, problem.objective, [s.memory() for s in stages],

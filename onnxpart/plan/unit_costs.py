@@ -61,10 +61,11 @@ def unit_table(problem: Problem, budget: Budget, seconds: float, seed: int = 0, 
     table = UnitTable(np.zeros(shape), np.zeros(shape), np.zeros(shape), np.zeros(shape),
                       [[{} for _ in meshes] for _ in range(units.count)])
     groups: dict[tuple, list] = {}
+    owner: dict[str, int] = {}
     for m, mesh in enumerate(meshes):
         inst = problem.instance(mesh)
         subs = [restrict(inst, list(units.ops(u, u + 1))) for u in range(units.count)]
-        owner = _owners(subs) if m == 0 else owner
+        owner = owner or _owners(subs)
         for u, sub in enumerate(subs):
             groups.setdefault((m, signature(sub)), []).append((u, sub))
     each = max(FLOOR, seconds / max(1, len(groups)))

@@ -15,9 +15,9 @@ from typing import Any, Union
 
 from onnxpart.errors import UserError
 
-#: The commands a sweep runs: the four strategies, and annotate (``--cost measured`` on a node that has
+#: The commands a sweep runs: the four strategies, plan (which composes them), and annotate (``--cost measured`` on a node that has
 #: the device, with Ray resources).
-STRATEGIES = ("partition", "remat", "schedule", "tile", "annotate")
+STRATEGIES = ("partition", "remat", "schedule", "tile", "plan", "annotate")
 
 #: Where a command writes inside its job's folder: the strategies write the folder itself (``-o DIR``),
 #: annotate one file.

@@ -24,8 +24,8 @@ from onnxpart.errors import UserError
 #: The option each strategy's curves run along (the first the grid sets), and whether its settings are
 #: ordered by cost (a knee exists).
 AXES: dict[str, tuple[str, ...]] = {"partition": ("stages",), "remat": ("budget",), "tile": ("mesh", "devices"),
-                                    "schedule": ("system", "batch")}
-_UNORDERED = ("system",)
+                                    "schedule": ("system", "batch"), "plan": ("cluster", "objective")}
+_UNORDERED = ("system", "cluster", "objective")
 
 
 @dataclass

@@ -137,7 +137,7 @@ def expand(models: list[ModelSpec], grids: list[StrategyGrid], settings: Setting
     if not models:
         raise UserError("the sweep has no models")
     if not grids:
-        raise UserError("the sweep has no strategies: give --partition, --remat, --schedule or --tile "
+        raise UserError("the sweep has no strategies: give --partition, --remat, --schedule, --tile or --plan "
                         "(or their keys in a sweep file)")
     files = _FileHashes(base)
     checked: set[tuple] = set()

@@ -1,5 +1,5 @@
 """From what the user typed to the checked list of jobs: a sweep file, or models with ``--partition`` /
-``--remat`` / ``--schedule`` / ``--tile`` grids; settings from the command line over the file's; every
+``--remat`` / ``--schedule`` / ``--tile`` / ``--plan`` grids; settings from the command line over the file's; every
 model checked to load. Anything wrong is one :class:`UserError` before any job starts."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def plan(inputs: list[str], specs: dict[str, list[str]], *, time_limit: Optional
     given = {name: texts for name, texts in specs.items() if texts}
     if len(inputs) == 1 and is_sweep_file(Path(inputs[0])):
         if given:
-            raise UserError("give the grid either in the sweep file or as --partition/--remat/--schedule/--tile "
+            raise UserError("give the grid either in the sweep file or as --partition/--remat/--schedule/--tile/--plan "
                             "with models, not both")
         from onnxpart.sweep.sweep_file import read_sweep_file
 

@@ -5,6 +5,7 @@ the proven lower bound, best and knee marked, settings that did not finish as re
 * remat: duration overhead (duration / the file order's duration − 1) against the budget, with the Pareto
   front (no other budget both smaller and cheaper);
 * tile: step time against the mesh's devices;
+* plan: the plan's objective against the cluster;
 * schedule: makespan — or throughput, batch / batch makespan — against the system (or batch).
 """
 
@@ -103,8 +104,8 @@ class _Measure:
 
 
 def _objective(curve: Curve) -> str:
-    return {"partition": "bottleneck stage", "tile": "step time", "schedule": "makespan"}.get(curve.strategy,
-                                                                                            "objective")
+    return {"partition": "bottleneck stage", "tile": "step time", "schedule": "makespan",
+            "plan": "plan objective"}.get(curve.strategy, "objective")
 
 
 def _pareto(points: list[tuple[float, float]]) -> list[tuple[float, float]]:

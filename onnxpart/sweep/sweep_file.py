@@ -10,6 +10,7 @@ an error is one line naming the file, the key and its line.
     partition: {k: [2, 4, 8, 16]}             # a list sweeps; a scalar is fixed
     remat: {budget: [50%, 70%, 90%]}
     tile: {mesh: ["2", "4", "2x4"]}
+    plan: {cluster: ["1x8:a100", "2x8:a100"], objective: [latency, throughput]}
     schedule:                                 # several grids for one strategy: a list of mappings
       - {system: [systems/a.yaml, systems/b.yaml], resources: {a100: 1}}   # Ray resources per job
 """
@@ -55,6 +56,7 @@ class _SweepFile(BaseModel):
     remat: Union[_Grid, list[_Grid], None] = None
     schedule: Union[_Grid, list[_Grid], None] = None
     tile: Union[_Grid, list[_Grid], None] = None
+    plan: Union[_Grid, list[_Grid], None] = None
     annotate: Union[_Grid, list[_Grid], None] = None
     time_limit: Optional[float] = Field(None, gt=0)
     workers: Optional[int] = Field(None, ge=1)

@@ -24,6 +24,7 @@ either). Per-axis mesh values (latency, bandwidth) are one number on a 1-D mesh,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -177,28 +178,38 @@ def certificate(solution: LayoutSolution, model_sha: str | None, options: dict[s
 
 def annotated_model(model: onnx.ModelProto, graph, solution: LayoutSolution) -> onnx.ModelProto:
     """The model with the mesh configuration and a sharding spec per node slot (module docstring)."""
-    inst, plan = solution.instance, solution.plan
-    specs = []
+    inst = solution.instance
+    return sharded_model(model, graph, inst, solution.plan, CONFIGURATION,
+                         [f"device_{i}" for i in range(inst.mesh.devices)], range(inst.mesh.devices))
+
+
+def sharded_model(model: onnx.ModelProto, graph, inst: LayoutInstance, plan: Plan, configuration: str,
+                  names: Sequence[str], devices: Sequence[int]) -> onnx.ModelProto:
+    """``model`` — the original of ``graph``, or a part of it holding some of its ops (a pipeline stage) — with
+    the device configuration ``configuration`` (devices ``names``) and, on the nodes of ``inst``'s ops, a
+    sharding spec per slot of ``plan`` (module docstring) whose device indices are ``devices[k]`` for device
+    k of ``inst``'s mesh (row-major): tile's own ``0 .. D-1``, or a cluster's device numbers."""
+    specs = {}
     for op in inst.ops:
         c = op.choices[plan.algorithms[op.name]]
         slots = list(zip(op.inputs, c.inputs)) + list(zip(op.outputs, c.outputs))
-        specs.append([_spec(t, a, inst.tensor(t).shape, inst.mesh.shape) for t, a in slots
-                      if all(x.kind != "P" for x in parts(a))])
-    out = annotate(model, graph, np.arange(len(graph.ops)), CONFIGURATION,
-                   [f"device_{i}" for i in range(inst.mesh.devices)],
-                   lambda i: {"sharding_spec": specs[i]})
+        specs[op.name] = [_spec(t, a, inst.tensor(t).shape, inst.mesh.shape, devices) for t, a in slots
+                          if all(x.kind != "P" for x in parts(a))]
+    out = annotate(model, graph, np.arange(len(graph.ops)), configuration, list(names),
+                   lambda i: {"sharding_spec": specs.get(graph.ops[i].name, [])})
     for node in out.graph.node:  # folded weight generators share their op's entry: keep their own names only
-        names = set(node.input) | set(node.output)
+        names_here = set(node.input) | set(node.output)
         for config in node.device_configurations:
-            keep = [s for s in config.sharding_spec if s.tensor_name in names]
+            keep = [s for s in config.sharding_spec if s.tensor_name in names_here]
             del config.sharding_spec[:]
             config.sharding_spec.extend(keep)
     return out
 
 
-def _spec(tensor: str, layout: Layout, shape, mesh_shape) -> onnx.ShardingSpecProto:
+def _spec(tensor: str, layout: Layout, shape, mesh_shape,
+          devices: Sequence[int] | None = None) -> onnx.ShardingSpecProto:
     """The ShardingSpecProto of ``tensor`` in ``layout`` on a mesh of ``mesh_shape`` (an int: a 1-D
-    mesh), module docstring."""
+    mesh), module docstring; mesh device k is written ``devices[k]`` (default k)."""
     sizes = (mesh_shape,) if isinstance(mesh_shape, int) else tuple(mesh_shape)
     comps = parts(layout)
     dims = sorted({a.dim for a in comps if a.kind == "S"})
@@ -210,16 +221,17 @@ def _spec(tensor: str, layout: Layout, shape, mesh_shape) -> onnx.ShardingSpecPr
             onnx.SimpleShardedDimProto(dim_value=int(shape[d]), num_shards=shards)]))
     holders: dict[tuple[int, ...], list[int]] = {}
     for device, coords in enumerate(np.ndindex(*sizes)):
-        holders.setdefault(_shard_of(coords, comps, dims, sizes), []).append(device)
-    devices, groups = [], []
+        holders.setdefault(_shard_of(coords, comps, dims, sizes), []).append(
+            device if devices is None else int(devices[device]))
+    ids, groups = [], []
     for key in sorted(holders):  # row-major over the sharded dims
         group = holders[key]
         if len(group) == 1:
-            devices.append(group[0])
+            ids.append(group[0])
         else:
-            devices.append(-1 - len(groups))
-            groups.append(onnx.IntIntListEntryProto(key=devices[-1], value=group))
-    return onnx.ShardingSpecProto(tensor_name=tensor, device=devices, index_to_device_group_map=groups,
+            ids.append(-1 - len(groups))
+            groups.append(onnx.IntIntListEntryProto(key=ids[-1], value=group))
+    return onnx.ShardingSpecProto(tensor_name=tensor, device=ids, index_to_device_group_map=groups,
                                   sharded_dim=sharded)
 
 
