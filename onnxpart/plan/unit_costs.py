@@ -114,9 +114,7 @@ def exact_runs(problem: Problem, table: UnitTable, seconds: float, seed: int = 0
         ops = tuple(problem.units.ops(i, j))
         shape = Shape(((ops, problem.meshes[m]),), units=((i, j),))
         stage_of, received = stage_io(problem, shape)
-        names = [t for t in problem.graph.tensors if problem.graph.tensors[t].producer is not None
-                 and stage_of[problem.graph.tensors[t].producer] != 0
-                 and any(stage_of[c] == 0 for c in problem.graph.tensors[t].consumers)]
+        names = [t for source in sorted(received[0]) for t in received[0][source]]
         stage = build_stage(problem, shape, 0, stage_of, names, unit_layouts=[table.layouts[u][m] for u in range(i, j)],
                             seconds=max(0.01, seconds / len(pairs)), seed=seed)
         held = sum(stage.instance.tensor(t).per_device(stage.layouts[t], stage.instance.mesh) for t in names)
