@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from onnxpart.board import Board
@@ -78,7 +78,6 @@ class _Run:
     workers: int
     table: UnitTable | None = None
     bound: LowerBound | None = None
-    notes: list[str] = field(default_factory=list)
 
     def result(self, method: str, start: float, priced, status: str = "heuristic", note: str = "") -> PlanResult:
         if priced is not None and not priced.fits:

@@ -19,8 +19,7 @@ Owned tensors are disjoint, so a stage needs at least ``Σ floor[u, m]`` bytes p
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -37,10 +36,6 @@ class UnitTable:
     floor: np.ndarray
     layouts: list[list[dict]]  # [unit][mesh] -> tensor -> layout
     runs: dict | None = None  # (i, j, m) -> (compute, bytes per device, received bytes per device): exact_runs
-    solves: int = 0  # distinct tile solves run
-    skipped: int = 0  # of those, how many ran on the floor of time (the budget was spent)
-    seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)
 
 
 def _owners(subs: list) -> dict[str, int]:
@@ -55,7 +50,6 @@ def _owners(subs: list) -> dict[str, int]:
 def unit_table(problem: Problem, budget: Budget, seconds: float, seed: int = 0, workers: int = 1) -> UnitTable:
     """The table (module docstring) within ``seconds`` of ``budget``: each distinct (unit, mesh) gets an equal
     part of them (never under :data:`~onnxpart.strategy.FLOOR`)."""
-    start = time.monotonic()
     units, meshes = problem.units, problem.meshes
     shape = (units.count, len(meshes))
     table = UnitTable(np.zeros(shape), np.zeros(shape), np.zeros(shape), np.zeros(shape),
@@ -72,8 +66,6 @@ def unit_table(problem: Problem, budget: Budget, seconds: float, seed: int = 0, 
     for (m, _), members in groups.items():
         u0, sub0 = members[0]
         solution = _solve(sub0, min(each, max(FLOOR, budget.left())), seed, workers)
-        table.skipped += budget.left() <= FLOOR
-        table.solves += 1
         order = tensor_order(sub0)
         for u, sub in members:
             mapping = dict(zip(tensor_order(sub), (solution.plan.layouts[t] for t in order)))
@@ -82,7 +74,6 @@ def unit_table(problem: Problem, budget: Budget, seconds: float, seed: int = 0, 
             table.memory[u, m] = sub.memory_per_device(mapping)
             table.floor[u, m] = sum(min(t.per_device(a, sub.mesh) for a in t.domain)
                                     for t in sub.tensors if owner[t.name] == u)
-    table.seconds = time.monotonic() - start
     return table
 
 
