@@ -2,13 +2,15 @@
 consecutive runs; a stage is a run of consecutive units.
 
 Where the model has more ops than units, the cuts go where the fewest activation bytes cross (tensors made
-before the position and read at or after it; weights and graph inputs excluded): when at least
-:data:`NATURAL` positions tie at the least crossing (within :data:`NEAR`) — a transformer's layer boundaries, where only the residual
-stream and the tables every layer reads cross — the cuts are those (the ones nearest the equal-work targets when
-there are more); else cut ``k`` lies within half a unit's ops of the position where the work before it is
-``k / L`` of the whole, at the least crossing there, the nearest to the target among equals. Cuts where little
-crosses keep the units' bounds tight: a unit prices its own reshardings, not those across its edges. With ``max_units`` at least the op count
-every op is a unit and the family holds every cut of the order.
+before the position and read at or after it; weights and graph inputs excluded). The *natural* cuts are the
+positions at the least crossing level (within :data:`NEAR`) that is reached in at least :data:`NATURAL` of the
+``max_units`` equal-work spans (:func:`_natural_cuts`) — a transformer's layer boundaries, where only the
+residual stream and the tables every layer reads cross. When there are natural cuts they are the cuts (the
+ones nearest the equal-work targets when there are more); else cut ``k`` lies within half a unit's ops of the
+position where the work before it is ``k / L`` of the whole, at the least crossing there, the nearest to the
+target among equals. Cuts where little crosses keep the units' bounds tight: a unit prices its own
+reshardings, not those across its edges. With ``max_units`` at least the op count every op is a unit and the
+family holds every cut of the order.
 
 The certificate's family is "stages are runs of these units": its bound covers exactly that.
 """
@@ -23,7 +25,7 @@ from onnxpart.graph import OpGraph
 
 #: The default number of units: cuts at 64 places let a pipeline of up to 64 stages balance within a unit.
 MAX_UNITS = 64
-#: How many positions must tie at the least crossing for the cuts to be taken there alone.
+#: In how many equal-work spans the least crossing level must be reached for its positions to be the cuts.
 NATURAL = 8
 #: Crossings within this relative margin of the least tie with it (an exporter's shape scalars, 8 bytes each,
 #: cross some layer boundaries and not others).
@@ -77,8 +79,7 @@ def make_units(graph: OpGraph, max_units: int = MAX_UNITS) -> Units:
     if work[-1] <= 0:
         work = np.arange(n + 1, dtype=float)
     targets = [int(np.searchsorted(work, work[-1] * k / count)) for k in range(1, count)]
-    interior = crossing[1:n]
-    natural = np.flatnonzero(interior <= interior.min() * (1 + NEAR)) + 1
+    natural = _natural_cuts(crossing, work, count)
     if len(natural) >= NATURAL:
         chosen = natural if len(natural) < count else \
             np.unique([natural[np.abs(natural - t).argmin()] for t in targets])
@@ -86,6 +87,23 @@ def make_units(graph: OpGraph, max_units: int = MAX_UNITS) -> Units:
     else:
         bounds = _windowed(crossing, targets, n, count)
     return Units(bounds, crossing, needed_bytes(graph, bounds))
+
+
+def _natural_cuts(crossing: np.ndarray, work: np.ndarray, count: int) -> np.ndarray:
+    """The positions crossed by the fewest activation bytes (within :data:`NEAR`) at the least level reached
+    across :data:`NATURAL` of the ``count`` equal-work spans, among positions with at least half a span's
+    work on either side (cutting elsewhere balances nothing). A transformer's layer boundaries: before the
+    first layer and after the last, the rotary and mask tables every layer reads do not cross, so a handful of
+    positions there cross less, but all within one or two spans."""
+    span = work[-1] / count
+    positions = np.arange(1, len(crossing) - 1)
+    eligible = positions[(work[positions] >= span / 2) & (work[-1] - work[positions] >= span / 2)]
+    spans: set[int] = set()
+    for p in eligible[np.argsort(crossing[eligible], kind="stable")]:
+        spans.add(int(work[p] // span))
+        if len(spans) >= NATURAL:
+            return eligible[crossing[eligible] <= crossing[p] * (1 + NEAR)]
+    return eligible[:0]
 
 
 def _windowed(crossing: np.ndarray, targets: list[int], n: int, count: int) -> tuple[int, ...]:
