@@ -9,7 +9,8 @@ Public entry: :func:`solve` (a :class:`~onnxpart.plan.model.Problem`, :class:`Op
 The methods (:data:`REGISTRY`), each one row of the comparison:
 
 * ``dp`` — Alpa's inter-operator dynamic program over (units, devices) × sub-meshes with tile as the
-  intra-operator pass; its bound is the program run on tile's proven unit bounds (:func:`.exact.family_bound`);
+  intra-operator pass; its bound is the program run on tile's proven unit bounds (:func:`.exact.family_bound`),
+  with the runs it picks bounded whole by tile (:mod:`.refine`);
 * ``pipeline``, ``tensor-parallel``, ``megatron``, ``data-parallel`` — the baselines (:mod:`.heuristics`).
 
 The answer is the fastest plan that fits; the certificate's bound covers the plan family (a baseline outside
@@ -90,21 +91,25 @@ class _Run:
                           bound=self.bound.value if method == "dp" and self.bound is not None else None)
 
 
-#: The part of ``dp``'s time that tile spends on the unit table; the rest prices the shapes it picks.
-TABLE_PART = 0.6
+#: The part of ``dp``'s time that tile spends on the unit table, and where the bound's refinement must end
+#: (:mod:`.refine`, a part of the whole); the rest prices the shapes the search picks.
+TABLE_PART, REFINED_BY = 0.3, 0.75
 
 
 def _dp(run: _Run, options: Options, board: Board, seconds: float) -> PlanResult:
-    """The dynamic program (:mod:`.exact`), its shape priced, shapes over memory barred and searched again."""
+    """The dynamic program (:mod:`.exact`), its bound refined (:mod:`.refine`), its shape priced, shapes over
+    memory barred and searched again."""
     from onnxpart.plan import exact
     from onnxpart.plan.evaluate import evaluate
+    from onnxpart.plan.refine import refine
     from onnxpart.plan.unit_costs import exact_runs, unit_table
 
     start = time.monotonic()
     problem = run.problem
     run.table = unit_table(problem, run.budget, seconds * TABLE_PART / 2, run.seed, run.workers)
     exact_runs(problem, run.table, seconds * TABLE_PART / 2, run.seed)
-    run.bound = exact.family_bound(problem, run.table)
+    run.bound = refine(problem, run.table, run.budget.until(seconds * REFINED_BY - (time.monotonic() - start)),
+                       run.seed)
     board.add(run.bound)
     deadline = run.budget.until(max(0.0, seconds - (time.monotonic() - start)))
     best = None

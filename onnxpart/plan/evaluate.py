@@ -51,30 +51,38 @@ def _boundary(problem: Problem, ops: Sequence[int], stage_of: list[int], s: int)
     return frozenset(out)
 
 
+def stage_instance(problem: Problem, shape: Shape, s: int, stage_of: list[int]):
+    """Stage ``s`` of ``shape`` as tile sees it: the model's instance on its mesh cut down to its ops, the tensors
+    crossing its edges without partial sums, the device's memory as the bound."""
+    ops, mesh = shape.stages[s]
+    return restrict(problem.instance(mesh), ops, _boundary(problem, ops, stage_of, s), problem.cluster.memory)
+
+
 def build_stage(problem: Problem, shape: Shape, s: int, stage_of: list[int], received: list[str],
                 layouts: Mapping[str, object] | None = None, unit_layouts=None, seconds: float = 0.05,
-                seed: int = 0) -> Stage:
+                seed: int = 0, known=None) -> Stage:
     """Stage ``s`` of ``shape``: its cut-down instance, and ``layouts`` when given (a recorded plan), else the
-    best of the module docstring's plans found in ``seconds``."""
-    ops, mesh = shape.stages[s]
-    inst = problem.instance(mesh)
-    sub = restrict(inst, ops, _boundary(problem, ops, stage_of, s), problem.cluster.memory)
+    best of the module docstring's plans found in ``seconds`` (with ``known``, a
+    :class:`~onnxpart.plan.refine.StagePrice` of the same stage, among them)."""
+    sub = stage_instance(problem, shape, s, stage_of)
     in_flight = min(2, shape.micro_batches)
     if layouts is None:
-        layouts = _improved(sub, unit_layouts, seconds, seed)
-    return Stage(tuple(ops), sub, dict(layouts), tuple(received), in_flight)
+        layouts = _improved(sub, unit_layouts, seconds, seed, known)
+    return Stage(tuple(shape.stages[s][0]), sub, dict(layouts), tuple(received), in_flight)
 
 
-def _improved(sub, unit_layouts, seconds: float, seed: int) -> dict:
+def _improved(sub, unit_layouts, seconds: float, seed: int, known=None) -> dict:
     """The cheaper fitting plan of tile's own solve on the stage (:func:`onnxpart.tile.solve`: local, greedy,
     exact, within ``seconds``) and of greedy from the units' plans merged; the merged plan itself when it is
-    cheaper still."""
+    cheaper still; ``known``'s plan alone when tile proved it optimal."""
     from onnxpart import tile
     from onnxpart.errors import InfeasibleError
     from onnxpart.tile.onnx import LayoutOptions
     from onnxpart.tile.onnx.heuristics import TRIALS_PER_SECOND, greedy
 
-    candidates = []
+    if known is not None and known.optimal:
+        return known.layouts
+    candidates = [known.layouts] if known is not None and known.layouts is not None else []
     try:
         solved = tile.solve(sub, LayoutOptions(("local", "greedy", "exact"), seconds, 1, seed), seconds=seconds)
         candidates.append(solved.plan.layouts)
@@ -123,12 +131,14 @@ def evaluate(problem: Problem, shape: Shape, table=None, seconds: float = 0.05, 
     total = max(1, sum(len(ops) for ops, _ in shape.stages))
     stages = []
     for s, (ops, mesh) in enumerate(shape.stages):
-        pieces = None
+        pieces, known = None, None
         if table is not None and shape.units is not None and mesh in problem.meshes:
             m = problem.meshes.index(mesh)
             first, last = shape.units[s]
             pieces = [table.layouts[u][m] for u in range(first, last)]
+            known = table.stages.get((first, last, m))
         names = [t for src in sorted(received[s]) for t in received[s][src]]
         part = max(0.05, seconds * len(ops) / total)
-        stages.append(build_stage(problem, shape, s, stage_of, names, unit_layouts=pieces, seconds=part, seed=seed))
+        stages.append(build_stage(problem, shape, s, stage_of, names, unit_layouts=pieces, seconds=part, seed=seed,
+                                  known=known))
     return price(problem, shape, stages)

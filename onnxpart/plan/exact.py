@@ -3,13 +3,15 @@
 proven lower bound over the family.
 
 **Estimates** (what the search ranks shapes by): a stage's compute is the sum of its units' tile step times
-(on small families, the stage's own: :func:`onnxpart.plan.unit_costs.exact_runs`);
+(on small families, the stage's own: :func:`onnxpart.plan.unit_costs.exact_runs`; the stage's own where the
+bound's refinement priced it, when that is less);
 the transfer into the stage before unit i is ``latency + crossing bytes(i) / |m| / bandwidth`` (its devices
 each receive their share; the network when the mesh's neighbour must be in another node, else the node's
 link); its memory the sum of its units' plans' bytes per device plus its received shares in flight. A shape
 whose full price does not fit is barred and the search runs again (:data:`REPAIRS` times at most).
 
-**The bound** (:func:`family_bound`): the same program on ``Σ lower[u, m]`` for compute, the least time each
+**The bound** (:func:`family_bound`): the same program on ``Σ lower[u, m]`` for compute (or the run's own
+bound where tile priced it whole, :mod:`onnxpart.plan.refine`, whichever is larger), the least time each
 stage must spend receiving what its first unit reads (:func:`_least_transfer`), and
 ``Σ floor[u, m]`` ≤ the device's memory as the only memory rule, minimized over the replica counts the family
 allows. Every plan of the family costs at least that (:mod:`onnxpart.plan.unit_costs` says why each term is
@@ -58,6 +60,9 @@ def estimates(problem: Problem, table, micro_batches: int, barred: set) -> tuple
         for (i, j, m), (seconds, held, received) in table.runs.items():
             compute[i, j, m] = seconds
             memory[i, j, m] = held + (min(2, micro_batches) - 1) * received
+    for (i, j, m), price in table.stages.items():
+        if price.layouts is not None:
+            compute[i, j, m] = min(compute[i, j, m], price.cost)
 
     tx = np.stack([_transfer(problem, m) for m in problem.meshes], axis=1)  # (units + 1, meshes)
     cuts = np.array([problem.units.cut_bytes(c) for c in range(problem.units.count + 1)])
@@ -86,24 +91,29 @@ def _least_transfer(problem: Problem) -> np.ndarray:
     return np.where(need[:, None] > 0, shortest + need[:, None] / (sizes[None, :] * fastest), 0.0)
 
 
-def family_bound(problem: Problem, table) -> LowerBound:
-    """The proven lower bound over the plan family (module docstring); value None when no plan fits."""
+def family_bound(problem: Problem, table) -> tuple[LowerBound, tuple[tuple[int, int, int], ...]]:
+    """The proven lower bound over the plan family (module docstring), value None when no plan fits; and the
+    runs (first unit, end unit, mesh) of the shape that attains it."""
     start = time.monotonic()
-    compute = _prefix(table.lower) + _least_transfer(problem)[:, None, :]
+    compute = _prefix(table.lower)
+    for (i, j, m), price in table.stages.items():
+        compute[i, j, m] = max(compute[i, j, m], price.lower)
+    compute = compute + _least_transfer(problem)[:, None, :]
     fits = _prefix(table.floor) <= problem.cluster.memory * (1 + 1e-12)
     lat = np.where(fits, compute, math.inf)
     sizes = np.array([m.size for m in problem.meshes])
-    best = math.inf
+    best, runs = math.inf, ()
     for replicas, micro in problem.replica_options():
         found = dp.solve(lat, lat, sizes, problem.cluster.devices // replicas, micro, bound=True)
-        if found is not None:
-            best = min(best, found.value)
+        if found is not None and found.value < best:
+            best, runs = found.value, found.stages
     status = "bound" if math.isfinite(best) else "infeasible"
     return LowerBound("plan-dp", best if math.isfinite(best) else None, status, "dp", time.monotonic() - start,
                       note=f"the dynamic program over the family on tile's proven unit bounds "
-                           f"({problem.units.count} units × {len(problem.meshes)} sub-meshes), each stage's incoming transfer at its "
-                           "least (the bytes its first unit reads over its devices at the faster link), "
-                           "memory by each unit's least bytes per device")
+                           f"({problem.units.count} units × {len(problem.meshes)} sub-meshes; "
+                           f"{len(table.stages)} runs bounded whole by tile), each stage's incoming transfer at "
+                           "its least (the bytes its first unit reads over its devices at the faster link), "
+                           "memory by each unit's least bytes per device"), runs
 
 
 def search(problem: Problem, table, deadline: float) -> list[tuple[float, Shape]]:

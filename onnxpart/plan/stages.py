@@ -104,15 +104,34 @@ class Stage:
 
 
 def merged_layouts(sub: LayoutInstance, pieces: Sequence[Mapping[str, object]]) -> dict[str, object]:
-    """One layout per tensor of ``sub`` from the units' plans (the first plan naming a tensor wins: its
-    producer's unit, or its first reader's), moved into the tensor's domain here (``R`` where the unit stored
-    it as partial sums and the stage may not)."""
+    """One layout per tensor of ``sub`` from the units' plans, moved into the tensor's domain here (``R``
+    where a unit stored it as partial sums and the stage may not). Where the units chose differently for a
+    tensor they share (the rotary and mask tables every layer reads, the residual stream at their edges), the
+    choice cheapest for all its ops together (:func:`_agreed`); the first plan naming it otherwise."""
     out: dict[str, object] = {}
+    choices: dict[str, list] = {}
     for piece in pieces:
         for name, layout in piece.items():
-            if name in sub.index and name not in out:
-                out[name] = layout
+            if name in sub.index:
+                out.setdefault(name, layout)
+                if layout not in choices.setdefault(name, []):
+                    choices[name].append(layout)
     for t in sub.tensors:
         if out.get(t.name) not in t.domain:
             out[t.name] = sub.replicated
+    for name, layouts in choices.items():
+        if len(layouts) > 1:
+            _agreed(sub, out, name, [a for a in layouts if a in sub.tensor(name).domain] or [out[name]])
     return out
+
+
+def _agreed(sub: LayoutInstance, x: dict, name: str, layouts: list) -> None:
+    """Set ``x[name]`` to the one of ``layouts`` that makes the ops touching it, and its final gather, cheapest
+    (the first among equals); every layout is one some unit's plan fit with."""
+    touching = sub.touching()[name]
+
+    def price(layout) -> float:
+        x[name] = layout
+        return sum(sub.best_choice(sub.ops[i], x)[1] for i in touching) + sub.final_time(name, layout)
+
+    x[name] = min(layouts, key=price)

@@ -19,7 +19,7 @@ Owned tensors are disjoint, so a stage needs at least ``Σ floor[u, m]`` bytes p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,6 +36,7 @@ class UnitTable:
     floor: np.ndarray
     layouts: list[list[dict]]  # [unit][mesh] -> tensor -> layout
     runs: dict | None = None  # (i, j, m) -> (compute, bytes per device, received bytes per device): exact_runs
+    stages: dict = field(default_factory=dict)  # (i, j, m) -> StagePrice of the run's stage: plan.refine
 
 
 def _owners(subs: list) -> dict[str, int]:

@@ -69,9 +69,13 @@ def exact(inst: LayoutInstance, time_limit: float, hint: dict[str, Layout] | Non
     Lagrangian plan. -> (best layouts or None, the proven lower bound in seconds). On instances too large for
     ``time_limit`` (LLM-sized graphs on a short limit) the reductions or CP-SAT's model are not started
     (:data:`REDUCE_SECONDS_PER_OP`, :data:`MODEL_SECONDS`; the reductions, the building of CP-SAT's model and
-    its warm start also stop at the limit) and the bound is ``skipped`` (value None), saying which."""
+    its warm start also stop at the limit) and the bound is ``skipped`` (value None), saying which. When even
+    the least memory is over ``--device-memory`` nothing runs: no plan fits (status ``infeasible``)."""
     budget = Budget(time_limit)
     start = budget.start
+    if inst.memory is not None and inst.min_memory() > inst.memory * (1 + 1e-12):
+        return None, LowerBound("tile-memory", None, "infeasible", "closed-form", budget.elapsed(),
+                                note="every tensor in its smallest layout is over --device-memory: no plan fits")
     hint = hint if hint is not None and inst.fits(hint) else None
     if len(inst.ops) * REDUCE_SECONDS_PER_OP > time_limit / 2:
         return hint, _skipped("the dominance reductions", inst, budget)
