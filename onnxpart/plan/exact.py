@@ -3,8 +3,8 @@
 proven lower bound over the family.
 
 **Estimates** (what the search ranks shapes by): a stage's compute is the sum of its units' tile step times
-(on small families, the stage's own: :func:`onnxpart.plan.unit_costs.exact_runs`; the stage's own where the
-bound's refinement priced it, when that is less);
+(on small families, the stage's own: :func:`onnxpart.plan.unit_costs.exact_runs`; tile's plan of the whole
+stage where the bound's refinement priced it — the units' sums leave out what stitching their plans costs);
 the transfer into the stage before unit i is ``latency + crossing bytes(i) / |m| / bandwidth`` (its devices
 each receive their share; the network when the mesh's neighbour must be in another node, else the node's
 link); its memory the sum of its units' plans' bytes per device plus its received shares in flight. A shape
@@ -62,7 +62,7 @@ def estimates(problem: Problem, table, micro_batches: int, barred: set) -> tuple
             memory[i, j, m] = held + (min(2, micro_batches) - 1) * received
     for (i, j, m), price in table.stages.items():
         if price.layouts is not None:
-            compute[i, j, m] = min(compute[i, j, m], price.cost)
+            compute[i, j, m] = price.cost
 
     tx = np.stack([_transfer(problem, m) for m in problem.meshes], axis=1)  # (units + 1, meshes)
     cuts = np.array([problem.units.cut_bytes(c) for c in range(problem.units.count + 1)])

@@ -40,24 +40,35 @@ class StagePrice:
 
 def price_run(problem: Problem, key: tuple[int, int, int], seconds: float, seed: int = 0) -> StagePrice:
     """Tile's local pass and exact method on the stage of units ``key[0] .. key[1]`` on mesh ``key[2]``, as a plan
-    of the family has it (:func:`onnxpart.plan.evaluate.stage_instance`) within the device's memory, in
-    ``seconds``. A stage whose least memory does not fit has bound inf; one tile finds no fitting plan for in
-    time, bound 0 (nothing proven)."""
+    of the family has it (:func:`onnxpart.plan.evaluate.stage_instance`) within the device's memory, in half of
+    ``seconds``; where that proves no optimum, tile's split bound with the units as groups
+    (:func:`onnxpart.tile.onnx.relax.split_bound`) in the rest. A stage whose least memory does not fit has
+    bound inf; one tile finds no fitting plan for in time, its split bound alone."""
     from onnxpart import tile
     from onnxpart.errors import InfeasibleError
     from onnxpart.plan.evaluate import stage_instance, stage_io
     from onnxpart.tile.onnx import LayoutOptions
+    from onnxpart.tile.onnx.relax import split_bound
 
+    deadline = time.monotonic() + seconds
     first, last, m = key
     shape = Shape(((tuple(problem.units.ops(first, last)), problem.meshes[m]),), units=((first, last),))
     sub = stage_instance(problem, shape, 0, stage_io(problem, shape)[0])
     if sub.min_memory() > problem.cluster.memory * (1 + 1e-12):
         return StagePrice(math.inf)
     try:
-        found = tile.solve(sub, LayoutOptions(("local", "exact"), seconds, 1, seed), seconds=seconds)
+        found = tile.solve(sub, LayoutOptions(("local", "exact"), seconds / 2, 1, seed), seconds=seconds / 2)
+        price = StagePrice(found.best_lower_bound, dict(found.plan.layouts), found.cost)
     except InfeasibleError:
-        return StagePrice(0.0)
-    return StagePrice(found.best_lower_bound, dict(found.plan.layouts), found.cost)
+        price = StagePrice(0.0)
+    if price.optimal:
+        return price
+    start = problem.units.bounds[first]
+    groups = [[i - start for i in problem.units.ops(u, u + 1)] for u in range(first, last)]
+    split = split_bound(sub, groups, max(deadline, time.monotonic() + FLOOR))
+    if split is None or split.value <= price.lower:
+        return price
+    return StagePrice(split.value, price.layouts, price.cost)
 
 
 def refine(problem: Problem, table, deadline: float, seed: int = 0) -> LowerBound:
