@@ -222,17 +222,16 @@ def _covering(bound: LowerBound, answer: float) -> LowerBound:
 
 def _infeasible(problem: Problem, results: list[PlanResult]) -> str:
     """No plan fits: the fewest bytes a device lacked among the plans tried, and the fewest nodes whose devices
-    could hold every tensor once (a device holds at least its share of them: a proven necessary count)."""
+    could hold every weight once (every weight is resident on some device: a proven necessary count)."""
     cluster = problem.cluster
     tried = [r.priced.missing for r in results if r.priced is not None]
-    total = sum(t.bytes for t in problem.graph.tensors.values()) + \
-        sum(p.bytes for p in problem.graph.params.values())
-    nodes = math.ceil(total / (cluster.devices_per_node * cluster.memory))
+    total = sum(p.bytes for p in problem.graph.params.values())
+    nodes = max(1, math.ceil(total / (cluster.devices_per_node * cluster.memory)))
     from onnxpart.units import format_bytes
 
     missing = f"{format_bytes(min(tried))} per device short" if tried else "no plan found"
     return (f"no plan fits {cluster.nodes}x{cluster.devices_per_node} {cluster.spec.name} "
-            f"({format_bytes(cluster.memory)} per device): {missing}; the model's tensors need at least "
+            f"({format_bytes(cluster.memory)} per device): {missing}; the model's weights need at least "
             f"{nodes} node(s) of {cluster.devices_per_node} such devices")
 
 

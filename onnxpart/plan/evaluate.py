@@ -53,9 +53,9 @@ def _boundary(problem: Problem, ops: Sequence[int], stage_of: list[int], s: int)
 
 def stage_instance(problem: Problem, shape: Shape, s: int, stage_of: list[int]):
     """Stage ``s`` of ``shape`` as tile sees it: the model's instance on its mesh cut down to its ops, the tensors
-    crossing its edges without partial sums, the device's memory as the bound."""
+    crossing its edges without partial sums, no memory bound (the stage's memory is :meth:`Stage.memory`)."""
     ops, mesh = shape.stages[s]
-    return restrict(problem.instance(mesh), ops, _boundary(problem, ops, stage_of, s), problem.cluster.memory)
+    return restrict(problem.instance(mesh), ops, _boundary(problem, ops, stage_of, s))
 
 
 def build_stage(problem: Problem, shape: Shape, s: int, stage_of: list[int], received: list[str],
@@ -65,36 +65,38 @@ def build_stage(problem: Problem, shape: Shape, s: int, stage_of: list[int], rec
     best of the module docstring's plans found in ``seconds`` (with ``known``, a
     :class:`~onnxpart.plan.refine.StagePrice` of the same stage, among them)."""
     sub = stage_instance(problem, shape, s, stage_of)
-    in_flight = min(2, shape.micro_batches)
-    if layouts is None:
-        layouts = _improved(sub, unit_layouts, seconds, seed, known)
-    return Stage(tuple(shape.stages[s][0]), sub, dict(layouts), tuple(received), in_flight)
+    ops = tuple(shape.stages[s][0])
+    sent = _boundary(problem, ops, stage_of, s) - set(received)
+
+    def stage(x) -> Stage:
+        return Stage(ops, sub, dict(x), tuple(received), min(2, shape.micro_batches), sent=sent)
+
+    if layouts is not None:
+        return stage(layouts)
+    return stage(_improved(sub, unit_layouts, seconds, seed, known,
+                           lambda x: stage(x).memory()["total"] <= problem.cluster.memory * (1 + 1e-12)))
 
 
-def _improved(sub, unit_layouts, seconds: float, seed: int, known=None) -> dict:
-    """The cheaper fitting plan of tile's own solve on the stage (:func:`onnxpart.tile.solve`: local, greedy,
-    exact, within ``seconds``) and of greedy from the units' plans merged; the merged plan itself when it is
-    cheaper still; ``known``'s plan alone when tile proved it optimal."""
+def _improved(sub, unit_layouts, seconds: float, seed: int, known, fits) -> dict:
+    """The cheapest plan that ``fits`` among tile's own solve on the stage (:func:`onnxpart.tile.solve`: local,
+    greedy, exact, within ``seconds``), greedy from the units' plans merged, the merged plan itself, and the
+    least-memory plan; ``known``'s plan alone when tile proved it optimal and it fits. When none fits, the one
+    of least memory (priced and reported as over, never emitted)."""
     from onnxpart import tile
-    from onnxpart.errors import InfeasibleError
     from onnxpart.tile.onnx import LayoutOptions
     from onnxpart.tile.onnx.heuristics import TRIALS_PER_SECOND, greedy
 
-    if known is not None and known.optimal:
+    if known is not None and known.optimal and fits(known.layouts):
         return known.layouts
     candidates = [known.layouts] if known is not None and known.layouts is not None else []
-    try:
-        solved = tile.solve(sub, LayoutOptions(("local", "greedy", "exact"), seconds, 1, seed), seconds=seconds)
-        candidates.append(solved.plan.layouts)
-    except InfeasibleError:
-        pass
+    candidates.append(tile.solve(sub, LayoutOptions(("local", "greedy", "exact"), seconds, 1, seed),
+                                 seconds=seconds).plan.layouts)
     if unit_layouts:
         start = merged_layouts(sub, unit_layouts)
         candidates += [start, greedy(sub, trials=TRIALS_PER_SECOND * seconds / 2, start=start)]
-    if not candidates:  # nothing fits: the least memory, priced and reported as over (never emitted)
-        candidates = [{t.name: min(t.domain, key=lambda a, t=t: t.per_device(a, sub.mesh)) for t in sub.tensors}]
-    fitting = [c for c in candidates if sub.fits(c)] or candidates
-    return min(fitting, key=sub.cost)
+    least = {t.name: min(t.domain, key=lambda a, t=t: t.per_device(a, sub.mesh)) for t in sub.tensors}
+    fitting = [c for c in candidates + [least] if fits(c)]
+    return min(fitting, key=sub.cost) if fitting else least
 
 
 def price(problem: Problem, shape: Shape, stages: list[Stage]) -> Priced:

@@ -40,13 +40,13 @@ class StagePrice:
 
 def price_run(problem: Problem, key: tuple[int, int, int], seconds: float, seed: int = 0) -> StagePrice:
     """Tile's local pass and exact method on the stage of units ``key[0] .. key[1]`` on mesh ``key[2]``, as a plan
-    of the family has it (:func:`onnxpart.plan.evaluate.stage_instance`) within the device's memory, in half of
-    ``seconds``; where that proves no optimum, tile's split bound with the units as groups
-    (:func:`onnxpart.tile.onnx.relax.split_bound`) in the rest. A stage whose least memory does not fit has
-    bound inf; one tile finds no fitting plan for in time, its split bound alone."""
+    of the family has it (:func:`onnxpart.plan.evaluate.stage_instance`), in half of ``seconds``; where that
+    proves no optimum, tile's split bound with the units as groups (:func:`onnxpart.tile.onnx.relax.split_bound`)
+    in the rest. A stage whose weights cannot fit a device in any layout has bound inf. The bound covers every
+    plan of the stage, fitting or not; the plan found is checked for memory where it is used."""
     from onnxpart import tile
-    from onnxpart.errors import InfeasibleError
     from onnxpart.plan.evaluate import stage_instance, stage_io
+    from onnxpart.plan.stages import least_weight_bytes
     from onnxpart.tile.onnx import LayoutOptions
     from onnxpart.tile.onnx.relax import split_bound
 
@@ -54,13 +54,10 @@ def price_run(problem: Problem, key: tuple[int, int, int], seconds: float, seed:
     first, last, m = key
     shape = Shape(((tuple(problem.units.ops(first, last)), problem.meshes[m]),), units=((first, last),))
     sub = stage_instance(problem, shape, 0, stage_io(problem, shape)[0])
-    if sub.min_memory() > problem.cluster.memory * (1 + 1e-12):
+    if least_weight_bytes(sub) > problem.cluster.memory * (1 + 1e-12):
         return StagePrice(math.inf)
-    try:
-        found = tile.solve(sub, LayoutOptions(("local", "exact"), seconds / 2, 1, seed), seconds=seconds / 2)
-        price = StagePrice(found.best_lower_bound, dict(found.plan.layouts), found.cost)
-    except InfeasibleError:
-        price = StagePrice(0.0)
+    found = tile.solve(sub, LayoutOptions(("local", "exact"), seconds / 2, 1, seed), seconds=seconds / 2)
+    price = StagePrice(found.best_lower_bound, dict(found.plan.layouts), found.cost)
     if price.optimal:
         return price
     start = problem.units.bounds[first]

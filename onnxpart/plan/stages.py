@@ -8,10 +8,13 @@ tensor crossing the stage's boundary is never stored as partial sums (:mod:`onnx
 tensors it hands on stay in their layouts for the transfer; the model's own outputs are gathered whole onto the
 stage's devices, as ``onnxpart tile`` does (tile's final gathers).
 
-Memory per device (:meth:`Stage.memory`): tile's model — every tensor the stage touches (its weights' shards,
-the activations of one micro-batch, its inputs) resident at once — plus one more copy of the tensors it
-receives while micro-batches are in flight (the next micro-batch arrives while one runs), plus the largest
-buffer one resharding writes (a collective's output).
+Memory per device (:meth:`Stage.memory`), what an inference run holds: every weight shard resident; the
+activations live at the stage's peak (:func:`live_peak`: a tensor from the op that makes it — or the stage's
+start, for what it receives — to its last reader in the stage, or to the end when it is sent on or is a model
+output); one more copy of the tensors it receives while micro-batches are in flight (the next micro-batch
+arrives while one runs); and the largest buffer one resharding writes (a collective's output). Tile's own
+instance on the stage keeps no memory bound (its model holds every tensor at once, which no runtime does:
+Llama-70B's activations at sequence 2048 would not fit 8 A100s); the plan checks this one.
 """
 
 from __future__ import annotations
@@ -67,6 +70,46 @@ def tensor_order(sub: LayoutInstance) -> list[str]:
     return list(dict.fromkeys(t for op in sub.ops for t in op.inputs + op.outputs))
 
 
+def live_peak(inst: LayoutInstance, layouts: Mapping[str, object], kept: frozenset[str] = frozenset()) -> float:
+    """The most bytes per device of activations live at once as ``inst``'s ops run in order (module docstring):
+    weights excluded; a tensor with no reader in ``inst``, a model output, or one in ``kept`` lives to the end."""
+    n = len(inst.ops)
+    born: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for i, op in enumerate(inst.ops):
+        for t in op.inputs:
+            born.setdefault(t, 0)
+            last[t] = i
+        for t in op.outputs:
+            born.setdefault(t, i)
+    delta = [0.0] * (n + 1)
+    for name, start in born.items():
+        t = inst.tensor(name)
+        if t.kind == "weight":
+            continue
+        end = n if name in kept or t.kind == "output" or name not in last else last[name] + 1
+        size = t.per_device(layouts[name], inst.mesh)
+        delta[start] += size
+        delta[end] -= size
+    peak = live = 0.0
+    for step in delta[:n]:
+        live += step
+        peak = max(peak, live)
+    return peak
+
+
+def weight_bytes(inst: LayoutInstance, layouts: Mapping[str, object]) -> float:
+    """Bytes per device of the weight shards ``inst`` touches."""
+    return float(sum(t.per_device(layouts[t.name], inst.mesh) for t in inst.tensors if t.kind == "weight"))
+
+
+def least_weight_bytes(inst: LayoutInstance, names=None) -> float:
+    """The least bytes per device of ``inst``'s weights (those in ``names`` when given), each in its smallest
+    layout: what any plan holds resident at least."""
+    return float(sum(min(t.per_device(a, inst.mesh) for a in t.domain) for t in inst.tensors
+                     if t.kind == "weight" and (names is None or t.name in names)))
+
+
 @dataclass
 class Stage:
     """One stage of a plan on its mesh: the cut-down instance, tile's layouts, and what it costs."""
@@ -77,6 +120,7 @@ class Stage:
     received: tuple[str, ...]  # the tensors other stages hand it
     in_flight: int = 1  # micro-batches whose inputs it holds at once
     method: str = "tile"
+    sent: frozenset[str] = frozenset()  # the tensors it hands on (live to its end)
     plan: Plan = field(init=False)
 
     def __post_init__(self) -> None:
@@ -88,10 +132,11 @@ class Stage:
         return self.instance.cost(self.layouts)
 
     def memory(self) -> dict[str, float]:
-        """Bytes per device: weights, activations (with the inputs), in-flight inputs, resharding buffers, total."""
+        """Bytes per device: weights, live activations at the peak, in-flight inputs, resharding buffers, total
+        (module docstring)."""
         inst, mesh = self.instance, self.instance.mesh
-        weights = sum(t.per_device(self.layouts[t.name], mesh) for t in inst.tensors if t.kind == "weight")
-        others = inst.memory_per_device(self.layouts) - weights
+        weights = weight_bytes(inst, self.layouts)
+        others = live_peak(inst, self.layouts, self.sent)
         extra = (self.in_flight - 1) * sum(inst.tensor(t).per_device(self.layouts[t], mesh) for t in self.received)
         buffers = 0
         for op in inst.ops:
@@ -99,7 +144,7 @@ class Stage:
             for t, want in zip(op.inputs, choice.inputs):
                 if want != self.layouts[t]:
                     buffers = max(buffers, inst.tensor(t).per_device(want, mesh))
-        return {"weights": float(weights), "activations": float(others), "in_flight": float(extra),
+        return {"weights": weights, "activations": float(others), "in_flight": float(extra),
                 "buffers": float(buffers), "total": float(weights + others + extra + buffers)}
 
 

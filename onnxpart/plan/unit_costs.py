@@ -6,15 +6,17 @@ cut down to u's ops (:func:`onnxpart.plan.stages.restrict`, every domain kept wh
 
 * ``upper[u, m]`` — the step time of tile's plan for the unit, and the plan (``layouts``);
 * ``lower[u, m]`` — tile's best proven bound for the unit (its closed form, or exact's);
-* ``memory[u, m]`` — bytes per device of that plan over the tensors the unit touches;
-* ``floor[u, m]`` — the least bytes per device of the tensors the unit *owns* (those it touches first), each
+* ``memory[u, m]`` — bytes per device of that plan: the unit's weight shards and its activations' live peak
+  (:meth:`onnxpart.plan.stages.Stage.memory`'s model);
+* ``floor[u, m]`` — the least bytes per device of the weights the unit *owns* (those it touches first), each
   in its smallest layout.
 
 **Why the bounds add up.** A stage's step time is a sum of per-op terms (tile's T), and each term reads only
 the layouts of its op's tensors; a stage's domains are subsets of the whole model's (:mod:`onnxpart.plan.
 stages`). So every stage plan restricted to unit u is a plan of u's instance, and its terms there cost at least
 ``lower[u, m]``: a stage of units i..j on m takes at least ``Σ lower[u, m]``, transfers and gathers being ≥ 0.
-Owned tensors are disjoint, so a stage needs at least ``Σ floor[u, m]`` bytes per device.
+Owned weights are disjoint and every weight a stage touches is resident, so a stage needs at least
+``Σ floor[u, m]`` bytes per device.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from onnxpart.plan.model import Problem
-from onnxpart.plan.stages import restrict, signature, tensor_order
+from onnxpart.plan.stages import least_weight_bytes, live_peak, restrict, signature, tensor_order, weight_bytes
 from onnxpart.strategy import FLOOR, Budget
 
 
@@ -72,9 +74,8 @@ def unit_table(problem: Problem, budget: Budget, seconds: float, seed: int = 0, 
             mapping = dict(zip(tensor_order(sub), (solution.plan.layouts[t] for t in order)))
             table.upper[u, m], table.lower[u, m] = solution.cost, solution.best_lower_bound
             table.layouts[u][m] = mapping
-            table.memory[u, m] = sub.memory_per_device(mapping)
-            table.floor[u, m] = sum(min(t.per_device(a, sub.mesh) for a in t.domain)
-                                    for t in sub.tensors if owner[t.name] == u)
+            table.memory[u, m] = weight_bytes(sub, mapping) + live_peak(sub, mapping)
+            table.floor[u, m] = least_weight_bytes(sub, {t.name for t in sub.tensors if owner[t.name] == u})
     return table
 
 
