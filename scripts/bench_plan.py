@@ -64,7 +64,7 @@ def _ms(value) -> str:
 
 def table_row(name: str, cluster: str, objective: str, row: dict) -> str:
     if "error" in row:
-        return f"| {name} | {cluster} | {objective} | {row['error']} |" + " |" * 10
+        return f"| {name} | {cluster} | {objective} | {row['error']} |" + " |" * 11
     cert = row["certificate"]
     results = {r["method"]: r for r in cert["details"]["results"]}
     bound = max((b["value"] for b in cert["lower_bounds"] if b["value"] is not None), default=None)
@@ -73,8 +73,10 @@ def table_row(name: str, cluster: str, objective: str, row: dict) -> str:
     gain = "—" if best is None else f"{(1 - cert['upper_bound'] / best) * 100:.1f}%"
     cells = [_ms(row.get("one_device"))] + [_ms(results.get(m, {}).get("value")) for m in METHODS]
     shape = results[cert["details"]["method"]]["shape"]
+    held = max(stage["memory"]["total"] for stage in row["manifest"]["stages"])
     return (f"| {name} | {cluster} | {objective} | " + " | ".join(cells) + f" | **{_ms(cert['upper_bound'])}** | "
-            f"{shape} | {_ms(bound)} | {gap} | {gain} | {row['seconds']:.1f} | {row['rss'] / 2**20:.0f} MiB |")
+            f"{shape} | {held / 2**30:.1f} GiB | {_ms(bound)} | {gap} | {gain} | {row['seconds']:.1f} | "
+            f"{row['rss'] / 2**20:.0f} MiB |")
 
 
 def main() -> None:
@@ -95,8 +97,9 @@ def main() -> None:
                     lines.append(table_row(name, cluster, objective, row))
                     print(lines[-1], flush=True)
     header = ("| model | cluster | objective | one device (ms) | pipeline | tensor parallel | Megatron | data parallel "
-              "| **plan** | plan's shape | proven bound | gap | vs best baseline | seconds | peak RSS |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+              "| **plan** | plan's shape | most memory a device holds | proven bound | gap | vs best baseline | seconds "
+              "| peak RSS |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     text = (f"{machine_line()}\n\n`scripts/bench_plan.py --time-limit {args.time_limit:g}`: prefill at sequence "
             f"{SEQUENCE}, batch 1 (decode: one token after {PAST} cached); throughput: {BATCH} inputs. Times in ms "
             "(latency: one input; throughput: the whole batch). A100-80GB nodes, NVLink 300 GB/s inside a node, "

@@ -199,8 +199,8 @@ def solve(problem: Problem, options: Options = Options(), board: Board | None = 
 
     board = board if board is not None else Board()
     run = _Run(problem, Budget(options.time_limit if seconds is None else seconds), options.seed, options.workers)
+    one = evaluate(problem, one_device_shape(problem))  # one plan on one device: first, inside the budget
     results = run_methods(REGISTRY.select(options.methods), run, options, board, run.budget)
-    one = evaluate(problem, one_device_shape(problem), run.table)
     fitting = [r for r in results if r.value is not None]
     bounds = [run.bound] if run.bound is not None else []
     if not fitting:

@@ -113,7 +113,7 @@ def family_bound(problem: Problem, table) -> tuple[LowerBound, tuple[tuple[int, 
                            f"({problem.units.count} units × {len(problem.meshes)} sub-meshes; "
                            f"{len(table.stages)} runs bounded whole by tile), each stage's incoming transfer at "
                            "its least (the bytes its first unit reads over its devices at the faster link), "
-                           "memory by each unit's least bytes per device"), runs
+                           "memory by each unit's least weight bytes per device"), runs
 
 
 def search(problem: Problem, table, deadline: float) -> list[tuple[float, Shape]]:
