@@ -11,8 +11,8 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from onnxpart.cli import (annotate_cmd, inspect_cmd, partition_cmd, plan_cmd, remat_cmd, schedule_cmd, sweep_cmd,
-                          tile_cmd)
+from onnxpart.cli import (annotate_cmd, bench_cmd, inspect_cmd, partition_cmd, plan_cmd, remat_cmd, schedule_cmd,
+                          sweep_cmd, tile_cmd)
 from onnxpart.cli.common import err_console
 
 app = typer.Typer(
@@ -40,6 +40,7 @@ app.command("schedule")(schedule_cmd.schedule)
 app.command("tile")(tile_cmd.tile)
 app.command("plan")(plan_cmd.plan)
 app.command("sweep")(sweep_cmd.sweep)
+app.command("bench")(bench_cmd.bench)
 
 
 def main() -> None:

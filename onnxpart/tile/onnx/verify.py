@@ -94,7 +94,7 @@ def verify_plan(inst: LayoutInstance, plan: Plan, graph, loaded, seed: int = 0,
     out alone, a ``P`` tensor is held by one device of each group (the others zeros); real partial
     sums, as their producers split them, are exercised by the end-to-end run."""
     report = VerifyReport(seed=seed, tolerance=tolerance)
-    devices = _Devices(inst, graph, loaded)
+    devices = VirtualDevices(inst, graph, loaded)
     reference = devices.reference(seed, report)
     sizes = inst.mesh.shape
 
@@ -154,7 +154,7 @@ def _compare(name: str, wholes: Sequence[np.ndarray], want: np.ndarray, toleranc
                 f"over --verify-tol {tolerance:g}); it is the first that differs; nothing was written")
 
 
-class _Devices:
+class VirtualDevices:
     """The original model's nodes run one op at a time on each device's local inputs (sessions cached)."""
 
     def __init__(self, inst: LayoutInstance, graph, loaded):

@@ -1,0 +1,193 @@
+"""The real pipeline on this machine: one worker process per stage, micro-batches streamed stage to stage
+through queues (GPipe-style pipelining without the backward pass: Huang et al., NeurIPS 2019, Sec. 2.2).
+
+Each worker is pinned to its own cores (``os.sched_setaffinity``; the free cores split evenly, one per
+worker at least, where there are as many as workers — otherwise the workers share them and the summary
+says so), runs its stages' files in onnxruntime with as many intra-op threads as it has cores (or
+``--threads``), and forwards what later stages read and the model's outputs. Measured:
+
+* **period**: ``micro_batches`` inputs put in at once; the intervals between consecutive completions at the
+  end of the pipeline (median and spread); throughput = 1 / median period;
+* **latency**: one input at a time through the empty pipeline (put to received, ``runs`` times);
+* **one worker**: the same stages in one worker (the first worker's cores and threads), one after another:
+  the throughput a pipeline must beat.
+
+Workers are forked inside :func:`onnxpart.interrupts.forking` and call :func:`onnxpart.interrupts.in_worker`
+(SIGTERM ends them, Ctrl-C is the parent's), ask Linux to end them with their parent (``PR_SET_PDEATHSIG``),
+and are terminated, then killed, when the pipeline's ``with`` block ends for any reason: nothing is left
+running after an error, Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import os
+import queue
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from onnxpart import interrupts
+from onnxpart.bench.sessions import Settings, free_cores
+from onnxpart.bench.timing import Timing
+from onnxpart.errors import UserError
+
+#: seconds between liveness checks while waiting for a worker
+POLL = 0.5
+
+
+@dataclass(frozen=True)
+class Worker:
+    """One worker's job: ``files`` (with the tensors each reads) run in order, ``forward`` the tensors it
+    passes on, on ``cores`` with ``threads`` intra-op threads."""
+
+    files: tuple[tuple[str, tuple[str, ...]], ...]
+    forward: frozenset[str]
+    cores: tuple[int, ...]
+    threads: int
+
+
+def plan_workers(stages: Sequence[tuple[str, Sequence[str], Sequence[str]]], groups: Sequence[Sequence[int]],
+                 settings: Settings) -> tuple[list[Worker], bool]:
+    """Workers for ``groups`` of stage indices (each group one worker), stages given as (file, reads,
+    makes): the cores split evenly among them when there are enough (else shared, not pinned)."""
+    cores = free_cores()
+    pinned = len(cores) >= len(groups)
+    share = len(cores) // len(groups) if pinned else len(cores)
+    reads_after = [set().union(*(stages[j][1] for j in range(i + 1, len(stages)))) for i in range(len(stages))]
+    made = set().union(*(s[2] for s in stages))
+    outputs = made - set().union(*(s[1] for s in stages))  # made, read by no stage: the model's outputs
+    workers = []
+    for w, group in enumerate(groups):
+        mine = tuple(cores[w * share:(w + 1) * share]) if pinned else tuple(cores)
+        forward = frozenset(reads_after[group[-1]] | outputs)
+        workers.append(Worker(tuple((stages[i][0], tuple(stages[i][1])) for i in group), forward, mine,
+                              settings.threads or (len(mine) if pinned else 1)))
+    return workers, pinned
+
+
+def run_pipeline(workers: list[Worker], settings: Settings, feeds: dict, warmup: int, runs: int,
+                 micro_batches: int) -> tuple[Timing, Timing]:
+    """(period, latency) of ``workers`` chained by queues (module docstring)."""
+    with Pipeline(workers, settings) as pipe:
+        for _ in range(warmup):
+            pipe.one(feeds)
+        latency = [pipe.one(feeds) for _ in range(runs)]
+        done = pipe.stream(feeds, max(micro_batches, 2))
+    gaps = [b - a for a, b in zip(done, done[1:])]
+    return Timing.of(gaps), Timing.of(latency)
+
+
+class Pipeline:
+    """Started worker processes, the queues between them and a control queue (each worker's ``ready`` or
+    its error); ``with`` ends every worker however the block ends."""
+
+    def __init__(self, workers: list[Worker], settings: Settings):
+        context = multiprocessing.get_context("fork")
+        self.queues = [context.Queue() for _ in range(len(workers) + 1)]
+        self.control = context.Queue()
+        self.processes = [context.Process(target=_work, args=(worker, settings, self.queues[i], self.queues[i + 1],
+                                                              self.control, os.getpid()),
+                                          daemon=True, name=f"onnxpart-bench-{i}")
+                          for i, worker in enumerate(workers)]
+
+    def __enter__(self) -> "Pipeline":
+        try:
+            for process in self.processes:
+                with interrupts.forking():
+                    process.start()
+            ready = 0
+            while ready < len(self.processes):  # each worker says it has built its sessions
+                ready += self._wait(self.control) == ("ready",)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for process in self.processes:
+            if process.is_alive():
+                process.terminate()
+        for process in self.processes:
+            if process.pid is None:
+                continue
+            process.join(timeout=2)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        for q in (*self.queues, self.control):
+            q.cancel_join_thread()
+            q.close()
+
+    def one(self, feeds: dict) -> float:
+        """Seconds from putting one input in to receiving its result."""
+        start = time.perf_counter()
+        self.queues[0].put((0, feeds))
+        self._wait(self.queues[-1])
+        return time.perf_counter() - start
+
+    def stream(self, feeds: dict, count: int) -> list[float]:
+        """Put ``count`` inputs in at once; the time each result came out."""
+        for index in range(count):
+            self.queues[0].put((index, feeds))
+        done = []
+        for _ in range(count):
+            self._wait(self.queues[-1])
+            done.append(time.perf_counter())
+        return done
+
+    def _wait(self, source):
+        """The next message on ``source``; a worker's error (on the control queue) or death is an error."""
+        while True:
+            try:
+                message = source.get(timeout=POLL)
+            except queue.Empty:
+                self._check()
+                continue
+            if message[0] == "error":
+                raise UserError(f"pipeline worker: {message[1]}")
+            return message
+
+    def _check(self) -> None:
+        try:
+            message = self.control.get_nowait()
+        except queue.Empty:
+            message = None
+        if message is not None and message[0] == "error":
+            raise UserError(f"pipeline worker: {message[1]}")
+        dead = next((p for p in self.processes if not p.is_alive()), None)
+        if dead is not None:
+            raise UserError(f"pipeline worker {dead.name} ended with exit code {dead.exitcode}")
+
+
+def _work(worker: Worker, settings: Settings, inbox, outbox, control, parent: int) -> None:
+    """A worker's loop: build the sessions, say so, then run every input through its files."""
+    interrupts.in_worker()
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the bench command
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(137)
+    try:
+        _serve(worker, settings, inbox, outbox, control)
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
+        control.put(("error", " ".join(f"{type(exc).__name__}: {exc}".split())[:300]))
+
+
+def _serve(worker: Worker, settings: Settings, inbox, outbox, control) -> None:
+    from onnxpart.bench.sessions import make_session
+
+    if worker.cores:
+        os.sched_setaffinity(0, worker.cores)
+    sessions = [make_session(path, settings, threads=worker.threads) for path, _ in worker.files]
+    sessions = [(session, [arg.name for arg in session.get_inputs()]) for session in sessions]
+    control.put(("ready",))
+    while True:
+        index, values = inbox.get()
+        for session, reads in sessions:
+            names = [o.name for o in session.get_outputs()]
+            values.update(zip(names, session.run(names, {name: values[name] for name in reads})))
+        outbox.put((index, {k: v for k, v in values.items() if k in worker.forward}))

@@ -1,0 +1,46 @@
+"""Timing one call the way an inference benchmark does: warm-up calls first (allocations, caches, lazy
+kernel setup), then ``runs`` timed calls on :func:`time.perf_counter`; the median is the answer and the
+spread beside it (quartiles, min, max), because one slow run (a page fault, a scheduler tick) must not
+move the number."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds of ``runs`` timed calls: median, first and third quartile, min, max."""
+
+    median: float
+    q1: float
+    q3: float
+    low: float
+    high: float
+    runs: int
+
+    @classmethod
+    def of(cls, samples: Sequence[float]) -> "Timing":
+        values = np.asarray(samples, dtype=float)
+        q1, median, q3 = np.percentile(values, [25, 50, 75])
+        return cls(float(median), float(q1), float(q3), float(values.min()), float(values.max()), len(values))
+
+    def to_dict(self) -> dict:
+        return {"median_s": self.median, "q1_s": self.q1, "q3_s": self.q3, "min_s": self.low, "max_s": self.high,
+                "runs": self.runs}
+
+
+def time_calls(call: Callable[[], object], warmup: int, runs: int) -> Timing:
+    """``warmup`` untimed calls, then the :class:`Timing` of ``runs`` timed ones."""
+    for _ in range(warmup):
+        call()
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - start)
+    return Timing.of(samples)

@@ -1,0 +1,41 @@
+"""A sleep-free workload for bench: a chain of equal MatMuls (each 64×384 @ 384×384, seeded weights),
+partitioned into two equal stages once per session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from tests.safety.harness import run_cli
+
+LAYERS, ROWS, WIDTH = 8, 64, 384
+
+
+def matmul_chain(path: Path, layers: int = LAYERS) -> Path:
+    """``layers`` MatMuls in a chain, each with its own seeded weight (scaled to keep values bounded)."""
+    rng = np.random.default_rng(0)
+    nodes, weights = [], []
+    for i in range(layers):
+        w = (rng.standard_normal((WIDTH, WIDTH)) / np.sqrt(WIDTH)).astype(np.float32)
+        weights.append(numpy_helper.from_array(w, f"w{i}"))
+        out = f"h{i + 1}" if i < layers - 1 else "y"
+        nodes.append(helper.make_node("MatMul", [f"h{i}" if i else "x", f"w{i}"], [out], name=f"mm{i}"))
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [ROWS, WIDTH])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [ROWS, WIDTH])], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def chain_folder(tmp_path_factory) -> tuple[Path, Path]:
+    """(the model, its partition -k 2 folder: two stages of four MatMuls each)."""
+    work = tmp_path_factory.mktemp("chain")
+    model = matmul_chain(work / "chain.onnx")
+    proc = run_cli("partition", model, "-k", "2", "--time-limit", "5", "-o", work / "out", cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    return model, work / "out"

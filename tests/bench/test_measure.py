@@ -1,0 +1,52 @@
+"""bench's measurements against known answers: a stage measures what the same file measures standalone, and
+two equal stages pipelined on two free cores beat one worker (relative checks only, never a wall-clock time)."""
+
+from __future__ import annotations
+
+import os
+
+import onnxruntime as ort
+import pytest
+
+from onnxpart.bench import Options, bench
+from onnxpart.bench.machine import idle_cores
+from onnxpart.bench.sessions import Settings
+from onnxpart.bench.timing import time_calls
+from onnxpart.runtime import random_inputs, session_options
+
+#: a stage's median within this factor of the standalone run's (the two runs share a noisy machine)
+TOLERANCE = 0.35
+
+
+def test_a_stage_measures_like_its_standalone_run(chain_folder):
+    """The standalone run is timed before and after bench, so a load that changes meanwhile (the other test
+    worker) widens the range instead of failing the check."""
+    model, folder = chain_folder
+    session = ort.InferenceSession(str(folder / "stage_0.onnx"), sess_options=session_options(threads=1),
+                                   providers=["CPUExecutionProvider"])
+    feeds = random_inputs(session, 0)
+    before = time_calls(lambda: session.run(None, feeds), 3, 15).median
+    result = bench(folder, Options(runs=15, warmup=3, settings=Settings(threads=1), micro_batches=4))
+    after = time_calls(lambda: session.run(None, feeds), 3, 15).median
+    stage = next(r for r in result.rows if r.unit == "stage_0")
+    low, high = min(before, after) * (1 - TOLERANCE), max(before, after) * (1 + TOLERANCE)
+    assert low <= stage.measured <= high, (stage.measured, before, after)
+    assert result.summary["bottleneck_stage_predicted"] in {"stage_0", "stage_1"}
+
+
+def _two_free_cores() -> str | None:
+    """Why the pipeline test cannot run here (None: it can)."""
+    cores = len(os.sched_getaffinity(0))
+    if cores < 2:
+        return f"this process may use {cores} core; the pipeline of two workers needs two"
+    if idle_cores() < 1.5:
+        return (f"the machine is loaded (load average {os.getloadavg()[0]:.2f} on {cores} cores): two free cores "
+                "are needed for the pipeline to beat one worker")
+    return None
+
+
+@pytest.mark.skipif(_two_free_cores() is not None, reason=_two_free_cores() or "")
+def test_two_equal_stages_on_two_workers_beat_one(chain_folder):
+    _, folder = chain_folder
+    result = bench(folder, Options(runs=5, warmup=2, settings=Settings(threads=1), micro_batches=24))
+    assert result.summary["throughput_measured"] > result.summary["throughput_one_worker"], result.summary
