@@ -98,9 +98,7 @@ TABLE_PART, REFINED_BY = 0.3, 0.75
 
 def _dp(run: _Run, options: Options, board: Board, seconds: float) -> PlanResult:
     """The dynamic program (:mod:`.exact`), its bound refined (:mod:`.refine`), its shape priced, shapes over
-    memory barred and searched again."""
-    from onnxpart.plan import exact
-    from onnxpart.plan.evaluate import evaluate
+    memory barred and searched again (:func:`_search`)."""
     from onnxpart.plan.refine import refine
     from onnxpart.plan.unit_costs import exact_runs, unit_table
 
@@ -111,29 +109,51 @@ def _dp(run: _Run, options: Options, board: Board, seconds: float) -> PlanResult
     run.bound = refine(problem, run.table, run.budget.until(seconds * REFINED_BY - (time.monotonic() - start)),
                        run.seed)
     board.add(run.bound)
-    deadline = run.budget.until(max(0.0, seconds - (time.monotonic() - start)))
-    best = None
-    for _, shape in exact.search(problem, run.table, deadline)[:2]:
-        barred: set = set()
-        for _ in range(exact.REPAIRS):
-            left = max(0.05, deadline - time.monotonic())
-            priced = evaluate(problem, shape, run.table, left / 2, run.seed)
-            if priced.fits:
-                break
-            barred |= {(i, j, problem.meshes.index(mesh))
-                       for (i, j), (_, mesh), memory in zip(shape.units, shape.stages, priced.memory)
-                       if memory["total"] > problem.cluster.memory}
-            again = exact.best_shape(problem, run.table, shape.replicas, shape.micro_batches, barred, deadline)
-            if again is None:
-                break
-            shape = again[1]
-        if priced.fits and (best is None or priced.value < best.value):
-            best = priced
-        elif best is None:
-            best = priced
+    best = _search(run, run.budget.until(max(0.0, seconds - (time.monotonic() - start))))
     status = "optimal" if best is not None and best.fits and run.bound.value is not None and \
         best.value <= run.bound.value * (1 + 1e-12) else "heuristic"
     return run.result("dp", start, best, status)
+
+
+#: At most this many shapes are priced in full by ``dp``'s search.
+ROUNDS = 16
+
+
+def _search(run: _Run, deadline: float) -> Priced | None:
+    """Price the shape the estimates rank first, write what its stages really cost into the estimates (tile's
+    plans of the whole stages, :class:`~onnxpart.plan.refine.StagePrice` with no bound), bar its runs over
+    memory, and search again — until the first-ranked shape is one already priced (the estimates agree with
+    the prices there), :data:`ROUNDS` shapes, or ``deadline``. -> the fastest that fits (else the first)."""
+    from onnxpart.plan import exact
+    from onnxpart.plan.evaluate import evaluate
+
+    problem, table = run.problem, run.table
+    best, tried, barred = None, set(), set()
+    while len(tried) < ROUNDS and time.monotonic() < deadline:
+        fresh = [shape for _, shape in exact.search(problem, table, deadline, barred) if shape not in tried]
+        if not fresh:
+            break
+        tried.add(fresh[0])
+        priced = evaluate(problem, fresh[0], table, max(0.05, deadline - time.monotonic()) / 2, run.seed)
+        _record(problem, table, priced)
+        barred |= {(i, j, problem.meshes.index(mesh)) for (i, j), (_, mesh), memory in
+                   zip(priced.shape.units, priced.shape.stages, priced.memory)
+                   if memory["total"] > problem.cluster.memory}
+        if best is None or (priced.fits, -priced.value) > (best.fits, -best.value):
+            best = priced
+    return best
+
+
+def _record(problem: Problem, table: UnitTable, priced: Priced) -> None:
+    """Each stage of ``priced`` into ``table.stages`` where it beats the plan known for its run (the proven
+    bound kept)."""
+    from onnxpart.plan.refine import StagePrice
+
+    for (i, j), (_, mesh), stage in zip(priced.shape.units, priced.shape.stages, priced.stages):
+        key = (i, j, problem.meshes.index(mesh))
+        known = table.stages.get(key)
+        if known is None or known.layouts is None or stage.compute < known.cost:
+            table.stages[key] = StagePrice(known.lower if known else 0.0, dict(stage.layouts), stage.compute)
 
 
 def _baseline(name: str, make):

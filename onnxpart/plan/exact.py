@@ -8,7 +8,8 @@ stage where the bound's refinement priced it — the units' sums leave out what 
 the transfer into the stage before unit i is ``latency + crossing bytes(i) / |m| / bandwidth`` (its devices
 each receive their share; the network when the mesh's neighbour must be in another node, else the node's
 link); its memory the sum of its units' plans' bytes per device plus its received shares in flight. A shape
-whose full price does not fit is barred and the search runs again (:data:`REPAIRS` times at most).
+whose full price does not fit is barred and the search runs again, as it does after each shape is priced
+(:func:`onnxpart.plan._search`).
 
 **The bound** (:func:`family_bound`): the same program on ``Σ lower[u, m]`` for compute (or the run's own
 bound where tile priced it whole, :mod:`onnxpart.plan.refine`, whichever is larger), the least time each
@@ -29,9 +30,6 @@ from onnxpart.certificate import LowerBound
 from onnxpart.plan import dp
 from onnxpart.plan.cluster import SubMesh
 from onnxpart.plan.model import Problem, Shape
-
-#: How many times a shape over memory is barred and the search rerun.
-REPAIRS = 3
 
 
 def _prefix(values: np.ndarray) -> np.ndarray:
@@ -116,11 +114,12 @@ def family_bound(problem: Problem, table) -> tuple[LowerBound, tuple[tuple[int, 
                            "memory by each unit's least weight bytes per device"), runs
 
 
-def search(problem: Problem, table, deadline: float) -> list[tuple[float, Shape]]:
-    """Per replica count, the shape the estimates rank first: (estimate, shape), best first."""
+def search(problem: Problem, table, deadline: float, barred: set = frozenset()) -> list[tuple[float, Shape]]:
+    """Per replica count, the shape the estimates rank first, ``barred`` runs left out: (estimate, shape), best
+    first."""
     out = []
     for replicas, micro in problem.replica_options():
-        shape = best_shape(problem, table, replicas, micro, set(), deadline)
+        shape = best_shape(problem, table, replicas, micro, barred, deadline)
         if shape is not None:
             out.append(shape)
     return sorted(out, key=lambda pair: pair[0])
