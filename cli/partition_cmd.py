@@ -17,6 +17,7 @@ from onnxpart.cli.common import (CheckCertificateOpt, ExternalDataOpt, FRACTION,
                                  err_console, gap_limit, handle_errors, print_closing, print_json, progress_bar,
                                  run_clock, verify_written, write_outputs)
 from onnxpart.cli.option_groups import ModelSource, OutputMode, Search, takes_option_groups
+from onnxpart.cli.weights import WeightsOpt, weights_policy
 from onnxpart.errors import UserError
 from onnxpart.partition import IDEAL_LIMIT as PARTITION_IDEAL_LIMIT
 from onnxpart.partition import REGISTRY
@@ -38,6 +39,7 @@ def partition(
     source: ModelSource = ModelSource(),
     freeze_dims: FreezeDimsOpt = False,
     external_data_threshold: ExternalDataOpt = None,
+    weights: WeightsOpt = "copy",
     bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", help="Inter-stage bandwidth (e.g. 25GB/s); default: the device's interconnect."), Quantity(parse_bandwidth)] = None,
     stage_memory: Annotated[Optional[str], typer.Option("--stage-memory", help="Fast memory per stage for parameters (e.g. 40MiB); the excess streams at the bandwidth (Eq. 2). Off by default."), Quantity(parse_bytes)] = None,
     verify: VerifyOpt = False,
@@ -55,7 +57,6 @@ def partition(
 ) -> None:
     """Split a model into k pipeline stages minimizing the bottleneck stage (MTPP), with proven lower bounds."""
     from onnxpart.files import OutputDir
-    from onnxpart.loading import weight_policy
     from onnxpart.output_guard import run_reads
     from onnxpart.partition import Options, solve
     from onnxpart.partition.orders import BrkgaOptions
@@ -77,6 +78,7 @@ def partition(
         raise UserError("--verify needs an ONNX model (graph-only input has nothing to run)")
     out = OutputDir(output, force=mode.force, clean=mode.clean, reads=run_reads(model, loaded, costs=source.costs,
                                                                                   device=source.device))
+    policy = weights_policy(loaded, external_data_threshold, weights, output, mode.as_json)
     options = Options(k=stages, time_limit=time_limit, seed=search.seed, bounds=methods, workers=search.workers,
                       brkga=BrkgaOptions(population=population, generations=generations, elite=elite,
                                          mutants=mutants, rho=rho),
@@ -84,7 +86,6 @@ def partition(
     with progress_bar(time_limit, lambda value, _: format_seconds(value), disable=mode.as_json) as on_progress:
         solution = solve(inst, dataclasses.replace(options, progress=on_progress),
                          seconds=run_clock.solve_seconds(time_limit))
-    policy = weight_policy(loaded, external_data_threshold) if loaded is not None else None
     summary = _write(out, solution, graph, loaded, model, model_sha, options, policy,
                      dict(verify=verify, seed=search.seed, tolerance=verify_tol, freeze=freeze_dims))
     if mode.as_json:

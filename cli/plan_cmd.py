@@ -15,6 +15,7 @@ from onnxpart.cli.common import (CheckCertificateOpt, ExternalDataOpt, OutputOpt
                                  err_console, gap_limit, handle_errors, print_closing, print_json, progress_bar,
                                  run_clock, verify_written, write_outputs)
 from onnxpart.cli.option_groups import ModelSource, OutputMode, Search, takes_option_groups
+from onnxpart.cli.weights import WeightsOpt, weights_policy
 from onnxpart.errors import UserError
 from onnxpart.plan import REGISTRY
 from onnxpart.units import BATCH, DEVICES, Range, format_bytes, format_seconds, parse_number
@@ -56,6 +57,7 @@ def plan(
     search: Search = Search(),
     source: ModelSource = ModelSource(),
     external_data_threshold: ExternalDataOpt = None,
+    weights: WeightsOpt = "copy",
     verify: VerifyOpt = False,
     verify_tol: VerifyTolOpt = 1e-4,
     check_certificate: CheckCertificateOpt = None,
@@ -85,13 +87,14 @@ def plan(
 
     out = OutputDir(output, force=mode.force, clean=mode.clean,
                     reads=run_reads(model, loaded.model, costs=source.costs, device=source.device))
+    policy = weights_policy(loaded.model, external_data_threshold, weights, output, mode.as_json)
     options = planning.Options(tuple(methods), time_limit, search.seed, search.workers)
     with progress_bar(time_limit, lambda value, _: format_seconds(value), disable=mode.as_json) as on_progress:
         from onnxpart.board import Board
 
         solution = planning.solve(problem, options, Board(on_progress), run_clock.solve_seconds(time_limit))
     check = {"verify": verify, "seed": search.seed, "tolerance": verify_tol, "freeze": False}
-    summary = _write(out, solution, loaded, model, sha, options, external_data_threshold, check)
+    summary = _write(out, solution, loaded, model, sha, options, policy, check)
     if mode.as_json:
         print_json(summary)
     else:
@@ -143,7 +146,7 @@ def _problem(loaded, machines, objective: str, batch: int, micro_batches, sizes,
                    MAX_UNITS if units is None else units, constants=constants)
 
 
-def _write(out, solution, loaded, model_path: Path, sha, options, threshold, check: dict) -> dict:
+def _write(out, solution, loaded, model_path: Path, sha, options, policy, check: dict) -> dict:
     """Stage files, manifest.json, certificate.json and plan.png into ``out`` (:func:`write_outputs`); with
     ``check["verify"]`` the written stages run chained against the original, and each stage's tile plan on its
     virtual devices, first — a mismatch leaves nothing written."""
@@ -156,7 +159,7 @@ def _write(out, solution, loaded, model_path: Path, sha, options, threshold, che
     cert = emit.certificate(solution, sha, recorded)
 
     def models(folder) -> dict[int, str]:
-        return {} if loaded.model is None else _write_models(folder, solution, loaded, threshold)
+        return {} if loaded.model is None else _write_models(folder, solution, loaded, policy)
 
     def verify(folder, manifest: dict) -> dict:
         report = verify_written(folder, loaded.model, manifest["stages"], check, "stages").to_dict()
@@ -179,15 +182,14 @@ def _write(out, solution, loaded, model_path: Path, sha, options, threshold, che
                          one_device=solution.one_device.value, results=cert.details["results"])
 
 
-def _write_models(folder, solution, loaded, threshold) -> dict[int, str]:
-    """``stage_i.onnx`` (+ ``.data`` for big weights) per stage, annotated with its layouts."""
+def _write_models(folder, solution, loaded, policy) -> dict[int, str]:
+    """``stage_i.onnx`` (+ ``.data`` for big weights, by ``policy``: --weights) per stage, annotated with its
+    layouts."""
     import functools
 
-    from onnxpart.loading import weight_policy
     from onnxpart.plan import emit
     from onnxpart.writer import write_model
 
-    policy = weight_policy(loaded.model, threshold)
     files = {}
     for s, stage in emit.stage_models(loaded.model.model, solution, functools.partial(loaded.model.value_info)):
         files[s] = emit.stage_file(s)

@@ -17,6 +17,7 @@ from onnxpart.cli.common import (CheckCertificateOpt, ExternalDataOpt, FreezeDim
                                  enforce_gap, err_console, gap_limit, handle_errors, print_json, progress_bar,
                                  run_clock, verify_line, write_outputs)
 from onnxpart.cli.option_groups import ModelSource, OutputMode, Search, takes_option_groups
+from onnxpart.cli.weights import WeightsOpt, weights_policy
 from onnxpart.errors import InfeasibleError, UserError
 from onnxpart.remat import REGISTRY
 from onnxpart.units import byte_unit, format_bytes, format_seconds, parse_percent_or_bytes
@@ -47,6 +48,7 @@ def remat(
     verify_tol: VerifyTolOpt = 1e-4,
     freeze_dims: FreezeDimsOpt = False,
     external_data_threshold: ExternalDataOpt = None,
+    weights: WeightsOpt = "copy",
     source: ModelSource = ModelSource(),
     ort_optimize: bool = typer.Option(False, "--ort-optimize", help="Plan on onnxruntime's BASIC-optimized graph "
                                       "(constant folding, redundant nodes, standard-op fusions); the budget stays "
@@ -74,9 +76,10 @@ def remat(
         reads = run_reads(model, loaded.model, prepass.original_model if prepass else None, costs=source.costs,
                           device=source.device)
         out = _output_dir(output, verify, scratch, force=mode.force, clean=mode.clean, reads=reads)
+        policy = _policy(loaded, prepass, external_data_threshold, weights, output, mode.as_json)
         solution = _solve(loaded.graph, options, time_limit, compare and not mode.as_json, mode.as_json)
         summary = _emit(out, loaded, model, solution, prepass, dict(
-            verify=verify, seed=search.seed, tolerance=verify_tol, freeze=freeze_dims, threshold=external_data_threshold,
+            verify=verify, seed=search.seed, tolerance=verify_tol, freeze=freeze_dims, policy=policy,
             include_params=include_params))
     summary["output"] = None if output is None else str(output)
     if mode.as_json:
@@ -100,6 +103,16 @@ def _load(model: Path, options, scratch: contextlib.ExitStack, source: ModelSour
         options = dataclasses.replace(options, budget=("bytes", resolve_budget(*options.budget,
                                                                                prepass.original_peak)))
     return loaded, prepass, options
+
+
+def _policy(loaded, prepass, threshold: Optional[str], weights: str, output: Optional[Path], quiet: bool):
+    """How remat.onnx gets its weights (:func:`onnxpart.cli.weights.weights_policy`; None for a graph file).
+    With --ort-optimize its weights are onnxruntime's rewrite in a scratch folder removed at exit: nothing
+    there to link or reference."""
+    if prepass is not None and weights in ("link", "reference"):
+        raise UserError(f"--weights {weights} shares the input's data files, but with --ort-optimize remat.onnx's "
+                        "weights are onnxruntime's rewrite in a scratch folder removed at exit: use --weights copy")
+    return weights_policy(loaded.model, threshold, weights, output, quiet)
 
 
 def _output_dir(output: Optional[Path], verify: bool, scratch: contextlib.ExitStack, **guard):
@@ -146,7 +159,7 @@ def _emit(out, loaded, model_path: Path, solution, prepass, check: dict) -> dict
     files: list[str] = []
 
     def models(out) -> None:
-        files.extend(_write(out, remat_model, source, check) + ["sequence.json", "certificate.json", "memory.png"])
+        files.extend(_write(out, remat_model, check) + ["sequence.json", "certificate.json", "memory.png"])
 
     def memory_png(out, _) -> None:
         plot_memory(out.path("memory.png"), solution.baseline, best.profile, solution.budget,
@@ -182,14 +195,12 @@ def _remat_model(source, graph, solution, include_params: bool, freeze: bool, ex
     return remat_model
 
 
-def _write(out, remat_model, source, check: dict) -> list[str]:
-    from onnxpart.loading import weight_policy
+def _write(out, remat_model, check: dict) -> list[str]:
     from onnxpart.writer import write_model
 
     if remat_model is None:
         return []
-    policy = weight_policy(source, check["threshold"])
-    return [path.name for path in write_model(remat_model, out.path("remat.onnx"), policy)]
+    return [path.name for path in write_model(remat_model, out.path("remat.onnx"), check["policy"])]
 
 
 def _verify(out, reference, best, check: dict) -> dict:

@@ -17,6 +17,7 @@ from onnxpart.cli.common import (CheckCertificateOpt, ExternalDataOpt, FreezeDim
                                  enforce_gap, gap_limit, handle_errors, print_closing, print_json, progress_bar,
                                  run_clock, verify_written, write_outputs)
 from onnxpart.cli.option_groups import ModelSource, OutputMode, Search, takes_option_groups
+from onnxpart.cli.weights import WeightsOpt, weights_policy
 from onnxpart.errors import UserError
 from onnxpart.units import BATCH, format_bytes, format_seconds
 
@@ -44,6 +45,7 @@ def schedule(
     source: ModelSource = ModelSource(),
     freeze_dims: FreezeDimsOpt = False,
     external_data_threshold: ExternalDataOpt = None,
+    weights: WeightsOpt = "copy",
     verify: VerifyOpt = False,
     verify_tol: VerifyTolOpt = 1e-4,
     check_certificate: CheckCertificateOpt = None,
@@ -76,14 +78,12 @@ def schedule(
 
     out = OutputDir(output, force=mode.force, clean=mode.clean,
                     reads=run_reads(model, loaded, costs=source.costs, device=source.device, system=inst.system))
+    policy = weights_policy(loaded, external_data_threshold, weights, output, mode.as_json)
     options = Options(methods=methods, objective=objective, batch=batch,  # the solve gets what loading left
                       time_limit=run_clock.solve_seconds(time_limit), seed=search.seed, iterations=iterations,
                       workers=search.workers)
     solution, sched = _solve(package, inst, options, max_pieces, mode.as_json)
 
-    from onnxpart.loading import weight_policy
-
-    policy = weight_policy(loaded, external_data_threshold) if loaded is not None else None
     check = dict(verify=verify, seed=search.seed, tolerance=verify_tol, freeze=freeze_dims, axis=axis)
     recorded = {"methods": list(options.methods), "time_limit": time_limit, "seed": search.seed, "iterations": iterations,
                 "max_pieces": max_pieces, "system": str(system), "objective": objective, "batch": batch}

@@ -16,6 +16,7 @@ from onnxpart.cli import tile_onnx, tile_program
 from onnxpart.cli.common import (CheckCertificateOpt, ExternalDataOpt, OutputOpt, Quantity, TimeLimitOpt, VerifyTolOpt,
                                  console, enforce_gap, gap_limit, handle_errors, print_json)
 from onnxpart.cli.option_groups import ModelSource, OutputMode, Search, takes_option_groups
+from onnxpart.cli.weights import WeightsOpt
 from onnxpart.errors import UserError
 from onnxpart.tile.onnx import REGISTRY as LAYOUT_REGISTRY
 from onnxpart.tile.program import REGISTRY as PROGRAM_REGISTRY
@@ -80,6 +81,7 @@ def tile(
     check_certificate: CheckCertificateOpt = None,
     source: ModelSource = ModelSource(),
     external_data_threshold: ExternalDataOpt = None,
+    weights: WeightsOpt = "copy",
     verify: VerifyOpt = False,
     verify_tol: VerifyTolOpt = 1e-4,
     mode: OutputMode = OutputMode(),
@@ -96,7 +98,8 @@ def tile(
         layout = tile_onnx.MeshOptions(devices, mesh, mesh_axes, mesh_bandwidth, mesh_latency, device_memory, pin,
                                        sharded_outputs)
         runner, summary = tile_onnx, tile_onnx.run(*common, labels=labels, verify=verify, verify_tol=verify_tol,
-                                                   mesh=layout, source=source, threshold=external_data_threshold)
+                                                   mesh=layout, source=source,
+                                                   weights=(external_data_threshold, weights))
     if summary is None:
         return
     if mode.as_json:

@@ -13,6 +13,7 @@ from typing import Optional
 from onnxpart.cli.common import (check_folder, comma_list, err_console, progress_bar, run_clock, verify_line,
                                  write_outputs)
 from onnxpart.cli.option_groups import ModelSource
+from onnxpart.cli.weights import weights_policy
 from onnxpart.errors import UserError
 from onnxpart.units import format_bytes, format_seconds, parse_bandwidth, parse_bytes, parse_seconds
 
@@ -33,9 +34,9 @@ class MeshOptions:
 
 def run(path: Path, output: Optional[Path], check_certificate: Optional[Path], method: Optional[str],
         time_limit: float, seed: int, workers: int, force: bool, clean: bool, as_json: bool, *, labels, verify: bool,
-        verify_tol: float, mesh: MeshOptions, source: ModelSource, threshold) -> Optional[dict]:
+        verify_tol: float, mesh: MeshOptions, source: ModelSource, weights: tuple) -> Optional[dict]:
     """Tile the model in ``path`` into ``output``, or check an earlier folder; -> the JSON result (None after a
-    check). ``source``: how to read and cost the model; ``threshold``: --external-data-threshold."""
+    check). ``source``: how to read and cost the model; ``weights``: (--external-data-threshold, --weights)."""
     if labels is not None:
         raise UserError("--labels is for matrix programs; an ONNX model's layouts are R, P and S(d)")
     if verify and source.force_shape:
@@ -55,8 +56,9 @@ def run(path: Path, output: Optional[Path], check_certificate: Optional[Path], m
 
     out = OutputDir(output, force=force, clean=clean, reads=run_reads(path, loaded.model, costs=source.costs,
                                                                        device=source.device))
+    policy = weights_policy(loaded.model, *weights, output, as_json)
     check = {"verify": verify, "seed": seed, "tolerance": verify_tol}
-    return _solve_and_write(inst, loaded, path, sha, out, (method, time_limit, seed, workers), threshold, check,
+    return _solve_and_write(inst, loaded, path, sha, out, (method, time_limit, seed, workers), policy, check,
                             as_json)
 
 
@@ -117,7 +119,7 @@ def _note_replicated_only(inst) -> None:
                           f"(no dimension divides by {devices}), largest: {examples}", highlight=False)
 
 
-def _solve_and_write(inst, loaded, model_path, sha, out, solving: tuple, threshold, check: dict, as_json: bool):
+def _solve_and_write(inst, loaded, model_path, sha, out, solving: tuple, policy, check: dict, as_json: bool):
     """Solve (``solving``: --method, --time-limit, --seed, --workers) in what the time limit leaves after loading,
     then write annotated.onnx, plan.json and certificate.json into ``out`` (an :class:`onnxpart.files.OutputDir`,
     by :func:`write_outputs`); with ``check["verify"]`` the plan is run on the virtual devices first, and a
@@ -137,7 +139,7 @@ def _solve_and_write(inst, loaded, model_path, sha, out, solving: tuple, thresho
     cert = emit.certificate(solution, sha, recorded)
 
     def models(folder) -> None:
-        _write_annotated(folder, emit.annotated_model(loaded.model.model, loaded.graph, solution), loaded, threshold)
+        _write_annotated(folder, emit.annotated_model(loaded.model.model, loaded.graph, solution), policy)
 
     def verify(folder, plan: dict) -> dict:
         return _verify(solution, loaded, check).to_dict()
@@ -160,11 +162,10 @@ def _verify(solution, loaded, check: dict):
     return report
 
 
-def _write_annotated(out, annotated, loaded, threshold) -> None:
-    from onnxpart.loading import weight_policy
+def _write_annotated(out, annotated, policy) -> None:
     from onnxpart.writer import write_annotated
 
-    write_annotated(annotated, out.path("annotated.onnx"), weight_policy(loaded.model, threshold))
+    write_annotated(annotated, out.path("annotated.onnx"), policy)
 
 
 def _check(inst, folder: Path, sha, as_json: bool) -> None:

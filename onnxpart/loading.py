@@ -4,7 +4,8 @@
   (costs, dnn-partitioning, node-link) go through :func:`onnxpart.readers.read_graph`; models through
   :func:`onnxpart.onnx_io.load_graph`, keeping the model for emission, costed by ``--costs`` or the
   ``--cost`` model.
-* :func:`weight_policy` — how emitted models store their weights (``--external-data-threshold``).
+* :func:`weight_policy` — how emitted models store their weights (``--external-data-threshold``) and get
+  the input's (``--weights``).
 """
 
 from __future__ import annotations
@@ -63,11 +64,22 @@ def cost_graph(graph, loaded, path: Path, cost: str, device: str, runs: int = 5)
     raise UserError(f"unknown cost model {cost!r}: use analytic or measured")
 
 
-def weight_policy(loaded, threshold: Optional[str]):
-    """How emitted models store their weights (``--external-data-threshold``, default 1 GiB)."""
+def weight_policy(loaded, threshold: Optional[str], mode: str = "copy", output: Optional[Path] = None,
+                  progress=None):
+    """How emitted models store their weights (``--external-data-threshold``, default 1 GiB) and get the
+    input's data files (``mode``: ``--weights``, :data:`onnxpart.writer.WEIGHT_MODES`); ``progress`` is
+    told how copies advance. ``link`` into an ``output`` on another file system than the input is refused
+    here, before any work: hard links cannot cross file systems."""
+    from onnxpart.data_files import same_file_system
     from onnxpart.units import parse_bytes
-    from onnxpart.writer import WeightPolicy
+    from onnxpart.writer import WeightPolicy, weight_mode
 
     limit = int(parse_bytes(threshold, "--external-data-threshold")) if threshold is not None else WeightPolicy.threshold
-    return WeightPolicy(source_dir=loaded.folder, always_external=loaded.uses_external_data, threshold=limit,
-                        source_file=loaded.path.name)
+    policy = WeightPolicy(source_dir=loaded.folder, always_external=loaded.uses_external_data, threshold=limit,
+                          source_file=loaded.path.name, mode=weight_mode(mode), progress=progress)
+    if mode == "link" and policy.always_external and output is not None:
+        existing = next(folder for folder in (Path(output), *Path(output).absolute().parents) if folder.exists())
+        if not same_file_system(loaded.folder, existing):
+            raise UserError(f"--weights link: {output} is on another file system than {loaded.folder}, and hard "
+                            "links cannot cross file systems; use --weights copy or reference")
+    return policy

@@ -107,5 +107,9 @@ def _checker(model: Path | onnx.ModelProto) -> str | None:
     try:
         onnx.checker.check_model(model if isinstance(model, onnx.ModelProto) else str(model))
     except Exception as exc:  # noqa: BLE001 - ValidationError, InferenceError, ValueError: all about the file
-        return " ".join(str(exc).split())[:400] or type(exc).__name__
+        message = " ".join(str(exc).split())[:400] or type(exc).__name__
+        if "multiple hard links" in message:  # onnx's "hardlink attack" rule: say what usually made the link
+            message += (" (an output written with --weights link shares this data file: delete that output, or "
+                        "write it with --weights copy or reference)")
+        return message
     return None

@@ -27,6 +27,7 @@ import onnx
 from onnxpart.dtypes import tensor_bytes
 
 GRAPH, INITIALIZER, RAW_DATA = 7, 5, 9  # ModelProto.graph, GraphProto.initializer, TensorProto.raw_data
+METADATA = 14  # ModelProto.metadata_props
 _VARINT, _FIXED64, _LENGTH, _FIXED32 = 0, 1, 2, 5  # wire types
 
 
@@ -124,6 +125,22 @@ def _weightless_tensor(buffer, begin: int, stop: int, location: str, keep: int) 
         entry = tensor.external_data.add()
         entry.key, entry.value = key, value
     return tensor.SerializeToString()
+
+
+def metadata(path: Path) -> dict[str, str]:
+    """The model's ``metadata_props`` (field 14 of ``ModelProto``), read without parsing its graph (which is
+    skipped by its length, never read); empty for a file that is not a protobuf this module can walk."""
+    found: dict[str, str] = {}
+    with open(path, "rb") as handle:
+        buffer = FileBytes(handle.fileno())
+        try:
+            for field, wire, _, body, end in fields(buffer, 0, len(buffer)):
+                if field == METADATA and wire == _LENGTH:
+                    entry = onnx.StringStringEntryProto.FromString(buffer[body:end])
+                    found[entry.key] = entry.value
+        except (WireError, ValueError, IndexError):  # DecodeError is a ValueError
+            return {}
+    return found
 
 
 def left_in(tensor: onnx.TensorProto, file_name: str) -> bool:

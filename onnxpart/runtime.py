@@ -63,12 +63,19 @@ def session_options(*, keep_order: bool = True, threads: int = 0, memory_pattern
 
 def make_session(model: onnx.ModelProto | str | os.PathLike, folder: str | os.PathLike | None = None, **options):
     """An onnxruntime CPU session (see :func:`session_options`) for a model file, or for an in-memory
-    model whose external data lives in ``folder`` (read by onnxruntime, never by onnxpart)."""
+    model whose external data lives in ``folder`` (read by onnxruntime, never by onnxpart). A file
+    written with ``--weights reference`` reads its weights from the folder it names
+    (:func:`onnxpart.data_files.data_folder`): onnxruntime refuses external data outside a file's own folder."""
     import onnxruntime as ort
+
+    from onnxpart.data_files import data_folder
 
     opts = session_options(**options)
     if isinstance(model, (str, os.PathLike)):
-        return ort.InferenceSession(str(model), sess_options=opts, providers=["CPUExecutionProvider"])
+        folder = data_folder(model)
+        if folder is None:
+            return ort.InferenceSession(str(model), sess_options=opts, providers=["CPUExecutionProvider"])
+        model = onnx.load(str(model), load_external_data=False)
     if folder is not None:
         opts.add_session_config_entry("session.model_external_initializers_file_folder_path", str(folder))
     return ort.InferenceSession(model.SerializeToString(), sess_options=opts, providers=["CPUExecutionProvider"])

@@ -8,7 +8,7 @@ file neither ``onnx.load`` nor onnxruntime parses. So every model onnxpart emits
   external data, unless it has no tensor to move out — is written as ``NAME.onnx`` + ``NAME.onnx.data``:
   each tensor of at least ``tensor_threshold`` bytes is *streamed* into the data file in bounded chunks,
   straight from the input's data file (or from the protobuf's inline bytes), at a 4 KiB-aligned offset;
-  all-zero chunks are skipped with a seek, so a sparse input stays sparse;
+  the input's holes are skipped (:mod:`onnxpart.data_files`), so a sparse input stays sparse;
 * any other model is one protobuf, its external weights (an input's data file, or the embedded weights
   loading left in the input file, :mod:`onnxpart.onnx_wire`) streamed into it the same way as it is
   written (:func:`write_protobuf`);
@@ -18,36 +18,50 @@ file neither ``onnx.load`` nor onnxruntime parses. So every model onnxpart emits
   form, which follows external data; a protobuf that weights were streamed into, on its copy with them
   left in the file).
 
-:func:`link_weights` serves ``annotated.onnx``, which keeps every weight as the input stored it: the
-input's data files are cloned into the output folder (copy-on-write where the filesystem can, else a
-hole-keeping copy), and the references stay as they are.
+How the input's external-data weights reach the outputs is the policy's ``mode`` (``--weights``):
+
+* ``copy`` (the default): each output owns its bytes — ``NAME.onnx.data`` holds the tensors the model
+  needs, and ``annotated.onnx`` (:func:`write_annotated`) gets the input's data files cloned whole
+  (:mod:`onnxpart.data_files`: reflink where the file system can, else a kernel copy of the data extents
+  that keeps holes). Self-contained, and safe against any later edit of the input; checked by path.
+* ``link``: every data file of the input is hard-linked into the output folder once, and every model
+  keeps the input's references (location, offset, length) into it: no byte is written. ``onnx.checker``
+  and ``onnx.load`` refuse, by path, external data with more than one link (their "hardlink attack" rule;
+  onnx 1.23 here), so these models are checked as onnx's own loader checks weightless inputs
+  (:func:`_check_in_folder`); onnxruntime runs them by path.
+* ``reference``: nothing is written but the protobufs; each keeps the input's references, which are
+  relative to the *input's* folder, and names that folder (relative to its own) in its metadata
+  (:func:`onnxpart.data_files.data_folder`). onnx and onnxruntime (1.23 and 1.32 here) refuse any external data
+  outside the model's own folder — ``..``, an absolute path, or a symlink anywhere on the way — so a
+  location such as ``../in/model.onnx.data`` would be read by no one; these files are instead complete
+  models of the input's folder: run them with that folder as onnxruntime's external-data folder (as
+  :func:`onnxpart.runtime.make_session` does), or from a copy of the ``.onnx`` placed there.
+
+Weights embedded in the input model (no data file to share) are copied under every mode.
 """
 
 from __future__ import annotations
 
-import errno
+import dataclasses
 import os
-import tempfile
 from collections.abc import Callable, Iterator
-from itertools import chain
-from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 
 import onnx
 from onnx import external_data_helper, numpy_helper
 
 from onnxpart import onnx_wire
+from onnxpart.data_files import (FOLDER_KEY, Progress, Tally, clone_file, copy_range, hard_link, staged, unlink,
+                                 write_sparse)
 from onnxpart.dtypes import tensor_bytes
 from onnxpart.errors import UserError
-from onnxpart.files import fresh_permissions
 
 #: protobuf's hard limit on one message
 PROTOBUF_LIMIT = (1 << 31) - 1
-CHUNK = 1 << 24  # 16 MiB: the most of a tensor held in memory while streaming it
 ALIGNMENT = 4096
-FICLONE = 0x40049409  # linux/fs.h: share the source's blocks copy-on-write (btrfs, xfs, ...)
-_ZEROS = memoryview(bytes(CHUNK))  # a view: slicing it for a comparison copies nothing
+WEIGHT_MODES = ("copy", "link", "reference")
 
 
 @dataclass(frozen=True)
@@ -58,7 +72,9 @@ class WeightPolicy:
     ``always_external``: the input used external data, so every output does too;
     ``threshold``: a model whose weights exceed this many bytes is written with external data;
     ``tensor_threshold``: with external data, tensors smaller than this stay inline;
-    ``source_file``: the input model's file name, where its embedded weights were left (:meth:`embedded`).
+    ``source_file``: the input model's file name, where its embedded weights were left (:meth:`embedded`);
+    ``mode``: how the input's data files reach the outputs (:data:`WEIGHT_MODES`, the module's docstring);
+    ``progress``: told how each data file's copy advances (:data:`onnxpart.data_files.Progress`).
     """
 
     source_dir: Path | None = None
@@ -66,6 +82,8 @@ class WeightPolicy:
     threshold: int = 1 << 30
     tensor_threshold: int = 1024
     source_file: str | None = None
+    mode: str = "copy"
+    progress: Progress | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def embedded(self, tensor: onnx.TensorProto) -> bool:
         """Whether ``tensor`` is an embedded weight of the input, which loading left in the input file
@@ -79,10 +97,23 @@ class WeightPolicy:
         return (self.always_external or weight_bytes(model) > self.threshold) and any(
             self.moves_out(t) for t in _tensors(model))
 
+    def keeps(self, tensor: onnx.TensorProto) -> bool:
+        """Whether ``tensor`` keeps the input's reference, its bytes neither copied nor moved: a weight in
+        one of the input's data files (not embedded in the input model) under ``link`` or ``reference``."""
+        return (self.mode != "copy" and external_data_helper.uses_external_data(tensor)
+                and not self.embedded(tensor))
+
     def moves_out(self, tensor: onnx.TensorProto) -> bool:
         """Whether ``tensor`` goes to the data file: it is external, or of ``tensor_threshold`` bytes or more."""
         return (external_data_helper.uses_external_data(tensor)
                 or tensor_bytes(tensor.data_type, tensor.dims) >= self.tensor_threshold)
+
+
+def weight_mode(mode: str) -> str:
+    """``mode`` (``--weights``) if it is one of :data:`WEIGHT_MODES`, else a :class:`UserError` naming them."""
+    if mode not in WEIGHT_MODES:
+        raise UserError(f"--weights {mode}: use {', '.join(WEIGHT_MODES[:-1])} or {WEIGHT_MODES[-1]}")
+    return mode
 
 
 def weight_bytes(model: onnx.ModelProto) -> int:
@@ -91,48 +122,71 @@ def weight_bytes(model: onnx.ModelProto) -> int:
 
 
 def write_model(model: onnx.ModelProto, path: str | os.PathLike, policy: WeightPolicy = WeightPolicy()) -> list[Path]:
-    """Write ``model`` to ``path`` (and ``path.data`` when its weights go outside); returns the files.
+    """Write ``model`` to ``path`` (and ``path.data`` when weights it owns go outside); returns the files.
 
-    ``model`` is not modified. Its external tensors are read from ``policy.source_dir`` in chunks.
+    ``model`` is not modified. Its external tensors are read from ``policy.source_dir``, copied in
+    chunks, or kept where they are by ``policy.mode`` (:meth:`WeightPolicy.keeps`).
     """
     path = Path(path)
     if not path.parent.is_dir():
         raise UserError(f"cannot write {path}: folder {path.parent} does not exist")
     model = _copy(model)
+    if policy.mode == "reference" and policy.always_external:
+        return [_write_referencing(model, path, policy)]
     if not policy.external_for(model):
         _inline_tensors(model, policy.source_dir)
         return [write_protobuf(model, path, policy.source_dir, splice=external_data_helper.uses_external_data)]
+    linked = _materialize(model, policy, path.parent, hard_link, policy.keeps)
+    moved = [t for t in _tensors(model) if policy.moves_out(t) and not policy.keeps(t)]
     data = path.parent / f"{path.name}.data"
-    with _staged(data) as handle:
-        _stream_tensors(model, handle, data.name, policy)
+    if moved:
+        with staged(data) as handle:
+            _stream_tensors(moved, handle, data.name, policy)
     try:
-        return [write_protobuf(model, path), data]
+        return [write_protobuf(model, path, check_in=path.parent if linked else None),
+                *([data] if moved else []), *linked]
     except BaseException:
-        _unlink(data)
+        unlink(data)
         raise
 
 
 def write_annotated(model: onnx.ModelProto, path: str | os.PathLike, policy: WeightPolicy) -> list[Path]:
     """Write an annotated copy of the input model. When the input kept its weights outside
-    (``policy.always_external``) every weight stays where it was: the external-data files are linked
-    beside it (:func:`link_weights`) and the references left as they are; otherwise it is written like
-    any emitted model (:func:`write_model`)."""
-    if not policy.always_external:
+    (``policy.always_external``) every weight stays where it was: under ``copy`` the input's data files
+    are cloned beside it (:func:`onnxpart.data_files.clone_file`) and the references left as they are;
+    under ``link`` and ``reference``, and for an input with embedded weights, it is written like any
+    emitted model (:func:`write_model`)."""
+    if not policy.always_external or policy.mode != "copy":
         return write_model(model, path, policy)
     path = Path(path)
-    linked = link_weights(model, policy.source_dir, path.parent, skip=policy.source_file)
+    cloned = _materialize(model, policy, path.parent, lambda source, target: clone_file(
+        source, target, policy.progress), lambda t: not policy.embedded(t))
     try:
-        return [write_protobuf(model, path, policy.source_dir, splice=policy.embedded), *linked]
+        return [write_protobuf(model, path, policy.source_dir, splice=policy.embedded), *cloned]
     except BaseException:
-        for file in linked:
-            _unlink(file)
+        for file in cloned:
+            unlink(file)
         raise
 
 
+def _write_referencing(model: onnx.ModelProto, path: Path, policy: WeightPolicy) -> Path:
+    """``--weights reference``: ``model`` keeps the input's references, relative to the input's folder,
+    whose path relative to ``path``'s folder is written in its metadata (:data:`FOLDER_KEY`); the input's
+    embedded weights are written inline (:func:`write_protobuf`'s splice)."""
+    folder = Path(os.path.relpath(policy.source_dir, path.parent)).as_posix()
+    entries = [entry for entry in model.metadata_props if entry.key != FOLDER_KEY]
+    del model.metadata_props[:]
+    model.metadata_props.extend(entries)
+    model.metadata_props.add(key=FOLDER_KEY, value=folder)
+    return write_protobuf(model, path, policy.source_dir, splice=policy.embedded, check_in=policy.source_dir)
+
+
 def write_protobuf(model: onnx.ModelProto, path: Path, source_dir: Path | None = None,
-                   splice: Callable[[onnx.TensorProto], bool] | None = None) -> Path:
-    """Serialize atomically, refusing a protobuf over 2 GiB, and check the file by path (external data
-    included): a file that cannot be read back is never left behind.
+                   splice: Callable[[onnx.TensorProto], bool] | None = None,
+                   check_in: Path | None = None) -> Path:
+    """Serialize atomically, refusing a protobuf over 2 GiB, and check the file (external data included):
+    a file that cannot be read back is never left behind. ``check_in``: the folder of its external data
+    when the checker cannot follow it by path (:func:`_check_in_folder`).
 
     The external main-graph initializers ``splice`` picks are written inline, their bytes streamed from
     ``source_dir`` (:func:`_spliced`), and the file is then checked with those bytes left in it
@@ -144,20 +198,37 @@ def write_protobuf(model: onnx.ModelProto, path: Path, source_dir: Path | None =
     if size > PROTOBUF_LIMIT:
         raise UserError(f"{path.name} would be a {size / 2**30:.2f} GiB protobuf, over protobuf's 2 GiB "
                         "limit; lower --external-data-threshold so its weights go to a data file")
-    with _staged(path) as handle:
+    with staged(path) as handle:
         handle.write(head)
         for prefix, source, offset, length in tail:
             handle.write(prefix)
             if length:
                 with open(source, "rb") as src:
-                    _copy_range(src, handle, offset, length)
+                    copy_range(src, handle, offset, length)
     try:
-        read = onnx_wire.read_weightless(path, 0) if spliced else None
-        onnx.checker.check_model(onnx_wire.checkable(read[0]) if read else str(path))
+        if check_in is not None:
+            _check_in_folder(path, check_in)
+        else:
+            read = onnx_wire.read_weightless(path, 0) if spliced else None
+            onnx.checker.check_model(onnx_wire.checkable(read[0]) if read else str(path))
     except Exception as exc:  # a file that cannot be read back is a bug; leave nothing behind
-        _unlink(path)
+        unlink(path)
         raise RuntimeError(f"emitted {path.name} fails onnx.checker: {exc}") from exc
     return path
+
+
+def _check_in_folder(path: Path, folder: Path) -> None:
+    """Check a written model whose external data ``onnx.checker`` will not follow by path (hard-linked, or
+    in the input's ``folder``) as onnxpart checks a weightless input: the model by the checker, its
+    external tensors as typed graph inputs (:func:`onnxpart.onnx_wire.checkable`), and every reference —
+    inside ``folder``, a regular file there, its range within it — apart
+    (:func:`onnxpart.onnx_io.check_external_data`)."""
+    from onnxpart.onnx_io import check_external_data
+
+    read = onnx_wire.read_weightless(path, 0)
+    written = read[0] if read else onnx.load(str(path), load_external_data=False)
+    onnx.checker.check_model(onnx_wire.checkable(written))
+    check_external_data(written, folder, own=path.name)
 
 
 def _spliced(model: onnx.ModelProto, names: set[str], source_dir: Path | None) -> tuple[bytes, list[tuple]]:
@@ -191,36 +262,18 @@ def _spliced(model: onnx.ModelProto, names: set[str], source_dir: Path | None) -
     return head.SerializeToString(), tail
 
 
-def link_weights(model: onnx.ModelProto, source_dir: Path, target_dir: Path, skip: str | None = None) -> list[Path]:
-    """Clone every external-data file ``model`` references from ``source_dir`` into ``target_dir`` under
-    the same relative location, so the model's references hold there too (but ``skip``: the input model's
-    own file, whose embedded weights are written inline).
-
-    A copy-on-write clone (``FICLONE``) where the filesystem has one, else a chunked copy that keeps
-    holes. Not a hard link: ``onnx.checker`` refuses external data with several links (a "hardlink
-    attack"), and every emitted file must pass it."""
+def _materialize(model: onnx.ModelProto, policy: WeightPolicy, folder: Path,
+                 make: Callable[[Path, Path], Path], picked: Callable[[onnx.TensorProto], bool]) -> list[Path]:
+    """``make(source, target)`` for every data file of the input that a ``picked`` external tensor of
+    ``model`` references, ``target`` at the same location in ``folder`` (so the references hold there):
+    a clone (:func:`onnxpart.data_files.clone_file`) or a hard link (:func:`~onnxpart.data_files.hard_link`)."""
     done: list[Path] = []
     for location in sorted({external_data_helper.ExternalDataInfo(t).location for t in _tensors(model)
-                            if external_data_helper.uses_external_data(t)} - {skip}):
-        target = target_dir / location
+                            if external_data_helper.uses_external_data(t) and picked(t)}):
+        target = folder / location
         target.parent.mkdir(parents=True, exist_ok=True)
-        with open(source_dir / location, "rb") as src, _staged(target) as dst:
-            if not _reflink(src, dst):
-                _copy_range(src, dst, 0, os.fstat(src.fileno()).st_size)
-            else:
-                dst.seek(0, os.SEEK_END)
-        done.append(target)
+        done.append(make(_source(policy.source_dir, location), target))
     return done
-
-
-def _reflink(src, dst) -> bool:
-    try:
-        import fcntl
-
-        fcntl.ioctl(dst.fileno(), FICLONE, src.fileno())
-        return True
-    except (OSError, ImportError, AttributeError):
-        return False
 
 
 # ----------------------------------------------------------------------------------------- internals
@@ -237,26 +290,33 @@ def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
     return clone
 
 
-def _stream_tensors(model: onnx.ModelProto, handle, data_name: str, policy: WeightPolicy) -> None:
-    """Move every tensor of ``tensor_threshold`` bytes or more (and every external one) into ``handle``."""
+def _stream_tensors(tensors: list[onnx.TensorProto], handle, data_name: str, policy: WeightPolicy) -> None:
+    """Write ``tensors`` into ``handle`` (at 4 KiB-aligned offsets) and point each at its bytes there."""
     offset = 0
-    for tensor in _tensors(model):
-        if not policy.moves_out(tensor):
-            continue
-        external = external_data_helper.uses_external_data(tensor)
-        offset = -(-offset // ALIGNMENT) * ALIGNMENT
-        handle.seek(offset)
-        if external:
-            info = external_data_helper.ExternalDataInfo(tensor)
-            length = info.length or tensor_bytes(tensor.data_type, tensor.dims)
-            with open(_source(policy.source_dir, info.location), "rb") as src:
-                _copy_range(src, handle, info.offset or 0, length)
-        else:
-            payload = tensor.raw_data if tensor.HasField("raw_data") else numpy_helper.to_array(tensor).tobytes()
-            length = len(payload)
-            _write_sparse(handle, payload)
-        _point_to(tensor, data_name, offset, length)
-        offset += length
+    with Tally(policy.progress, data_name, sum(_length(t) for t in tensors)) as tally:
+        for tensor in tensors:
+            offset = -(-offset // ALIGNMENT) * ALIGNMENT
+            handle.seek(offset)
+            length = _length(tensor)
+            if external_data_helper.uses_external_data(tensor):
+                info = external_data_helper.ExternalDataInfo(tensor)
+                with open(_source(policy.source_dir, info.location), "rb") as src:
+                    copy_range(src, handle, info.offset or 0, length, tally)
+            else:
+                payload = tensor.raw_data if tensor.HasField("raw_data") else numpy_helper.to_array(tensor).tobytes()
+                length = len(payload)
+                write_sparse(handle, payload)
+                tally.advance(length)
+            _point_to(tensor, data_name, offset, length)
+            offset += length
+
+
+def _length(tensor: onnx.TensorProto) -> int:
+    """The bytes of ``tensor``'s data: its external length, its ``raw_data``, or what dims and dtype say."""
+    if external_data_helper.uses_external_data(tensor):
+        length = external_data_helper.ExternalDataInfo(tensor).length
+        return length or tensor_bytes(tensor.data_type, tensor.dims)
+    return len(tensor.raw_data) if tensor.HasField("raw_data") else tensor_bytes(tensor.data_type, tensor.dims)
 
 
 def _inline_tensors(model: onnx.ModelProto, source_dir: Path | None) -> None:
@@ -290,77 +350,3 @@ def _point_to(tensor: onnx.TensorProto, location: str, offset: int, length: int)
     for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):
         entry = tensor.external_data.add()
         entry.key, entry.value = key, value
-
-
-def _copy_range(src, dst, offset: int, length: int) -> None:
-    """Copy ``length`` bytes from ``src`` at ``offset`` to ``dst``'s position, a chunk at a time. The holes
-    of a sparse source are found with ``SEEK_DATA`` (where the file system reports them) and skipped
-    without being read, so they stay holes: 141 GB of a sparse 70B export copy in seconds."""
-    fd = src.fileno()
-    end = offset + length
-    size = os.fstat(fd).st_size
-    if end > size:
-        raise UserError(f"{getattr(src, 'name', 'external data')} ended {end - max(size, offset)} bytes early")
-    position = offset
-    while position < end:
-        data = _next_data(fd, position, end)
-        if data > position:
-            dst.seek(data - position, os.SEEK_CUR)  # a hole: the final truncate fixes the size
-            position = data
-            continue
-        chunk = os.pread(fd, min(CHUNK, end - position), position)
-        if not chunk:
-            raise UserError(f"{getattr(src, 'name', 'external data')} ended {end - position} bytes early")
-        _write_sparse(dst, chunk)
-        position += len(chunk)
-
-
-def _next_data(fd: int, position: int, end: int) -> int:
-    """The first offset at or after ``position`` that holds data (``end`` when only a hole is left), or
-    ``position`` itself where the file system cannot say."""
-    if not hasattr(os, "SEEK_DATA"):
-        return position
-    try:
-        return min(os.lseek(fd, position, os.SEEK_DATA), end)
-    except OSError as exc:
-        return end if exc.errno == errno.ENXIO else position
-
-
-def _write_sparse(handle, data: bytes | memoryview) -> None:
-    view = memoryview(data)
-    for start in range(0, len(view), CHUNK):
-        chunk = view[start:start + CHUNK]
-        if chunk == _ZEROS[:len(chunk)]:
-            handle.seek(len(chunk), os.SEEK_CUR)  # a hole: the final truncate fixes the size
-        else:
-            handle.write(chunk)
-
-
-@contextmanager
-def _staged(target: Path):
-    """A binary handle on a temporary file beside ``target``, renamed over it on success only."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        fresh_permissions(fd)
-        with os.fdopen(fd, "wb") as handle:
-            yield handle
-            handle.truncate()  # a trailing hole (skipped zeros) still counts towards the size
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except OSError as exc:
-        _unlink(tmp)
-        if exc.errno == errno.ENOSPC:
-            raise UserError(f"no space left on the device while writing {target.name}; nothing was kept") from None
-        raise
-    except BaseException:
-        _unlink(tmp)
-        raise
-
-
-def _unlink(path) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-

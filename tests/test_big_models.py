@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner
 
-from onnxpart import writer
+from onnxpart import data_files, writer
 from onnxpart.cli.app import app
 from onnxpart.errors import UserError
 from onnxpart.onnx_io import load_graph
@@ -111,15 +111,15 @@ def test_truncated_data_file_is_a_one_line_error_naming_the_tensor(tmp_path, ext
 
 @pytest.mark.parametrize("failure", ["crash", "disk full"])
 def test_a_failure_mid_write_leaves_nothing_behind(tmp_path, external_model, monkeypatch, failure):
-    calls = []
+    calls, step = [], data_files._copy_step
 
-    def broken(handle, data):
+    def broken(*args):
         calls.append(1)
         if len(calls) == 2:
             raise OSError(errno.ENOSPC, "No space left on device") if failure == "disk full" else RuntimeError("boom")
-        handle.write(data)
+        return step(*args)
 
-    monkeypatch.setattr(writer, "_write_sparse", broken)
+    monkeypatch.setattr(data_files, "_copy_step", broken)
     out = tmp_path / "out"
     result = cli("partition", external_model, "-k", 2, "-o", out, "--bounds", "simple", *DIMS, *FAST)
     assert result.exit_code != 0
