@@ -195,8 +195,9 @@ def markdown(results: dict, runs: int, seconds: float, loads: tuple) -> str:
              f"Machine: {machine_line()}; onnxruntime CPU, 2 threads default, graph optimizations off (the profile's "
              f"settings); `--runs {runs} --warmup 2 --micro-batches 12`; {len(results)} models in {seconds / 60:.0f} "
              f"min (`scripts/bench_truth.py`). Load average (1 min) {loads[0]:.1f} at the start, {loads[1]:.1f} at the "
-             "end" + (" — **taken under load: other jobs shared the 2 cores**, so every measured number is high "
-             "and noisy, the pipeline's above all." if max(loads) > 0.5 else "."), "",
+             "end (the end's is mostly bench's own runs)" + (
+                 " — **taken under load: other jobs shared the 2 cores** when it started, so every measured number "
+                 "is high and noisy, the pipeline's above all." if loads[0] > 1.0 else "."), "",
              "Stages: bottleneck = measured / predicted of the slowest stage; worst stage = the largest |error| of "
              "a stage; pipeline = measured / predicted throughput (predicted and measured speed-up over one "
              "worker in brackets); the last column is the measured bottleneck.", "",

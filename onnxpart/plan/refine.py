@@ -27,7 +27,8 @@ from onnxpart.strategy import FLOOR
 
 @dataclass(frozen=True)
 class StagePrice:
-    """Tile on one run's stage: its proven bound, and its best plan (None when tile found none that fits)."""
+    """Tile on one run's stage: its proven bound (0: none), and its best plan (None where the stage's weights
+    cannot fit a device) with that plan's step time."""
 
     lower: float
     layouts: dict | None = None

@@ -194,7 +194,8 @@ def fit_memory(inst: LayoutInstance, x: dict[str, Layout]) -> dict[str, Layout]:
     mesh, limit = inst.mesh, inst.memory * (1 + 1e-12)
     smallest = {t.name: min(t.domain, key=lambda a, t=t: t.per_device(a, mesh)) for t in inst.tensors}
     if inst.min_memory() > limit:
-        x.update(smallest)
+        x.update({t.name: smallest[t.name] for t in inst.tensors
+                  if t.per_device(x[t.name], mesh) > t.per_device(smallest[t.name], mesh)})
         return x
     heap = [(-_shrink_ratio(inst, x, t, smallest[t.name]), i) for i, t in enumerate(inst.tensors)]
     heapq.heapify(heap)
