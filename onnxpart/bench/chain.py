@@ -10,7 +10,6 @@ are not those its manifest lists was not written with it (exit 2, naming it).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -63,14 +62,7 @@ def _time_chain(sessions, model_inputs: dict[str, np.ndarray], warmup: int, runs
             feeds = {arg.name: values[arg.name] for arg in session.get_inputs()}
             values.update(zip(names, session.run(names, feeds)))
 
-    for _ in range(warmup):
-        chain()
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        chain()
-        samples.append(time.perf_counter() - start)
-    return Timing.of(samples)
+    return time_calls(chain, warmup, runs)
 
 
 def check_io(session, unit: Unit) -> None:
