@@ -153,7 +153,7 @@ def _record(problem: Problem, table: UnitTable, priced: Priced) -> None:
         key = (i, j, problem.meshes.index(mesh))
         known = table.stages.get(key)
         if known is None or known.layouts is None or stage.compute < known.cost:
-            table.stages[key] = StagePrice(known.lower if known else 0.0, dict(stage.layouts), stage.compute)
+            table.stages[key] = StagePrice(known.lower if known else 0.0, dict(stage.layouts), stage.compute, True)
 
 
 def _baseline(name: str, make):

@@ -28,11 +28,12 @@ from onnxpart.strategy import FLOOR
 @dataclass(frozen=True)
 class StagePrice:
     """Tile on one run's stage: its proven bound (0: none), and its best plan (None where the stage's weights
-    cannot fit a device) with that plan's step time."""
+    cannot fit a device) with that plan's step time; ``priced`` when the search priced the stage in full."""
 
     lower: float
     layouts: dict | None = None
     cost: float = math.inf
+    priced: bool = False  # the cost is the stage's price in a plan (the search's), not only tile's first plans
 
     @property
     def optimal(self) -> bool:
