@@ -15,8 +15,9 @@ from tests.safety.harness import run_cli
 LAYERS, ROWS, WIDTH = 8, 64, 384
 
 
-def matmul_chain(path: Path, layers: int = LAYERS) -> Path:
-    """``layers`` MatMuls in a chain, each with its own seeded weight (scaled to keep values bounded)."""
+def matmul_chain(path: Path, layers: int = LAYERS, rows: int = ROWS) -> Path:
+    """``layers`` MatMuls in a chain on ``rows`` rows, each with its own seeded weight (scaled to keep values
+    bounded)."""
     rng = np.random.default_rng(0)
     nodes, weights = [], []
     for i in range(layers):
@@ -24,8 +25,8 @@ def matmul_chain(path: Path, layers: int = LAYERS) -> Path:
         weights.append(numpy_helper.from_array(w, f"w{i}"))
         out = f"h{i + 1}" if i < layers - 1 else "y"
         nodes.append(helper.make_node("MatMul", [f"h{i}" if i else "x", f"w{i}"], [out], name=f"mm{i}"))
-    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [ROWS, WIDTH])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [ROWS, WIDTH])], weights)
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, WIDTH])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, WIDTH])], weights)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.save(model, path)
     return path
