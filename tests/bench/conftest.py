@@ -3,6 +3,7 @@ partitioned into two equal stages once per session."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from onnxpart.bench.machine import idle_cores
 from tests.safety.harness import run_cli
 
 LAYERS, ROWS, WIDTH = 8, 64, 384
@@ -40,3 +42,15 @@ def chain_folder(tmp_path_factory) -> tuple[Path, Path]:
     proc = run_cli("partition", model, "-k", "2", "--time-limit", "5", "-o", work / "out", cwd=work)
     assert proc.returncode == 0, proc.stderr
     return model, work / "out"
+
+
+def two_free_cores() -> str | None:
+    """Why a test that needs two free cores cannot run here (None: it can): the pipeline of two workers, a
+    tile shard timed with onnxruntime's default threads."""
+    cores = len(os.sched_getaffinity(0))
+    if cores < 2:
+        return f"this process may use {cores} core; the test needs two"
+    if idle_cores() < 1.5:
+        return (f"the machine is loaded (load average {os.getloadavg()[0]:.2f} on {cores} cores): the test needs "
+                "two free cores")
+    return None

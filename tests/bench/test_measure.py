@@ -3,16 +3,14 @@ two equal stages pipelined on two free cores beat one worker (relative checks on
 
 from __future__ import annotations
 
-import os
-
 import onnxruntime as ort
 import pytest
 
 from onnxpart.bench import Options, bench
-from onnxpart.bench.machine import idle_cores
 from onnxpart.bench.sessions import Settings
 from onnxpart.bench.timing import time_calls
 from onnxpart.runtime import random_inputs, session_options
+from tests.bench.conftest import two_free_cores
 
 #: a stage's median within this factor of the standalone run's (the two runs share a noisy machine)
 TOLERANCE = 0.35
@@ -34,18 +32,7 @@ def test_a_stage_measures_like_its_standalone_run(chain_folder):
     assert result.summary["bottleneck_stage_predicted"] in {"stage_0", "stage_1"}
 
 
-def _two_free_cores() -> str | None:
-    """Why the pipeline test cannot run here (None: it can)."""
-    cores = len(os.sched_getaffinity(0))
-    if cores < 2:
-        return f"this process may use {cores} core; the pipeline of two workers needs two"
-    if idle_cores() < 1.5:
-        return (f"the machine is loaded (load average {os.getloadavg()[0]:.2f} on {cores} cores): two free cores "
-                "are needed for the pipeline to beat one worker")
-    return None
-
-
-@pytest.mark.skipif(_two_free_cores() is not None, reason=_two_free_cores() or "")
+@pytest.mark.skipif(two_free_cores() is not None, reason=two_free_cores() or "")
 def test_two_equal_stages_on_two_workers_beat_one(chain_folder):
     _, folder = chain_folder
     result = bench(folder, Options(runs=5, warmup=2, settings=Settings(threads=1), micro_batches=24))
