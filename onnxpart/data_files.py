@@ -13,21 +13,19 @@ Three ways an emitted model gets the bytes of the input's weights (``--weights``
   the model's metadata (:data:`FOLDER_KEY`), where :func:`data_folder` finds it.
 
 Every copy reports its progress to a :data:`Progress` callback (the CLI draws the bar; the library
-prints nothing), and every file is written under a temporary name and renamed (:func:`staged`).
+prints nothing), and every file is written under a temporary name and renamed (:func:`onnxpart.files.staged`).
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import tempfile
 from collections.abc import Callable
-from contextlib import contextmanager
 from pathlib import Path
 
 from onnxpart import onnx_wire
 from onnxpart.errors import UserError
-from onnxpart.files import fresh_permissions
+from onnxpart.files import staged, unlink
 
 #: ``progress(file name, bytes done, bytes in all)``: called when a file's copy starts, after each step, and
 #: once it ends, finished or not, with ``None`` for the bytes done
@@ -68,7 +66,7 @@ class Tally:
 def copy_range(src, dst, offset: int, length: int, tally: Tally | None = None) -> None:
     """Copy ``length`` bytes of the open file ``src`` from ``offset`` to the buffered ``dst`` at its
     position (which ends ``length`` further on). Only data extents are copied, by ``copy_file_range``;
-    holes are skipped (the final truncate of :func:`staged` gives a trailing hole its size)."""
+    holes are skipped (the final truncate of :func:`onnxpart.files.staged` gives a trailing hole its size)."""
     fd = src.fileno()
     end = offset + length
     size = os.fstat(fd).st_size
@@ -192,32 +190,3 @@ def _reflink(src, dst) -> bool:
         return True
     except (OSError, ImportError, AttributeError):
         return False
-
-
-@contextmanager
-def staged(target: Path):
-    """A binary handle on a temporary file beside ``target``, renamed over it on success only."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        fresh_permissions(fd)
-        with os.fdopen(fd, "wb") as handle:
-            yield handle
-            handle.truncate()  # a trailing hole (skipped zeros) still counts towards the size
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except OSError as exc:
-        unlink(tmp)
-        if exc.errno == errno.ENOSPC:
-            raise UserError(f"no space left on the device while writing {target.name}; nothing was kept") from None
-        raise
-    except BaseException:
-        unlink(tmp)
-        raise
-
-
-def unlink(path) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass

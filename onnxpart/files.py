@@ -5,11 +5,13 @@ unreadable or malformed file into a one-line :class:`UserError`."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
 import tempfile
 from collections.abc import Iterable
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,19 +26,40 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
         raise UserError(f"cannot write {target}: folder {parent} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
+    with staged(parent / target.name) as handle:
+        handle.write(data)
+    return target
+
+
+@contextmanager
+def staged(target: Path):
+    """A binary handle on a temporary file beside ``target``, flushed to disk and renamed over it on success
+    only; removed on any error (a full disk is one line)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         fresh_permissions(fd)
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            yield handle
+            handle.truncate()  # a trailing hole (skipped zeros) still counts towards the size
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    except OSError as exc:
+        unlink(tmp)
+        if exc.errno == errno.ENOSPC:
+            raise UserError(f"no space left on the device while writing {target.name}; nothing was kept") from None
         raise
-    return target
+    except BaseException:
+        unlink(tmp)
+        raise
+
+
+def unlink(path) -> None:
+    """Remove ``path`` if it is there."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def fresh_permissions(fd: int) -> None:

@@ -53,10 +53,10 @@ import onnx
 from onnx import external_data_helper, numpy_helper
 
 from onnxpart import onnx_wire
-from onnxpart.data_files import (FOLDER_KEY, Progress, Tally, clone_file, copy_range, hard_link, staged, unlink,
-                                 write_sparse)
+from onnxpart.data_files import FOLDER_KEY, Progress, Tally, clone_file, copy_range, hard_link, write_sparse
 from onnxpart.dtypes import tensor_bytes
 from onnxpart.errors import UserError
+from onnxpart.files import staged, unlink
 
 #: protobuf's hard limit on one message
 PROTOBUF_LIMIT = (1 << 31) - 1

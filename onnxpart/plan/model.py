@@ -68,6 +68,10 @@ class Problem:
                                                          constants=self.constants, device=self.cluster.spec)
         return self.instances[mesh]
 
+    def run(self, first: int, last: int, m: int) -> "Shape":
+        """Units ``first .. last - 1`` as one stage on mesh ``m``: how a run of the family is priced alone."""
+        return Shape(((tuple(self.units.ops(first, last)), self.meshes[m]),), units=((first, last),))
+
     def replica_options(self) -> list[tuple[int, int]]:
         """(R, M) pairs the family allows: latency one input on one replica; throughput R dividing the batch
         (at most one device per replica each), or the R that ``micro_batches`` gives. UserError when none."""

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 
 from onnxpart.certificate import LowerBound
-from onnxpart.plan.model import Problem, Shape
+from onnxpart.plan.model import Problem
 from onnxpart.strategy import FLOOR
 
 
@@ -54,7 +54,7 @@ def price_run(problem: Problem, key: tuple[int, int, int], seconds: float, seed:
 
     deadline = time.monotonic() + seconds
     first, last, m = key
-    shape = Shape(((tuple(problem.units.ops(first, last)), problem.meshes[m]),), units=((first, last),))
+    shape = problem.run(first, last, m)
     sub = stage_instance(problem, shape, 0, stage_io(problem, shape)[0])
     if least_weight_bytes(sub) > problem.cluster.memory * (1 + 1e-12):
         return StagePrice(math.inf)

@@ -96,7 +96,6 @@ def exact_runs(problem: Problem, table: UnitTable, seconds: float, seed: int = 0
     its memory and its received tensors' bytes) into ``table.runs``, so the program reads the stages' own
     compute instead of the units' sums; ``seconds`` in all."""
     from onnxpart.plan.evaluate import build_stage, stage_io
-    from onnxpart.plan.model import Shape
 
     count = problem.units.count
     pairs = [(i, j, m) for i in range(count) for j in range(i + 1, count + 1) for m in range(len(problem.meshes))]
@@ -104,8 +103,7 @@ def exact_runs(problem: Problem, table: UnitTable, seconds: float, seed: int = 0
         return
     runs = {}
     for i, j, m in pairs:
-        ops = tuple(problem.units.ops(i, j))
-        shape = Shape(((ops, problem.meshes[m]),), units=((i, j),))
+        shape = problem.run(i, j, m)
         stage_of, received = stage_io(problem, shape)
         names = [t for source in sorted(received[0]) for t in received[0][source]]
         stage = build_stage(problem, shape, 0, stage_of, names, unit_layouts=[table.layouts[u][m] for u in range(i, j)],

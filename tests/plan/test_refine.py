@@ -48,13 +48,12 @@ def test_exact_does_not_search_where_nothing_fits(llama, monkeypatch):
     """A stage whose least memory is over the device's (the whole model on one device, with the memory set
     below it) is refused at once by tile's exact method, not searched for its whole time share."""
     from onnxpart.plan.evaluate import stage_instance, stage_io
-    from onnxpart.plan.model import Shape as PlanShape
     from onnxpart.plan.stages import restrict
     from onnxpart.tile.onnx import elimination
     from onnxpart.tile.onnx.exact import exact as tile_exact
 
     pb = Problem(llama.graph, read_cluster("1x2:a100"), "latency", constants=small_constants(llama.model.model))
-    shape = PlanShape(((tuple(range(len(pb.graph.ops))), pb.meshes[0]),), units=((0, pb.units.count),))
+    shape = pb.run(0, pb.units.count, 0)
     whole = stage_instance(pb, shape, 0, stage_io(pb, shape)[0])
     sub = restrict(whole, range(len(whole.ops)), memory=whole.min_memory() / 2)
 

@@ -193,7 +193,7 @@ def fit_memory(inst: LayoutInstance, x: dict[str, Layout]) -> dict[str, Layout]:
         return x
     mesh, limit = inst.mesh, inst.memory * (1 + 1e-12)
     smallest = {t.name: min(t.domain, key=lambda a, t=t: t.per_device(a, mesh)) for t in inst.tensors}
-    if inst.min_memory() > limit:
+    if sum(t.per_device(smallest[t.name], mesh) for t in inst.tensors) > limit:  # even the least memory is over
         x.update({t.name: smallest[t.name] for t in inst.tensors
                   if t.per_device(x[t.name], mesh) > t.per_device(smallest[t.name], mesh)})
         return x
