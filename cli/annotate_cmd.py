@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 import typer
 
 from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, CleanOpt, DEVICE_HELP, DIM_HELP, ForceShapeOpt,
-                                 INPUT_SHAPE_HELP, RUNS, console, handle_errors, load_costed, print_json)
+                                 INPUT_SHAPE_HELP, RUNS, WORKERS, console, handle_errors, load_costed,
+                                 print_json)
 from onnxpart.errors import UserError
 from onnxpart.units import BATCH, format_seconds
 
@@ -25,6 +26,9 @@ def annotate(
     dim: Optional[list[str]] = typer.Option(None, "--dim", help=DIM_HELP),
     coarsen: bool = typer.Option(False, "--coarsen", help=COARSEN_HELP),
     runs: Annotated[int, typer.Option("--runs", help="Profiled runs for --cost measured (median per node)."), RUNS] = 5,
+    threads: Annotated[int, typer.Option("--threads", help="onnxruntime intra-op threads for --cost measured (0: its "
+                                         "default, one per core). Profile with what each worker will have: "
+                                         "a k-stage pipeline on C cores gives a stage C/k."), WORKERS] = 0,
     batch: Annotated[Optional[int], typer.Option("--batch", help="Cost a batch of B inputs: the symbolic dim on axis 0 "
                                                  "of every graph input set to B × its --dim value (default 1); "
                                                  "recorded as the file's batch, for a system file's costs: {B: file}."),
@@ -42,13 +46,13 @@ def annotate(
     if batch is not None:
         dim = _batch_dims(model, dim or [], batch)
     loaded = load_costed(model, input_shape=input_shape, coarsen=coarsen, cost=cost, device=device, runs=runs, dim=dim,
-                         need_model=True, force_shape=force_shape)
+                         need_model=True, force_shape=force_shape, threads=threads)
     check_file(output, run_reads(model, loaded.model, device=device), force, clean, SCHEMA)
     graph = loaded.graph
     extra: dict = {"batch": batch or 1}
     if loaded.measured_end_to_end is not None:
         extra["measured"] = {"end_to_end": loaded.measured_end_to_end, "kernel_total": graph.total_work,
-                             "runs": runs}
+                             "runs": runs, "threads": threads}
     spec = asdict(load_device(device))
     write_json(output, graph_to_costs(graph, str(model), device_spec=spec, extra=extra))
     summary = {"output": str(output), "ops": len(graph.ops), "work": graph.total_work,

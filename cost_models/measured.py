@@ -2,8 +2,12 @@
 
 The model runs with graph optimizations off so every profiled kernel is exactly one node of the file
 (onnxpart.runtime). After warm-up runs, ``runs`` profiled runs give each node a median time; an op's
-work is the sum over its nodes. Folded weight generators (ConstantOfShape, ...) also run in this mode,
-but they are not part of inference and are not charged to any op.
+work is the sum over its nodes and over the weight generators folded into it (``Op.const_nodes``: a light
+model's ``ConstantOfShape`` weights, a run-time ``Transpose`` of a tied embedding). Those run on every call
+in this mode, and every file onnxpart emits carries them with the op that owns their weight, so a stage
+pays them; onnxruntime's own optimizations (ORT_ENABLE_ALL) fold them once when the session loads.
+``threads`` is onnxruntime's intra-op thread count (0: its default, one per core): profile with the threads
+each worker will have (one per core of a pipeline's stage) and the stage times are that worker's.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ def measured_costs(graph: OpGraph, loaded, runs: int = 5, warmup: int = 2,
     if missing:
         log.warning("onnxruntime reported no kernel time for %d nodes (e.g. %s); they count as 0",
                     len(missing), missing[0])
-    work = [sum(median.get(name, 0.0) for name in op.onnx_nodes) for op in graph.ops]
+    work = [sum(median.get(name, 0.0) for name in op.onnx_nodes + op.const_nodes) for op in graph.ops]
     costed = graph.with_costs(work, cost_model="measured", device="this-machine-cpu",
                               bandwidth=graph.bandwidth)
     return MeasuredRun(costed, statistics.median(walls), sum(work))

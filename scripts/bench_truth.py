@@ -5,7 +5,9 @@ torch by ``tests/export_like.py``, scaled up so that their ops take real time: a
 decoder step and a dynamo-style GPT-2 with a tied LM head. Per model, through the onnxpart command line
 (subprocesses, as a user runs it):
 
-1. ``annotate --cost measured`` (the profile) once; ``--cost analytic --device cpu`` is the other cost model;
+1. ``annotate --cost measured --threads T`` (the profile) once; ``--cost analytic --device cpu`` is the other cost
+   model; every ``bench`` runs with ``--threads T`` too. T defaults to 1: a two-stage pipeline on this 2-core machine
+   gives each stage one core, so stage times profiled with 2 threads are times no pipeline worker can have;
 2. ``partition -k 2`` and ``-k 4`` on each, then ``bench`` on each folder: the bottleneck's measured /
    predicted, the worst stage error, whether the predicted bottleneck stage is the measured one, the
    pipeline's measured throughput against the prediction (and the prediction's speed-up over one worker);
@@ -39,6 +41,8 @@ LIGHT = ("light_squeezenet", "light_shufflenet", "light_inception_v1", "light_in
 EXPORTS = {"kv_decoder": {"batch": 1, "sequence": 64, "past_sequence_length": 64, "total_sequence_length": 128},
            "gpt2_tied": {"batch": 1, "sequence": 128}}
 MODELS = LIGHT + tuple(EXPORTS)
+#: onnxruntime intra-op threads of the profile and of every bench run (``--threads``).
+THREADS = 1
 COSTS = {"measured": ["--costs", "{measured}"], "analytic": ["--cost", "analytic", "--device", "cpu"]}
 
 
@@ -59,8 +63,8 @@ def model_file(name: str, work: Path) -> tuple[Path, list[str]]:
 
 def bench(folder: Path, dims: list[str], runs: int, *extra: str) -> dict:
     """``onnxpart bench`` on ``folder`` -> its bench.json document."""
-    return cli_json("bench", str(folder), "--runs", str(runs), "--warmup", "2", "--micro-batches", "12", *dims,
-                    *extra, "--json")
+    return cli_json("bench", str(folder), "--runs", str(runs), "--warmup", "2", "--micro-batches", "12",
+                    "--threads", str(THREADS), *dims, *extra, "--json")
 
 
 def run_model(name: str, work: Path, runs: int) -> dict:
@@ -68,8 +72,8 @@ def run_model(name: str, work: Path, runs: int) -> dict:
     path, dims = model_file(name, work)
     measured = work / "measured.json"
     out: dict = {"load_before": os.getloadavg()}
-    out["annotate"] = _step(lambda: cli_json("annotate", str(path), "--cost", "measured", *dims, "-o", str(measured),
-                                             "--force"))
+    out["annotate"] = _step(lambda: cli_json("annotate", str(path), "--cost", "measured", "--threads", str(THREADS),
+                                             *dims, "-o", str(measured), "--force"))
     for costs, options in COSTS.items():
         options = [o.format(measured=measured) for o in options]
         for k in (2, 4):
@@ -192,8 +196,9 @@ def _predicted_speed_up(doc: dict) -> float:
 
 def markdown(results: dict, runs: int, seconds: float, loads: tuple) -> str:
     lines = ["## bench: predicted against measured on this machine (issue 42)", "",
-             f"Machine: {machine_line()}; onnxruntime CPU, 2 threads default, graph optimizations off (the profile's "
-             f"settings); `--runs {runs} --warmup 2 --micro-batches 12`; {len(results)} models in {seconds / 60:.0f} "
+             f"Machine: {machine_line()}; onnxruntime CPU, {THREADS} intra-op thread(s) per session in the profile, "
+             "each stage run and each pipeline worker, graph optimizations off (the profile's settings); "
+             f"`--runs {runs} --warmup 2 --micro-batches 12`; {len(results)} models in {seconds / 60:.0f} "
              f"min (`scripts/bench_truth.py`). Load average (1 min) {loads[0]:.1f} at the start, {loads[1]:.1f} at the "
              "end (the end's is mostly bench's own runs)" + (
                  " — **taken under load: other jobs shared the 2 cores** when it started, so every measured number "
@@ -214,11 +219,14 @@ def markdown(results: dict, runs: int, seconds: float, loads: tuple) -> str:
 
 
 def main() -> None:
+    global THREADS
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     parser.add_argument("--runs", type=int, default=10, help="bench --runs per folder")
+    parser.add_argument("--threads", type=int, default=THREADS, help="onnxruntime intra-op threads (annotate, bench)")
     parser.add_argument("--print", dest="print_only", action="store_true", help="print, do not write BENCHMARKS.md")
     args = parser.parse_args()
+    THREADS = args.threads
     start, first = time.monotonic(), os.getloadavg()[0]
     results = {}
     with tempfile.TemporaryDirectory(prefix="bench-truth-") as tmp:

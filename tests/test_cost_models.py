@@ -149,6 +149,28 @@ def test_measured_costs_on_squeezenet():
     assert math.isclose(result.kernel_total, sum(works))
 
 
+def test_measured_costs_charge_each_op_the_weight_generators_it_owns(monkeypatch):
+    """The profile's mode runs a light model's ConstantOfShape weights on every call, and every emitted file
+    carries them with the op that owns the weight: each profiled kernel (here timed 1 ms apiece) is charged."""
+    import contextlib
+
+    from onnxpart import runtime
+
+    real = runtime.profiling_session
+
+    @contextlib.contextmanager
+    def one_ms_kernels(*args, **kwargs):
+        with real(*args, **kwargs) as (session, events):
+            yield session, lambda: [{**e, "dur": 1000} for e in events()]
+
+    monkeypatch.setattr(runtime, "profiling_session", one_ms_kernels)
+    graph, loaded = load_graph(light("squeezenet"))
+    assert any(op.const_nodes for op in graph.ops)
+    result = measured_costs(graph, loaded, runs=2, warmup=1, threads=1)
+    for op in result.graph.ops:
+        assert op.work == pytest.approx(1e-3 * (len(op.onnx_nodes) + len(op.const_nodes))), op.name
+
+
 def test_cost_table_has_one_column_per_device_and_the_single_device_case_is_its_first():
     from onnxpart.cost_models import device_costs
 

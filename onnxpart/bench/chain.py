@@ -3,12 +3,13 @@ and plan's stages, schedule's pieces.
 
 Each unit's file gets the tensors earlier units made (their outputs from one untimed run) and, for the
 model's own inputs, seeded inputs at the costed dims (:func:`onnxpart.bench.sessions.graph_feeds`); then
-warm-up and ``runs`` timed runs (:func:`onnxpart.bench.timing.time_calls`). A file whose inputs or outputs
+warm-up and ``runs`` timed runs, in rounds over the units (:func:`onnxpart.bench.timing.time_rounds`). A file whose inputs or outputs
 are not those its manifest lists was not written with it (exit 2, naming it).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ import numpy as np
 
 from onnxpart.bench.folder import Folder, Unit
 from onnxpart.bench.sessions import Settings, graph_feeds, make_session
-from onnxpart.bench.timing import Timing, time_calls
+from onnxpart.bench.timing import Timing, time_calls, time_rounds
 from onnxpart.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ def run_chain(folder: Folder, units: Sequence[Unit], settings: Settings, warmup:
     """Each unit alone, chained (module docstring), then the chain end to end (``runs`` times)."""
     values: dict[str, np.ndarray] = {}
     model_inputs: dict[str, np.ndarray] = {}
-    sessions, timings = [], []
+    sessions, calls = [], []
     for unit in units:
         session = make_session(folder.file(unit.file), settings)
         check_io(session, unit)
@@ -47,9 +48,11 @@ def run_chain(folder: Folder, units: Sequence[Unit], settings: Settings, warmup:
         feeds = {arg.name: values[arg.name] for arg in session.get_inputs()}
         names = [o.name for o in session.get_outputs()]
         values.update(zip(names, session.run(names, feeds)))
-        timings.append(time_calls(lambda: session.run(names, feeds), warmup, runs))
+        calls.append(functools.partial(session.run, names, feeds))
         sessions.append((session, names))
-        log.info("%s: median %.3g s", unit.name, timings[-1].median)
+    timings = time_rounds(calls, warmup, runs)
+    for unit, timing in zip(units, timings):
+        log.info("%s: median %.3g s", unit.name, timing.median)
     return ChainRun(timings, model_inputs, _time_chain(sessions, model_inputs, warmup, runs))
 
 

@@ -11,23 +11,26 @@ remat.onnx's peak over the original's, measured and predicted — is the compari
 
 from __future__ import annotations
 
+import functools
+
 from onnxpart.bench.folder import RematSequence, model_file, read_schema
 from onnxpart.bench.report import Row
 from onnxpart.bench.sessions import graph_feeds, make_session
-from onnxpart.bench.timing import time_calls
+from onnxpart.bench.timing import time_rounds
 
 
 def bench_remat(folder, options) -> tuple[list[Row], dict]:
     seq = read_schema(RematSequence, folder.manifest, folder.path / "sequence.json")
     original = model_file(folder.model_path, folder.model_sha256, options.model, needed=True)
     remat = folder.file("remat.onnx")
-    timings, peaks = {}, {}
+    peaks, calls = {}, []
     feeds = None
     for name, path in (("original", original), ("remat", remat)):
         session = make_session(path, options.settings, memory_pattern=False)
         feeds = feeds or graph_feeds(session, options.settings, {}, path.name)
-        timings[name] = time_calls(lambda: session.run(None, feeds), options.warmup, options.runs)
+        calls.append(functools.partial(session.run, None, feeds))
         peaks[name] = _peak(path, feeds, options.settings.provider)
+    timings = dict(zip(("original", "remat"), time_rounds(calls, options.warmup, options.runs)))
     increase = timings["remat"].median / timings["original"].median
     rows = [Row("original", "original", seq.base_duration, timings["original"].median, timings["original"],
                 file=str(original)),

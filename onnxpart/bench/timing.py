@@ -1,7 +1,9 @@
 """Timing one call the way an inference benchmark does: warm-up calls first (allocations, caches, lazy
 kernel setup), then ``runs`` timed calls on :func:`time.perf_counter`; the median is the answer and the
 spread beside it (quartiles, min, max), because one slow run (a page fault, a scheduler tick) must not
-move the number."""
+move the number. Units compared with one another (a pipeline's stages, a file and its rematerialized
+version) are timed in rounds, each round calling every unit once, so that a slow minute of a shared machine
+slows them all alike instead of the one timed then."""
 
 from __future__ import annotations
 
@@ -36,11 +38,19 @@ class Timing:
 
 def time_calls(call: Callable[[], object], warmup: int, runs: int) -> Timing:
     """``warmup`` untimed calls, then the :class:`Timing` of ``runs`` timed ones."""
+    return time_rounds([call], warmup, runs)[0]
+
+
+def time_rounds(calls: Sequence[Callable[[], object]], warmup: int, runs: int) -> list[Timing]:
+    """``warmup`` untimed rounds, then ``runs`` timed rounds, each calling every one of ``calls`` once in
+    turn: the :class:`Timing` of each call."""
     for _ in range(warmup):
-        call()
-    samples = []
+        for call in calls:
+            call()
+    samples: list[list[float]] = [[] for _ in calls]
     for _ in range(runs):
-        start = time.perf_counter()
-        call()
-        samples.append(time.perf_counter() - start)
-    return Timing.of(samples)
+        for call, times in zip(calls, samples):
+            start = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - start)
+    return [Timing.of(times) for times in samples]

@@ -37,3 +37,13 @@ def test_two_equal_stages_on_two_workers_beat_one(chain_folder):
     _, folder = chain_folder
     result = bench(folder, Options(runs=5, warmup=2, settings=Settings(threads=1), micro_batches=24))
     assert result.summary["throughput_measured"] > result.summary["throughput_one_worker"], result.summary
+
+
+def test_units_compared_with_one_another_are_timed_in_rounds():
+    """Every round calls each unit once, so a slow spell of a shared machine slows them all alike."""
+    from onnxpart.bench.timing import time_rounds
+
+    calls: list[str] = []
+    timings = time_rounds([lambda: calls.append("a"), lambda: calls.append("b")], warmup=1, runs=3)
+    assert calls == ["a", "b"] * 4
+    assert [t.runs for t in timings] == [3, 3]
