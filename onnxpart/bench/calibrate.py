@@ -3,9 +3,13 @@
 The op times come from the costs file the folder was planned with (``--costs``), or, for a folder planned
 on the analytic model, from that model again on the manifest's device at the given dims. They must be that
 folder's: each stage's ops must add up to the stage work its manifest records (else exit 2 — another
-costs file, or another ``--coarsen``/dims). The measured stages are fit by :func:`onnxpart.bench.fit.fit_units`
-(a scale per op type where the data allows, a per-launch overhead), and every op's work becomes
-``scale[op type] · work + overhead · launches``. The file is written by :func:`onnxpart.costs_io.graph_to_costs`
+costs file, or another ``--coarsen``/dims). On the CPU with graph optimizations off, the stage files run once
+more with onnxruntime's profiler (:mod:`onnxpart.bench.kernels`), and every op type gets its own scale from its
+ops' kernel times (:func:`onnxpart.bench.fit.fit_kernels`); the weight generators folded into an op (a light
+model's ``ConstantOfShape`` weights) have no roofline of their own, so their measured kernel times are added to
+that op as measured. Otherwise the stage walls alone are fit (:func:`onnxpart.bench.fit.fit_units`: a scale
+per op type where the stages are many enough, else one). Every op's work becomes
+``scale[op type] · work + overhead · launches`` (+ its generators' seconds). The file is written by :func:`onnxpart.costs_io.graph_to_costs`
 (the one writer of ``onnxpart.costs/1``), ``cost_model: "calibrated"``, with the fit recorded beside it, so
 ``partition --costs calibrated.json`` plans with what this machine does.
 """
@@ -15,7 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from onnxpart.bench.fit import fit_units
+from onnxpart.bench.fit import fit_kernels, fit_units
+from onnxpart.bench.kernels import stage_kernels
 from onnxpart.bench.folder import model_file
 from onnxpart.errors import UserError
 
@@ -34,14 +39,41 @@ def calibrate(result, costs: Optional[Path], options) -> tuple[dict, dict]:
     units = [u for u in _units(folder) if u.name in {r.unit for r in stages}]
     by_name = {op.name: op for op in graph.ops}
     _check_agrees(units, by_name, costs)
-    work = [_per_type(u.ops, by_name) for u in units]
-    launches = [sum(len(by_name[name].onnx_nodes) for name in u.ops) for u in units]
-    fit = fit_units(work, launches, [r.measured for r in stages])
-    calibrated = [op.work * fit.scale(op.op_type) + fit.overhead * len(op.onnx_nodes) for op in graph.ops]
+    settings = options.settings
+    if settings.provider == "CPUExecutionProvider" and not settings.optimize:
+        kernels = stage_kernels(folder, units, settings, options.warmup, options.runs)
+        fit, generators = _fit_kernels(graph, units, [r.measured for r in stages], kernels)
+        fitted_on = "kernel times of every node in the stages (onnxruntime's profiler) and the stages' walls"
+    else:
+        work = [_per_type(u.ops, by_name) for u in units]
+        launches = [sum(_launches(by_name[name]) for name in u.ops) for u in units]
+        fit, generators = fit_units(work, launches, [r.measured for r in stages]), {}
+        fitted_on = "the stages' walls"
+    calibrated = [op.work * fit.scale(op.op_type) + fit.overhead * _launches(op) + generators.get(op.name, 0.0)
+                  for op in graph.ops]
     out = graph.with_costs(calibrated, cost_model="calibrated", device=graph.device, bandwidth=graph.bandwidth)
-    about = {**fit.to_dict(), "source": str(costs) if costs else f"analytic on {folder.manifest.get('device')}",
+    about = {**fit.to_dict(), "fit_on": fitted_on, "generators_s": sum(generators.values()),
+             "source": str(costs) if costs else f"analytic on {folder.manifest.get('device')}",
              "machine": result.document["machine"]["cpu"], "settings": result.document["settings"]}
     return about, graph_to_costs(out, model_path, extra={"calibration": about})
+
+
+def _fit_kernels(graph, units, measured: list[float], kernels: dict[str, float]):
+    """(:func:`~onnxpart.bench.fit.fit_kernels` on the stages' ops, {op: its generators' measured seconds})."""
+    index = {op.name: i for i, op in enumerate(graph.ops)}
+    ops = graph.ops
+    kernel = [sum(kernels.get(n, 0.0) for n in op.onnx_nodes) for op in ops]
+    generators = {op.name: sum(kernels.get(n, 0.0) for n in op.const_nodes) for op in ops if op.const_nodes}
+    stage_ops = [[index[name] for name in u.ops] for u in units]
+    fit = fit_kernels([op.op_type for op in ops], [op.work for op in ops], kernel, stage_ops,
+                      [sum(_launches(ops[i]) for i in members) for members in stage_ops],
+                      [sum(generators.get(ops[i].name, 0.0) for i in members) for members in stage_ops], measured)
+    return fit, generators
+
+
+def _launches(op) -> int:
+    """The kernels an op runs in a stage file: its nodes and the weight generators folded into it."""
+    return len(op.onnx_nodes) + len(op.const_nodes)
 
 
 def check_source(kind: str, manifest: dict, costs: Optional[Path]) -> None:

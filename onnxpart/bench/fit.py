@@ -11,6 +11,12 @@ type needs more units than unknowns (``units ≥ types + 2``, one left for the r
 for every type (``units ≥ 3``), otherwise a scale alone (``c = 0``). A negative overhead or scale (what noise
 on few units gives) is not physical: that term is dropped and the fit redone. The residual is the RMS of the
 relative errors ``fit / y − 1`` over the units.
+
+Where every node's kernel time inside the stages is known (:mod:`onnxpart.bench.kernels`), the data allow
+more: :func:`fit_kernels` takes each op type's scale as its ops' measured kernel seconds over their predicted
+seconds (the least-squares scale of ``kernel ≈ s · work`` weighted by 1 / work: a ratio of sums, so the ops
+that take the time set it), and the per-launch overhead as what the stage walls hold beyond their kernels,
+per launch. The residual is still that of the stages' walls.
 """
 
 from __future__ import annotations
@@ -57,6 +63,31 @@ def fit_units(work: Sequence[Mapping[str, float]], launches: Sequence[int], meas
             return _fit("global", {"*": coef[0]}, coef[1], W, n, y, types)
     scale = float(total @ y / (total @ total)) if total @ total > 0 else 1.0
     return _fit("scale", {"*": scale}, 0.0, W, n, y, types)
+
+
+def fit_kernels(op_types: Sequence[str], work: Sequence[float], kernel: Sequence[float],
+                stage_ops: Sequence[Sequence[int]], stage_launches: Sequence[int], stage_extra: Sequence[float],
+                measured: Sequence[float]) -> Fit:
+    """:class:`Fit` of kind ``per-op-type`` from ops' predicted ``work`` and measured ``kernel`` seconds (by
+    ``op_types``; module docstring) and the stages — each its op indices ``stage_ops``, its kernel launches,
+    the seconds ``stage_extra`` it spends outside its ops' kernels and the predictions (its ops' weight
+    generators), its ``measured`` wall."""
+    totals: dict[str, list[float]] = {}
+    for t, w, k in zip(op_types, work, kernel):
+        pair = totals.setdefault(t, [0.0, 0.0])
+        pair[0] += w
+        pair[1] += k
+    overall = sum(p[1] for p in totals.values()) / max(sum(p[0] for p in totals.values()), 1e-300)
+    scales = {t: (k / w if w > 0 else overall) for t, (w, k) in totals.items()}
+    scales["*"] = overall
+    kernels = [sum(kernel[i] for i in ops) + extra for ops, extra in zip(stage_ops, stage_extra)]
+    spare = sum(y - k for y, k in zip(measured, kernels))
+    overhead = max(spare, 0.0) / max(sum(stage_launches), 1)
+    fitted = np.array([sum(work[i] * scales[op_types[i]] for i in ops) + extra + overhead * n
+                       for ops, extra, n in zip(stage_ops, stage_extra, stage_launches)])
+    y = np.asarray(measured, dtype=float)
+    residual = float(np.sqrt(np.mean((fitted / y - 1.0) ** 2))) if len(y) else 0.0
+    return Fit("per-op-type", scales, float(overhead), residual, len(y))
 
 
 def _nonnegative(A: np.ndarray, y: np.ndarray) -> np.ndarray | None:

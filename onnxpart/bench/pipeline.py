@@ -4,7 +4,11 @@ through queues (GPipe-style pipelining without the backward pass: Huang et al., 
 Each worker is pinned to its own cores (``os.sched_setaffinity``; the free cores split evenly, one per
 worker at least, where there are as many as workers — otherwise the workers share them and the summary
 says so), runs its stages' files in onnxruntime with as many intra-op threads as it has cores (or
-``--threads``), and forwards what later stages read and the model's outputs. Measured:
+``--threads``), and forwards what later stages read of what the stages make. The model's own inputs (the same
+seeded ones for every micro-batch) are each worker's from the start, and its outputs stay in the worker that
+makes them: what travels between processes is what one stage hands on, the traffic the manifest prices, not
+a client's requests and answers through this harness's pipes (pickled, several MB a micro-batch for a
+decoder's logits and KV cache: more than its stages' compute). Measured:
 
 * **period**: ``micro_batches`` inputs put in at once; the intervals between consecutive completions at the
   end of the pipeline (median and spread); throughput = 1 / median period;
@@ -41,7 +45,8 @@ POLL = 0.5
 @dataclass(frozen=True)
 class Worker:
     """One worker's job: ``files`` (with the tensors each reads) run in order, ``forward`` the tensors it
-    passes on, on ``cores`` with ``threads`` intra-op threads."""
+    passes on, on ``cores`` with ``threads`` intra-op threads; the model inputs it reads come with the feeds
+    it is started with."""
 
     files: tuple[tuple[str, tuple[str, ...]], ...]
     forward: frozenset[str]
@@ -58,11 +63,10 @@ def plan_workers(stages: Sequence[tuple[str, Sequence[str], Sequence[str]]], gro
     share = len(cores) // len(groups) if pinned else len(cores)
     reads_after = [set().union(*(stages[j][1] for j in range(i + 1, len(stages)))) for i in range(len(stages))]
     made = set().union(*(s[2] for s in stages))
-    outputs = made - set().union(*(s[1] for s in stages))  # made, read by no stage: the model's outputs
     workers = []
     for w, group in enumerate(groups):
         mine = tuple(cores[w * share:(w + 1) * share]) if pinned else tuple(cores)
-        forward = frozenset(reads_after[group[-1]] | outputs)
+        forward = frozenset(reads_after[group[-1]] & made)
         workers.append(Worker(tuple((stages[i][0], tuple(stages[i][1])) for i in group), forward, mine,
                               settings.threads or (len(mine) if pinned else 1)))
     return workers, pinned
@@ -71,11 +75,11 @@ def plan_workers(stages: Sequence[tuple[str, Sequence[str], Sequence[str]]], gro
 def run_pipeline(workers: list[Worker], settings: Settings, feeds: dict, warmup: int, runs: int,
                  micro_batches: int) -> tuple[Timing, Timing]:
     """(period, latency) of ``workers`` chained by queues (module docstring)."""
-    with Pipeline(workers, settings) as pipe:
+    with Pipeline(workers, settings, feeds) as pipe:
         for _ in range(warmup):
-            pipe.one(feeds)
-        latency = [pipe.one(feeds) for _ in range(runs)]
-        done = pipe.stream(feeds, max(micro_batches, 2))
+            pipe.one()
+        latency = [pipe.one() for _ in range(runs)]
+        done = pipe.stream(max(micro_batches, 2))
     gaps = [b - a for a, b in zip(done, done[1:])]
     return Timing.of(gaps), Timing.of(latency)
 
@@ -84,12 +88,12 @@ class Pipeline:
     """Started worker processes, the queues between them and a control queue (each worker's ``ready`` or
     its error); ``with`` ends every worker however the block ends."""
 
-    def __init__(self, workers: list[Worker], settings: Settings):
+    def __init__(self, workers: list[Worker], settings: Settings, feeds: dict):
         context = multiprocessing.get_context("fork")
         self.queues = [context.Queue() for _ in range(len(workers) + 1)]
         self.control = context.Queue()
-        self.processes = [context.Process(target=_work, args=(worker, settings, self.queues[i], self.queues[i + 1],
-                                                              self.control, os.getpid()),
+        self.processes = [context.Process(target=_work, args=(worker, settings, feeds, self.queues[i],
+                                                              self.queues[i + 1], self.control, os.getpid()),
                                           daemon=True, name=f"onnxpart-bench-{i}")
                           for i, worker in enumerate(workers)]
 
@@ -121,17 +125,17 @@ class Pipeline:
             q.cancel_join_thread()
             q.close()
 
-    def one(self, feeds: dict) -> float:
+    def one(self) -> float:
         """Seconds from putting one input in to receiving its result."""
         start = time.perf_counter()
-        self.queues[0].put((0, feeds))
+        self.queues[0].put((0, {}))
         self._wait(self.queues[-1])
         return time.perf_counter() - start
 
-    def stream(self, feeds: dict, count: int) -> list[float]:
+    def stream(self, count: int) -> list[float]:
         """Put ``count`` inputs in at once; the time each result came out."""
         for index in range(count):
-            self.queues[0].put((index, feeds))
+            self.queues[0].put((index, {}))
         done = []
         for _ in range(count):
             self._wait(self.queues[-1])
@@ -162,7 +166,7 @@ class Pipeline:
             raise UserError(f"pipeline worker {dead.name} ended with exit code {dead.exitcode}")
 
 
-def _work(worker: Worker, settings: Settings, inbox, outbox, control, parent: int) -> None:
+def _work(worker: Worker, settings: Settings, feeds: dict, inbox, outbox, control, parent: int) -> None:
     """A worker's loop: build the sessions, say so, then run every input through its files."""
     interrupts.in_worker()
     try:
@@ -172,21 +176,23 @@ def _work(worker: Worker, settings: Settings, inbox, outbox, control, parent: in
     if os.getppid() != parent:
         os._exit(137)
     try:
-        _serve(worker, settings, inbox, outbox, control)
+        _serve(worker, settings, feeds, inbox, outbox, control)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
         control.put(("error", " ".join(f"{type(exc).__name__}: {exc}".split())[:300]))
 
 
-def _serve(worker: Worker, settings: Settings, inbox, outbox, control) -> None:
+def _serve(worker: Worker, settings: Settings, feeds: dict, inbox, outbox, control) -> None:
     from onnxpart.bench.sessions import make_session
 
     if worker.cores:
         os.sched_setaffinity(0, worker.cores)
     sessions = [make_session(path, settings, threads=worker.threads) for path, _ in worker.files]
     sessions = [(session, [arg.name for arg in session.get_inputs()]) for session in sessions]
+    own = {name: feeds[name] for _, reads in sessions for name in reads if name in feeds}
     control.put(("ready",))
     while True:
-        index, values = inbox.get()
+        index, received = inbox.get()
+        values = {**own, **received}
         for session, reads in sessions:
             names = [o.name for o in session.get_outputs()]
             values.update(zip(names, session.run(names, {name: values[name] for name in reads})))

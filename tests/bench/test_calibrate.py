@@ -47,3 +47,19 @@ def test_noise_that_makes_an_overhead_negative_drops_it():
     measured = [2.0 * sum(unit.values()) - 1e-5 * n for unit, n in zip(work, launches)]
     fit = fit_units(work, launches, measured)
     assert fit.overhead >= 0 and all(s > 0 for s in fit.scales.values())
+
+
+def test_kernel_times_give_each_op_type_its_scale_and_the_walls_the_overhead():
+    from onnxpart.bench.fit import fit_kernels
+
+    rng = np.random.default_rng(1)
+    types = ["Conv", "Relu", "Gemm"] * 10
+    work = rng.uniform(1e-4, 1e-3, len(types)).tolist()
+    scales, overhead = {"Conv": 8.0, "Relu": 1.5, "Gemm": 3.0}, 5e-6
+    kernel = [scales[t] * w for t, w in zip(types, work)]
+    stage_ops, launches, generators = [list(range(10)), list(range(10, 30))], [12, 20], [1e-3, 0.0]
+    measured = [sum(kernel[i] for i in ops) + g + overhead * n for ops, g, n in zip(stage_ops, generators, launches)]
+    fit = fit_kernels(types, work, kernel, stage_ops, launches, generators, measured)
+    assert fit.kind == "per-op-type" and fit.units == 2
+    assert {t: fit.scale(t) for t in scales} == pytest.approx(scales, rel=1e-9)
+    assert fit.overhead == pytest.approx(overhead, rel=1e-6) and fit.residual < 1e-9

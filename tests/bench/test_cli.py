@@ -80,12 +80,27 @@ def test_calibrated_costs_are_accepted_by_partition(chain_folder, tmp_path):
     proc = run_cli("bench", folder, *FAST, "--calibrate", tmp_path / "cal.json", "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     fit = json.loads(proc.stdout)["calibration"]
-    assert fit["scales"] and fit["units"] == 2
+    assert fit["scales"] and fit["units"] == 2 and fit["fit_on"].startswith("kernel times")
     costs = json.loads((tmp_path / "cal.json").read_text())
     assert costs["schema"] == "onnxpart.costs/1" and costs["cost_model"] == "calibrated"
     again = run_cli("partition", model, "-k", "2", "--costs", tmp_path / "cal.json", "--time-limit", "3",
                     "-o", tmp_path / "p", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
+
+
+def test_calibration_charges_the_weights_a_light_model_builds_at_run_time(tmp_path):
+    """squeezenet's ConstantOfShape weights run in every stage file: the calibrated op that owns one pays it."""
+    from tests.conftest import light
+
+    out = tmp_path / "p"
+    assert run_cli("partition", light("squeezenet"), "-k", "2", "--time-limit", "3", "-o", out,
+                   cwd=tmp_path).returncode == 0
+    proc = run_cli("bench", out, *FAST, "--calibrate", tmp_path / "cal.json", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    generators = json.loads(proc.stdout)["calibration"]["generators_s"]
+    costs = json.loads((tmp_path / "cal.json").read_text())
+    owners = sum(op["work"] for op in costs["ops"] if op["const_nodes"])
+    assert 0 < generators <= owners * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
