@@ -31,8 +31,8 @@ def bench(
     runs: Annotated[int, typer.Option("--runs", help="Timed runs per unit (median and spread)."), RUNS] = 20,
     warmup: Annotated[int, typer.Option("--warmup", help="Untimed runs before the timed ones."), WARMUP] = 3,
     threads: Annotated[int, typer.Option("--threads", help="onnxruntime intra-op threads per session (0: its "
-                                         "default, as annotate --cost measured; pipeline workers: their cores). Use the "
-                                         "threads the costs were measured with (annotate --threads)."),
+                                         "default, as annotate --cost measured; pipeline workers: their cores). "
+                                         "Use the threads the costs were measured with (annotate --threads)."),
                        WORKERS] = 0,
     provider: str = typer.Option("CPU", "--provider", help="onnxruntime execution provider (CPU, CUDA, …)."),
     optimize: bool = typer.Option(False, "--optimize", help="Run with onnxruntime's graph optimizations on "

@@ -129,7 +129,7 @@ def stage_rows(name: str, result: dict) -> list[str]:
         for k in (2, 4):
             doc = result[(costs, k)]
             if not isinstance(doc, dict):
-                rows.append(f"| {name} | {costs} | {k} | error: {doc} | | | | |")
+                rows.append(f"| {name} | {costs} | {k} | error: {doc} | | | | | |")
                 continue
             s = doc["summary"]
             stages = sorted((r["measured"] for r in doc["rows"] if r["kind"] == "stage"), reverse=True)
@@ -139,7 +139,7 @@ def stage_rows(name: str, result: dict) -> list[str]:
             one_pred = _predicted_speed_up(doc)
             rows.append(f"| {name} | {costs} | {k} | {s['bottleneck_ratio']:.2f} | {s['worst_stage_error']:.0%} | "
                         f"{right} | {_num(pipe)} (×{one_pred:.2f} predicted, ×{s['speed_up_over_one_worker']:.2f} "
-                        f"measured) | {_ms(s['bottleneck_measured'])} |")
+                        f"measured) | {_num(s.get('pipeline_slowdown'))} | {_ms(s['bottleneck_measured'])} |")
     return rows
 
 
@@ -205,9 +205,10 @@ def markdown(results: dict, runs: int, seconds: float, loads: tuple) -> str:
                  "is high and noisy, the pipeline's above all." if loads[0] > 1.0 else "."), "",
              "Stages: bottleneck = measured / predicted of the slowest stage; worst stage = the largest |error| of "
              "a stage; pipeline = measured / predicted throughput (predicted and measured speed-up over one "
-             "worker in brackets); the last column is the measured bottleneck.", "",
+             "worker in brackets); beside the others = the most a stage's time in the streaming pipeline exceeds its "
+             "time alone (shared cache and memory bandwidth); the last column is the measured bottleneck.", "",
              "| model | costs | k | bottleneck meas/pred | worst stage | bottleneck stage right? | pipeline "
-             "meas/pred | bottleneck |", "|---|---|---:|---:|---:|---|---|---:|"]
+             "meas/pred | beside the others | bottleneck |", "|---|---|---:|---:|---:|---|---|---:|---:|"]
     for name, result in results.items():
         lines += stage_rows(name, result)
     lines += ["", "Calibration (`bench --calibrate` on the analytic k = 4 folder, then `partition -k 2 --costs` "

@@ -9,9 +9,9 @@ ops' kernel times (:func:`onnxpart.bench.fit.fit_kernels`); the weight generator
 model's ``ConstantOfShape`` weights) have no roofline of their own, so their measured kernel times are added to
 that op as measured. Otherwise the stage walls alone are fit (:func:`onnxpart.bench.fit.fit_units`: a scale
 per op type where the stages are many enough, else one). Every op's work becomes
-``scale[op type] · work + overhead · launches`` (+ its generators' seconds). The file is written by :func:`onnxpart.costs_io.graph_to_costs`
-(the one writer of ``onnxpart.costs/1``), ``cost_model: "calibrated"``, with the fit recorded beside it, so
-``partition --costs calibrated.json`` plans with what this machine does.
+``scale[op type] · work + overhead · launches`` (+ its generators' seconds). The file is written by
+:func:`onnxpart.costs_io.graph_to_costs` (the one writer of ``onnxpart.costs/1``), ``cost_model: "calibrated"``,
+with the fit recorded beside it, so ``partition --costs calibrated.json`` plans with what this machine does.
 """
 
 from __future__ import annotations

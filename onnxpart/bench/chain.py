@@ -3,8 +3,8 @@ and plan's stages, schedule's pieces.
 
 Each unit's file gets the tensors earlier units made (their outputs from one untimed run) and, for the
 model's own inputs, seeded inputs at the costed dims (:func:`onnxpart.bench.sessions.graph_feeds`); then
-warm-up and ``runs`` timed runs, in rounds over the units (:func:`onnxpart.bench.timing.time_rounds`). A file whose inputs or outputs
-are not those its manifest lists was not written with it (exit 2, naming it).
+warm-up and ``runs`` timed runs, in rounds over the units (:func:`onnxpart.bench.timing.time_rounds`). A file
+whose inputs or outputs are not those its manifest lists was not written with it (exit 2, naming it).
 """
 
 from __future__ import annotations

@@ -14,7 +14,9 @@ decoder's logits and KV cache: more than its stages' compute). Measured:
   end of the pipeline (median and spread); throughput = 1 / median period;
 * **latency**: one input at a time through the empty pipeline (put to received, ``runs`` times);
 * **one worker**: the same stages in one worker (the first worker's cores and threads), one after another:
-  the throughput a pipeline must beat.
+  the throughput a pipeline must beat;
+* **each worker's busy time** per micro-batch while streaming (its files' runs, timed inside it): against the
+  stage's time alone, what running beside the other workers costs it (shared caches and memory bandwidth).
 
 Workers are forked inside :func:`onnxpart.interrupts.forking` and call :func:`onnxpart.interrupts.in_worker`
 (SIGTERM ends them, Ctrl-C is the parent's), ask Linux to end them with their parent (``PR_SET_PDEATHSIG``),
@@ -73,15 +75,16 @@ def plan_workers(stages: Sequence[tuple[str, Sequence[str], Sequence[str]]], gro
 
 
 def run_pipeline(workers: list[Worker], settings: Settings, feeds: dict, warmup: int, runs: int,
-                 micro_batches: int) -> tuple[Timing, Timing]:
-    """(period, latency) of ``workers`` chained by queues (module docstring)."""
+                 micro_batches: int) -> tuple[Timing, Timing, list[Timing]]:
+    """(period, latency, each worker's busy time while streaming) of ``workers`` chained by queues (module
+    docstring)."""
     with Pipeline(workers, settings, feeds) as pipe:
         for _ in range(warmup):
             pipe.one()
         latency = [pipe.one() for _ in range(runs)]
-        done = pipe.stream(max(micro_batches, 2))
+        done, busy = pipe.stream(max(micro_batches, 2))
     gaps = [b - a for a, b in zip(done, done[1:])]
-    return Timing.of(gaps), Timing.of(latency)
+    return Timing.of(gaps), Timing.of(latency), [Timing.of(times) for times in zip(*busy)]
 
 
 class Pipeline:
@@ -128,19 +131,20 @@ class Pipeline:
     def one(self) -> float:
         """Seconds from putting one input in to receiving its result."""
         start = time.perf_counter()
-        self.queues[0].put((0, {}))
+        self.queues[0].put((0, {}, ()))
         self._wait(self.queues[-1])
         return time.perf_counter() - start
 
-    def stream(self, count: int) -> list[float]:
-        """Put ``count`` inputs in at once; the time each result came out."""
+    def stream(self, count: int) -> tuple[list[float], list[tuple[float, ...]]]:
+        """Put ``count`` inputs in at once; (the time each result came out, each one's busy seconds per
+        worker)."""
         for index in range(count):
-            self.queues[0].put((index, {}))
-        done = []
+            self.queues[0].put((index, {}, ()))
+        done, busy = [], []
         for _ in range(count):
-            self._wait(self.queues[-1])
+            busy.append(self._wait(self.queues[-1])[2])
             done.append(time.perf_counter())
-        return done
+        return done, busy
 
     def _wait(self, source):
         """The next message on ``source``; a worker's error (on the control queue) or death is an error."""
@@ -191,9 +195,11 @@ def _serve(worker: Worker, settings: Settings, feeds: dict, inbox, outbox, contr
     own = {name: feeds[name] for _, reads in sessions for name in reads if name in feeds}
     control.put(("ready",))
     while True:
-        index, received = inbox.get()
+        index, received, busy = inbox.get()
+        start = time.perf_counter()
         values = {**own, **received}
         for session, reads in sessions:
             names = [o.name for o in session.get_outputs()]
             values.update(zip(names, session.run(names, {name: values[name] for name in reads})))
-        outbox.put((index, {k: v for k, v in values.items() if k in worker.forward}))
+        outbox.put((index, {k: v for k, v in values.items() if k in worker.forward},
+                    (*busy, time.perf_counter() - start)))

@@ -9,7 +9,7 @@ from onnxpart.bench.report import Row
 
 #: marker per kind of row
 MARKERS = {"stage": "o", "piece": "o", "shard": ".", "chain": "s", "pipeline-period": "D", "pipeline-latency": "^",
-           "one-worker-period": "v", "remat": "P", "original": "X"}
+           "one-worker-period": "v", "pipeline-stage": "*", "remat": "P", "original": "X"}
 
 
 def plot(path: Path, rows: list[Row], title: str) -> None:

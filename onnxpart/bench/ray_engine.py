@@ -5,7 +5,8 @@ outputs to the next actor and different micro-batches run on different actors at
 
 The rows are those of the local engine (:mod:`onnxpart.bench.stages`): each stage timed inside its actor on the
 previous stages' real outputs, the pipeline's period (completion intervals of ``micro_batches`` inputs sent at
-once) and latency (one input at a time), and one actor holding every stage. Without ``--address`` a fresh
+once) and latency (one input at a time), each actor's busy time per input while they stream, and one actor
+holding every stage. Without ``--address`` a fresh
 local Ray is started (as many CPUs as this process may use) and stopped, with a private token
 (:func:`onnxpart.sweep.engine_ray._private_token`); with one, the folder must be at the same path on the nodes
 (a shared filesystem), as for ``sweep --shared-fs``. Each actor asks for one CPU where the cluster has one per
@@ -29,14 +30,21 @@ class StageActor:
     def __init__(self, paths: list[str], settings: Settings, threads: int, forward: list[str]):
         self.sessions = [make_session(path, settings, threads=threads) for path in paths]
         self.forward = set(forward)
+        self.busy: list[float] = []
 
     def run(self, values: dict) -> dict:
         """Every file in order on ``values``; -> what later stages read and the model's outputs."""
+        start = time.perf_counter()
         values = dict(values)
         for session in self.sessions:
             names = [o.name for o in session.get_outputs()]
             values.update(zip(names, session.run(names, {a.name: values[a.name] for a in session.get_inputs()})))
+        self.busy.append(time.perf_counter() - start)
         return {k: v for k, v in values.items() if k in self.forward}
+
+    def busy_times(self, last: int) -> list[float]:
+        """The seconds the last ``last`` calls of :meth:`run` took."""
+        return self.busy[-last:]
 
     def time(self, values: dict, warmup: int, runs: int) -> Timing:
         """The first file alone on ``values``, warm-up then ``runs`` timed runs."""
@@ -74,12 +82,14 @@ def _measure(ray, folder, units, options):
         timings.append(ray.get(stage.time.remote(values, options.warmup, options.runs)))
         values.update(ray.get(stage.run.remote(values)))
     period, latency = _pipeline(ray, stages, feeds, options)
+    streamed = max(options.micro_batches, 2)
+    busy = [Timing.of(times) for times in ray.get([stage.busy_times.remote(streamed) for stage in stages])]
     for stage in stages:
         ray.kill(stage)
     one = actor.remote(paths, settings, threads, sorted(outputs))
     serial, _ = _pipeline(ray, [one], feeds, options)
     layout = f"{len(stages)} Ray actors, {threads} threads each ({int(cpus)} CPUs in the cluster)"
-    return timings, period, latency, serial, layout
+    return timings, period, latency, serial, layout, busy
 
 
 def _pipeline(ray, actors, feeds: dict, options) -> tuple[Timing, Timing]:

@@ -23,7 +23,8 @@ SCHEMA = "onnxpart.bench/1"
 @dataclass
 class Row:
     """One unit: ``kind`` says what it is (``stage``, ``piece``, ``chain``, ``pipeline-period``,
-    ``pipeline-latency``, ``one-worker-period``, ``remat``, ``original``, ``remat-peak``, ``shard`` …),
+    ``pipeline-latency``, ``one-worker-period``, ``pipeline-stage``, ``remat``, ``original``, ``remat-peak``,
+    ``shard`` …),
     ``quantity`` what is compared (seconds, bytes, or a ratio)."""
 
     unit: str

@@ -4,7 +4,9 @@ against what the manifest predicts (:mod:`onnxpart.bench.plans`).
 
 Rows: one ``stage`` row per stage file; ``pipeline-period`` (seconds per input at steady state, against the
 predicted bottleneck), ``pipeline-latency`` (one input through the empty pipeline) and ``one-worker-period``
-(all stages in one worker, against Σ predicted stage times). The summary has the bottleneck's measured /
+(all stages in one worker, against Σ predicted stage times); one ``pipeline-stage`` row per stage: its worker's
+busy time per micro-batch while the pipeline streamed, against the same prediction as the stage alone (the
+summary's ``pipeline_slowdown`` is the most a stage slowed beside the others). The summary has the bottleneck's measured /
 predicted ratio, whether the predicted bottleneck stage is the measured one, the worst stage error, and the
 pipeline's throughput against the prediction and against one worker.
 """
@@ -25,14 +27,17 @@ def bench_stages(folder: Folder, units: list[Unit], prediction: PipelinePredicti
     if options.engine == "ray":
         from onnxpart.bench.ray_engine import ray_stages
 
-        timings, period, latency, serial, layout = ray_stages(folder, units, options)
+        timings, period, latency, serial, layout, busy = ray_stages(folder, units, options)
     else:
-        timings, period, latency, serial, layout = _local(folder, units, options)
+        timings, period, latency, serial, layout, busy = _local(folder, units, options)
     rows = [Row(u.name, "stage", u.predicted, t.median, t, file=u.file, note=u.note) for u, t in zip(units, timings)]
     rows += [Row("pipeline", "pipeline-period", prediction.period, period.median, period),
              Row("pipeline", "pipeline-latency", prediction.latency, latency.median, latency),
              Row("one worker", "one-worker-period", sum(u.predicted for u in units), serial.median, serial)]
-    return rows, {**summary(units, timings, prediction, period, serial), "pipeline_layout": layout}
+    rows += [Row(u.name, "pipeline-stage", u.predicted, b.median, b, file=u.file) for u, b in zip(units, busy)]
+    slowdown = max((b.median / t.median for b, t in zip(busy, timings) if t.median > 0), default=None)
+    return rows, {**summary(units, timings, prediction, period, serial), "pipeline_layout": layout,
+                  "pipeline_slowdown": slowdown}
 
 
 def _local(folder: Folder, units: list[Unit], options):
@@ -41,12 +46,13 @@ def _local(folder: Folder, units: list[Unit], options):
     chain = run_chain(folder, units, options.settings, options.warmup, options.runs)
     stages = [(str(folder.file(u.file)), u.inputs, u.outputs) for u in units]
     workers, pinned = plan_workers(stages, [[i] for i in range(len(units))], options.settings)
-    period, latency = run_pipeline(workers, options.settings, chain.feeds, options.warmup, options.runs,
-                                   options.micro_batches)
+    period, latency, busy = run_pipeline(workers, options.settings, chain.feeds, options.warmup, options.runs,
+                                         options.micro_batches)
     one, _ = plan_workers(stages, [list(range(len(units)))], options.settings)
     one = [dataclasses.replace(one[0], cores=workers[0].cores, threads=workers[0].threads)]
-    serial, _ = run_pipeline(one, options.settings, chain.feeds, options.warmup, options.runs, options.micro_batches)
-    return chain.timings, period, latency, serial, layout(workers, pinned)
+    serial, _, _ = run_pipeline(one, options.settings, chain.feeds, options.warmup, options.runs,
+                                options.micro_batches)
+    return chain.timings, period, latency, serial, layout(workers, pinned), busy
 
 
 def layout(workers, pinned: bool) -> str:

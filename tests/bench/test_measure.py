@@ -47,3 +47,16 @@ def test_units_compared_with_one_another_are_timed_in_rounds():
     timings = time_rounds([lambda: calls.append("a"), lambda: calls.append("b")], warmup=1, runs=3)
     assert calls == ["a", "b"] * 4
     assert [t.runs for t in timings] == [3, 3]
+
+
+def test_each_stage_gets_its_busy_time_inside_the_streaming_pipeline(chain_folder):
+    """A ``pipeline-stage`` row per stage, of the order of the stage alone (timed inside its worker: the
+    stage's runs, however loaded the machine), and the summary's slowdown is the largest ratio of the two."""
+    _, folder = chain_folder
+    result = bench(folder, Options(runs=5, warmup=2, settings=Settings(threads=1), micro_batches=8))
+    alone = {r.unit: r.measured for r in result.rows if r.kind == "stage"}
+    inside = {r.unit: r.measured for r in result.rows if r.kind == "pipeline-stage"}
+    assert set(inside) == set(alone) == {"stage_0", "stage_1"}
+    for unit, seconds in inside.items():
+        assert seconds > 0 and seconds < 10 * alone[unit], (unit, seconds, alone[unit])
+    assert result.summary["pipeline_slowdown"] == max(inside[u] / alone[u] for u in alone)
