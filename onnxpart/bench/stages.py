@@ -6,9 +6,9 @@ Rows: one ``stage`` row per stage file; ``pipeline-period`` (seconds per input a
 predicted bottleneck), ``pipeline-latency`` (one input through the empty pipeline) and ``one-worker-period``
 (all stages in one worker, against Σ predicted stage times); one ``pipeline-stage`` row per stage: its worker's
 busy time per micro-batch while the pipeline streamed, against the same prediction as the stage alone (the
-summary's ``pipeline_slowdown`` is the most a stage slowed beside the others). The summary has the bottleneck's measured /
-predicted ratio, whether the predicted bottleneck stage is the measured one, the worst stage error, and the
-pipeline's throughput against the prediction and against one worker.
+summary's ``pipeline_slowdown`` is the most a stage slowed beside the others). The summary has the
+bottleneck's measured / predicted ratio, whether the predicted bottleneck stage is the measured one, the worst
+stage error, and the pipeline's throughput against the prediction and against one worker.
 """
 
 from __future__ import annotations
