@@ -5,9 +5,10 @@ torch by ``tests/export_like.py``, scaled up so that their ops take real time: a
 decoder step and a dynamo-style GPT-2 with a tied LM head. Per model, through the onnxpart command line
 (subprocesses, as a user runs it):
 
-1. ``annotate --cost measured --threads T`` (the profile) once; ``--cost analytic --device cpu`` is the other cost
-   model; every ``bench`` runs with ``--threads T`` too. T defaults to 1: a two-stage pipeline on this 2-core machine
-   gives each stage one core, so stage times profiled with 2 threads are times no pipeline worker can have;
+1. ``annotate --cost measured --threads T --runs R`` (the profile, as many runs as each bench) once;
+   ``--cost analytic --device cpu`` is the other cost model; every ``bench`` runs with ``--threads T`` too. T
+   defaults to 1: a two-stage pipeline on this 2-core machine gives each stage one core, so stage times profiled
+   with 2 threads are times no pipeline worker can have;
 2. ``partition -k 2`` and ``-k 4`` on each, then ``bench`` on each folder: the bottleneck's measured /
    predicted, the worst stage error, whether the predicted bottleneck stage is the measured one, the
    pipeline's measured throughput against the prediction (and the prediction's speed-up over one worker);
@@ -73,7 +74,7 @@ def run_model(name: str, work: Path, runs: int) -> dict:
     measured = work / "measured.json"
     out: dict = {"load_before": os.getloadavg()}
     out["annotate"] = _step(lambda: cli_json("annotate", str(path), "--cost", "measured", "--threads", str(THREADS),
-                                             *dims, "-o", str(measured), "--force"))
+                                             "--runs", str(runs), *dims, "-o", str(measured), "--force"))
     for costs, options in COSTS.items():
         options = [o.format(measured=measured) for o in options]
         for k in (2, 4):
