@@ -47,13 +47,7 @@ def measured_costs(graph: OpGraph, loaded, runs: int = 5, warmup: int = 2,
             session.run(None, feeds)
             walls.append(time.perf_counter() - start)
         events = profile()
-    samples: dict[str, list[float]] = {}
-    for event in events:
-        if event.get("cat") == "Node" and event.get("name", "").endswith("_kernel_time"):
-            node = event["name"][: -len("_kernel_time")]
-            samples.setdefault(node, []).append(event["dur"] * 1e-6)
-    # Warm-up runs are profiled too: keep each node's last ``runs`` samples.
-    median = {node: statistics.median(times[-runs:]) for node, times in samples.items()}
+    median = runtime.kernel_medians(events, runs)
     missing = [name for op in graph.ops for name in op.onnx_nodes if name not in median]
     if missing:
         log.warning("onnxruntime reported no kernel time for %d nodes (e.g. %s); they count as 0",

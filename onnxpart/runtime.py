@@ -97,6 +97,18 @@ def profiling_session(model: onnx.ModelProto | str | os.PathLike, folder: str | 
         yield session, events
 
 
+def kernel_medians(events: list, runs: int) -> dict[str, float]:
+    """{node name: median seconds of its last ``runs`` kernel events} from a :func:`profiling_session`'s
+    records (the warm-up runs are profiled too, so only the last ``runs`` count)."""
+    import statistics
+
+    samples: dict[str, list[float]] = {}
+    for event in events:
+        if event.get("cat") == "Node" and event.get("name", "").endswith("_kernel_time"):
+            samples.setdefault(event["name"][: -len("_kernel_time")], []).append(event["dur"] * 1e-6)
+    return {node: statistics.median(times[-runs:]) for node, times in samples.items()}
+
+
 def ort_reason(exc: BaseException) -> str:
     """onnxruntime's error message on one line, without its code and C++ source location."""
     text = _ORT_PREFIX.sub("", " ".join(str(exc).split())) or type(exc).__name__

@@ -73,12 +73,17 @@ class _Model(OpenSchema):
     sha256: Optional[str] = None
 
 
-class _StageEntry(OpenSchema):
+class _StageFile(OpenSchema):
+    """What partition's and plan's manifests both say of a stage: its file and what it holds, reads and makes."""
+
     index: int
     file: Optional[str] = None
     ops: list[str] = []
     inputs: list[str] = []
     outputs: list[str] = []
+
+
+class _StageEntry(_StageFile):
     work: Seconds = 0.0
     cost: Seconds = 0.0
     io_in: Seconds = 0.0
@@ -96,12 +101,7 @@ class PartitionManifest(OpenSchema):
     stages: list[_StageEntry]
 
 
-class _PlanStage(OpenSchema):
-    index: int
-    file: Optional[str] = None
-    ops: list[str] = []
-    inputs: list[str] = []
-    outputs: list[str] = []
+class _PlanStage(_StageFile):
     compute_s: Seconds
     period_s: Seconds
     mesh: dict[str, Any] = {}

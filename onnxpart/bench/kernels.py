@@ -10,7 +10,6 @@ cannot be told apart from the others by walls alone).
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 
 from onnxpart import runtime
@@ -36,14 +35,5 @@ def stage_kernels(folder: Folder, units: Sequence[Unit], settings: Settings, war
             for _ in range(runs):
                 out = session.run(names, feeds)
             values.update(zip(names, out))
-            medians.update(_medians(events(), runs))
+            medians.update(runtime.kernel_medians(events(), runs))
     return medians
-
-
-def _medians(events: list, runs: int) -> dict[str, float]:
-    """Each node's median over its last ``runs`` kernel events (the warm-up runs are profiled too)."""
-    samples: dict[str, list[float]] = {}
-    for event in events:
-        if event.get("cat") == "Node" and event.get("name", "").endswith("_kernel_time"):
-            samples.setdefault(event["name"][: -len("_kernel_time")], []).append(event["dur"] * 1e-6)
-    return {node: statistics.median(times[-runs:]) for node, times in samples.items()}
