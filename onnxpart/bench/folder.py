@@ -74,7 +74,8 @@ class _Model(OpenSchema):
 
 
 class _StageFile(OpenSchema):
-    """What partition's and plan's manifests both say of a stage: its file and what it holds, reads and makes."""
+    """What partition's and plan's stages and schedule's pieces all say: the file and what it holds, reads and
+    makes."""
 
     index: int
     file: Optional[str] = None
@@ -118,13 +119,8 @@ class PlanManifest(OpenSchema):
     totals: dict[str, Any]
 
 
-class _Piece(OpenSchema):
-    index: int
+class _Piece(_StageFile):
     device: str
-    file: Optional[str] = None
-    ops: list[str] = []
-    inputs: list[str] = []
-    outputs: list[str] = []
 
 
 class _ScheduledOp(OpenSchema):
