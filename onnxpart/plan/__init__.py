@@ -91,14 +91,16 @@ class _Run:
                           bound=self.bound.value if method == "dp" and self.bound is not None else None)
 
 
-#: The part of ``dp``'s time that tile spends on the unit table, and where the bound's refinement must end
-#: (:mod:`.refine`, a part of the whole); the rest prices the shapes the search picks.
-TABLE_PART, REFINED_BY = 0.3, 0.75
+#: The parts of ``dp``'s time: tile on the unit table (and, on small families, every run), where the chain over
+#: the units' cuts (:mod:`.interfaces`) and then the bound's refinement (:mod:`.refine`) must end; the rest prices
+#: the shapes the search picks.
+TABLE_PART, INTERFACES_BY, REFINED_BY = 0.3, 0.6, 0.75
 
 
 def _dp(run: _Run, options: Options, board: Board, seconds: float) -> PlanResult:
     """The dynamic program (:mod:`.exact`), its bound refined (:mod:`.refine`), its shape priced, shapes over
     memory barred and searched again (:func:`_search`)."""
+    from onnxpart.plan.interfaces import interface_bounds
     from onnxpart.plan.refine import refine
     from onnxpart.plan.unit_costs import exact_runs, unit_table
 
@@ -106,6 +108,10 @@ def _dp(run: _Run, options: Options, board: Board, seconds: float) -> PlanResult
     problem = run.problem
     run.table = unit_table(problem, run.budget, seconds * TABLE_PART / 2, run.seed, run.workers)
     exact_runs(problem, run.table, seconds * TABLE_PART / 2, run.seed)
+    interfaces = interface_bounds(problem, run.budget.until(seconds * INTERFACES_BY - (time.monotonic() - start)),
+                                  run.seed)
+    if interfaces is not None:
+        run.table.chain, run.table.chained = interfaces.bound, interfaces.layouts
     run.bound = refine(problem, run.table, run.budget.until(seconds * REFINED_BY - (time.monotonic() - start)),
                        run.seed)
     board.add(run.bound)

@@ -59,7 +59,7 @@ def stage_instance(problem: Problem, shape: Shape, s: int, stage_of: list[int]):
 
 
 def build_stage(problem: Problem, shape: Shape, s: int, stage_of: list[int], received: list[str],
-                layouts: Mapping[str, object] | None = None, unit_layouts=None, seconds: float = 0.05,
+                layouts: Mapping[str, object] | None = None, unit_plans=(), seconds: float = 0.05,
                 seed: int = 0, known=None) -> Stage:
     """Stage ``s`` of ``shape``: its cut-down instance, and ``layouts`` when given (a recorded plan), else the
     best of the module docstring's plans found in ``seconds`` (with ``known``, a
@@ -73,15 +73,16 @@ def build_stage(problem: Problem, shape: Shape, s: int, stage_of: list[int], rec
 
     if layouts is not None:
         return stage(layouts)
-    return stage(_improved(sub, unit_layouts, seconds, seed, known,
+    return stage(_improved(sub, unit_plans, seconds, seed, known,
                            lambda x: stage(x).memory()["total"] <= problem.cluster.memory * (1 + 1e-12)))
 
 
-def _improved(sub, unit_layouts, seconds: float, seed: int, known, fits) -> dict:
+def _improved(sub, unit_plans, seconds: float, seed: int, known, fits) -> dict:
     """The cheapest plan that ``fits`` among tile's own solve on the stage (:func:`onnxpart.tile.solve`: local,
-    greedy, exact, within ``seconds``), greedy from the units' plans merged, the merged plan itself, and the
-    least-memory plan; ``known``'s plan alone when tile proved it optimal and it fits. When none fits, the one
-    of least memory (priced and reported as over, never emitted)."""
+    greedy, exact, within ``seconds``), for each of ``unit_plans`` (each a plan per unit) greedy from the units'
+    plans merged and the merged plan itself, and the least-memory plan; ``known``'s plan alone when tile proved
+    it optimal and it fits. When none fits, the one of least memory (priced and reported as over, never
+    emitted)."""
     from onnxpart import tile
     from onnxpart.tile.onnx import LayoutOptions
     from onnxpart.tile.onnx.heuristics import TRIALS_PER_SECOND, greedy
@@ -91,9 +92,9 @@ def _improved(sub, unit_layouts, seconds: float, seed: int, known, fits) -> dict
     candidates = [known.layouts] if known is not None and known.layouts is not None else []
     candidates.append(tile.solve(sub, LayoutOptions(("local", "greedy", "exact"), seconds, 1, seed),
                                  seconds=seconds).plan.layouts)
-    if unit_layouts:
-        start = merged_layouts(sub, unit_layouts)
-        candidates += [start, greedy(sub, trials=TRIALS_PER_SECOND * seconds / 2, start=start)]
+    for pieces in unit_plans:
+        start = merged_layouts(sub, pieces)
+        candidates += [start, greedy(sub, trials=TRIALS_PER_SECOND * seconds / 2 / len(unit_plans), start=start)]
     least = {t.name: min(t.domain, key=lambda a, t=t: t.per_device(a, sub.mesh)) for t in sub.tensors}
     fitting = [c for c in candidates + [least] if fits(c)]
     return min(fitting, key=sub.cost) if fitting else least
@@ -133,14 +134,15 @@ def evaluate(problem: Problem, shape: Shape, table=None, seconds: float = 0.05, 
     total = max(1, sum(len(ops) for ops, _ in shape.stages))
     stages = []
     for s, (ops, mesh) in enumerate(shape.stages):
-        pieces, known = None, None
+        plans, known = [], None
         if table is not None and shape.units is not None and mesh in problem.meshes:
             m = problem.meshes.index(mesh)
             first, last = shape.units[s]
-            pieces = [table.layouts[u][m] for u in range(first, last)]
+            plans = [[table.layouts[u][m] for u in range(first, last)]]
+            plans += [table.chained[m][first:last]] if m in table.chained else []
             known = table.stages.get((first, last, m))
         names = [t for src in sorted(received[s]) for t in received[s][src]]
         part = max(0.05, seconds * len(ops) / total)
-        stages.append(build_stage(problem, shape, s, stage_of, names, unit_layouts=pieces, seconds=part, seed=seed,
+        stages.append(build_stage(problem, shape, s, stage_of, names, unit_plans=plans, seconds=part, seed=seed,
                                   known=known))
     return price(problem, shape, stages)

@@ -96,6 +96,8 @@ def family_bound(problem: Problem, table) -> tuple[LowerBound, tuple[tuple[int, 
     runs (first unit, end unit, mesh) of the shape that attains it."""
     start = time.monotonic()
     compute = _prefix(table.lower)
+    if table.chain is not None:
+        compute = np.maximum(compute, table.chain)
     for (i, j, m), price in table.stages.items():
         compute[i, j, m] = max(compute[i, j, m], price.lower)
     compute = compute + _least_transfer(problem)[:, None, :]

@@ -39,6 +39,8 @@ class UnitTable:
     layouts: list[list[dict]]  # [unit][mesh] -> tensor -> layout
     runs: dict | None = None  # (i, j, m) -> (compute, bytes per device, received bytes per device): exact_runs
     stages: dict = field(default_factory=dict)  # (i, j, m) -> StagePrice of the run's stage: plan.refine
+    chain: np.ndarray | None = None  # (units + 1, units + 1, meshes) runs' bounds joined at cuts: plan.interfaces
+    chained: dict = field(default_factory=dict)  # mesh index -> [unit] -> layouts agreeing at cuts: plan.interfaces
 
 
 def _owners(subs: list) -> dict[str, int]:
@@ -106,7 +108,7 @@ def exact_runs(problem: Problem, table: UnitTable, seconds: float, seed: int = 0
         shape = problem.run(i, j, m)
         stage_of, received = stage_io(problem, shape)
         names = [t for source in sorted(received[0]) for t in received[0][source]]
-        stage = build_stage(problem, shape, 0, stage_of, names, unit_layouts=[table.layouts[u][m] for u in range(i, j)],
+        stage = build_stage(problem, shape, 0, stage_of, names, unit_plans=[[table.layouts[u][m] for u in range(i, j)]],
                             seconds=max(0.01, seconds / len(pairs)), seed=seed)
         held = sum(stage.instance.tensor(t).per_device(stage.layouts[t], stage.instance.mesh) for t in names)
         runs[(i, j, m)] = (stage.compute, stage.memory()["total"], float(held))

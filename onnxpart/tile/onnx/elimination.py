@@ -83,7 +83,7 @@ def solve(inst: LayoutInstance, reduced: Reduced, incumbent: float | None = None
     why not. ``incumbent``: a real plan's step time, for pruning; ``deadline``: ``time.monotonic()`` seconds;
     ``max_table`` / ``max_points``: default :data:`MAX_TABLE` / :data:`~onnxpart.tile.onnx.pareto.MAX_POINTS`."""
     start = time.monotonic()
-    network = _Network(inst, reduced)
+    network = Network(inst, reduced)
     dual = None
     try:
         order = network.order(max_table or MAX_TABLE, deadline)
@@ -110,12 +110,12 @@ def solve(inst: LayoutInstance, reduced: Reduced, incumbent: float | None = None
                        dual.bound, *_fallback(network, dual))
 
 
-def _given_up(network: "_Network", dual: "_Dual | None", start: float) -> Elimination:
+def _given_up(network: "Network", dual: "_Dual | None", start: float) -> Elimination:
     return Elimination("gave_up", time.monotonic() - start, None, None, dual.bound if dual else None,
                        *_fallback(network, dual))
 
 
-def _fallback(network: "_Network", dual: "_Dual | None") -> tuple[dict | None, float | None]:
+def _fallback(network: "Network", dual: "_Dual | None") -> tuple[dict | None, float | None]:
     if dual is None or dual.plan is None:
         return None, None
     return network.layouts(dual.plan), dual.plan_cost
@@ -136,7 +136,7 @@ class _Weighted:
         return pareto.outside(self.created, self.grids)
 
 
-def _dual(network: "_Network", order: list[int], limit: float, free: _Weighted, deadline) -> _Dual:
+def _dual(network: "Network", order: list[int], limit: float, free: _Weighted, deadline) -> _Dual:
     """Bisection (in log λ) for the multiplier where the weighted optimum's bytes cross M;
     L(λ) = min (seconds + λ·bytes) − λ·M is a lower bound for every λ ≥ 0, the best seen is kept, and so
     is the cheapest weighted optimum that fits (a plan, hence an upper bound)."""
@@ -173,7 +173,7 @@ class _Dual:
     plan_cost: float = math.inf
 
 
-class _Network:
+class Network:
     """The reduced instance as variables (tensors first, then ops) and original terms (module docstring)."""
 
     def __init__(self, inst: LayoutInstance, reduced: Reduced):
@@ -223,10 +223,11 @@ class _Network:
     def layouts(self, values: dict[int, int]) -> dict:
         return {t.name: self.reduced.domains[t.name][values[v]] for v, t in enumerate(self.inst.tensors)}
 
-    def order(self, max_table: int, deadline: float | None = None) -> list[int] | None:
+    def order(self, max_table: float, deadline: float | None = None, last: frozenset[int] = frozenset()) -> list[int] | None:
         """A min-fill elimination order (ties: fewest neighbours, then lowest index) among the variables
-        whose function would have at most ``max_table`` assignments; None when none is left to eliminate
-        that way; :class:`~onnxpart.tile.onnx.pareto.GiveUp` past ``deadline``. Keys live in a heap and are
+        whose function would have at most ``max_table`` assignments, those in ``last`` never eliminated (left
+        out of the order); None when a variable not in ``last`` is left that cannot be eliminated that way;
+        :class:`~onnxpart.tile.onnx.pareto.GiveUp` past ``deadline``. Keys live in a heap and are
         recomputed only around the eliminated variable (the only place they change); a variable over the limit
         is not scored (its fill would cost O(degree²)). networkx is imported here, when an order is wanted: a
         solve whose exact method is skipped does not pay for loading it."""
@@ -236,7 +237,7 @@ class _Network:
         graph.add_nodes_from(range(len(self.sizes)))
         for scope, _, _ in self.terms:
             graph.add_edges_from(itertools.combinations(scope, 2))
-        key = {n: self._key(graph, n, max_table) for n in graph.nodes}
+        key = {n: self._key(graph, n, max_table, last) for n in graph.nodes}
         heap = [(k, n) for n, k in key.items()]
         heapq.heapify(heap)
         order = []
@@ -247,19 +248,19 @@ class _Network:
             if deadline is not None and time.monotonic() > deadline:
                 raise pareto.GiveUp
             if k[0] == math.inf:
-                return None
+                return order if key.keys() <= last else None
             neighbours = list(graph[v])
             graph.add_edges_from(itertools.combinations(neighbours, 2))
             graph.remove_node(v)
             del key[v]
             order.append(v)
             for n in {m for u in neighbours for m in graph[u]} | set(neighbours):
-                key[n] = self._key(graph, n, max_table)
+                key[n] = self._key(graph, n, max_table, last)
                 heapq.heappush(heap, (key[n], n))
         return order
 
-    def _key(self, graph: nx.Graph, n: int, max_table: int) -> tuple:
-        if math.prod(self.sizes[m] for m in graph[n]) * self.sizes[n] > max_table:
+    def _key(self, graph: nx.Graph, n: int, max_table: float, last: frozenset[int]) -> tuple:
+        if n in last or math.prod(self.sizes[m] for m in graph[n]) * self.sizes[n] > max_table:
             return (math.inf, graph.degree(n), n)
         return (_fill(graph, n), graph.degree(n), n)
 

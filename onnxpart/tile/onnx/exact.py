@@ -23,7 +23,7 @@ import time
 
 from onnxpart.certificate import LowerBound
 from onnxpart.strategy import FLOOR, Budget, cores
-from onnxpart.tile.onnx import elimination
+from onnxpart.tile.onnx import elimination, minibucket
 from onnxpart.tile.onnx.catalog import Layout, collective_time
 from onnxpart.tile.onnx.model import LayoutInstance
 from onnxpart.tile.onnx.reduce import Reduced, reduce_instance
@@ -92,6 +92,8 @@ def exact(inst: LayoutInstance, time_limit: float, hint: dict[str, Layout] | Non
                                    "(step time, bytes per device) with Lagrangian pruning: the optimum")
     if found.plan is not None and found.plan_seconds < hint_cost:
         hint = found.plan
+    mini = minibucket.lower_bound(elimination.Network(inst, reduced), start + budget.part(ELIMINATION_PART)) \
+        if found.status == "refused" else None
     if len(inst.ops) * MODEL_SECONDS["op"] + _pairs(inst, reduced) * MODEL_SECONDS["pair"] > time_limit:
         layouts, bound = hint, _skipped("CP-SAT's model", inst, budget)
     else:
@@ -100,6 +102,12 @@ def exact(inst: LayoutInstance, time_limit: float, hint: dict[str, Layout] | Non
         bound = LowerBound("tile-lagrangian", found.lagrangian, bound.status, "lagrangian-dual",
                            time.monotonic() - start, note=f"max over λ of min (step time + λ·bytes) − λ·M, "
                            f"above CP-SAT's {bound.value}; elimination {found.status}")
+    if mini is not None and bound.status != "optimal" and (bound.value is None or mini.value > bound.value):
+        status = "time_limit" if bound.status == "skipped" else bound.status
+        bound = LowerBound("tile-minibucket", mini.value, status, "mini-bucket elimination",
+                           time.monotonic() - start, note=f"mini-bucket elimination of the step time ({mini.splits} "
+                           f"buckets split, tables of at most {elimination.MAX_TABLE:,} entries), above "
+                           f"{bound.solver}'s {bound.value}; memory not modelled")
     return layouts, bound
 
 

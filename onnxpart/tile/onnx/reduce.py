@@ -46,15 +46,29 @@ class Reduced:
         return out
 
 
-def reduce_instance(inst: LayoutInstance, max_rounds: int = 10, deadline: float | None = None) -> Reduced | None:
-    """Apply both rules (module docstring) until a fixpoint (or ``max_rounds``); None past ``deadline``
-    (``time.monotonic()`` seconds, checked per tensor and per op)."""
+def reduce_instance(inst: LayoutInstance, max_rounds: int = 10, deadline: float | None = None,
+                    keep: frozenset[str] = frozenset()) -> Reduced | None:
+    """Apply both rules (module docstring) until a fixpoint (or ``max_rounds``), the tensors in ``keep`` keeping
+    every layout (the algorithm rule then weighs all of them: a plan with those tensors in any layouts keeps
+    an optimum); None past ``deadline`` (``time.monotonic()`` seconds, checked per tensor and per op). Kept in
+    ``inst.memo``: tile's exact method and a bound on the same instance
+    (:func:`onnxpart.tile.onnx.relax.split_bound`) reduce it once."""
+    key = ("reduced", max_rounds, inst.memory, keep)
+    if key not in inst.memo:
+        reduced = _reduce(inst, max_rounds, deadline, keep)
+        if reduced is None:
+            return None
+        inst.memo[key] = reduced
+    return inst.memo[key]
+
+
+def _reduce(inst: LayoutInstance, max_rounds: int, deadline: float | None, keep: frozenset[str]) -> Reduced | None:
     domains = {t.name: tuple(t.domain) for t in inst.tensors}
     choices = [tuple(range(len(op.choices))) for op in inst.ops]
     replaced: dict = {}
     try:
         for _ in range(max_rounds):
-            changed = _reduce_layouts(inst, domains, choices, replaced, deadline)
+            changed = _reduce_layouts(inst, domains, choices, replaced, deadline, keep)
             changed |= _reduce_choices(inst, domains, choices, deadline)
             if not changed:
                 break
@@ -86,13 +100,14 @@ def _slot_layouts(inst: LayoutInstance, choices) -> tuple[dict, dict]:
     return wants, makes
 
 
-def _reduce_layouts(inst: LayoutInstance, domains: dict, choices, replaced: dict, deadline: float | None) -> bool:
+def _reduce_layouts(inst: LayoutInstance, domains: dict, choices, replaced: dict, deadline: float | None,
+                    whole: frozenset[str]) -> bool:
     wants, makes = _slot_layouts(inst, choices)
     changed = False
     for t in inst.tensors:
         _check(deadline)
         dom = domains[t.name]
-        if len(dom) == 1:
+        if len(dom) == 1 or t.name in whole:
             continue
         w, m = sorted(wants[t.name], key=str), sorted(makes[t.name], key=str)
         columns = [inst.slot_seconds(t.name, dom, w, True), inst.slot_seconds(t.name, dom, m, False),

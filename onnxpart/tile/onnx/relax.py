@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from onnxpart.certificate import LowerBound
 from onnxpart.tile.onnx.model import LayoutInstance
+from onnxpart.tile.onnx.reduce import Reduced
 
 
 #: A tensor is split when this many groups touch it: a chain's edges (a unit's output read by the next) stay
@@ -33,6 +34,11 @@ def split(inst: LayoutInstance, groups: Sequence[Sequence[int]]) -> LayoutInstan
     """``inst`` with a copy of each tensor that :data:`SHARED` or more groups (lists of op indices covering
     ``inst.ops``) touch, for each group that reads it but is not its home — the group of its producer, else of
     its first reader; memory unbounded."""
+    return _split(inst, groups)[0]
+
+
+def _split(inst: LayoutInstance, groups: Sequence[Sequence[int]]) -> tuple[LayoutInstance, dict[str, str]]:
+    """:func:`split`'s instance and {copy: the tensor it copies}."""
     group_of = {i: g for g, ops in enumerate(groups) for i in ops}
     home: dict[str, int] = {}
     touched: dict[str, set] = {}
@@ -59,26 +65,39 @@ def split(inst: LayoutInstance, groups: Sequence[Sequence[int]]) -> LayoutInstan
                 tensors.append(dataclasses.replace(original, name=copies[(t, g)], kind=kind))
             names.append(t if home[t] == g else copies[(t, g)])
         ops.append(dataclasses.replace(op, inputs=tuple(names)))
-    return LayoutInstance(inst.name, inst.mesh, tuple(tensors), tuple(ops), None,
-                          {t.name: i for i, t in enumerate(tensors)}, sharded_outputs=inst.sharded_outputs)
+    relaxed = LayoutInstance(inst.name, inst.mesh, tuple(tensors), tuple(ops), None,
+                             {t.name: i for i, t in enumerate(tensors)}, sharded_outputs=inst.sharded_outputs)
+    return relaxed, {copy: t for (t, _), copy in copies.items()}
 
 
 def split_bound(inst: LayoutInstance, groups: Sequence[Sequence[int]], deadline: float) -> LowerBound | None:
-    """The optimum of :func:`split` ``(inst, groups)`` by elimination — a proven lower bound on every plan of
-    ``inst`` — or None when elimination refuses it too or the deadline passes."""
-    from onnxpart.tile.onnx import elimination
+    """The optimum of :func:`split` ``(inst, groups)`` restricted to ``inst``'s dominance-reduced domains, by
+    elimination, or where elimination refuses it, the mini-bucket bound on it
+    (:mod:`onnxpart.tile.onnx.minibucket`); None when the deadline passes first. A proven lower bound on every
+    plan of ``inst``: the reduction keeps an optimum of ``inst`` (:mod:`onnxpart.tile.onnx.reduce`), and that
+    plan, each copy in its original's layout, is a plan of the split instance at the same step time."""
+    from onnxpart.tile.onnx import elimination, minibucket
     from onnxpart.tile.onnx.reduce import reduce_instance
 
     start = time.monotonic()
-    relaxed = split(inst, groups)
-    reduced = reduce_instance(relaxed, deadline=deadline)
+    reduced = reduce_instance(inst, deadline=deadline)
     if reduced is None:
         return None
-    found = elimination.solve(relaxed, reduced, deadline=deadline)
+    relaxed, original = _split(inst, groups)
+    kept = Reduced({t.name: reduced.domains[original.get(t.name, t.name)] for t in relaxed.tensors},
+                   reduced.choices, {})
+    note = (f"each of {len(groups)} groups of ops given its own copy of the tensors it reads from another (a "
+            "relaxation: Dechter & Rish's mini-buckets), memory unbounded")
+    found = elimination.solve(relaxed, kept, deadline=deadline)
+    if found.status == "refused":
+        mini = minibucket.lower_bound(elimination.Network(relaxed, kept), deadline)
+        if mini is None:
+            return None
+        return LowerBound("tile-split", mini.value, "bound", "mini-bucket elimination", time.monotonic() - start,
+                          note=f"mini-bucket elimination ({mini.splits} buckets split, tables of at most "
+                               f"{elimination.MAX_TABLE:,} entries) with {note}")
     if found.status != "optimal":
         return None
     value = min(found.seconds, relaxed.cost(found.layouts))  # equal up to float rounding: keep the lower
     return LowerBound("tile-split", value, "bound", "mini-bucket elimination", time.monotonic() - start,
-                      note=f"bucket elimination with each of {len(groups)} groups of ops given its own copy of "
-                           "the tensors it reads from another (a relaxation: Dechter & Rish's mini-buckets), "
-                           "memory unbounded")
+                      note=f"bucket elimination with {note}")

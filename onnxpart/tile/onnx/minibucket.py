@@ -1,0 +1,116 @@
+"""A proven lower bound on the step time where bucket elimination's order is too wide: mini-bucket elimination
+(Dechter & Rish, "Mini-buckets: a general scheme for bounded inference", Journal of the ACM 50, 2003, §3).
+
+Bucket elimination (:mod:`onnxpart.tile.onnx.elimination`) minimizes a variable v out of the sum of the
+functions that mention it, building one table over all their other variables; a transformer stage on a 16- or
+32-device mesh needs tables of 10⁷–10⁸ assignments there, and elimination refuses it. Mini-buckets keep every
+table within ``max_table``: a bucket whose union scope is too large is split into mini-buckets Q₁ … Q_r (first
+fit, largest functions first), and v is minimized out of each separately. Since
+
+    min_v Σ_j Σ_{f ∈ Q_j} f  ≥  Σ_j min_v Σ_{f ∈ Q_j} f
+
+at every assignment of the rest, each step keeps a function that is below the exact one, and the constant left
+at the end is at most the network's minimum: the step time of every plan of the instance, fitting memory or
+not (the network here is the min-sum one: memory is not modelled). With no bucket split it is the optimum.
+Its cost is that of elimination with tables of at most ``max_table`` entries.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from onnxpart.tile.onnx.elimination import MAX_TABLE, Network
+from onnxpart.tile.onnx.pareto import GiveUp
+
+
+@dataclass(frozen=True)
+class MiniBucketBound:
+    value: float  # seconds: below every plan's step time
+    splits: int  # buckets split in all (0: the value is the optimum)
+
+
+def lower_bound(network: Network, deadline: float | None = None,
+                max_table: int = MAX_TABLE) -> MiniBucketBound | None:
+    """Mini-bucket elimination (module docstring) of ``network``'s step-time terms along a min-fill order (within
+    ``max_table`` where one exists, else with no limit); None past ``deadline`` (``time.monotonic()`` seconds)."""
+    found = kept_function(network, (), deadline, max_table)
+    return None if found is None else MiniBucketBound(float(found[0]), found[1])
+
+
+def kept_function(network: Network, keep: tuple[int, ...], deadline: float | None = None,
+                  max_table: int = MAX_TABLE, per_byte: Mapping[int, float] | None = None) -> tuple[np.ndarray, int] | None:
+    """Every variable but ``keep`` minimized out by mini-bucket elimination: (a table over ``keep``'s values, in
+    that order, below the network's least step time given them — plus, for each tensor variable v of
+    ``per_byte``, ``per_byte[v]`` times its bytes per device —; the buckets split), None past ``deadline``.
+    ``keep`` empty: the table is the bound itself (shape ())."""
+    try:
+        order = network.order(max_table, deadline, frozenset(keep)) or \
+            network.order(math.inf, deadline, frozenset(keep))
+    except GiveUp:
+        return None
+    per_byte = per_byte or {}
+    terms = [(tuple(scope), np.asarray(cost + (per_byte.get(scope[0], 0.0) * mem if len(scope) == 1 else 0.0),
+                                       dtype=float).reshape([network.sizes[v] for v in scope]))
+             for scope, mem, cost in network.terms]
+    try:
+        left, splits = _eliminate(network.sizes, terms, order, max_table, deadline)
+    except GiveUp:
+        return None
+    return _summed(tuple(keep), left, network.sizes), splits
+
+
+def _eliminate(sizes: list[int], terms: list[tuple[tuple, np.ndarray]], order: list[int], max_table: int,
+               deadline: float | None) -> tuple[list, int]:
+    """The bucket pass over ``order``, each function waiting in the bucket of its scope's first variable there:
+    (the functions over variables outside ``order`` that are left, the buckets split)."""
+    position = {v: k for k, v in enumerate(order)}
+    buckets: list[list] = [[] for _ in order]
+    left: list = []
+
+    def place(function: tuple) -> None:
+        ranks = [position[v] for v in function[0] if v in position]
+        (buckets[min(ranks)] if ranks else left).append(function)
+
+    for term in terms:
+        place(term)
+    splits = 0
+    for k in range(len(order)):
+        if deadline is not None and time.monotonic() > deadline:
+            raise GiveUp
+        minis = _partition(buckets[k], sizes, max_table)
+        buckets[k] = []
+        splits += len(minis) - 1
+        for scope, functions in minis:
+            axes = (order[k],) + tuple(v for v in sorted(scope) if v != order[k])
+            place((axes[1:], _summed(axes, functions, sizes).min(axis=0)))
+    return left, splits
+
+
+def _partition(bucket: list, sizes: list[int], max_table: int) -> list[tuple[set, list]]:
+    """First fit, largest table first: each mini-bucket's union scope has at most ``max_table`` assignments
+    (a function over that alone is a mini-bucket of its own)."""
+    minis: list[tuple[set, list]] = []
+    for function in sorted(bucket, key=lambda f: -f[1].size):
+        for scope, functions in minis:
+            union = scope | set(function[0])
+            if math.prod(sizes[v] for v in union) <= max_table:
+                scope |= union
+                functions.append(function)
+                break
+        else:
+            minis.append((set(function[0]), [function]))
+    return minis
+
+
+def _summed(axes: tuple, functions: list, sizes: list[int]) -> np.ndarray:
+    """Σ of ``functions`` (scope, table) as one table over ``axes``, by broadcasting."""
+    total = np.zeros([sizes[v] for v in axes])
+    for scope, table in functions:
+        moved = np.transpose(table, sorted(range(len(scope)), key=lambda i: axes.index(scope[i])))
+        total = total + moved.reshape([sizes[v] if v in scope else 1 for v in axes])
+    return total

@@ -1,0 +1,72 @@
+"""The units' bounds joined at their cuts (:mod:`onnxpart.plan.interfaces`): the chain program against an
+enumeration, and on a Llama-shaped export a bound above the units' sum (it holds the collectives where the
+residual stream crosses a cut) and below the optimum tile proves for the whole stage."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from onnxpart.loading import load_costed
+from onnxpart.onnx_constants import small_constants
+from onnxpart.plan.cluster import read_cluster
+from onnxpart.plan.interfaces import cut_tensors, interface_bounds, run_bounds
+from onnxpart.plan.model import Problem
+from onnxpart.plan.refine import price_run
+from onnxpart.plan.unit_costs import unit_table
+from onnxpart.strategy import Budget
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+from make_llama70b import Shape, build  # noqa: E402
+
+
+def test_chain_program_equals_the_enumeration():
+    rng = np.random.default_rng(1)
+    states = [1, 3, 2, 4, 1]  # layouts at cuts 0 .. 4 (none at the ends)
+    functions = [rng.random((a, b)) for a, b in zip(states, states[1:])]
+    out = run_bounds(functions)
+    for i, j in itertools.combinations(range(len(functions) + 1), 2):
+        best = min(sum(functions[u][picks[u - i], picks[u - i + 1]] for u in range(i, j))
+                   for picks in itertools.product(*(range(s) for s in states[i:j + 1])))
+        assert out[i, j] == pytest.approx(best, rel=1e-12)
+    assert np.isinf(out[2, 2]) and np.isinf(out[3, 1])
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    shape = Shape(layers=4, hidden=512, heads=8, kv_heads=8, mlp=1024, vocab=1000)
+    path = build(tmp_path_factory.mktemp("llama") / "llama", shape)["path"]
+    loaded = load_costed(Path(path), need_model=True, dim=["batch=1", "sequence=1024"], device="a100")
+    return Problem(loaded.graph, read_cluster("1x4:a100"), "latency", constants=small_constants(loaded.model.model))
+
+
+def test_cut_tensors_are_shared_by_two_neighbouring_units_only(llama):
+    for mesh in llama.meshes:
+        cuts = cut_tensors(llama, mesh)
+        assert cuts[0] == () and cuts[-1] == () and any(cuts)
+        inst = llama.instance(mesh)
+        for c, names in enumerate(cuts[1:-1], start=1):
+            for name in names:
+                touching = {u for u in range(llama.units.count) for i in llama.units.ops(u, u + 1)
+                            if name in inst.ops[i].inputs + inst.ops[i].outputs}
+                assert touching == {c - 1, c}
+
+
+def test_chain_bound_between_the_units_sum_and_the_stage_optimum(llama):
+    """On 1x4 the whole model's units' bounds miss the all-reduces where the residual stream crosses their
+    cuts: the chain holds them (strictly above the sum) and stays below tile's proven optimum of the stage."""
+    table = unit_table(llama, Budget(60), 20)
+    chain = interface_bounds(llama, time.monotonic() + 60).bound
+    count = llama.units.count
+    m = [mesh.size for mesh in llama.meshes].index(4)
+    assert chain[0, count, m] > table.lower[:, m].sum() * (1 + 1e-3)
+    whole = price_run(llama, (0, count, m), 30)
+    assert whole.optimal and chain[0, count, m] <= whole.lower * (1 + 1e-9)
+    for i, j in ((1, count), (0, count // 2), (2, 3)):
+        stage = price_run(llama, (i, j, m), 20)  # a plan of the stage: its step time is at least the optimum
+        assert chain[i, j, m] <= stage.cost * (1 + 1e-9)
