@@ -20,6 +20,7 @@ than the gap). This module imports no solver.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -171,7 +172,9 @@ def _baseline(name: str, make):
         why = _outside(run.problem, shape)
         if why:
             return PlanResult(method=name, status="skipped", seconds=time.monotonic() - start, note=why)
-        priced = evaluate(run.problem, shape, run.table, max(0.05, seconds - (time.monotonic() - start)), run.seed)
+        # the baseline's layouts as tile finds them (its own solve, the units' plans merged), not dp's chained plans
+        table = None if run.table is None else dataclasses.replace(run.table, chained={})
+        priced = evaluate(run.problem, shape, table, max(0.05, seconds - (time.monotonic() - start)), run.seed)
         return run.result(name, start, priced)
 
     return method

@@ -5,7 +5,8 @@ replica, the transfers between stages and the memory of every device — the num
 A stage's layouts are the cheapest that fit the device's memory among tile's own answer for the stage
 (:func:`onnxpart.tile.solve`) and, where the stage is a run of units, the units' plans merged
 (:func:`onnxpart.plan.stages.merged_layouts`) and greedy's improvement of them
-(:func:`onnxpart.tile.onnx.heuristics.greedy`).
+(:func:`onnxpart.tile.onnx.heuristics.greedy`) — the units' own plans, and where the chain over their cuts
+found them, plans that agree at the cuts (:func:`onnxpart.plan.interfaces.chained_layouts`).
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@ link); its memory the sum of its units' plans' bytes per device plus its receive
 whose full price does not fit is barred and the search runs again, as it does after each shape is priced
 (:func:`onnxpart.plan._search`).
 
-**The bound** (:func:`family_bound`): the same program on ``Σ lower[u, m]`` for compute (or the run's own
-bound where tile priced it whole, :mod:`onnxpart.plan.refine`, whichever is larger), the least time each
+**The bound** (:func:`family_bound`): the same program on ``Σ lower[u, m]`` for compute (or the chain over the
+run's cuts, :mod:`onnxpart.plan.interfaces`, or the run's own bound where tile priced it whole,
+:mod:`onnxpart.plan.refine`, whichever is largest), the least time each
 stage must spend receiving what its first unit reads (:func:`_least_transfer`), and
 ``Σ floor[u, m]`` ≤ the device's memory as the only memory rule, minimized over the replica counts the family
 allows. Every plan of the family costs at least that (:mod:`onnxpart.plan.unit_costs` says why each term is

@@ -21,6 +21,18 @@ that are subsets of the whole model's. Restricted to unit u, its plan is a plan 
 least ``F_u`` at the stage's layouts of u's cut tensors, and consecutive units read one layout per shared
 tensor. So the stage costs at least ``min Σ_u F_u(s_u, s_{u+1})`` over the layouts at its inner cuts, those at
 its first and last cuts free — a min-plus product along the chain (:func:`run_bounds`).
+
+**Memory** (a Lagrangian relaxation). A stage that fits holds every weight it touches, so the weights each of
+its units owns (touches first: disjoint) take at most M bytes per device: ``Σ_u B_u ≤ M``. For λ ≥ 0 its step
+time is then at least ``Σ_u (T_u + λ·B_u) − λ·M``, so the chain of ``F_u^λ`` (the same functions with λ times
+the owned weights' bytes per device added) minus λ·M bounds every stage that fits; the best over
+:data:`MULTIPLIERS` is kept. Without it, a model whose weights must be sharded to fit (Llama-70B on one node)
+is bounded by plans that replicate them.
+
+**Plans.** The chain's argmin over the whole model (:func:`run_argmin`, at the λ best there) pins each unit's
+cut tensors; tile's plan of each unit so pinned (:func:`chained_layouts`) agrees with its neighbours at every
+cut the chain holds — a start for the stages' layouts (:mod:`onnxpart.plan.evaluate`) that the units' own plans,
+each choosing its edges alone, are not.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """Tile on whole stages for the runs the bound's program picks: the family bound's lazy refinement.
 
 The family bound (:func:`onnxpart.plan.exact.family_bound`) prices a run of units ``i .. j`` on sub-mesh ``m``
-at the sum of its units' proven bounds. Each unit lays out the tensors at its edges as it likes, so what a cut
-inside a run costs is in no unit's bound — and the cuts go where the fewest bytes cross, which is where a
-tensor-parallel layer's all-reduces are (its residual stream): on llama-7b on 1×8 the sum misses 9 %. Tile's
+at the sum of its units' proven bounds, or the chain over its cuts (:mod:`onnxpart.plan.interfaces`). Each unit
+lays out the tensors at its edges as it likes, so what a cut inside a run costs is in no unit's bound — and the
+cuts go where the fewest bytes cross, which is where a tensor-parallel layer's all-reduces are (its residual
+stream): on llama-7b on 1×8 the sum misses 9 %; the chain holds the tensors only two neighbour units share,
+not those every layer reads. Tile's
 elimination (:mod:`onnxpart.tile.onnx.elimination`) solves a whole transformer stage exactly in seconds (its
 cost network has width 2), so a run's own proven bound replaces the sum where it is known; every plan of the
 family still costs at least the sum of its stages' bounds, whichever each is.

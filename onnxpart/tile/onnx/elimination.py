@@ -223,7 +223,8 @@ class Network:
     def layouts(self, values: dict[int, int]) -> dict:
         return {t.name: self.reduced.domains[t.name][values[v]] for v, t in enumerate(self.inst.tensors)}
 
-    def order(self, max_table: float, deadline: float | None = None, last: frozenset[int] = frozenset()) -> list[int] | None:
+    def order(self, max_table: float, deadline: float | None = None,
+              last: frozenset[int] = frozenset()) -> list[int] | None:
         """A min-fill elimination order (ties: fewest neighbours, then lowest index) among the variables
         whose function would have at most ``max_table`` assignments, those in ``last`` never eliminated (left
         out of the order); None when a variable not in ``last`` is left that cannot be eliminated that way;

@@ -42,8 +42,8 @@ def lower_bound(network: Network, deadline: float | None = None,
     return None if found is None else MiniBucketBound(float(found[0]), found[1])
 
 
-def kept_function(network: Network, keep: tuple[int, ...], deadline: float | None = None,
-                  max_table: int = MAX_TABLE, per_byte: Mapping[int, float] | None = None) -> tuple[np.ndarray, int] | None:
+def kept_function(network: Network, keep: tuple[int, ...], deadline: float | None = None, max_table: int = MAX_TABLE,
+                  per_byte: Mapping[int, float] | None = None) -> tuple[np.ndarray, int] | None:
     """Every variable but ``keep`` minimized out by mini-bucket elimination: (a table over ``keep``'s values, in
     that order, below the network's least step time given them — plus, for each tensor variable v of
     ``per_byte``, ``per_byte[v]`` times its bytes per device —; the buckets split), None past ``deadline``.

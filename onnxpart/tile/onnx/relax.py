@@ -12,6 +12,9 @@ is a plan of the split one, each copy in the original's layout, at the same step
 per-op terms, each reading only its own slots' layouts). So the split instance's optimum is at most the
 instance's, and elimination solves it when each group alone is narrow enough. What it gives up is the
 coupling between groups through a shared tensor: what converting it costs where groups want it differently.
+:func:`split_bound` splits the instance's dominance-reduced domains (each copy keeps its original's), and
+where elimination refuses the split instance too (a stage on a 16- or 32-device mesh), bounds it by
+mini-buckets (:mod:`onnxpart.tile.onnx.minibucket`).
 """
 
 from __future__ import annotations

@@ -21,8 +21,10 @@ from onnxpart.tile.onnx.reduce import reduce_instance
 @pytest.fixture(scope="module")
 def mlp(tmp_path_factory):
     """Two MatMuls with a Relu and a residual Add: tensors read twice, algorithms that want different layouts."""
-    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"), helper.make_node("Relu", ["h"], ["r"], name="relu"),
-             helper.make_node("MatMul", ["r", "w2"], ["o"], name="mm2"), helper.make_node("Add", ["o", "x"], ["y"], name="add")]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"),
+             helper.make_node("Relu", ["h"], ["r"], name="relu"),
+             helper.make_node("MatMul", ["r", "w2"], ["o"], name="mm2"),
+             helper.make_node("Add", ["o", "x"], ["y"], name="add")]
     graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [256, 512])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [256, 512])],
                               [helper.make_tensor("w1", TensorProto.FLOAT, [512, 1024], [0.0] * 512 * 1024),
