@@ -116,6 +116,7 @@ def _dp(run: _Run, options: Options, board: Board, seconds: float) -> PlanResult
     run.bound = refine(problem, run.table, run.budget.until(seconds * REFINED_BY - (time.monotonic() - start)),
                        run.seed)
     board.add(run.bound)
+    _record_chained(problem, run.table)
     best = _search(run, run.budget.until(max(0.0, seconds - (time.monotonic() - start))))
     status = "optimal" if best is not None and best.fits and run.bound.value is not None and \
         best.value <= run.bound.value * (1 + 1e-12) else "heuristic"
@@ -161,6 +162,24 @@ def _record(problem: Problem, table: UnitTable, priced: Priced) -> None:
         known = table.stages.get(key)
         if known is None or known.layouts is None or stage.compute < known.cost:
             table.stages[key] = StagePrice(known.lower if known else 0.0, dict(stage.layouts), stage.compute, True)
+
+
+def _record_chained(problem: Problem, table: UnitTable) -> None:
+    """The whole model as one stage on each mesh with chained unit plans (:mod:`.interfaces`), their merged
+    layouts into ``table.stages`` where they beat the plan known for that run: the search's estimates then know
+    what a stage that tile alone cannot solve costs with them (the proven bound kept)."""
+    from onnxpart.plan.evaluate import stage_instance, stage_io
+    from onnxpart.plan.refine import StagePrice
+    from onnxpart.plan.stages import merged_layouts
+
+    count = problem.units.count
+    for m, pieces in table.chained.items():
+        shape = problem.run(0, count, m)
+        sub = stage_instance(problem, shape, 0, stage_io(problem, shape)[0])
+        layouts = merged_layouts(sub, pieces)
+        known = table.stages.get((0, count, m))
+        if known is None or known.layouts is None or sub.cost(layouts) < known.cost:
+            table.stages[(0, count, m)] = StagePrice(known.lower if known else 0.0, layouts, sub.cost(layouts))
 
 
 def _baseline(name: str, make):

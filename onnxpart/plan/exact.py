@@ -114,6 +114,7 @@ def family_bound(problem: Problem, table) -> tuple[LowerBound, tuple[tuple[int, 
     return LowerBound("plan-dp", best if math.isfinite(best) else None, status, "dp", time.monotonic() - start,
                       note=f"the dynamic program over the family on tile's proven unit bounds "
                            f"({problem.units.count} units × {len(problem.meshes)} sub-meshes; "
+                           f"{'each run also by the chain over its cuts; ' if table.chain is not None else ''}"
                            f"{len(table.stages)} runs bounded whole by tile), each stage's incoming transfer at "
                            "its least (the bytes its first unit reads over its devices at the faster link), "
                            "memory by each unit's least weight bytes per device"), runs

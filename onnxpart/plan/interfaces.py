@@ -26,8 +26,9 @@ its first and last cuts free — a min-plus product along the chain (:func:`run_
 its units owns (touches first: disjoint) take at most M bytes per device: ``Σ_u B_u ≤ M``. For λ ≥ 0 its step
 time is then at least ``Σ_u (T_u + λ·B_u) − λ·M``, so the chain of ``F_u^λ`` (the same functions with λ times
 the owned weights' bytes per device added) minus λ·M bounds every stage that fits; the best over
-:data:`MULTIPLIERS` is kept. Without it, a model whose weights must be sharded to fit (Llama-70B on one node)
-is bounded by plans that replicate them.
+:data:`MULTIPLIERS` is kept (only λ = 0 when the weights, all replicated, fit M: then no λ > 0 does better).
+Without it, a model whose weights must be sharded to fit (Llama-70B on one node) is bounded by plans that
+replicate them.
 
 **Plans.** The chain's argmin over the whole model (:func:`run_argmin`, at the λ best there) pins each unit's
 cut tensors; tile's plan of each unit so pinned (:func:`chained_layouts`) agrees with its neighbours at every
@@ -47,8 +48,8 @@ import numpy as np
 from onnxpart.plan.model import Problem
 from onnxpart.plan.stages import restrict, signature, tensor_order
 
-#: The most joint layouts of the tensors kept at one cut.
-MAX_STATE = 4096
+#: The most joint layouts of the tensors kept at one cut (a unit's table is at most its square: 8 MB).
+MAX_STATE = 1024
 #: The memory rule's multipliers λ, in units of the whole model's chain bound at λ = 0 per byte of a device's
 #: memory (module docstring): where the weights' memory binds, the best of them is near the Lagrangian dual's.
 MULTIPLIERS = (0.0,) + tuple(4.0 ** k for k in range(-3, 4))
@@ -72,10 +73,10 @@ def interface_bounds(problem: Problem, deadline: float, seed: int = 0) -> Interf
     out = Interfaces(np.zeros((count + 1, count + 1, len(problem.meshes))), {})
     owners = weight_owners(problem)
     chains = {}
-    for m, mesh in enumerate(problem.meshes):
-        if mesh.size == 1:
+    for m in sorted(range(len(problem.meshes)), key=lambda m: -problem.meshes[m].size):  # where tile needs it most
+        if problem.meshes[m].size == 1:
             continue  # one layout per tensor: nothing at a cut to convert, the units' sum is the chain
-        found = _mesh_bound(problem, mesh, owners, deadline)
+        found = _mesh_bound(problem, problem.meshes[m], owners, deadline)
         if found is None:
             break
         out.bound[:, :, m], chains[m] = found
@@ -95,7 +96,9 @@ def _mesh_bound(problem: Problem, mesh, owners: dict[str, int], deadline: float)
         return None
     best, chosen, scale = None, None, 0.0
     memory = problem.cluster.memory
-    for multiplier in MULTIPLIERS:
+    inst = problem.instance(mesh)
+    binds = sum(inst.tensor(t).bytes for t in owners) > memory  # else Σ B_u ≤ M always: λ > 0 adds nothing
+    for multiplier in MULTIPLIERS if binds else (0.0,):
         lam = multiplier * scale / memory
         tables = _tables(units, lam, deadline)
         if tables is None:
