@@ -28,6 +28,11 @@ from onnxpart.tile.onnx.elimination import MAX_TABLE, Network
 from onnxpart.tile.onnx.pareto import GiveUp
 
 
+#: Up to this many variables an order over the table limit is still min-fill's (its fill graph has at most
+#: n²/2 edges: ~100 MB); beyond, fewest neighbours first (:func:`_fewest_neighbours`).
+MIN_FILL_VARIABLES = 1000
+
+
 @dataclass(frozen=True)
 class MiniBucketBound:
     value: float  # seconds: below every plan's step time
@@ -37,7 +42,8 @@ class MiniBucketBound:
 def lower_bound(network: Network, deadline: float | None = None,
                 max_table: int = MAX_TABLE) -> MiniBucketBound | None:
     """Mini-bucket elimination (module docstring) of ``network``'s step-time terms along a min-fill order (within
-    ``max_table`` where one exists, else with no limit); None past ``deadline`` (``time.monotonic()`` seconds)."""
+    ``max_table`` where one exists; over it on small networks, else fewest neighbours first); None past
+    ``deadline`` (``time.monotonic()`` seconds)."""
     found = kept_function(network, (), deadline, max_table)
     return None if found is None else MiniBucketBound(float(found[0]), found[1])
 
@@ -49,8 +55,9 @@ def kept_function(network: Network, keep: tuple[int, ...], deadline: float | Non
     ``per_byte``, ``per_byte[v]`` times its bytes per device —; the buckets split), None past ``deadline``.
     ``keep`` empty: the table is the bound itself (shape ())."""
     try:
-        order = network.order(max_table, deadline, frozenset(keep)) or \
-            network.order(math.inf, deadline, frozenset(keep))
+        order = network.order(max_table, deadline, frozenset(keep)) or (
+            network.order(math.inf, deadline, frozenset(keep)) if len(network.sizes) <= MIN_FILL_VARIABLES
+            else _fewest_neighbours(network, keep))
     except GiveUp:
         return None
     per_byte = per_byte or {}
@@ -62,6 +69,17 @@ def kept_function(network: Network, keep: tuple[int, ...], deadline: float | Non
     except GiveUp:
         return None
     return _summed(tuple(keep), left, network.sizes), splits
+
+
+def _fewest_neighbours(network: Network, keep: tuple[int, ...]) -> list[int]:
+    """Every variable but ``keep``, fewest neighbours in the network first: an order for a network whose min-fill
+    order has tables over the limit. (Min-fill with no limit adds the fill edges of every elimination: on a wide
+    network a graph of millions of edges, when the mini-buckets keep far smaller scopes.)"""
+    neighbours: dict[int, set] = {v: set() for v in range(len(network.sizes))}
+    for scope, _, _ in network.terms:
+        for v in scope:
+            neighbours[v].update(scope)
+    return sorted((v for v in neighbours if v not in keep), key=lambda v: (len(neighbours[v]), v))
 
 
 def _eliminate(sizes: list[int], terms: list[tuple[tuple, np.ndarray]], order: list[int], max_table: int,
