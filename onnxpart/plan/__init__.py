@@ -191,7 +191,8 @@ def _baseline(name: str, make):
         why = _outside(run.problem, shape)
         if why:
             return PlanResult(method=name, status="skipped", seconds=time.monotonic() - start, note=why)
-        # the baseline's layouts as tile finds them (its own solve, the units' plans merged), not dp's chained plans
+        # tile's solve, the units' own plans merged and the stage prices recorded for the shape's runs (dp's among
+        # them); the chained unit plans are no merge start here
         table = None if run.table is None else dataclasses.replace(run.table, chained={})
         priced = evaluate(run.problem, shape, table, max(0.05, seconds - (time.monotonic() - start)), run.seed)
         return run.result(name, start, priced)
