@@ -177,9 +177,9 @@ def _record_chained(problem: Problem, table: UnitTable) -> None:
         shape = problem.run(0, count, m)
         sub = stage_instance(problem, shape, 0, stage_io(problem, shape)[0])
         layouts = merged_layouts(sub, pieces)
-        known = table.stages.get((0, count, m))
-        if known is None or known.layouts is None or sub.cost(layouts) < known.cost:
-            table.stages[(0, count, m)] = StagePrice(known.lower if known else 0.0, layouts, sub.cost(layouts))
+        cost, known = sub.cost(layouts), table.stages.get((0, count, m))
+        if known is None or known.layouts is None or cost < known.cost:
+            table.stages[(0, count, m)] = StagePrice(known.lower if known else 0.0, layouts, cost)
 
 
 def _baseline(name: str, make):

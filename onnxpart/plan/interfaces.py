@@ -47,6 +47,7 @@ import numpy as np
 
 from onnxpart.plan.model import Problem
 from onnxpart.plan.stages import restrict, signature, tensor_order
+from onnxpart.plan.unit_costs import touching_units
 
 #: The most joint layouts of the tensors kept at one cut (a unit's table is at most its square: 8 MB).
 MAX_STATE = 1024
@@ -113,14 +114,9 @@ def _mesh_bound(problem: Problem, mesh, owners: dict[str, int], deadline: float)
 
 def cut_tensors(problem: Problem, mesh) -> list[tuple[str, ...]]:
     """Per cut 0 .. units: its kept tensors (module docstring), largest first; none at the first and last."""
-    inst, units = problem.instance(mesh), problem.units
-    touched: dict[str, set] = {}
-    for u in range(units.count):
-        for i in units.ops(u, u + 1):
-            for t in inst.ops[i].inputs + inst.ops[i].outputs:
-                touched.setdefault(t, set()).add(u)
-    at: list[list[str]] = [[] for _ in range(units.count + 1)]
-    for t, reached in touched.items():
+    inst = problem.instance(mesh)
+    at: list[list[str]] = [[] for _ in range(problem.units.count + 1)]
+    for t, reached in touching_units(problem).items():
         if len(reached) == 2 and max(reached) - min(reached) == 1:
             at[max(reached)].append(t)
     cuts = []
@@ -136,14 +132,8 @@ def cut_tensors(problem: Problem, mesh) -> list[tuple[str, ...]]:
 
 def weight_owners(problem: Problem) -> dict[str, int]:
     """Each weight -> the first unit that touches it (where the memory rule charges it)."""
-    inst, units = problem.instance(problem.meshes[0]), problem.units
-    owner: dict[str, int] = {}
-    for u in range(units.count):
-        for i in units.ops(u, u + 1):
-            for t in inst.ops[i].inputs:
-                if inst.tensor(t).kind == "weight":
-                    owner.setdefault(t, u)
-    return owner
+    inst = problem.instance(problem.meshes[0])
+    return {t: min(reached) for t, reached in touching_units(problem).items() if inst.tensor(t).kind == "weight"}
 
 
 @dataclass(frozen=True)

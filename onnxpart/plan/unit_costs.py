@@ -43,13 +43,15 @@ class UnitTable:
     chained: dict = field(default_factory=dict)  # mesh index -> [unit] -> layouts agreeing at cuts: plan.interfaces
 
 
-def _owners(subs: list) -> dict[str, int]:
-    """tensor -> the first unit whose cut-down instance (``subs``, in unit order) touches it."""
-    owner: dict[str, int] = {}
-    for u, sub in enumerate(subs):
-        for t in sub.tensors:
-            owner.setdefault(t.name, u)
-    return owner
+def touching_units(problem: Problem) -> dict[str, set[int]]:
+    """tensor -> the units whose ops read or write it (the first is where a weight is owned)."""
+    inst, units = problem.instance(problem.meshes[0]), problem.units
+    touched: dict[str, set[int]] = {}
+    for u in range(units.count):
+        for i in units.ops(u, u + 1):
+            for t in inst.ops[i].inputs + inst.ops[i].outputs:
+                touched.setdefault(t, set()).add(u)
+    return touched
 
 
 def unit_table(problem: Problem, budget: Budget, seconds: float, seed: int = 0, workers: int = 1) -> UnitTable:
@@ -60,11 +62,10 @@ def unit_table(problem: Problem, budget: Budget, seconds: float, seed: int = 0, 
     table = UnitTable(np.zeros(shape), np.zeros(shape), np.zeros(shape), np.zeros(shape),
                       [[{} for _ in meshes] for _ in range(units.count)])
     groups: dict[tuple, list] = {}
-    owner: dict[str, int] = {}
+    owner = {t: min(reached) for t, reached in touching_units(problem).items()}
     for m, mesh in enumerate(meshes):
         inst = problem.instance(mesh)
         subs = [restrict(inst, list(units.ops(u, u + 1))) for u in range(units.count)]
-        owner = owner or _owners(subs)
         for u, sub in enumerate(subs):
             groups.setdefault((m, signature(sub)), []).append((u, sub))
     each = max(FLOOR, seconds / max(1, len(groups)))

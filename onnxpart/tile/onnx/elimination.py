@@ -66,7 +66,8 @@ class Elimination:
     time), ``refused`` (the order's largest function is over ``max_table``: nothing computed) or
     ``gave_up`` (deadline or ``max_points``). ``lagrangian``: the dual bound max_λ L(λ), a proven lower
     bound (None when the memory does not bind or it was not reached); ``plan``: the cheapest weighted
-    optimum within M met on the way (a plan, to warm-start another solver), with its step time ``plan_seconds``."""
+    optimum within M met on the way (a plan, to warm-start another solver), with its step time ``plan_seconds``;
+    ``network``: the network refused (for :mod:`onnxpart.tile.onnx.minibucket`'s bound on it)."""
 
     status: str
     elapsed: float
@@ -75,6 +76,7 @@ class Elimination:
     lagrangian: float | None = None
     plan: dict | None = None
     plan_seconds: float | None = None
+    network: "Network | None" = None
 
 
 def solve(inst: LayoutInstance, reduced: Reduced, incumbent: float | None = None, deadline: float | None = None,
@@ -88,7 +90,7 @@ def solve(inst: LayoutInstance, reduced: Reduced, incumbent: float | None = None
     try:
         order = network.order(max_table or MAX_TABLE, deadline)
         if order is None:
-            return Elimination("refused", time.monotonic() - start)
+            return Elimination("refused", time.monotonic() - start, network=network)
         free = network.weighted(order, 0.0, deadline)
         if inst.memory is None or network.bytes(free.values) <= inst.memory * (1 + 1e-12):
             return Elimination("optimal", time.monotonic() - start, network.layouts(free.values), free.value)
@@ -201,6 +203,7 @@ class Network:
                 else:
                     pairs[(v, var)] = pairs.get((v, var), 0) + table
         self.memory = mem
+        self.orders: dict[tuple, list[int] | None] = {}
         self.terms = [((v,), mem[v], unary[v]) for v in range(len(self.sizes))]
         self.terms += [(key, np.zeros(table.size), table.ravel()) for key, table in sorted(pairs.items())]
 
@@ -231,7 +234,14 @@ class Network:
         :class:`~onnxpart.tile.onnx.pareto.GiveUp` past ``deadline``. Keys live in a heap and are
         recomputed only around the eliminated variable (the only place they change); a variable over the limit
         is not scored (its fill would cost O(degree²)). networkx is imported here, when an order is wanted: a
-        solve whose exact method is skipped does not pay for loading it."""
+        solve whose exact method is skipped does not pay for loading it. Kept per (``max_table``, ``last``): a
+        refused network asked again (mini-buckets after elimination) answers at once."""
+        key = (max_table, last)
+        if key not in self.orders:
+            self.orders[key] = self._order(max_table, deadline, last)
+        return self.orders[key]
+
+    def _order(self, max_table: float, deadline: float | None, last: frozenset[int]) -> list[int] | None:
         import networkx as nx
 
         graph = nx.Graph()

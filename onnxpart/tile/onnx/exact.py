@@ -92,7 +92,7 @@ def exact(inst: LayoutInstance, time_limit: float, hint: dict[str, Layout] | Non
                                    "(step time, bytes per device) with Lagrangian pruning: the optimum")
     if found.plan is not None and found.plan_seconds < hint_cost:
         hint = found.plan
-    mini = minibucket.lower_bound(elimination.Network(inst, reduced), start + budget.part(ELIMINATION_PART)) \
+    mini = minibucket.lower_bound(found.network, start + budget.part(ELIMINATION_PART)) \
         if found.status == "refused" else None
     if len(inst.ops) * MODEL_SECONDS["op"] + _pairs(inst, reduced) * MODEL_SECONDS["pair"] > time_limit:
         layouts, bound = hint, _skipped("CP-SAT's model", inst, budget)

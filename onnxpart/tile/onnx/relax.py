@@ -93,7 +93,7 @@ def split_bound(inst: LayoutInstance, groups: Sequence[Sequence[int]], deadline:
             "relaxation: Dechter & Rish's mini-buckets), memory unbounded")
     found = elimination.solve(relaxed, kept, deadline=deadline)
     if found.status == "refused":
-        mini = minibucket.lower_bound(elimination.Network(relaxed, kept), deadline)
+        mini = minibucket.lower_bound(found.network, deadline)
         if mini is None:
             return None
         return LowerBound("tile-split", mini.value, "bound", "mini-bucket elimination", time.monotonic() - start,
