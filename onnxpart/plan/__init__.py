@@ -109,8 +109,7 @@ def _dp(run: _Run, options: Options, board: Board, seconds: float) -> PlanResult
     problem = run.problem
     run.table = unit_table(problem, run.budget, seconds * TABLE_PART / 2, run.seed, run.workers)
     exact_runs(problem, run.table, seconds * TABLE_PART / 2, run.seed)
-    interfaces = interface_bounds(problem, run.budget.until(seconds * INTERFACES_BY - (time.monotonic() - start)),
-                                  run.seed)
+    interfaces = interface_bounds(problem, run.budget.until(seconds * INTERFACES_BY - (time.monotonic() - start)))
     if interfaces is not None:
         run.table.chain, run.table.chained = interfaces.bound, interfaces.layouts
     run.bound = refine(problem, run.table, run.budget.until(seconds * REFINED_BY - (time.monotonic() - start)),
@@ -166,20 +165,29 @@ def _record(problem: Problem, table: UnitTable, priced: Priced) -> None:
 
 def _record_chained(problem: Problem, table: UnitTable) -> None:
     """The whole model as one stage on each mesh with chained unit plans (:mod:`.interfaces`), their merged
-    layouts into ``table.stages`` where they beat the plan known for that run: the search's estimates then know
-    what a stage that tile alone cannot solve costs with them (the proven bound kept)."""
-    from onnxpart.plan.evaluate import stage_instance, stage_io
+    layouts into ``table.stages`` where they beat the plan known for that run — the cheapest that fits a device
+    first, over the plans that do not —: the search's estimates then know what a stage that tile alone cannot
+    solve costs with them (the proven bound kept)."""
+    from onnxpart.plan.evaluate import build_stage, stage_instance, stage_io
     from onnxpart.plan.refine import StagePrice
     from onnxpart.plan.stages import merged_layouts
 
     count = problem.units.count
-    for m, pieces in table.chained.items():
+    for m, plans in table.chained.items():
         shape = problem.run(0, count, m)
-        sub = stage_instance(problem, shape, 0, stage_io(problem, shape)[0])
-        layouts = merged_layouts(sub, pieces)
-        cost, known = sub.cost(layouts), table.stages.get((0, count, m))
-        if known is None or known.layouts is None or cost < known.cost:
-            table.stages[(0, count, m)] = StagePrice(known.lower if known else 0.0, layouts, cost)
+        stage_of = stage_io(problem, shape)[0]
+        sub = stage_instance(problem, shape, 0, stage_of)
+
+        def rank(layouts: dict) -> tuple[bool, float]:  # (over memory, step time): least first
+            held = build_stage(problem, shape, 0, stage_of, [], layouts=layouts).memory()["total"]
+            return held > problem.cluster.memory * (1 + 1e-12), sub.cost(layouts)
+
+        known = table.stages.get((0, count, m))
+        merged = [merged_layouts(sub, pieces) for pieces in plans]
+        ranks = [rank(layouts) for layouts in merged]
+        k = min(range(len(merged)), key=ranks.__getitem__)
+        if known is None or known.layouts is None or ranks[k] < rank(known.layouts):
+            table.stages[(0, count, m)] = StagePrice(known.lower if known else 0.0, merged[k], ranks[k][1])
 
 
 def _baseline(name: str, make):

@@ -6,7 +6,7 @@ A stage's layouts are the cheapest that fit the device's memory among tile's own
 (:func:`onnxpart.tile.solve`) and, where the stage is a run of units, the units' plans merged
 (:func:`onnxpart.plan.stages.merged_layouts`) and greedy's improvement of them
 (:func:`onnxpart.tile.onnx.heuristics.greedy`) — the units' own plans, and where the chain over their cuts
-found them, plans that agree at the cuts (:func:`onnxpart.plan.interfaces.chained_layouts`).
+found them, plans that agree at the cuts (:func:`onnxpart.plan.interfaces.chained_plans`).
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def evaluate(problem: Problem, shape: Shape, table=None, seconds: float = 0.05, 
             m = problem.meshes.index(mesh)
             first, last = shape.units[s]
             plans = [[table.layouts[u][m] for u in range(first, last)]]
-            plans += [table.chained[m][first:last]] if m in table.chained else []
+            plans += [pieces[first:last] for pieces in table.chained.get(m, ())]
             known = table.stages.get((first, last, m))
         names = [t for src in sorted(received[s]) for t in received[s][src]]
         part = max(0.05, seconds * len(ops) / total)

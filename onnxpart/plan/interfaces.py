@@ -25,20 +25,24 @@ its first and last cuts free — a min-plus product along the chain (:func:`run_
 **Memory** (a Lagrangian relaxation). A stage that fits holds every weight it touches, so the weights each of
 its units owns (touches first: disjoint) take at most M bytes per device: ``Σ_u B_u ≤ M``. For λ ≥ 0 its step
 time is then at least ``Σ_u (T_u + λ·B_u) − λ·M``, so the chain of ``F_u^λ`` (the same functions with λ times
-the owned weights' bytes per device added) minus λ·M bounds every stage that fits; the best over
-:data:`MULTIPLIERS` is kept (only λ = 0 when the weights, all replicated, fit M: then no λ > 0 does better).
-Without it, a model whose weights must be sharded to fit (Llama-70B on one node) is bounded by plans that
-replicate them.
+the owned weights' bytes per device added) minus λ·M bounds every stage that fits. The whole model's value is
+concave in λ (a minimum of functions linear in λ): the best of :data:`MULTIPLIERS` is refined by a golden-section
+search between its neighbours there (:data:`GOLDEN_STEPS`), and every run keeps its best over all λ tried. Only
+λ = 0 when the weights, all replicated, fit M: then no λ > 0 does better. Without it, a model whose weights must
+be sharded to fit (Llama-70B on one node) is bounded by plans that replicate them.
 
-**Plans.** The chain's argmin over the whole model (:func:`run_argmin`, at the λ best there) pins each unit's
-cut tensors; tile's plan of each unit so pinned (:func:`chained_layouts`) agrees with its neighbours at every
-cut the chain holds — a start for the stages' layouts (:mod:`onnxpart.plan.evaluate`) that the units' own plans,
-each choosing its edges alone, are not.
+**Plans.** The chain's argmin over the whole model (:func:`run_argmin`) pins each unit's cut tensors; each unit's
+plan so pinned (:func:`chained_layouts`: mini-bucket decoding of its network, the exact optimum where no bucket
+is split) agrees with its neighbours at every cut the chain holds — a
+start for the stages' layouts (:mod:`onnxpart.plan.evaluate`) that the units' own plans, each choosing its edges
+alone, are not. Where the weights bind and the plan at λ = 0 does not fit a device, a bisection over the λ tried
+finds the least whose plan fits, then one over k: the first k units at that λ and the rest at the λ before it,
+the least k that fits (to 1/:data:`MIX_STEPS` of the units). The units' plans are each least for their weighted
+step time, so this is the knapsack's greedy over equal units: the memory left goes where sharding costs most.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -46,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from onnxpart.plan.model import Problem
-from onnxpart.plan.stages import restrict, signature, tensor_order
+from onnxpart.plan.stages import restrict, signature, tensor_order, weight_bytes
 from onnxpart.plan.unit_costs import touching_units
 
 #: The most joint layouts of the tensors kept at one cut (a unit's table is at most its square: 8 MB).
@@ -54,20 +58,34 @@ MAX_STATE = 1024
 #: The memory rule's multipliers λ, in units of the whole model's chain bound at λ = 0 per byte of a device's
 #: memory (module docstring): where the weights' memory binds, the best of them is near the Lagrangian dual's.
 MULTIPLIERS = (0.0,) + tuple(4.0 ** k for k in range(-3, 4))
+#: Golden-section steps on λ between the best multiplier's neighbours (each a chain at one more λ).
+GOLDEN_STEPS = 8
+#: The mix of two multipliers' plans is bisected on the number of units down to 1 / MIX_STEPS of them.
+MIX_STEPS = 16
 
 
 @dataclass
 class Interfaces:
     """What the chain gives the plan: ``bound`` (units + 1, units + 1, meshes), the chain bound of every run
     [i, j) on every sub-mesh, inf where j ≤ i, 0 on one device and on a mesh not reached in time; ``layouts``:
-    mesh index -> per unit, its plan with the tensors at its cuts in the layouts of the whole model's least
-    chain (:func:`chained_layouts`), for the meshes reached in time."""
+    mesh index -> chained plans (each, per unit, its layouts agreeing at the cuts: :func:`chained_plans`), for
+    the meshes reached in time."""
 
     bound: np.ndarray
-    layouts: dict[int, list[dict]]
+    layouts: dict[int, list[list[dict]]]
 
 
-def interface_bounds(problem: Problem, deadline: float, seed: int = 0) -> Interfaces | None:
+@dataclass
+class Chain:
+    """A mesh's chain: per unit (its instance, its :class:`UnitNetwork`), the units' tables at each λ tried
+    (λ -> per unit ``F_u^λ``), and whether the weights' memory binds (all replicated, over M)."""
+
+    units: list[tuple]
+    tables: dict[float, list[np.ndarray]]
+    binds: bool
+
+
+def interface_bounds(problem: Problem, deadline: float) -> Interfaces | None:
     """The chain bounds (module docstring) of every mesh, then the chained unit plans, within ``deadline``
     (``time.monotonic()`` seconds); None when no mesh's bound was reached."""
     count = problem.units.count
@@ -81,35 +99,67 @@ def interface_bounds(problem: Problem, deadline: float, seed: int = 0) -> Interf
         if found is None:
             break
         out.bound[:, :, m], chains[m] = found
-    for m, (units, tables) in chains.items():
-        layouts = chained_layouts(units, tables, deadline, seed)
-        if layouts is None:
+    for m, chain in chains.items():
+        plans = chained_plans(problem, m, chain, deadline)
+        if plans is None:
             break
-        out.layouts[m] = layouts
+        out.layouts[m] = plans
     return out if chains else None
 
 
 def _mesh_bound(problem: Problem, mesh, owners: dict[str, int], deadline: float) -> tuple | None:
-    """(the best over :data:`MULTIPLIERS` of each λ's chain minus λ·M on ``mesh``, (the units' networks, the
-    tables at the λ best for the whole model)); None past ``deadline``."""
+    """(every run's best over the λ tried of its chain minus λ·M on ``mesh``, the :class:`Chain`); None past
+    ``deadline`` before λ = 0's chain."""
     units = unit_networks(problem, mesh, owners, deadline)
     if units is None:
         return None
-    best, chosen, scale = None, None, 0.0
     memory = problem.cluster.memory
     inst = problem.instance(mesh)
-    binds = sum(inst.tensor(t).bytes for t in owners) > memory  # else Σ B_u ≤ M always: λ > 0 adds nothing
-    for multiplier in MULTIPLIERS if binds else (0.0,):
-        lam = multiplier * scale / memory
-        tables = _tables(units, lam, deadline)
+    chain = Chain(units, {}, sum(inst.tensor(t).bytes for t in owners) > memory)
+    best = None
+
+    def whole(lam: float) -> float | None:
+        nonlocal best
+        tables = chain.tables.get(lam) or _tables(units, lam, deadline)
         if tables is None:
-            break
+            return None
+        chain.tables[lam] = tables
         bound = run_bounds(tables) - lam * memory
-        if best is None or bound[0, -1] > best[0, -1]:
-            chosen = tables
         best = bound if best is None else np.maximum(best, bound)
-        scale = scale or float(best[0, -1])
-    return None if best is None else (best, (units, chosen))
+        return float(bound[0, -1])
+
+    scale = whole(0.0)
+    if scale is None:
+        return None
+    if chain.binds:
+        _best_multiplier(whole, [multiplier * scale / memory for multiplier in MULTIPLIERS])
+    return best, chain
+
+
+def _best_multiplier(whole, grid: list[float]) -> None:
+    """``whole`` (λ -> the whole model's Lagrangian value, None past the deadline) on ``grid``, then golden-section
+    steps between the best point's neighbours (the value is concave in λ)."""
+    values = []
+    for lam in grid:
+        values.append(whole(lam))
+        if values[-1] is None:
+            return
+    k = int(np.argmax(values))
+    low, high = grid[max(0, k - 1)], grid[min(len(grid) - 1, k + 1)]
+    ratio = (math.sqrt(5) - 1) / 2
+    inner = [high - ratio * (high - low), low + ratio * (high - low)]
+    found = [whole(lam) for lam in inner]
+    for _ in range(GOLDEN_STEPS - 2):
+        if None in found:
+            return
+        if found[0] >= found[1]:  # the maximum is in [low, inner[1]]
+            high, inner[1], found[1] = inner[1], inner[0], found[0]
+            inner[0] = high - ratio * (high - low)
+            found[0] = whole(inner[0])
+        else:  # in [inner[0], high]
+            low, inner[0], found[0] = inner[0], inner[1], found[1]
+            inner[1] = low + ratio * (high - low)
+            found[1] = whole(inner[1])
 
 
 def cut_tensors(problem: Problem, mesh) -> list[tuple[str, ...]]:
@@ -201,39 +251,92 @@ def _tables(units: list[tuple], lam: float, deadline: float) -> list[np.ndarray]
     return [made[id(unit)] for _, unit in units]
 
 
-def chained_layouts(units: list[tuple], tables: list[np.ndarray], deadline: float, seed: int = 0) -> list[dict] | None:
-    """Per unit, tile's plan of its instance with the tensors at its cuts pinned to the layouts of the least
-    chain over the whole model (:func:`run_argmin` on ``tables``): unit plans that agree at every cut the chain
-    holds; None past ``deadline``. Equal units pinned alike share one solve."""
+def chained_plans(problem: Problem, m: int, chain: Chain, deadline: float) -> list[list[dict]] | None:
+    """The chained plans of mesh ``m`` (module docstring, **Plans**): the one at λ = 0, and where it does not fit
+    and the weights bind, the least-k mix that fits (or the plan of the largest λ when none does); None past
+    ``deadline`` before the first."""
+    count, solved = len(chain.units), {}
+
+    def plan(lams: list[float]) -> list[dict] | None:
+        tables = [chain.tables[lam][u] for u, lam in enumerate(lams)]
+        return chained_layouts(chain.units, tables, lams, deadline, solved)
+
+    first = plan([0.0] * count)
+    fits = _whole_model_fits(problem, m)
+    if first is None or not chain.binds or fits(first):
+        return None if first is None else [first]
+    lams = sorted(chain.tables)
+    found = plan([lams[-1]] * count)  # the most sharded: where it does not fit, no plan here does
+    if found is None or not fits(found):
+        return [first] + ([found] if found else [])
+    low, high = 0, len(lams) - 1  # bisection: lams[low]'s plan does not fit, lams[high]'s does
+    while high - low > 1:
+        mid = (low + high) // 2
+        middle = plan([lams[mid]] * count)
+        if middle is None:
+            return [first, found]
+        low, high, found = (low, mid, middle) if fits(middle) else (mid, high, found)
+    least, most = 0, count  # the first `most` units at lams[high], the rest at lams[low], fit; `least` do not
+    while most - least > max(1, count // MIX_STEPS):
+        k = (least + most) // 2
+        mixed = plan([lams[high]] * k + [lams[low]] * (count - k))
+        if mixed is None:
+            break
+        least, most, found = (least, k, mixed) if fits(mixed) else (k, most, found)
+    return [first, found]
+
+
+def _whole_model_fits(problem: Problem, m: int):
+    """Whether chained unit plans, merged into the whole model as one stage on mesh ``m``, fit a device."""
+    from onnxpart.plan.evaluate import build_stage, stage_instance, stage_io
+    from onnxpart.plan.stages import merged_layouts
+
+    shape = problem.run(0, problem.units.count, m)
+    stage_of, _ = stage_io(problem, shape)
+    sub = stage_instance(problem, shape, 0, stage_of)
+
+    def fits(pieces: list[dict]) -> bool:
+        layouts, limit = merged_layouts(sub, pieces), problem.cluster.memory * (1 + 1e-12)
+        if weight_bytes(sub, layouts) > limit:  # the weights alone are over: no need to build the stage
+            return False
+        return build_stage(problem, shape, 0, stage_of, [], layouts=layouts).memory()["total"] <= limit
+
+    return fits
+
+
+def chained_layouts(units: list[tuple], tables: list[np.ndarray], lams: list[float], deadline: float,
+                    solved: dict | None = None) -> list[dict] | None:
+    """Per unit, its plan with the tensors at its cuts pinned to the layouts of the least chain of ``tables``
+    over the whole model (:func:`run_argmin`), least in step time plus ``lams[u]`` times its owned weights'
+    bytes per device (:func:`_pinned_plan`): unit plans that agree at every cut the chain holds; None past
+    ``deadline``. Equal units pinned alike at one λ share one plan (``solved``, kept across calls)."""
     states = run_argmin(tables, 0, len(tables))
-    solved: dict[tuple, list] = {}
+    solved = {} if solved is None else solved
     out = []
     for u, (sub, unit) in enumerate(units):
-        key = (id(unit), states[u], states[u + 1])
+        key = (id(unit), states[u], states[u + 1], lams[u])
         if key not in solved:
-            if time.monotonic() > deadline:
+            plan = _pinned_plan(unit, states[u], states[u + 1], lams[u], deadline)
+            if plan is None:
                 return None
-            plan = _pinned_plan(unit, states[u], states[u + 1], deadline, seed)
             solved[key] = [plan[t] for t in tensor_order(unit.sub)]
         out.append(dict(zip(tensor_order(sub), solved[key])))
     return out
 
 
-def _pinned_plan(unit: UnitNetwork, into: int, out: int, deadline: float, seed: int) -> dict:
-    """Tile's plan (local, then exact) of ``unit.sub`` with cut u's tensors at joint layout ``into`` and cut
-    u + 1's at ``out``, in at most a second or what is left before ``deadline``."""
-    from onnxpart import tile
-    from onnxpart.tile.onnx import LayoutOptions
+def _pinned_plan(unit: UnitNetwork, into: int, out: int, lam: float, deadline: float) -> dict | None:
+    """The plan of ``unit.sub`` with cut u's tensors at joint layout ``into`` and cut u + 1's at ``out``, by
+    mini-bucket decoding of its network (:func:`~onnxpart.tile.onnx.minibucket.decoded`): least in step time +
+    ``lam`` × owned weight bytes per device where no bucket is split; None past ``deadline``."""
+    from onnxpart.tile.onnx.minibucket import decoded
 
-    sub, pins = unit.sub, {}
+    sub, network, pins = unit.sub, unit.network, {}
     for names, state in ((unit.before, into), (unit.after, out)):
         if names:
-            index = np.unravel_index(state, [len(sub.tensor(t).domain) for t in names])
-            pins.update({t: sub.tensor(t).domain[k] for t, k in zip(names, index)})
-    tensors = tuple(dataclasses.replace(t, domain=(pins[t.name],)) if t.name in pins else t for t in sub.tensors)
-    pinned = dataclasses.replace(sub, tensors=tensors, memory=None, memo={})
-    seconds = max(0.05, min(1.0, deadline - time.monotonic()))
-    return dict(tile.solve(pinned, LayoutOptions(("local", "exact"), seconds, 1, seed), seconds=seconds).plan.layouts)
+            index = np.unravel_index(state, [network.sizes[sub.index[t]] for t in names])
+            pins.update({sub.index[t]: int(k) for t, k in zip(names, index)})
+    found = decoded(network, pins, deadline, per_byte=dict.fromkeys(unit.owned, lam))
+    return None if found is None else network.layouts(found[0])
 
 
 def run_bounds(functions: list[np.ndarray]) -> np.ndarray:

@@ -40,7 +40,7 @@ class UnitTable:
     runs: dict | None = None  # (i, j, m) -> (compute, bytes per device, received bytes per device): exact_runs
     stages: dict = field(default_factory=dict)  # (i, j, m) -> StagePrice of the run's stage: plan.refine
     chain: np.ndarray | None = None  # (units + 1, units + 1, meshes) runs' bounds joined at cuts: plan.interfaces
-    chained: dict = field(default_factory=dict)  # mesh index -> [unit] -> layouts agreeing at cuts: plan.interfaces
+    chained: dict = field(default_factory=dict)  # mesh index -> [[unit] -> layouts agreeing at cuts]: plan.interfaces
 
 
 def touching_units(problem: Problem) -> dict[str, set[int]]:

@@ -90,20 +90,23 @@ def test_chained_unit_plans_agree_at_every_cut_and_price_near_the_chain(llama):
     layout (the units' own plans need not), and the merged stage plan costs at least the chain's bound."""
     found = interface_bounds(llama, time.monotonic() + 60)
     count = llama.units.count
-    for m, plans in found.layouts.items():
+    for m, chained in found.layouts.items():
         mesh = llama.meshes[m]
-        for c, names in enumerate(cut_tensors(llama, mesh)[1:-1], start=1):
-            for name in names:
-                assert plans[c - 1][name] == plans[c][name]
-        shape = llama.run(0, count, m)
-        sub = stage_instance(llama, shape, 0, stage_io(llama, shape)[0])
-        assert sub.cost(merged_layouts(sub, plans)) >= found.bound[0, count, m] * (1 - 1e-9)
+        assert len(chained) == 1  # the weights fit replicated: the plan at λ = 0 alone
+        for plans in chained:
+            for c, names in enumerate(cut_tensors(llama, mesh)[1:-1], start=1):
+                for name in names:
+                    assert plans[c - 1][name] == plans[c][name]
+            shape = llama.run(0, count, m)
+            sub = stage_instance(llama, shape, 0, stage_io(llama, shape)[0])
+            assert sub.cost(merged_layouts(sub, plans)) >= found.bound[0, count, m] * (1 - 1e-9)
 
 
 def test_memory_multiplier_raises_the_bound_and_stays_below_a_fitting_plan(tmp_path):
     """Short sequences (weights far over activations) and a device memory a little above the whole stage's
     least-memory plan, far below its weights replicated: the Lagrangian chain (λ × owned weight bytes, minus
-    λ·M) is above the chain without memory, and below the step time of a plan of the stage that fits."""
+    λ·M) is above the chain without memory, and below the step time of a plan of the stage that fits; the chained
+    plans hold one that fits (the weighted units' mix), where the plan at λ = 0 does not."""
     from onnxpart.plan.evaluate import build_stage, evaluate
 
     shape = Shape(layers=4, hidden=512, heads=8, kv_heads=8, mlp=1024, vocab=1000)
@@ -121,7 +124,12 @@ def test_memory_multiplier_raises_the_bound_and_stays_below_a_fitting_plan(tmp_p
     (tmp_path / "tight.yaml").write_text(f"nodes: 1\ndevices_per_node: 4\ndevice: a100\nmemory: {int(memory)}\n")
     tight = Problem(loaded.graph, read_cluster(str(tmp_path / "tight.yaml")), "latency", constants=free.constants)
     unbound = interface_bounds(free, time.monotonic() + 60).bound[0, count, m]
-    bound = interface_bounds(tight, time.monotonic() + 60).bound[0, count, m]
+    found = interface_bounds(tight, time.monotonic() + 60)
+    bound = found.bound[0, count, m]
     assert bound > unbound * (1 + 1e-4)
     priced = evaluate(tight, tight.run(0, count, m), seconds=5)
     assert priced.fits and bound <= priced.stages[0].compute * (1 + 1e-9)
+    held = [build_stage(tight, run, 0, stage_of, [], layouts=merged_layouts(sub, plans)).memory()["total"]
+            for plans in found.layouts[m]]  # λ = 0's plan replicates the weights; the weighted plans' mix fits
+    assert len(held) == 2 and held[0] > memory >= held[1]
+    assert sub.cost(merged_layouts(sub, found.layouts[m][1])) >= bound * (1 - 1e-9)

@@ -55,20 +55,52 @@ def kept_function(network: Network, keep: tuple[int, ...], deadline: float | Non
     ``per_byte``, ``per_byte[v]`` times its bytes per device —; the buckets split), None past ``deadline``.
     ``keep`` empty: the table is the bound itself (shape ())."""
     try:
-        order = network.order(max_table, deadline, frozenset(keep)) or (
-            network.order(math.inf, deadline, frozenset(keep)) if len(network.sizes) <= MIN_FILL_VARIABLES
-            else _fewest_neighbours(network, keep))
-    except GiveUp:
-        return None
-    per_byte = per_byte or {}
-    terms = [(tuple(scope), np.asarray(cost + (per_byte.get(scope[0], 0.0) * mem if len(scope) == 1 else 0.0),
-                                       dtype=float).reshape([network.sizes[v] for v in scope]))
-             for scope, mem, cost in network.terms]
-    try:
-        left, splits = _eliminate(network.sizes, terms, order, max_table, deadline)
+        order = _order(network, keep, deadline, max_table)
+        left, splits, _ = _eliminate(network.sizes, _terms(network, per_byte), order, max_table, deadline)
     except GiveUp:
         return None
     return _summed(tuple(keep), left, network.sizes), splits
+
+
+def decoded(network: Network, pins: Mapping[int, int], deadline: float | None = None, max_table: int = MAX_TABLE,
+            per_byte: Mapping[int, float] | None = None) -> tuple[dict[int, int], int] | None:
+    """A plan of ``network`` with each variable of ``pins`` at its value there, least in step time plus
+    ``per_byte`` (as in :func:`kept_function`) where no bucket is split, else the mini-bucket greedy plan
+    (Dechter & Rish 2003, §4: each variable, last eliminated first, takes the value least for the functions in
+    its bucket given the values already set): (every variable's value index, the buckets split); None past
+    ``deadline``."""
+    pinned = tuple(pins)
+    try:
+        order = _order(network, pinned, deadline, max_table) + list(pinned)
+        terms = _terms(network, per_byte)
+        terms += [((v,), np.where(np.arange(network.sizes[v]) == k, 0.0, math.inf)) for v, k in pins.items()]
+        _, splits, buckets = _eliminate(network.sizes, terms, order, max_table, deadline, keep_buckets=True)
+    except GiveUp:
+        return None
+    values: dict[int, int] = {}
+    for v, bucket in zip(reversed(order), reversed(buckets)):
+        total = np.zeros(network.sizes[v])
+        for scope, table in bucket:
+            index = tuple(slice(None) if u == v else values[u] for u in scope)
+            total = total + table[index]
+        values[v] = int(np.argmin(total))
+    return values, splits
+
+
+def _order(network: Network, keep: tuple[int, ...], deadline: float | None, max_table: int) -> list[int]:
+    """Every variable but ``keep``: min-fill within ``max_table`` where such an order exists; over it on small
+    networks, else fewest neighbours first."""
+    return network.order(max_table, deadline, frozenset(keep)) or (
+        network.order(math.inf, deadline, frozenset(keep)) if len(network.sizes) <= MIN_FILL_VARIABLES
+        else _fewest_neighbours(network, keep))
+
+
+def _terms(network: Network, per_byte: Mapping[int, float] | None) -> list[tuple[tuple, np.ndarray]]:
+    """The network's terms as (scope, table) with ``per_byte[v]`` times v's bytes per device on v's unary term."""
+    per_byte = per_byte or {}
+    return [(tuple(scope), np.asarray(cost + (per_byte.get(scope[0], 0.0) * mem if len(scope) == 1 else 0.0),
+                                      dtype=float).reshape([network.sizes[v] for v in scope]))
+            for scope, mem, cost in network.terms]
 
 
 def _fewest_neighbours(network: Network, keep: tuple[int, ...]) -> list[int]:
@@ -83,9 +115,10 @@ def _fewest_neighbours(network: Network, keep: tuple[int, ...]) -> list[int]:
 
 
 def _eliminate(sizes: list[int], terms: list[tuple[tuple, np.ndarray]], order: list[int], max_table: int,
-               deadline: float | None) -> tuple[list, int]:
+               deadline: float | None, keep_buckets: bool = False) -> tuple[list, int, list]:
     """The bucket pass over ``order``, each function waiting in the bucket of its scope's first variable there:
-    (the functions over variables outside ``order`` that are left, the buckets split)."""
+    (the functions over variables outside ``order`` that are left, the buckets split, each bucket's functions
+    when ``keep_buckets``)."""
     position = {v: k for k, v in enumerate(order)}
     buckets: list[list] = [[] for _ in order]
     left: list = []
@@ -96,17 +129,18 @@ def _eliminate(sizes: list[int], terms: list[tuple[tuple, np.ndarray]], order: l
 
     for term in terms:
         place(term)
-    splits = 0
+    splits, kept = 0, []
     for k in range(len(order)):
         if deadline is not None and time.monotonic() > deadline:
             raise GiveUp
         minis = _partition(buckets[k], sizes, max_table)
+        kept.append(buckets[k] if keep_buckets else None)
         buckets[k] = []
         splits += len(minis) - 1
         for scope, functions in minis:
             axes = (order[k],) + tuple(v for v in sorted(scope) if v != order[k])
             place((axes[1:], _summed(axes, functions, sizes).min(axis=0)))
-    return left, splits
+    return left, splits, kept
 
 
 def _partition(bucket: list, sizes: list[int], max_table: int) -> list[tuple[set, list]]:

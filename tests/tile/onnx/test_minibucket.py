@@ -1,9 +1,11 @@
 """Mini-bucket elimination (:mod:`onnxpart.tile.onnx.minibucket`): the exact optimum where no bucket is split, a
 bound below the brute force's optimum where buckets are split, and kept variables' tables equal to the optimum
-given their layouts (which also checks that the dominance reductions keep those tensors whole)."""
+given their layouts (which also checks that the dominance reductions keep those tensors whole), and the decoded
+plan with pinned variables: the brute force's optimum of step time plus λ × bytes where no bucket is split."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import onnx
@@ -14,7 +16,7 @@ from onnxpart.loading import load_costed
 from onnxpart.tile.onnx.build import build_layout_instance
 from onnxpart.tile.onnx.elimination import Network
 from onnxpart.tile.onnx.exact import brute_force
-from onnxpart.tile.onnx.minibucket import kept_function, lower_bound
+from onnxpart.tile.onnx.minibucket import decoded, kept_function, lower_bound
 from onnxpart.tile.onnx.reduce import reduce_instance
 
 
@@ -69,3 +71,29 @@ def test_an_order_leaves_the_kept_variables_out(mlp):
     last = frozenset({inst.index["h"], inst.index["r"]})
     order = network.order(float("inf"), last=last)
     assert set(order) == set(range(len(network.sizes))) - last
+
+
+@pytest.mark.parametrize("per_byte", [0.0, 1e-9, 1e-6])
+def test_decoded_plan_is_the_pinned_weighted_optimum(mlp, per_byte):
+    """``h`` pinned to each of its layouts, λ on the weights' bytes: the decoded plan keeps the pin and its step
+    time + λ × weight bytes is the brute force's least; with every bucket split it keeps the pin and is no
+    better than that (a plan, not a bound). A memory bound, however loose, makes the reductions keep the layouts
+    that hold fewer bytes (without one they keep the weights replicated only)."""
+    inst = dataclasses.replace(build_layout_instance(mlp, 4), memory=2.0**40)
+    network = Network(inst, reduce_instance(inst, keep=frozenset({"h"})))
+    weights = [inst.index[t] for t in ("w1", "w2")]
+
+    def weighted(layouts: dict) -> float:
+        return inst.cost(layouts) + per_byte * sum(inst.tensors[v].per_device(layouts[inst.tensors[v].name],
+                                                                                inst.mesh) for v in weights)
+
+    others = [t for t in inst.tensors if t.name != "h"]
+    for k, layout in enumerate(inst.tensor("h").domain):
+        best = min(weighted({"h": layout, **dict(zip((t.name for t in others), combo))})
+                   for combo in itertools.product(*(t.domain for t in others)))
+        for max_table, exact in ((10**6, True), (1, False)):
+            values, splits = decoded(network, {inst.index["h"]: k}, max_table=max_table,
+                                     per_byte=dict.fromkeys(weights, per_byte))
+            plan = network.layouts(values)
+            assert plan["h"] == layout and (splits == 0) == exact
+            assert weighted(plan) == pytest.approx(best, rel=1e-9) if exact else weighted(plan) >= best * (1 - 1e-9)
