@@ -86,25 +86,26 @@ class Chain:
 
 
 def interface_bounds(problem: Problem, deadline: float) -> Interfaces | None:
-    """The chain bounds (module docstring) of every mesh, then the chained unit plans, within ``deadline``
-    (``time.monotonic()`` seconds); None when no mesh's bound was reached."""
+    """The chain bound (module docstring) and then the chained plans of each mesh, the largest first (where tile
+    alone does worst), within ``deadline`` (``time.monotonic()`` seconds); None when no mesh's bound was
+    reached."""
     count = problem.units.count
     out = Interfaces(np.zeros((count + 1, count + 1, len(problem.meshes))), {})
     owners = weight_owners(problem)
-    chains = {}
-    for m in sorted(range(len(problem.meshes)), key=lambda m: -problem.meshes[m].size):  # where tile needs it most
+    reached = False
+    for m in sorted(range(len(problem.meshes)), key=lambda m: -problem.meshes[m].size):
         if problem.meshes[m].size == 1:
             continue  # one layout per tensor: nothing at a cut to convert, the units' sum is the chain
         found = _mesh_bound(problem, problem.meshes[m], owners, deadline)
         if found is None:
             break
-        out.bound[:, :, m], chains[m] = found
-    for m, chain in chains.items():
+        out.bound[:, :, m], chain = found
+        reached = True
         plans = chained_plans(problem, m, chain, deadline)
         if plans is None:
             break
         out.layouts[m] = plans
-    return out if chains else None
+    return out if reached else None
 
 
 def _mesh_bound(problem: Problem, mesh, owners: dict[str, int], deadline: float) -> tuple | None:
