@@ -109,7 +109,8 @@ def _dp(run: _Run, options: Options, board: Board, seconds: float) -> PlanResult
     problem = run.problem
     run.table = unit_table(problem, run.budget, seconds * TABLE_PART / 2, run.seed, run.workers)
     exact_runs(problem, run.table, seconds * TABLE_PART / 2, run.seed)
-    interfaces = interface_bounds(problem, run.budget.until(seconds * INTERFACES_BY - (time.monotonic() - start)))
+    interfaces = interface_bounds(problem, run.budget.until(seconds * INTERFACES_BY - (time.monotonic() - start)),
+                                  _meshes_first(problem, run.table))
     if interfaces is not None:
         run.table.chain, run.table.chained = interfaces.bound, interfaces.layouts
     run.bound = refine(problem, run.table, run.budget.until(seconds * REFINED_BY - (time.monotonic() - start)),
@@ -120,6 +121,17 @@ def _dp(run: _Run, options: Options, board: Board, seconds: float) -> PlanResult
     status = "optimal" if best is not None and best.fits and run.bound.value is not None and \
         best.value <= run.bound.value * (1 + 1e-12) else "heuristic"
     return run.result("dp", start, best, status)
+
+
+def _meshes_first(problem: Problem, table: UnitTable) -> list[int]:
+    """The sub-meshes of the shape that attains the family's bound on the unit table, then those of the shape its
+    estimates rank first: where the chain's bounds and plans (:mod:`.interfaces`) matter most."""
+    from onnxpart.plan import exact
+
+    _, runs = exact.family_bound(problem, table)
+    ranked = exact.search(problem, table, math.inf)
+    shape = ranked[0][1] if ranked else None
+    return [m for _, _, m in runs] + ([problem.meshes.index(mesh) for _, mesh in shape.stages] if shape else [])
 
 
 #: At most this many shapes are priced in full by ``dp``'s search.
@@ -152,15 +164,16 @@ def _search(run: _Run, deadline: float) -> Priced | None:
 
 
 def _record(problem: Problem, table: UnitTable, priced: Priced) -> None:
-    """Each stage of ``priced`` into ``table.stages`` where it beats the plan known for its run (the proven
-    bound kept)."""
+    """Each stage of ``priced`` into ``table.stages`` where it beats the plan known for its run, with its memory
+    but the inputs in flight (the estimates add those for each shape; the proven bound kept)."""
     from onnxpart.plan.refine import StagePrice
 
-    for (i, j), (_, mesh), stage in zip(priced.shape.units, priced.shape.stages, priced.stages):
+    for (i, j), (_, mesh), stage, held in zip(priced.shape.units, priced.shape.stages, priced.stages, priced.memory):
         key = (i, j, problem.meshes.index(mesh))
         known = table.stages.get(key)
         if known is None or known.layouts is None or stage.compute < known.cost:
-            table.stages[key] = StagePrice(known.lower if known else 0.0, dict(stage.layouts), stage.compute, True)
+            table.stages[key] = StagePrice(known.lower if known else 0.0, dict(stage.layouts), stage.compute, True,
+                                           held["total"] - held["in_flight"])
 
 
 def _record_chained(problem: Problem, table: UnitTable) -> None:
@@ -178,16 +191,17 @@ def _record_chained(problem: Problem, table: UnitTable) -> None:
         stage_of = stage_io(problem, shape)[0]
         sub = stage_instance(problem, shape, 0, stage_of)
 
-        def rank(layouts: dict) -> tuple[bool, float]:  # (over memory, step time): least first
+        def rank(layouts: dict) -> tuple[bool, float, float]:  # (over memory, step time, memory): least first
             held = build_stage(problem, shape, 0, stage_of, [], layouts=layouts).memory()["total"]
-            return held > problem.cluster.memory * (1 + 1e-12), sub.cost(layouts)
+            return held > problem.cluster.memory * (1 + 1e-12), sub.cost(layouts), held
 
         known = table.stages.get((0, count, m))
         merged = [merged_layouts(sub, pieces) for pieces in plans]
         ranks = [rank(layouts) for layouts in merged]
         k = min(range(len(merged)), key=ranks.__getitem__)
-        if known is None or known.layouts is None or ranks[k] < rank(known.layouts):
-            table.stages[(0, count, m)] = StagePrice(known.lower if known else 0.0, merged[k], ranks[k][1])
+        if known is None or known.layouts is None or ranks[k][:2] < rank(known.layouts)[:2]:
+            table.stages[(0, count, m)] = StagePrice(known.lower if known else 0.0, merged[k], ranks[k][1],
+                                                     memory=ranks[k][2])
 
 
 def _baseline(name: str, make):

@@ -5,7 +5,8 @@ proven lower bound over the family.
 **Estimates** (what the search ranks shapes by): a stage's compute is the sum of its units' tile step times
 (on small families, the stage's own: :func:`onnxpart.plan.unit_costs.exact_runs`; the stage's price where
 the search priced it, or tile's optimum where the bound's refinement found it — the units' sums leave out what
-stitching their plans costs —, else the less of the units' sum and tile's first plan of the whole stage);
+stitching their plans costs —, else the less of the units' sum and a plan of the whole stage: tile's first, or
+the chained units' :mod:`onnxpart.plan.interfaces`, with that plan's memory where it was measured);
 the transfer into the stage before unit i is ``latency + crossing bytes(i) / |m| / bandwidth`` (its devices
 each receive their share; the network when the mesh's neighbour must be in another node, else the node's
 link); its memory the sum of its units' plans' bytes per device plus its received shares in flight. A shape
@@ -61,9 +62,11 @@ def estimates(problem: Problem, table, micro_batches: int, barred: set) -> tuple
             compute[i, j, m] = seconds
             memory[i, j, m] = held + (min(2, micro_batches) - 1) * received
     for (i, j, m), price in table.stages.items():
-        if price.layouts is not None:  # a price, or tile's first plans of a stage it did not solve: the less
-            known = price.optimal or price.priced
-            compute[i, j, m] = price.cost if known else min(compute[i, j, m], price.cost)
+        # a price, or tile's first plans of a stage it did not solve: the less (with its memory where known)
+        if price.layouts is not None and (price.optimal or price.priced or price.cost <= compute[i, j, m]):
+            compute[i, j, m] = price.cost
+            if price.memory is not None:
+                memory[i, j, m] = price.memory
 
     tx = np.stack([_transfer(problem, m) for m in problem.meshes], axis=1)  # (units + 1, meshes)
     cuts = np.array([problem.units.cut_bytes(c) for c in range(problem.units.count + 1)])

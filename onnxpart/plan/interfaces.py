@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,15 +86,16 @@ class Chain:
     binds: bool
 
 
-def interface_bounds(problem: Problem, deadline: float) -> Interfaces | None:
-    """The chain bound (module docstring) and then the chained plans of each mesh, the largest first (where tile
-    alone does worst), within ``deadline`` (``time.monotonic()`` seconds); None when no mesh's bound was
-    reached."""
+def interface_bounds(problem: Problem, deadline: float, first: Sequence[int] = ()) -> Interfaces | None:
+    """The chain bound (module docstring) and then the chained plans of each mesh — those in ``first`` first,
+    then the largest first (where tile alone does worst) — within ``deadline`` (``time.monotonic()`` seconds);
+    None when no mesh's bound was reached."""
     count = problem.units.count
     out = Interfaces(np.zeros((count + 1, count + 1, len(problem.meshes))), {})
     owners = weight_owners(problem)
     reached = False
-    for m in sorted(range(len(problem.meshes)), key=lambda m: -problem.meshes[m].size):
+    rest = sorted(range(len(problem.meshes)), key=lambda m: -problem.meshes[m].size)
+    for m in dict.fromkeys([*first, *rest]):
         if problem.meshes[m].size == 1:
             continue  # one layout per tensor: nothing at a cut to convert, the units' sum is the chain
         found = _mesh_bound(problem, problem.meshes[m], owners, deadline)

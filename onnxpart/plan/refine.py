@@ -36,6 +36,7 @@ class StagePrice:
     layouts: dict | None = None
     cost: float = math.inf
     priced: bool = False  # the cost is the stage's price in a plan (the search's), not only tile's first plans
+    memory: float | None = None  # bytes per device of the plan as the whole stage, where measured
 
     @property
     def optimal(self) -> bool:
