@@ -26,8 +26,9 @@ its first and last cuts free — a min-plus product along the chain (:func:`run_
 its units owns (touches first: disjoint) take at most M bytes per device: ``Σ_u B_u ≤ M``. For λ ≥ 0 its step
 time is then at least ``Σ_u (T_u + λ·B_u) − λ·M``, so the chain of ``F_u^λ`` (the same functions with λ times
 the owned weights' bytes per device added) minus λ·M bounds every stage that fits. The whole model's value is
-concave in λ (a minimum of functions linear in λ): the best of :data:`MULTIPLIERS` is refined by a golden-section
-search between its neighbours there (:data:`GOLDEN_STEPS`), and every run keeps its best over all λ tried. Only
+concave in λ (a minimum of functions linear in λ): the best of :data:`MULTIPLIERS` is refined, once the mesh's
+chained plans are made, by a golden-section search between its neighbours there (:data:`GOLDEN_STEPS`), and
+every run keeps its best over all λ tried. Only
 λ = 0 when the weights, all replicated, fit M: then no λ > 0 does better. Without it, a model whose weights must
 be sharded to fit (Llama-70B on one node) is bounded by plans that replicate them.
 
@@ -46,7 +47,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -79,17 +80,34 @@ class Interfaces:
 @dataclass
 class Chain:
     """A mesh's chain: per unit (its instance, its :class:`UnitNetwork`), the units' tables at each λ tried
-    (λ -> per unit ``F_u^λ``), and whether the weights' memory binds (all replicated, over M)."""
+    (λ -> per unit ``F_u^λ``), whether the weights' memory binds (all replicated, over ``memory``), and every
+    run's best bound over those λ (``best``)."""
 
     units: list[tuple]
     tables: dict[float, list[np.ndarray]]
     binds: bool
+    memory: float
+    deadline: float
+    best: np.ndarray | None = None
+    values: dict[float, float] = field(default_factory=dict)  # λ -> the whole model's bound at λ
+
+    def at(self, lam: float) -> float | None:
+        """The whole model's chain at ``lam`` minus ``lam``·M (every run's into ``best``); None past the deadline."""
+        if lam not in self.values:
+            tables = _tables(self.units, lam, self.deadline)
+            if tables is None:
+                return None
+            self.tables[lam] = tables
+            bound = run_bounds(tables) - lam * self.memory
+            self.best = bound if self.best is None else np.maximum(self.best, bound)
+            self.values[lam] = float(bound[0, -1])
+        return self.values[lam]
 
 
 def interface_bounds(problem: Problem, deadline: float, first: Sequence[int] = ()) -> Interfaces | None:
-    """The chain bound (module docstring) and then the chained plans of each mesh — those in ``first`` first,
-    then the largest first (where tile alone does worst) — within ``deadline`` (``time.monotonic()`` seconds);
-    None when no mesh's bound was reached."""
+    """The chain bound (module docstring) over :data:`MULTIPLIERS`, the chained plans, then the golden-section
+    steps of each mesh — those in ``first`` first, then the largest first (where tile alone does worst) —
+    within ``deadline`` (``time.monotonic()`` seconds); None when no mesh's bound was reached."""
     count = problem.units.count
     out = Interfaces(np.zeros((count + 1, count + 1, len(problem.meshes))), {})
     owners = weight_owners(problem)
@@ -98,71 +116,61 @@ def interface_bounds(problem: Problem, deadline: float, first: Sequence[int] = (
     for m in dict.fromkeys([*first, *rest]):
         if problem.meshes[m].size == 1:
             continue  # one layout per tensor: nothing at a cut to convert, the units' sum is the chain
-        found = _mesh_bound(problem, problem.meshes[m], owners, deadline)
-        if found is None:
+        chain = _mesh_chain(problem, problem.meshes[m], owners, deadline)
+        if chain is None:
             break
-        out.bound[:, :, m], chain = found
-        reached = True
+        out.bound[:, :, m], reached = chain.best, True
         plans = chained_plans(problem, m, chain, deadline)
-        if plans is None:
+        if plans is not None:
+            out.layouts[m] = plans
+            _golden(chain)
+            out.bound[:, :, m] = chain.best
+        if time.monotonic() > deadline:
             break
-        out.layouts[m] = plans
     return out if reached else None
 
 
-def _mesh_bound(problem: Problem, mesh, owners: dict[str, int], deadline: float) -> tuple | None:
-    """(every run's best over the λ tried of its chain minus λ·M on ``mesh``, the :class:`Chain`); None past
-    ``deadline`` before λ = 0's chain."""
+def _mesh_chain(problem: Problem, mesh, owners: dict[str, int], deadline: float) -> Chain | None:
+    """The :class:`Chain` of ``mesh`` at λ = 0 and, where the weights bind, at :data:`MULTIPLIERS` (times the
+    bound at λ = 0 per byte of a device's memory, as far as ``deadline`` allows); None past it before λ = 0's."""
     units = unit_networks(problem, mesh, owners, deadline)
     if units is None:
         return None
     memory = problem.cluster.memory
     inst = problem.instance(mesh)
-    chain = Chain(units, {}, sum(inst.tensor(t).bytes for t in owners) > memory)
-    best = None
-
-    def whole(lam: float) -> float | None:
-        nonlocal best
-        tables = chain.tables.get(lam) or _tables(units, lam, deadline)
-        if tables is None:
-            return None
-        chain.tables[lam] = tables
-        bound = run_bounds(tables) - lam * memory
-        best = bound if best is None else np.maximum(best, bound)
-        return float(bound[0, -1])
-
-    scale = whole(0.0)
+    chain = Chain(units, {}, sum(inst.tensor(t).bytes for t in owners) > memory, memory, deadline)
+    scale = chain.at(0.0)
     if scale is None:
         return None
-    if chain.binds:
-        _best_multiplier(whole, [multiplier * scale / memory for multiplier in MULTIPLIERS])
-    return best, chain
+    for multiplier in MULTIPLIERS[1:] if chain.binds else ():
+        if chain.at(multiplier * scale / memory) is None:
+            break
+    return chain
 
 
-def _best_multiplier(whole, grid: list[float]) -> None:
-    """``whole`` (λ -> the whole model's Lagrangian value, None past the deadline) on ``grid``, then golden-section
-    steps between the best point's neighbours (the value is concave in λ)."""
-    values = []
-    for lam in grid:
-        values.append(whole(lam))
-        if values[-1] is None:
-            return
+def _golden(chain: Chain) -> None:
+    """Golden-section steps on λ between the neighbours of the best λ tried (the whole model's value is concave
+    in λ), as far as the chain's deadline allows."""
+    if not chain.binds or len(chain.tables) < len(MULTIPLIERS):
+        return
+    grid = sorted(chain.tables)
+    values = [chain.values[lam] for lam in grid]
     k = int(np.argmax(values))
     low, high = grid[max(0, k - 1)], grid[min(len(grid) - 1, k + 1)]
     ratio = (math.sqrt(5) - 1) / 2
     inner = [high - ratio * (high - low), low + ratio * (high - low)]
-    found = [whole(lam) for lam in inner]
+    found = [chain.at(lam) for lam in inner]
     for _ in range(GOLDEN_STEPS - 2):
         if None in found:
             return
         if found[0] >= found[1]:  # the maximum is in [low, inner[1]]
             high, inner[1], found[1] = inner[1], inner[0], found[0]
             inner[0] = high - ratio * (high - low)
-            found[0] = whole(inner[0])
+            found[0] = chain.at(inner[0])
         else:  # in [inner[0], high]
             low, inner[0], found[0] = inner[0], inner[1], found[1]
             inner[1] = low + ratio * (high - low)
-            found[1] = whole(inner[1])
+            found[1] = chain.at(inner[1])
 
 
 def cut_tensors(problem: Problem, mesh) -> list[tuple[str, ...]]:
