@@ -28,18 +28,18 @@ time is then at least ``Σ_u (T_u + λ·B_u) − λ·M``, so the chain of ``F_u^
 the owned weights' bytes per device added) minus λ·M bounds every stage that fits. The whole model's value is
 concave in λ (a minimum of functions linear in λ): the best of :data:`MULTIPLIERS` is refined, once the mesh's
 chained plans are made, by a golden-section search between its neighbours there (:data:`GOLDEN_STEPS`), and
-every run keeps its best over all λ tried. Only
-λ = 0 when the weights, all replicated, fit M: then no λ > 0 does better. Without it, a model whose weights must
-be sharded to fit (Llama-70B on one node) is bounded by plans that replicate them.
+every run keeps its best over all λ tried. Only λ = 0 when the weights, all replicated, fit M: then no λ > 0
+does better. Without it, a model whose weights must be sharded to fit (Llama-70B on one node) is bounded by
+plans that replicate them.
 
 **Plans.** The chain's argmin over the whole model (:func:`run_argmin`) pins each unit's cut tensors; each unit's
 plan so pinned (:func:`chained_layouts`: mini-bucket decoding of its network, the exact optimum where no bucket
-is split) agrees with its neighbours at every cut the chain holds — a
-start for the stages' layouts (:mod:`onnxpart.plan.evaluate`) that the units' own plans, each choosing its edges
-alone, are not. Where the weights bind and the plan at λ = 0 does not fit a device, a bisection over the λ tried
-finds the least whose plan fits, then one over k: the first k units at that λ and the rest at the λ before it,
-the least k that fits (to 1/:data:`MIX_STEPS` of the units). The units' plans are each least for their weighted
-step time, so this is the knapsack's greedy over equal units: the memory left goes where sharding costs most.
+is split) agrees with its neighbours at every cut the chain holds — a start for the stages' layouts
+(:mod:`onnxpart.plan.evaluate`) that the units' own plans, each choosing its edges alone, are not. Where the
+weights bind and the plan at λ = 0 does not fit a device, a bisection over the λ tried finds the least whose
+plan fits, then one over k: the first k units at that λ and the rest at the λ before it, the least k that fits
+(to 1/:data:`MIX_STEPS` of the units). The units' plans are each least for their weighted step time, so this
+is the knapsack's greedy over equal units: the memory left goes where sharding costs most.
 """
 
 from __future__ import annotations

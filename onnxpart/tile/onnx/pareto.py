@@ -13,6 +13,8 @@ import numpy as np
 
 #: Give up once the functions hold this many Pareto points in all.
 MAX_POINTS = 5_000_000
+#: The most bytes of grid rows :class:`Grids` keeps (a wide elimination's took 2 GB).
+CACHE_BYTES = 256 * 2**20
 #: Pairs formed at once when summing two functions (bounds the temporary arrays to ~100 MB).
 CHUNK = 2_000_000
 
@@ -26,7 +28,8 @@ class Function:
     """Pareto sets for every assignment of ``scope`` (row-major over the variables' domains), padded to
     one width: ``mem``/``cost`` [assignment, point], bytes ascending, seconds strictly descending, unused
     slots ``inf``. ``prov`` [assignment, point, 1 + len(sources)]: the eliminated variable's value, then the
-    point's index in each summed function (None for an original term)."""
+    point's index in each summed function (None for an original term; only the value where every summed set is
+    one point: their index is 0)."""
 
     scope: tuple[int, ...]
     mem: np.ndarray
@@ -39,10 +42,11 @@ class Function:
 
 class Grids:
     """Where each function's rows sit in a bucket's grid (every assignment of the bucket's variables, the
-    eliminated one varying fastest), kept across the passes: they all share one order."""
+    eliminated one varying fastest), kept across the passes (they all share one order) up to
+    :data:`CACHE_BYTES`; past that, computed again when asked."""
 
     def __init__(self, sizes: list[int]):
-        self.sizes, self.cache, self.last = sizes, {}, (None, None)
+        self.sizes, self.cache, self.last, self.held = sizes, {}, (None, None), 0
 
     def count(self, axes: tuple) -> int:
         return math.prod(self.sizes[u] for u in axes)
@@ -50,17 +54,20 @@ class Grids:
     def rows(self, axes: tuple, scope: tuple) -> np.ndarray:
         """The row of a function over ``scope`` for each grid row over ``axes``."""
         key = (axes, scope)
-        if key not in self.cache:
-            if scope:
-                if self.last[0] != axes:
-                    shape = tuple(self.sizes[u] for u in axes)
-                    self.last = (axes, np.indices(shape).reshape(len(shape), -1))
-                grid = self.last[1]
-                self.cache[key] = np.ravel_multi_index(tuple(grid[[axes.index(u) for u in scope]]),
-                                                       tuple(self.sizes[u] for u in scope))
-            else:
-                self.cache[key] = np.zeros(self.count(axes), dtype=np.int64)
-        return self.cache[key]
+        if key in self.cache:
+            return self.cache[key]
+        if scope:
+            if self.last[0] != axes:
+                shape = tuple(self.sizes[u] for u in axes)
+                self.last = (axes, np.indices(shape).reshape(len(shape), -1))
+            grid = self.last[1]
+            found = np.ravel_multi_index(tuple(grid[[axes.index(u) for u in scope]]),
+                                         tuple(self.sizes[u] for u in scope))
+        else:
+            found = np.zeros(self.count(axes), dtype=np.int64)
+        if self.held + found.nbytes <= CACHE_BYTES:
+            self.cache[key], self.held = found, self.held + found.nbytes
+        return found
 
 
 def axes_of(scope: tuple, v: int | None) -> tuple:
@@ -155,10 +162,10 @@ class Eliminator:
         total = np.sum([f.cost[r, 0] for f, r in zip(bucket, entries)], axis=0) if bucket else np.zeros(1)
         total = total.reshape(-1, self.sizes[v] if v is not None else 1)
         best = np.argmin(total, axis=1)
-        prov = np.zeros((len(best), 1, 1 + len(bucket)), dtype=np.int64)  # each source's one point: index 0
-        prov[:, 0, 0] = best
         cost = np.take_along_axis(total, best[:, None], 1)
-        return Function(scope, np.zeros_like(cost), cost, prov, v, tuple(bucket))
+        # v's value alone (each source's one point is its index 0), and no bytes as a view: a table of 10⁶ rows
+        # keeps 16 MB, not 8·(3 + sources) MB
+        return Function(scope, np.broadcast_to(0.0, cost.shape), cost, best[:, None, None], v, tuple(bucket))
 
 
 def _minkowski(mem, cost, prov, mem2, cost2):
@@ -222,6 +229,6 @@ def traceback(last: Function, point: int, sizes: list[int]) -> dict[int, int]:
         if f.eliminated is not None:
             values[f.eliminated] = int(prov[0])
             assignment = {**assignment, f.eliminated: int(prov[0])}
-        for source, index in zip(f.sources, prov[1:]):
-            stack.append((source, {u: assignment[u] for u in source.scope}, int(index)))
+        for k, source in enumerate(f.sources, start=1):
+            stack.append((source, {u: assignment[u] for u in source.scope}, int(prov[k]) if k < len(prov) else 0))
     return values
