@@ -95,7 +95,7 @@ class _Run:
 #: The parts of ``dp``'s time: tile on the unit table (and, on small families, every run), where the chain over
 #: the units' cuts (:mod:`.interfaces`) and then the bound's refinement (:mod:`.refine`) must end; the rest prices
 #: the shapes the search picks.
-TABLE_PART, INTERFACES_BY, REFINED_BY = 0.3, 0.6, 0.75
+TABLE_PART, INTERFACES_BY, REFINED_BY = 0.3, 0.65, 0.8
 
 
 def _dp(run: _Run, options: Options, board: Board, seconds: float) -> PlanResult:
@@ -248,7 +248,7 @@ def _shape(name: str):
 
 
 REGISTRY = Registry(
-    Method("dp", "exact", _dp, 3, "Alpa's dynamic program over stages × sub-meshes, tile inside each stage"),
+    Method("dp", "exact", _dp, 4, "Alpa's dynamic program over stages × sub-meshes, tile inside each stage"),
     Method("pipeline", "heuristic", _baseline("pipeline", _pipeline), 1,
            "pure pipeline: partition, one device per stage"),
     Method("tensor-parallel", "heuristic", _baseline("tensor-parallel", _shape("tensor_parallel")), 1,
