@@ -179,8 +179,8 @@ def _record(problem: Problem, table: UnitTable, priced: Priced) -> None:
 def _record_chained(problem: Problem, table: UnitTable) -> None:
     """The whole model as one stage on each mesh with chained unit plans (:mod:`.interfaces`), their merged
     layouts into ``table.stages`` where they beat the plan known for that run — the cheapest that fits a device
-    first, over the plans that do not —: the search's estimates then know what a stage that tile alone cannot
-    solve costs with them (the proven bound kept)."""
+    first, over the plans that do not —, with its memory: the search's estimates then know what a stage that
+    tile alone cannot solve costs and holds with them (the proven bound kept)."""
     from onnxpart.plan.evaluate import build_stage, stage_instance, stage_io
     from onnxpart.plan.refine import StagePrice
     from onnxpart.plan.stages import merged_layouts

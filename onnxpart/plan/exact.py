@@ -65,8 +65,9 @@ def estimates(problem: Problem, table, micro_batches: int, barred: set) -> tuple
         # a price, or tile's first plans of a stage it did not solve: the less (with its memory where known)
         if price.layouts is not None and (price.optimal or price.priced or price.cost <= compute[i, j, m]):
             compute[i, j, m] = price.cost
-            if price.memory is not None:
-                memory[i, j, m] = price.memory
+            if price.memory is not None:  # with the received shares in flight where the runs' memory has them
+                received = table.runs.get((i, j, m), (0, 0, 0.0))[2] if table.runs is not None else 0.0
+                memory[i, j, m] = price.memory + (min(2, micro_batches) - 1) * received
 
     tx = np.stack([_transfer(problem, m) for m in problem.meshes], axis=1)  # (units + 1, meshes)
     cuts = np.array([problem.units.cut_bytes(c) for c in range(problem.units.count + 1)])
