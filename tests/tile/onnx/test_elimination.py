@@ -137,3 +137,24 @@ def test_a_seed_and_a_limit_give_one_bound(monkeypatch):
     runs = [exact(inst, 2.0, hint, workers=2, seed=3) for _ in range(2)]
     assert runs[0][1].method == "tile-cpsat" and runs[0][1].value == runs[1][1].value and runs[0][0] == runs[1][0]
     assert all(p["interleave_search"] and 0 < p["max_deterministic_time"] <= 2.0 for p in seen) and len(seen) == 2
+
+
+@pytest.mark.parametrize("fraction", [None, 0.25])
+def test_grid_rows_past_the_cache_limit_are_computed_again(graphs, monkeypatch, fraction):
+    """With no room for cached grid rows every pass computes them again: the same optimum, min-sum (with its
+    compact provenance) and two-objective alike, and nothing cached."""
+    from onnxpart.tile.onnx import pareto
+
+    inst, _ = instance(graphs["attn"], 4, fraction)
+    optimum, _ = brute_force(inst)
+    made, init = [], pareto.Grids.__init__
+
+    def recorded(self, sizes):
+        init(self, sizes)
+        made.append(self)
+
+    monkeypatch.setattr(pareto, "CACHE_BYTES", 0)
+    monkeypatch.setattr(pareto.Grids, "__init__", recorded)
+    found = elimination.solve(inst, reduce_instance(inst), inst.cost(greedy(inst)))
+    assert found.status == "optimal" and inst.cost(found.layouts) == pytest.approx(optimum, rel=1e-9)
+    assert made and all(not grids.cache for grids in made)
