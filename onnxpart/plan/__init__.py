@@ -116,7 +116,7 @@ def _dp(run: _Run, options: Options, board: Board, seconds: float) -> PlanResult
     run.bound = refine(problem, run.table, run.budget.until(seconds * REFINED_BY - (time.monotonic() - start)),
                        run.seed)
     board.add(run.bound)
-    _record_chained(problem, run.table)
+    _record_chained(problem, run.table, {} if interfaces is None else interfaces.stages)
     best = _search(run, run.budget.until(max(0.0, seconds - (time.monotonic() - start))))
     status = "optimal" if best is not None and best.fits and run.bound.value is not None and \
         best.value <= run.bound.value * (1 + 1e-12) else "heuristic"
@@ -176,32 +176,22 @@ def _record(problem: Problem, table: UnitTable, priced: Priced) -> None:
                                            held["total"] - held["in_flight"])
 
 
-def _record_chained(problem: Problem, table: UnitTable) -> None:
-    """The whole model as one stage on each mesh with chained unit plans (:mod:`.interfaces`), their merged
-    layouts into ``table.stages`` where they beat the plan known for that run — the cheapest that fits a device
-    first, over the plans that do not —, with its memory: the search's estimates then know what a stage that
-    tile alone cannot solve costs and holds with them (the proven bound kept)."""
-    from onnxpart.plan.evaluate import build_stage, stage_instance, stage_io
-    from onnxpart.plan.refine import StagePrice
-    from onnxpart.plan.stages import merged_layouts
+def _record_chained(problem: Problem, table: UnitTable, prices: dict) -> None:
+    """The whole model as one stage on each mesh with chained unit plans (``prices``: mesh index ->
+    :class:`~onnxpart.plan.refine.StagePrice`, :meth:`.interfaces.WholeModel.price`) into ``table.stages`` where
+    it beats the plan known for that run — one that fits a device first, then the cheaper —, with its memory:
+    the search's estimates then know what a stage that tile alone cannot solve costs and holds with them (the
+    proven bound kept)."""
+    from onnxpart.plan.interfaces import WholeModel
 
-    count = problem.units.count
-    for m, plans in table.chained.items():
-        shape = problem.run(0, count, m)
-        stage_of = stage_io(problem, shape)[0]
-        sub = stage_instance(problem, shape, 0, stage_of)
-
-        def rank(layouts: dict) -> tuple[bool, float, float]:  # (over memory, step time, memory): least first
-            held = build_stage(problem, shape, 0, stage_of, [], layouts=layouts).memory()["total"]
-            return held > problem.cluster.memory * (1 + 1e-12), sub.cost(layouts), held
-
+    count, limit = problem.units.count, problem.cluster.memory * (1 + 1e-12)
+    for m, price in prices.items():
         known = table.stages.get((0, count, m))
-        merged = [merged_layouts(sub, pieces) for pieces in plans]
-        ranks = [rank(layouts) for layouts in merged]
-        k = min(range(len(merged)), key=ranks.__getitem__)
-        if known is None or known.layouts is None or ranks[k][:2] < rank(known.layouts)[:2]:
-            table.stages[(0, count, m)] = StagePrice(known.lower if known else 0.0, merged[k], ranks[k][1],
-                                                     memory=ranks[k][2])
+        if known is not None and known.layouts is not None:
+            held = known.memory if known.memory is not None else WholeModel(problem, m).held(known.layouts)
+            if (price.memory > limit, price.cost) >= (held > limit, known.cost):
+                continue
+        table.stages[(0, count, m)] = dataclasses.replace(price, lower=known.lower if known else 0.0)
 
 
 def _baseline(name: str, make):

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from onnxpart.plan.model import Problem
-from onnxpart.plan.stages import restrict, signature, tensor_order, weight_bytes
+from onnxpart.plan.stages import merged_layouts, restrict, signature, tensor_order, weight_bytes
 from onnxpart.plan.unit_costs import touching_units
 
 #: The most joint layouts of the tensors kept at one cut (a unit's table is at most its square: 8 MB).
@@ -71,10 +71,12 @@ class Interfaces:
     """What the chain gives the plan: ``bound`` (units + 1, units + 1, meshes), the chain bound of every run
     [i, j) on every sub-mesh, inf where j ≤ i, 0 on one device and on a mesh not reached in time; ``layouts``:
     mesh index -> chained plans (each, per unit, its layouts agreeing at the cuts: :func:`chained_plans`), for
-    the meshes reached in time."""
+    the meshes reached in time; ``stages``: mesh index -> the best of them as the whole model's stage there
+    (:meth:`WholeModel.price`)."""
 
     bound: np.ndarray
     layouts: dict[int, list[list[dict]]]
+    stages: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -120,9 +122,10 @@ def interface_bounds(problem: Problem, deadline: float, first: Sequence[int] = (
         if chain is None:
             break
         out.bound[:, :, m], reached = chain.best, True
-        plans = chained_plans(problem, m, chain, deadline)
+        whole = WholeModel(problem, m)
+        plans = chained_plans(chain, whole, deadline)
         if plans is not None:
-            out.layouts[m] = plans
+            out.layouts[m], out.stages[m] = plans, whole.price(plans)
             _golden(chain)
             out.bound[:, :, m] = chain.best
         if time.monotonic() > deadline:
@@ -262,18 +265,17 @@ def _tables(units: list[tuple], lam: float, deadline: float) -> list[np.ndarray]
     return [made[id(unit)] for _, unit in units]
 
 
-def chained_plans(problem: Problem, m: int, chain: Chain, deadline: float) -> list[list[dict]] | None:
-    """The chained plans of mesh ``m`` (module docstring, **Plans**): the one at λ = 0, and where it does not fit
-    and the weights bind, the least-k mix that fits (or the plan of the largest λ when none does); None past
-    ``deadline`` before the first."""
-    count, solved = len(chain.units), {}
+def chained_plans(chain: Chain, whole: "WholeModel", deadline: float) -> list[list[dict]] | None:
+    """The chained plans of ``whole``'s mesh (module docstring, **Plans**): the one at λ = 0, and where it does
+    not fit and the weights bind, the least-k mix that fits (or the plan of the largest λ when none does); None
+    past ``deadline`` before the first."""
+    count, solved, fits = len(chain.units), {}, whole.fits
 
     def plan(lams: list[float]) -> list[dict] | None:
         tables = [chain.tables[lam][u] for u, lam in enumerate(lams)]
         return chained_layouts(chain.units, tables, lams, deadline, solved)
 
     first = plan([0.0] * count)
-    fits = _whole_model_fits(problem, m)
     if first is None or not chain.binds or fits(first):
         return None if first is None else [first]
     lams = sorted(chain.tables)
@@ -297,22 +299,47 @@ def chained_plans(problem: Problem, m: int, chain: Chain, deadline: float) -> li
     return [first, found]
 
 
-def _whole_model_fits(problem: Problem, m: int):
-    """Whether chained unit plans, merged into the whole model as one stage on mesh ``m``, fit a device."""
-    from onnxpart.plan.evaluate import build_stage, stage_instance, stage_io
-    from onnxpart.plan.stages import merged_layouts
+class WholeModel:
+    """The whole model as one stage on mesh ``m``: chained unit plans merged into it, and what each holds per
+    device there (measured once per plan)."""
 
-    shape = problem.run(0, problem.units.count, m)
-    stage_of, _ = stage_io(problem, shape)
-    sub = stage_instance(problem, shape, 0, stage_of)
+    def __init__(self, problem: Problem, m: int):
+        from onnxpart.plan.evaluate import stage_instance, stage_io
 
-    def fits(pieces: list[dict]) -> bool:
-        layouts, limit = merged_layouts(sub, pieces), problem.cluster.memory * (1 + 1e-12)
-        if weight_bytes(sub, layouts) > limit:  # the weights alone are over: no need to build the stage
+        self.problem, self.shape = problem, problem.run(0, problem.units.count, m)
+        self.stage_of = stage_io(problem, self.shape)[0]
+        self.sub = stage_instance(problem, self.shape, 0, self.stage_of)
+        self.limit = problem.cluster.memory * (1 + 1e-12)
+        self.measured: list[tuple[list[dict], dict, float]] = []  # (plan, merged layouts, bytes per device)
+
+    def held(self, layouts: dict) -> float:
+        """Bytes per device of the stage with ``layouts`` (:meth:`~onnxpart.plan.stages.Stage.memory`)."""
+        from onnxpart.plan.evaluate import build_stage
+
+        return build_stage(self.problem, self.shape, 0, self.stage_of, [], layouts=layouts).memory()["total"]
+
+    def fits(self, pieces: list[dict]) -> bool:
+        """Whether the plan ``pieces`` (per unit) fits a device: not when its weights alone are over."""
+        layouts = merged_layouts(self.sub, pieces)
+        if weight_bytes(self.sub, layouts) > self.limit:
             return False
-        return build_stage(problem, shape, 0, stage_of, [], layouts=layouts).memory()["total"] <= limit
+        self.measured.append((pieces, layouts, self.held(layouts)))
+        return self.measured[-1][2] <= self.limit
 
-    return fits
+    def price(self, plans: list[list[dict]]):
+        """The cheapest of ``plans`` that fits (else the cheapest) as the stage's
+        :class:`~onnxpart.plan.refine.StagePrice`, with its memory (no bound: 0)."""
+        from onnxpart.plan.refine import StagePrice
+
+        ranked = []
+        for pieces in plans:
+            layouts, held = next(((x, h) for p, x, h in self.measured if p is pieces), (None, None))
+            if layouts is None:
+                layouts = merged_layouts(self.sub, pieces)
+                held = self.held(layouts)
+            ranked.append((held > self.limit, self.sub.cost(layouts), held, layouts))
+        _, cost, held, layouts = min(ranked, key=lambda r: r[:3])
+        return StagePrice(0.0, layouts, cost, memory=held)
 
 
 def chained_layouts(units: list[tuple], tables: list[np.ndarray], lams: list[float], deadline: float,
