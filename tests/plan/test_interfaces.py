@@ -106,7 +106,8 @@ def test_memory_multiplier_raises_the_bound_and_stays_below_a_fitting_plan(tmp_p
     """Short sequences (weights far over activations) and a device memory a little above the whole stage's
     least-memory plan, far below its weights replicated: the Lagrangian chain (λ × owned weight bytes, minus
     λ·M) is above the chain without memory, and below the step time of a plan of the stage that fits; the chained
-    plans hold one that fits (the weighted units' mix), where the plan at λ = 0 does not."""
+    plans hold one that fits (the weighted units' mix), where the plan at λ = 0 does not, and it is the whole
+    model's stage price."""
     from onnxpart.plan.evaluate import build_stage, evaluate
 
     shape = Shape(layers=4, hidden=512, heads=8, kv_heads=8, mlp=1024, vocab=1000)
@@ -133,3 +134,6 @@ def test_memory_multiplier_raises_the_bound_and_stays_below_a_fitting_plan(tmp_p
             for plans in found.layouts[m]]  # λ = 0's plan replicates the weights; the weighted plans' mix fits
     assert len(held) == 2 and held[0] > memory >= held[1]
     assert sub.cost(merged_layouts(sub, found.layouts[m][1])) >= bound * (1 - 1e-9)
+    price = found.stages[m]  # the whole model's stage price: the plan that fits, with what it holds
+    assert price.memory == pytest.approx(held[1]) and price.cost == pytest.approx(
+        sub.cost(merged_layouts(sub, found.layouts[m][1])))
