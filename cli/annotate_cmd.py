@@ -8,9 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from onnxpart.cli.common import (COARSEN_HELP, COST_HELP, CleanOpt, DEVICE_HELP, DIM_HELP, ForceShapeOpt,
-                                 INPUT_SHAPE_HELP, RUNS, WORKERS, console, handle_errors, load_costed,
-                                 print_json)
+from onnxpart.cli.common import (BESIDE, COARSEN_HELP, COST_HELP, CleanOpt, DEVICE_HELP, DIM_HELP, ForceShapeOpt,
+                                 INPUT_SHAPE_HELP, MIN_TIME, MIN_TIME_DEFAULT, RUNS, WORKERS, console, handle_errors,
+                                 load_costed, print_json)
 from onnxpart.errors import UserError
 from onnxpart.units import BATCH, format_seconds
 
@@ -29,6 +29,13 @@ def annotate(
     threads: Annotated[int, typer.Option("--threads", help="onnxruntime intra-op threads for --cost measured (0: its "
                                          "default, one per core). Profile with what each worker will have: "
                                          "a k-stage pipeline on C cores gives a stage C/k."), WORKERS] = 0,
+    min_time: Annotated[float, typer.Option("--min-time", help="--cost measured: keep profiling past --runs until "
+                                            "this many seconds have passed (at most 200 runs)."),
+                        MIN_TIME] = MIN_TIME_DEFAULT,
+    beside: Annotated[int, typer.Option("--beside", help="--cost measured: profile while N more copies of the "
+                                        "model run on other cores (--threads cores each), as a pipeline's other "
+                                        "stages run beside each stage; bench --beside N times stages alike."),
+                      BESIDE] = 0,
     batch: Annotated[Optional[int], typer.Option("--batch", help="Cost a batch of B inputs: the symbolic dim on axis 0 "
                                                  "of every graph input set to B × its --dim value (default 1); "
                                                  "recorded as the file's batch, for a system file's costs: {B: file}."),
@@ -39,20 +46,22 @@ def annotate(
 ) -> None:
     """Cost every op (analytic roofline or measured with onnxruntime) and write costs.json."""
     from onnxpart.cost_models import load_device
+    from onnxpart.cost_models.measured import Profiling
     from onnxpart.costs_io import SCHEMA, graph_to_costs
     from onnxpart.files import write_json
     from onnxpart.output_guard import check_file, run_reads
 
     if batch is not None:
         dim = _batch_dims(model, dim or [], batch)
-    loaded = load_costed(model, input_shape=input_shape, coarsen=coarsen, cost=cost, device=device, runs=runs, dim=dim,
-                         need_model=True, force_shape=force_shape, threads=threads)
+    profiling = Profiling(runs=runs, threads=threads, min_seconds=min_time, beside=beside)
+    loaded = load_costed(model, input_shape=input_shape, coarsen=coarsen, cost=cost, device=device, dim=dim,
+                         need_model=True, force_shape=force_shape, profiling=profiling)
     check_file(output, run_reads(model, loaded.model, device=device), force, clean, SCHEMA)
     graph = loaded.graph
     extra: dict = {"batch": batch or 1}
     if loaded.measured_end_to_end is not None:
         extra["measured"] = {"end_to_end": loaded.measured_end_to_end, "kernel_total": graph.total_work,
-                             "runs": runs, "threads": threads}
+                             **profiling.describe()}
     spec = asdict(load_device(device))
     write_json(output, graph_to_costs(graph, str(model), device_spec=spec, extra=extra))
     summary = {"output": str(output), "ops": len(graph.ops), "work": graph.total_work,

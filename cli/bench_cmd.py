@@ -13,8 +13,8 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from onnxpart.cli.common import (CleanOpt, DimOpt, ForceOpt, InputShapeOpt, JsonOpt, RUNS, SeedOpt, WORKERS, console,
-                                 err_console, handle_errors, print_json)
+from onnxpart.cli.common import (BESIDE, CleanOpt, DimOpt, ForceOpt, InputShapeOpt, JsonOpt, MIN_TIME, MIN_TIME_DEFAULT,
+                                 RUNS, SeedOpt, WORKERS, console, err_console, handle_errors, print_json)
 from onnxpart.errors import UserError
 from onnxpart.units import Range, format_bytes, format_seconds
 
@@ -30,6 +30,12 @@ def bench(
                                                    "bench.png into (atomically; never the folder benched).")] = None,
     runs: Annotated[int, typer.Option("--runs", help="Timed runs per unit (median and spread)."), RUNS] = 20,
     warmup: Annotated[int, typer.Option("--warmup", help="Untimed runs before the timed ones."), WARMUP] = 3,
+    min_time: Annotated[float, typer.Option("--min-time", help="Seconds to keep timing past --runs: the stages "
+                                            "(pieces, remat's two models) in rounds, and the pipeline's stream, "
+                                            "each for at least this long."), MIN_TIME] = MIN_TIME_DEFAULT,
+    beside: Annotated[int, typer.Option("--beside", help="Time the stages (pieces, remat's models) while N copies "
+                                        "of the original model run on other cores, as annotate --cost measured "
+                                        "--beside N profiled them (needs --threads)."), BESIDE] = 0,
     threads: Annotated[int, typer.Option("--threads", help="onnxruntime intra-op threads per session (0: its "
                                          "default, as annotate --cost measured; pipeline workers: their cores). "
                                          "Use the threads the costs were measured with (annotate --threads)."),
@@ -71,7 +77,7 @@ def bench(
     out = _guard(folder, output, calibrate, [model, costs], force, clean)
     if calibrate is not None:
         _precheck(folder, costs)
-    options = bench_lib.Options(runs, warmup, settings, micro_batches, engine, address, model, max_ops)
+    options = bench_lib.Options(runs, warmup, settings, micro_batches, engine, address, model, max_ops, min_time, beside)
     with err_console.status(f"running {folder} in onnxruntime…") if not as_json else contextlib.nullcontext():
         result = bench_lib.bench(folder, options)
         calibrated = _calibrate(result, costs, options) if calibrate is not None else None

@@ -33,6 +33,10 @@ FRACTION = Range(0, 1, noun="a fraction")
 POPULATION = Range(2, 100_000, integer=True)
 GENERATIONS = Range(0, 1_000_000, integer=True)
 RANDOM_ORDERS = Range(0, 1_000_000, integer=True)
+MIN_TIME = Range(0, 3600, noun="a number of seconds")
+#: --min-time's default (annotate --cost measured, bench): Google Benchmark's min_time
+MIN_TIME_DEFAULT = 0.5
+BESIDE = Range(0, 4096, integer=True)
 IDEAL_LIMIT = Range(0, 10_000_000, integer=True)
 MAX_RECOMPUTE = Range(1, 16, integer=True)
 ITERATIONS = Range(1, 100_000_000, integer=True)
@@ -214,7 +218,8 @@ def load_costed(path: Path, **options: Any):
     if options.get("cost") != "measured":
         loaded = load(path, **options)
     else:
-        with err_console.status(f"profiling {path.name} in onnxruntime ({options.get('runs', 5)} runs)…"):
+        runs = options["profiling"].runs if options.get("profiling") else 5
+        with err_console.status(f"profiling {path.name} in onnxruntime ({runs}+ runs)…"):
             loaded = load(path, **options)
     gc.freeze()
     return loaded

@@ -6,21 +6,46 @@ work is the sum over its nodes and over the weight generators folded into it (``
 model's ``ConstantOfShape`` weights, a run-time ``Transpose`` of a tied embedding). Those run on every call
 in this mode, and every file onnxpart emits carries them with the op that owns their weight, so a stage
 pays them; onnxruntime's own optimizations (ORT_ENABLE_ALL) fold them once when the session loads.
-``threads`` is onnxruntime's intra-op thread count (0: its default, one per core): profile with the threads
-each worker will have (one per core of a pipeline's stage) and the stage times are that worker's.
+How it profiles (:class:`Profiling`): ``threads`` is onnxruntime's intra-op thread count (0: its default, one
+per core): profile with the threads each worker will have (one per core of a pipeline's stage) and the stage
+times are that worker's. The runs go on past ``runs`` until ``min_seconds`` have passed (up to
+:data:`MAX_RUNS`, whose kernel records the profiler holds): a shared machine's speed moves by 20–50 % from one
+half-second to the next, and a fast model's few runs would all fall in one spell. ``beside`` busy neighbours
+run the model on other cores meanwhile (:mod:`onnxpart.neighbours`): the times a pipeline's stage has beside
+the other stages, which share the cache and the memory bandwidth with it.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import statistics
 import time
 from dataclasses import dataclass
 
-from onnxpart import runtime
+from onnxpart import neighbours, runtime
 from onnxpart.graph import OpGraph
 
 log = logging.getLogger(__name__)
+
+#: the most profiled runs ``min_seconds`` adds (the profiler keeps every kernel's record of every run)
+MAX_RUNS = 200
+
+
+@dataclass(frozen=True)
+class Profiling:
+    """How the profile is taken (module docstring): at least ``runs`` runs and ``min_seconds`` after
+    ``warmup`` runs, ``threads`` intra-op threads, ``beside`` busy neighbours."""
+
+    runs: int = 5
+    threads: int = 0
+    min_seconds: float = 0.0
+    beside: int = 0
+    warmup: int = 2
+
+    def describe(self) -> dict:
+        """What a costs file records of it (``measured``)."""
+        return {"runs": self.runs, "threads": self.threads, "min_time_s": self.min_seconds, "beside": self.beside}
 
 
 @dataclass(frozen=True)
@@ -30,24 +55,24 @@ class MeasuredRun:
     kernel_total: float  # sum of the medians charged to ops
 
 
-def measured_costs(graph: OpGraph, loaded, runs: int = 5, warmup: int = 2,
-                   seed: int = 0, threads: int = 0) -> MeasuredRun:
+def measured_costs(graph: OpGraph, loaded, profiling: Profiling = Profiling(), seed: int = 0) -> MeasuredRun:
     """Profile the model ``loaded`` (an :class:`onnxpart.onnx_io.LoadedModel`) in onnxruntime (CPU) at its
-    costed dims and put median per-node times on ``graph``'s ops."""
+    costed dims as ``profiling`` says and put median per-node times on ``graph``'s ops."""
     from onnxpart.verify import input_shapes
 
+    threads = profiling.threads
     with runtime.user_model(loaded.path), \
             runtime.profiling_session(loaded.model, loaded.folder, threads=threads) as (session, profile):
         feeds = runtime.random_inputs(session, seed, shapes=input_shapes(loaded, loaded.dims))
-        for _ in range(warmup):
-            session.run(None, feeds)
-        walls = []
-        for _ in range(runs):
-            start = time.perf_counter()
-            session.run(None, feeds)
-            walls.append(time.perf_counter() - start)
+
+        def neighbour():
+            return functools.partial(runtime.make_session(loaded.model, loaded.folder, threads=threads).run, None,
+                                     feeds)
+
+        with neighbours.beside(profiling.beside, threads, neighbour):
+            walls = _profiled_runs(session, feeds, profiling)
         events = profile()
-    median = runtime.kernel_medians(events, runs)
+    median = runtime.kernel_medians(events, len(walls))
     missing = [name for op in graph.ops for name in op.onnx_nodes if name not in median]
     if missing:
         log.warning("onnxruntime reported no kernel time for %d nodes (e.g. %s); they count as 0",
@@ -56,3 +81,17 @@ def measured_costs(graph: OpGraph, loaded, runs: int = 5, warmup: int = 2,
     costed = graph.with_costs(work, cost_model="measured", device="this-machine-cpu",
                               bandwidth=graph.bandwidth)
     return MeasuredRun(costed, statistics.median(walls), sum(work))
+
+
+def _profiled_runs(session, feeds, profiling: Profiling) -> list[float]:
+    """Warm-up, then runs until both ``runs`` and ``min_seconds`` are reached (at most :data:`MAX_RUNS`
+    past ``runs``): each run's wall seconds."""
+    for _ in range(profiling.warmup):
+        session.run(None, feeds)
+    walls: list[float] = []
+    until = time.perf_counter() + profiling.min_seconds
+    while len(walls) < profiling.runs or (time.perf_counter() < until and len(walls) < MAX_RUNS):
+        start = time.perf_counter()
+        session.run(None, feeds)
+        walls.append(time.perf_counter() - start)
+    return walls

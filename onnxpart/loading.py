@@ -29,13 +29,13 @@ class Loaded:
 
 def load_costed(path: Path, *, fmt: str = "auto", input_shape: Optional[list[str]] = None, coarsen: bool = False,
                 costs: Optional[Path] = None, cost: str = "analytic", device: str = "a100",
-                need_model: bool = False, runs: int = 5, dim: Optional[list[str]] = None,
-                force_shape: bool = False, threads: int = 0) -> Loaded:
+                need_model: bool = False, dim: Optional[list[str]] = None, force_shape: bool = False,
+                profiling=None) -> Loaded:
     """Model or graph file -> costed OpGraph. Graph files (``--format``, or by suffix and content: costs,
     dnn-partitioning, node-link) go through :func:`onnxpart.readers.read_graph`; models are loaded here,
     which keeps the model for emission and applies ``--costs`` or the ``--cost`` model. ``force_shape``
-    (``--force-shape``) lets ``input_shape`` replace dims the model fixes; ``threads``: onnxruntime's intra-op
-    threads for ``--cost measured`` (0: its default)."""
+    (``--force-shape``) lets ``input_shape`` replace dims the model fixes; ``profiling``: how ``--cost measured``
+    profiles (:class:`onnxpart.cost_models.measured.Profiling`; None: its defaults)."""
     from onnxpart.costs_io import apply_costs, read_costs_file
     from onnxpart.onnx_io import load_graph, parse_dims, parse_input_shapes
     from onnxpart.readers import read_graph, reads_model
@@ -48,20 +48,20 @@ def load_costed(path: Path, *, fmt: str = "auto", input_shape: Optional[list[str
                                dims=parse_dims(dim or []))
     if costs is not None:
         return Loaded(apply_costs(graph, read_costs_file(costs), source=str(costs)), loaded, path)
-    return cost_graph(graph, loaded, path, cost, device, runs, threads)
+    return cost_graph(graph, loaded, path, cost, device, profiling)
 
 
-def cost_graph(graph, loaded, path: Path, cost: str, device: str, runs: int = 5, threads: int = 0) -> Loaded:
+def cost_graph(graph, loaded, path: Path, cost: str, device: str, profiling=None) -> Loaded:
     from onnxpart.cost_models import analytic_costs, load_device
 
     if cost == "analytic":
         return Loaded(analytic_costs(graph, load_device(device)), loaded, path)
     if cost == "measured":
-        from onnxpart.cost_models.measured import measured_costs
+        from onnxpart.cost_models.measured import Profiling, measured_costs
 
         spec = load_device(device)
-        result = measured_costs(graph.replace(bandwidth=spec.interconnect_bandwidth), loaded, runs=runs,
-                                threads=threads)
+        result = measured_costs(graph.replace(bandwidth=spec.interconnect_bandwidth), loaded,
+                                profiling or Profiling())
         return Loaded(result.graph, loaded, path, measured_end_to_end=result.end_to_end)
     raise UserError(f"unknown cost model {cost!r}: use analytic or measured")
 

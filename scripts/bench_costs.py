@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import machine_line, write_section  # noqa: E402
 
 from onnxpart.cost_models import analytic_costs, load_device  # noqa: E402
-from onnxpart.cost_models.measured import measured_costs  # noqa: E402
+from onnxpart.cost_models.measured import Profiling, measured_costs  # noqa: E402
 from onnxpart.onnx_io import load_graph  # noqa: E402
 
 LIGHT = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"
@@ -37,7 +37,7 @@ def main() -> None:
     rows = []
     for path in sorted(LIGHT.glob("light_*.onnx")):
         graph, loaded = load_graph(path)
-        measured = measured_costs(graph, loaded, runs=RUNS, warmup=3)
+        measured = measured_costs(graph, loaded, Profiling(runs=RUNS, warmup=3))
         analytic = analytic_costs(graph, cpu)
         rho = spearman([op.work for op in analytic.ops], [op.work for op in measured.graph.ops])
         rows.append((path.stem[len("light_"):], len(graph.ops), measured.end_to_end, measured.kernel_total,

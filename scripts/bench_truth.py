@@ -44,6 +44,9 @@ EXPORTS = {"kv_decoder": {"batch": 1, "sequence": 64, "past_sequence_length": 64
 MODELS = LIGHT + tuple(EXPORTS)
 #: onnxruntime intra-op threads of the profile and of every bench run (``--threads``).
 THREADS = 1
+#: busy neighbours of the profile and of every bench run's stage timings (``--beside``), and the seconds each
+#: profile and timing lasts at least (``--min-time``)
+BESIDE, MIN_TIME = 1, 2.0
 COSTS = {"measured": ["--costs", "{measured}"], "analytic": ["--cost", "analytic", "--device", "cpu"]}
 
 
@@ -65,7 +68,8 @@ def model_file(name: str, work: Path) -> tuple[Path, list[str]]:
 def bench(folder: Path, dims: list[str], runs: int, *extra: str) -> dict:
     """``onnxpart bench`` on ``folder`` -> its bench.json document."""
     return cli_json("bench", str(folder), "--runs", str(runs), "--warmup", "2", "--micro-batches", "12",
-                    "--threads", str(THREADS), *dims, *extra, "--json")
+                    "--threads", str(THREADS), "--beside", str(BESIDE), "--min-time", str(MIN_TIME), *dims, *extra,
+                    "--json")
 
 
 def run_model(name: str, work: Path, runs: int) -> dict:
@@ -74,7 +78,8 @@ def run_model(name: str, work: Path, runs: int) -> dict:
     measured = work / "measured.json"
     out: dict = {"load_before": os.getloadavg()}
     out["annotate"] = _step(lambda: cli_json("annotate", str(path), "--cost", "measured", "--threads", str(THREADS),
-                                             "--runs", str(runs), *dims, "-o", str(measured), "--force"))
+                                             "--beside", str(BESIDE), "--min-time", str(MIN_TIME), "--runs", str(runs),
+                                             *dims, "-o", str(measured), "--force"))
     for costs, options in COSTS.items():
         options = [o.format(measured=measured) for o in options]
         for k in (2, 4):
@@ -221,14 +226,16 @@ def markdown(results: dict, runs: int, seconds: float, loads: tuple) -> str:
 
 
 def main() -> None:
-    global THREADS
+    global THREADS, BESIDE, MIN_TIME
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     parser.add_argument("--runs", type=int, default=10, help="bench --runs per folder")
     parser.add_argument("--threads", type=int, default=THREADS, help="onnxruntime intra-op threads (annotate, bench)")
     parser.add_argument("--print", dest="print_only", action="store_true", help="print, do not write BENCHMARKS.md")
+    parser.add_argument("--beside", type=int, default=BESIDE, help="busy neighbours (annotate, bench)")
+    parser.add_argument("--min-time", type=float, default=MIN_TIME, help="seconds per profile and timing")
     args = parser.parse_args()
-    THREADS = args.threads
+    THREADS, BESIDE, MIN_TIME = args.threads, args.beside, args.min_time
     start, first = time.monotonic(), os.getloadavg()[0]
     results = {}
     with tempfile.TemporaryDirectory(prefix="bench-truth-") as tmp:

@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxpart.cost_models import analytic_costs, builtin_devices, load_device
-from onnxpart.cost_models.measured import measured_costs
+from onnxpart.cost_models.measured import Profiling, measured_costs
 from onnxpart.errors import UserError
 from onnxpart.onnx_graph import from_onnx
 from onnxpart.onnx_io import load_graph, prepare
@@ -138,7 +138,7 @@ def test_device_file(tmp_path):
 
 def test_measured_costs_on_squeezenet():
     graph, loaded = load_graph(light("squeezenet"))
-    result = measured_costs(graph, loaded, runs=3, warmup=1)
+    result = measured_costs(graph, loaded, Profiling(runs=3, warmup=1))
     works = [op.work for op in result.graph.ops]
     assert all(w >= 0 for w in works)
     convs = [op.work for op in result.graph.ops if op.op_type == "Conv"]
@@ -166,7 +166,7 @@ def test_measured_costs_charge_each_op_the_weight_generators_it_owns(monkeypatch
     monkeypatch.setattr(runtime, "profiling_session", one_ms_kernels)
     graph, loaded = load_graph(light("squeezenet"))
     assert any(op.const_nodes for op in graph.ops)
-    result = measured_costs(graph, loaded, runs=2, warmup=1, threads=1)
+    result = measured_costs(graph, loaded, Profiling(runs=2, warmup=1, threads=1))
     for op in result.graph.ops:
         assert op.work == pytest.approx(1e-3 * (len(op.onnx_nodes) + len(op.const_nodes))), op.name
 

@@ -24,7 +24,10 @@ class Options:
     """How to bench: ``runs`` timed runs after ``warmup``, the onnxruntime ``settings``, ``micro_batches``
     streamed through a pipeline, the ``engine`` (local processes or Ray actors; ``address`` of a Ray cluster,
     None: a local one started and stopped), ``model``: the model the folder was made from, where its
-    recorded path is not right, ``max_ops``: the ops of a tile folder timed (those predicted slowest)."""
+    recorded path is not right, ``max_ops``: the ops of a tile folder timed (those predicted slowest),
+    ``min_time``: seconds each set of compared files (stages, pieces, remat's two models) and the pipeline's
+    stream are timed for at least (:mod:`onnxpart.bench.timing`), ``beside``: busy neighbours running the
+    original model while stages, pieces and remat's models are timed (:func:`onnxpart.bench.sessions.busy_neighbours`)."""
 
     runs: int = 20
     warmup: int = 3
@@ -34,6 +37,8 @@ class Options:
     address: Optional[str] = None
     model: Optional[Path] = None
     max_ops: int = 400  # onnxpart.bench.tile.MAX_OPS
+    min_time: float = 0.0
+    beside: int = 0
 
 
 @dataclass
@@ -49,14 +54,19 @@ def bench(path: Path, options: Options) -> Result:
     from onnxpart.bench import machine
     from onnxpart.bench.folder import Folder, detect
     from onnxpart.bench.report import payload
+    from onnxpart.errors import UserError
 
     kind, _, manifest = detect(path)
+    if options.beside and (kind == "tile" or options.engine == "ray"):
+        raise UserError(f"--beside: {'a tile folder' if kind == 'tile' else '--engine ray'} times its units without "
+                        "busy neighbours; use it on partition, plan, schedule and remat folders, local engine")
     model = manifest.get("model")
     recorded = model if isinstance(model, dict) else {"path": model, "sha256": manifest.get("model_sha256")}
     folder = Folder(path, kind, manifest, recorded.get("path"), recorded.get("sha256"))
     about = machine.describe()  # before the runs: the load average is the machine's, not bench's own
     rows, summary = _RUNNERS[kind](folder, options)
     settings = {**options.settings.describe(), "runs": options.runs, "warmup": options.warmup,
+                "min_time_s": options.min_time, "beside": options.beside,
                 "micro_batches": options.micro_batches}
     return Result(folder, rows, summary, payload(folder, about, settings, rows, summary, options.engine))
 
@@ -66,9 +76,9 @@ def _stages(folder, options: Options):
     from onnxpart.bench.plans import partition_units, plan_units
     from onnxpart.bench.stages import bench_stages
 
-    model_file(folder.model_path, folder.model_sha256, options.model, needed=False)
+    original = model_file(folder.model_path, folder.model_sha256, options.model, needed=options.beside > 0)
     units, prediction = (partition_units if folder.kind == "partition" else plan_units)(folder)
-    return bench_stages(folder, units, prediction, options)
+    return bench_stages(folder, units, prediction, options, original)
 
 
 def _schedule(folder, options: Options):

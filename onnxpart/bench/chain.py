@@ -34,8 +34,10 @@ class ChainRun:
     chain: Timing
 
 
-def run_chain(folder: Folder, units: Sequence[Unit], settings: Settings, warmup: int, runs: int) -> ChainRun:
-    """Each unit alone, chained (module docstring), then the chain end to end (``runs`` times)."""
+def run_chain(folder: Folder, units: Sequence[Unit], settings: Settings, warmup: int, runs: int,
+              min_seconds: float = 0.0) -> ChainRun:
+    """Each unit alone, chained (module docstring), for ``runs`` rounds and at least ``min_seconds``, then the
+    chain end to end (``runs`` times)."""
     values: dict[str, np.ndarray] = {}
     model_inputs: dict[str, np.ndarray] = {}
     sessions, calls = [], []
@@ -50,7 +52,7 @@ def run_chain(folder: Folder, units: Sequence[Unit], settings: Settings, warmup:
         values.update(zip(names, session.run(names, feeds)))
         calls.append(functools.partial(session.run, names, feeds))
         sessions.append((session, names))
-    timings = time_rounds(calls, warmup, runs)
+    timings = time_rounds(calls, warmup, runs, min_seconds)
     for unit, timing in zip(units, timings):
         log.info("%s: median %.3g s", unit.name, timing.median)
     return ChainRun(timings, model_inputs, _time_chain(sessions, model_inputs, warmup, runs))

@@ -18,24 +18,22 @@ decoder's logits and KV cache: more than its stages' compute). Measured:
 * **each worker's busy time** per micro-batch while streaming (its files' runs, timed inside it): against the
   stage's time alone, what running beside the other workers costs it (shared caches and memory bandwidth).
 
-Workers are forked inside :func:`onnxpart.interrupts.forking` and call :func:`onnxpart.interrupts.in_worker`
-(SIGTERM ends them, Ctrl-C is the parent's), ask Linux to end them with their parent (``PR_SET_PDEATHSIG``),
-and are terminated, then killed, when the pipeline's ``with`` block ends for any reason: nothing is left
-running after an error, Ctrl-C or SIGTERM.
+Workers are forked inside :func:`onnxpart.interrupts.forking`, bound to their parent
+(:func:`onnxpart.children.bound_to_parent`: SIGTERM ends them, Ctrl-C is the parent's, Linux ends them with it),
+and are terminated, then killed (:func:`onnxpart.children.end`), when the pipeline's ``with`` block ends for any
+reason: nothing is left running after an error, Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing
 import os
 import queue
-import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from onnxpart import interrupts
+from onnxpart import children, interrupts
 from onnxpart.bench.sessions import Settings, free_cores
 from onnxpart.bench.timing import Timing
 from onnxpart.errors import UserError
@@ -75,15 +73,20 @@ def plan_workers(stages: Sequence[tuple[str, Sequence[str], Sequence[str]]], gro
 
 
 def run_pipeline(workers: list[Worker], settings: Settings, feeds: dict, warmup: int, runs: int,
-                 micro_batches: int) -> tuple[Timing, Timing, list[Timing]]:
+                 micro_batches: int, min_seconds: float = 0.0) -> tuple[Timing, Timing, list[Timing]]:
     """(period, latency, each worker's busy time while streaming) of ``workers`` chained by queues (module
-    docstring)."""
+    docstring); the stream of ``micro_batches`` is repeated until ``min_seconds`` have passed, its periods
+    and busy times pooled (:mod:`onnxpart.bench.timing`)."""
     with Pipeline(workers, settings, feeds) as pipe:
         for _ in range(warmup):
             pipe.one()
         latency = [pipe.one() for _ in range(runs)]
-        done, busy = pipe.stream(max(micro_batches, 2))
-    gaps = [b - a for a, b in zip(done, done[1:])]
+        gaps, busy = [], []
+        until = time.perf_counter() + min_seconds
+        while not gaps or time.perf_counter() < until:
+            done, stream_busy = pipe.stream(max(micro_batches, 2))
+            gaps += [b - a for a, b in zip(done, done[1:])]
+            busy += stream_busy
     return Timing.of(gaps), Timing.of(latency), [Timing.of(times) for times in zip(*busy)]
 
 
@@ -114,16 +117,7 @@ class Pipeline:
         return self
 
     def __exit__(self, *exc) -> None:
-        for process in self.processes:
-            if process.is_alive():
-                process.terminate()
-        for process in self.processes:
-            if process.pid is None:
-                continue
-            process.join(timeout=2)
-            if process.is_alive():
-                process.kill()
-                process.join()
+        children.end(self.processes)
         for q in (*self.queues, self.control):
             q.cancel_join_thread()
             q.close()
@@ -172,13 +166,7 @@ class Pipeline:
 
 def _work(worker: Worker, settings: Settings, feeds: dict, inbox, outbox, control, parent: int) -> None:
     """A worker's loop: build the sessions, say so, then run every input through its files."""
-    interrupts.in_worker()
-    try:
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the bench command
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:
-        os._exit(137)
+    children.bound_to_parent(parent)
     try:
         _serve(worker, settings, feeds, inbox, outbox, control)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it

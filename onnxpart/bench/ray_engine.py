@@ -46,11 +46,11 @@ class StageActor:
         """The seconds the last ``last`` calls of :meth:`run` took."""
         return self.busy[-last:]
 
-    def time(self, values: dict, warmup: int, runs: int) -> Timing:
-        """The first file alone on ``values``, warm-up then ``runs`` timed runs."""
+    def time(self, values: dict, warmup: int, runs: int, min_seconds: float) -> Timing:
+        """The first file alone on ``values``, warm-up then ``runs`` timed runs (and at least ``min_seconds``)."""
         session = self.sessions[0]
         feeds = {a.name: values[a.name] for a in session.get_inputs()}
-        return time_calls(lambda: session.run(None, feeds), warmup, runs)
+        return time_calls(lambda: session.run(None, feeds), warmup, runs, min_seconds)
 
 
 def ray_stages(folder, units, options):
@@ -79,7 +79,7 @@ def _measure(ray, folder, units, options):
         fresh = graph_feeds(session, settings, values, unit.file)
         feeds.update(fresh)
         values.update(fresh)
-        timings.append(ray.get(stage.time.remote(values, options.warmup, options.runs)))
+        timings.append(ray.get(stage.time.remote(values, options.warmup, options.runs, options.min_time)))
         values.update(ray.get(stage.run.remote(values)))
     period, latency = _pipeline(ray, stages, feeds, options)
     streamed = max(options.micro_batches, 2)

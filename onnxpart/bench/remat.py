@@ -15,7 +15,7 @@ import functools
 
 from onnxpart.bench.folder import RematSequence, model_file, read_schema
 from onnxpart.bench.report import Row
-from onnxpart.bench.sessions import graph_feeds, make_session
+from onnxpart.bench.sessions import busy_neighbours, graph_feeds, make_session
 from onnxpart.bench.timing import time_rounds
 
 
@@ -30,7 +30,9 @@ def bench_remat(folder, options) -> tuple[list[Row], dict]:
         feeds = feeds or graph_feeds(session, options.settings, {}, path.name)
         calls.append(functools.partial(session.run, None, feeds))
         peaks[name] = _peak(path, feeds, options.settings.provider)
-    timings = dict(zip(("original", "remat"), time_rounds(calls, options.warmup, options.runs)))
+    with busy_neighbours(original, options.settings, options.beside):
+        timed = time_rounds(calls, options.warmup, options.runs, options.min_time)
+    timings = dict(zip(("original", "remat"), timed))
     increase = timings["remat"].median / timings["original"].median
     rows = [Row("original", "original", seq.base_duration, timings["original"].median, timings["original"],
                 file=str(original)),

@@ -9,12 +9,14 @@ from onnxpart.bench.chain import run_chain
 from onnxpart.bench.folder import model_file
 from onnxpart.bench.plans import schedule_units
 from onnxpart.bench.report import Row
+from onnxpart.bench.sessions import busy_neighbours
 
 
 def bench_schedule(folder, options) -> tuple[list[Row], dict]:
-    model_file(folder.model_path, folder.model_sha256, options.model, needed=False)
+    original = model_file(folder.model_path, folder.model_sha256, options.model, needed=options.beside > 0)
     units, makespan, skipped = schedule_units(folder, options.settings.provider)
-    run = run_chain(folder, units, options.settings, options.warmup, options.runs)
+    with busy_neighbours(original, options.settings, options.beside):
+        run = run_chain(folder, units, options.settings, options.warmup, options.runs, options.min_time)
     rows = [Row(u.name, "piece", None if u.name in skipped else u.predicted, t.median, t, file=u.file, note=u.note)
             for u, t in zip(units, run.timings)]
     away = f"{len(skipped)} of {len(units)} pieces were planned on other devices and ran here" if skipped else ""

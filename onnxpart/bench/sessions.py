@@ -10,6 +10,8 @@ user deploys, so the distance the profile's setting makes can be measured.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -93,6 +95,22 @@ def _dim(value: Any, name: str, axis: int, settings: Settings, label: str) -> in
     fix = f"--dim {value}=N" if isinstance(value, str) else f"--input-shape {name}=DIMS"
     raise UserError(f"{label}: input {name!r} has {what} on axis {axis}: give the value the folder was planned at "
                     f"with {fix}")
+
+
+def busy_neighbours(model: Path | None, settings: Settings, count: int):
+    """A ``with`` block whose timings run beside ``count`` busy neighbours (:func:`onnxpart.neighbours.beside`),
+    each running ``model`` — the folder's original — as ``settings`` say, on seeded inputs at the costed dims:
+    the conditions ``annotate --cost measured --beside`` profiled in."""
+    from onnxpart import neighbours
+
+    if count == 0:
+        return contextlib.nullcontext()
+
+    def prepare():
+        session = make_session(model, settings)
+        return functools.partial(session.run, None, graph_feeds(session, settings, {}, Path(model).name))
+
+    return neighbours.beside(count, settings.threads, prepare)
 
 
 def free_cores() -> list[int]:

@@ -22,14 +22,16 @@ from onnxpart.bench.report import Row
 from onnxpart.bench.timing import Timing
 
 
-def bench_stages(folder: Folder, units: list[Unit], prediction: PipelinePrediction, options) -> tuple[list[Row], dict]:
-    """Rows and summary of a partition or plan folder (module docstring)."""
+def bench_stages(folder: Folder, units: list[Unit], prediction: PipelinePrediction, options,
+                 original=None) -> tuple[list[Row], dict]:
+    """Rows and summary of a partition or plan folder (module docstring); ``original``: the model the folder
+    was made from, which ``--beside``'s neighbours run."""
     if options.engine == "ray":
         from onnxpart.bench.ray_engine import ray_stages
 
         timings, period, latency, serial, layout, busy = ray_stages(folder, units, options)
     else:
-        timings, period, latency, serial, layout, busy = _local(folder, units, options)
+        timings, period, latency, serial, layout, busy = _local(folder, units, options, original)
     rows = [Row(u.name, "stage", u.predicted, t.median, t, file=u.file, note=u.note) for u, t in zip(units, timings)]
     rows += [Row("pipeline", "pipeline-period", prediction.period, period.median, period),
              Row("pipeline", "pipeline-latency", prediction.latency, latency.median, latency),
@@ -40,18 +42,20 @@ def bench_stages(folder: Folder, units: list[Unit], prediction: PipelinePredicti
                   "pipeline_slowdown": slowdown}
 
 
-def _local(folder: Folder, units: list[Unit], options):
+def _local(folder: Folder, units: list[Unit], options, original):
     from onnxpart.bench.pipeline import plan_workers, run_pipeline
+    from onnxpart.bench.sessions import busy_neighbours
 
-    chain = run_chain(folder, units, options.settings, options.warmup, options.runs)
+    with busy_neighbours(original, options.settings, options.beside):
+        chain = run_chain(folder, units, options.settings, options.warmup, options.runs, options.min_time)
     stages = [(str(folder.file(u.file)), u.inputs, u.outputs) for u in units]
     workers, pinned = plan_workers(stages, [[i] for i in range(len(units))], options.settings)
     period, latency, busy = run_pipeline(workers, options.settings, chain.feeds, options.warmup, options.runs,
-                                         options.micro_batches)
+                                         options.micro_batches, options.min_time)
     one, _ = plan_workers(stages, [list(range(len(units)))], options.settings)
     one = [dataclasses.replace(one[0], cores=workers[0].cores, threads=workers[0].threads)]
     serial, _, _ = run_pipeline(one, options.settings, chain.feeds, options.warmup, options.runs,
-                                options.micro_batches)
+                                options.micro_batches, options.min_time)
     return chain.timings, period, latency, serial, layout(workers, pinned), busy
 
 

@@ -1,7 +1,9 @@
 """Timing one call the way an inference benchmark does: warm-up calls first (allocations, caches, lazy
 kernel setup), then ``runs`` timed calls on :func:`time.perf_counter`; the median is the answer and the
 spread beside it (quartiles, min, max), because one slow run (a page fault, a scheduler tick) must not
-move the number. Units compared with one another (a pipeline's stages, a file and its rematerialized
+move the number. ``min_seconds`` keeps timing past ``runs`` until that much time has passed (Google
+Benchmark's ``min_time``): a shared VM's speed moves by 20–50 % from one half-second to the next, so a fast
+file's few runs would otherwise all fall in one slow (or fast) spell. Units compared with one another (a pipeline's stages, a file and its rematerialized
 version) are timed in rounds, each round calling every unit once, so that a slow minute of a shared machine
 slows them all alike instead of the one timed then."""
 
@@ -36,19 +38,24 @@ class Timing:
                 "runs": self.runs}
 
 
-def time_calls(call: Callable[[], object], warmup: int, runs: int) -> Timing:
-    """``warmup`` untimed calls, then the :class:`Timing` of ``runs`` timed ones."""
-    return time_rounds([call], warmup, runs)[0]
+def time_calls(call: Callable[[], object], warmup: int, runs: int, min_seconds: float = 0.0) -> Timing:
+    """``warmup`` untimed calls, then the :class:`Timing` of ``runs`` timed ones (more until
+    ``min_seconds`` have passed)."""
+    return time_rounds([call], warmup, runs, min_seconds)[0]
 
 
-def time_rounds(calls: Sequence[Callable[[], object]], warmup: int, runs: int) -> list[Timing]:
-    """``warmup`` untimed rounds, then ``runs`` timed rounds, each calling every one of ``calls`` once in
-    turn: the :class:`Timing` of each call."""
+def time_rounds(calls: Sequence[Callable[[], object]], warmup: int, runs: int,
+                min_seconds: float = 0.0) -> list[Timing]:
+    """``warmup`` untimed rounds, then ``runs`` timed rounds — more, until ``min_seconds`` have passed since
+    the first — each calling every one of ``calls`` once in turn: the :class:`Timing` of each call."""
+    if not calls:
+        return []
     for _ in range(warmup):
         for call in calls:
             call()
     samples: list[list[float]] = [[] for _ in calls]
-    for _ in range(runs):
+    until = time.perf_counter() + min_seconds
+    while len(samples[0]) < runs or time.perf_counter() < until:
         for call, times in zip(calls, samples):
             start = time.perf_counter()
             call()
