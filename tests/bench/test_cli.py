@@ -65,6 +65,33 @@ def test_refusals_are_one_error_line_and_exit_2(chain_folder, tmp_path, case, wo
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="a busy neighbour needs a core of its own")
+def test_the_profile_and_the_stages_are_timed_beside_a_busy_neighbour(chain_folder, tmp_path):
+    """``annotate --beside 1`` records its neighbour; ``bench --beside 1`` times the stages beside one too, and
+    says so in bench.json; without --threads each is one error line."""
+    model, _ = chain_folder
+    costs = tmp_path / "beside.json"
+    proc = run_cli("annotate", model, "--cost", "measured", "--threads", "1", "--beside", "1", "--runs", "3",
+                   "--min-time", "0", "-o", costs, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(costs.read_text())["measured"] | {"end_to_end": 0, "kernel_total": 0} == {
+        "end_to_end": 0, "kernel_total": 0, "runs": 3, "threads": 1, "min_time_s": 0.0, "beside": 1}
+    out = tmp_path / "p"
+    assert run_cli("partition", model, "-k", "2", "--costs", costs, "--time-limit", "3", "-o", out,
+                   cwd=tmp_path).returncode == 0
+    proc = run_cli("bench", out, *FAST, "--beside", "1", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    document = json.loads(proc.stdout)
+    assert document["settings"]["beside"] == 1
+    assert [r["unit"] for r in document["rows"] if r["kind"] == "stage"] == ["stage_0", "stage_1"]
+    for command in (["annotate", model, "--cost", "measured", "--beside", "1", "-o", tmp_path / "x.json"],
+                    ["bench", out, "--runs", "3", "--beside", "1"]):
+        proc = run_cli(*command, cwd=tmp_path)
+        assert proc.returncode == 2 and "needs --threads" in error_line(proc), proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (tmp_path / "x.json").exists()
+
+
 def _broken(folder, tmp_path):
     """A copy of the folder whose manifest lacks its stages."""
     copy = tmp_path / "broken"

@@ -3,6 +3,8 @@ two equal stages pipelined on two free cores beat one worker (relative checks on
 
 from __future__ import annotations
 
+import time
+
 import onnxruntime as ort
 import pytest
 
@@ -47,6 +49,21 @@ def test_units_compared_with_one_another_are_timed_in_rounds():
     timings = time_rounds([lambda: calls.append("a"), lambda: calls.append("b")], warmup=1, runs=3)
     assert calls == ["a", "b"] * 4
     assert [t.runs for t in timings] == [3, 3]
+
+
+def test_timing_goes_on_past_runs_in_whole_rounds_until_min_seconds():
+    from onnxpart.bench.timing import time_rounds
+
+    calls: list[str] = []
+
+    def slow() -> None:
+        calls.append("a")
+        time.sleep(0.01)
+
+    timings = time_rounds([slow, lambda: calls.append("b")], warmup=0, runs=2, min_seconds=0.1)
+    assert timings[0].runs == timings[1].runs > 2
+    assert calls == ["a", "b"] * timings[0].runs
+    assert time_rounds([], warmup=1, runs=3, min_seconds=1.0) == []
 
 
 def test_each_stage_gets_its_busy_time_inside_the_streaming_pipeline(chain_folder):
