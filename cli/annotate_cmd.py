@@ -60,7 +60,7 @@ def annotate(
     graph = loaded.graph
     extra: dict = {"batch": batch or 1}
     if loaded.measured_end_to_end is not None:
-        extra["measured"] = {"end_to_end": loaded.measured_end_to_end, "kernel_total": graph.total_work,
+        extra["measured"] = {"end_to_end": loaded.measured_end_to_end, "kernel_total": loaded.measured_kernel_total,
                              **profiling.describe()}
     spec = asdict(load_device(device))
     write_json(output, graph_to_costs(graph, str(model), device_spec=spec, extra=extra))
@@ -74,8 +74,8 @@ def annotate(
     if batch is not None:
         line += f"; batch {batch}"
     if loaded.measured_end_to_end is not None:
-        line += (f"; kernels sum to {format_seconds(graph.total_work)} of "
-                 f"{format_seconds(loaded.measured_end_to_end)} measured end to end")
+        line += (f"; profiled kernels sum to {format_seconds(loaded.measured_kernel_total)}, scaled to the "
+                 f"{format_seconds(loaded.measured_end_to_end)} measured end to end with the profiler off")
     console.print(line, highlight=False)
 
 

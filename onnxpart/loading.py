@@ -24,7 +24,8 @@ class Loaded:
     graph: Any  # OpGraph
     model: Any  # LoadedModel | None
     source: Path
-    measured_end_to_end: float | None = None
+    measured_end_to_end: float | None = None  # --cost measured: the model's run, profiler off
+    measured_kernel_total: float | None = None  # --cost measured: its profiled kernels' sum
 
 
 def load_costed(path: Path, *, fmt: str = "auto", input_shape: Optional[list[str]] = None, coarsen: bool = False,
@@ -62,7 +63,8 @@ def cost_graph(graph, loaded, path: Path, cost: str, device: str, profiling=None
         spec = load_device(device)
         result = measured_costs(graph.replace(bandwidth=spec.interconnect_bandwidth), loaded,
                                 profiling or Profiling())
-        return Loaded(result.graph, loaded, path, measured_end_to_end=result.end_to_end)
+        return Loaded(result.graph, loaded, path, measured_end_to_end=result.end_to_end,
+                      measured_kernel_total=result.kernel_total)
     raise UserError(f"unknown cost model {cost!r}: use analytic or measured")
 
 

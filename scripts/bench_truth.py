@@ -5,10 +5,13 @@ torch by ``tests/export_like.py``, scaled up so that their ops take real time: a
 decoder step and a dynamo-style GPT-2 with a tied LM head. Per model, through the onnxpart command line
 (subprocesses, as a user runs it):
 
-1. ``annotate --cost measured --threads T --runs R`` (the profile, as many runs as each bench) once;
-   ``--cost analytic --device cpu`` is the other cost model; every ``bench`` runs with ``--threads T`` too. T
-   defaults to 1: a two-stage pipeline on this 2-core machine gives each stage one core, so stage times profiled
-   with 2 threads are times no pipeline worker can have;
+1. ``annotate --cost measured --threads T --beside B --min-time S --runs R`` (the profile, as many runs as
+   each bench) once; ``--cost analytic --device cpu`` is the other cost model; every ``bench`` runs with
+   ``--threads T --beside B --min-time S`` too. T defaults to 1: a two-stage pipeline on this 2-core machine
+   gives each stage one core, so stage times profiled with 2 threads are times no pipeline worker can have. B
+   defaults to 1: each stage of that pipeline runs beside the other, which shares the last-level cache and the
+   memory bandwidth with it, so the profile and the stage timings run beside one busy neighbour (``--beside 0``:
+   alone, as before). S (3 s) spreads each profile and timing over the VM's fast and slow spells;
 2. ``partition -k 2`` and ``-k 4`` on each, then ``bench`` on each folder: the bottleneck's measured /
    predicted, the worst stage error, whether the predicted bottleneck stage is the measured one, the
    pipeline's measured throughput against the prediction (and the prediction's speed-up over one worker);
@@ -46,7 +49,7 @@ MODELS = LIGHT + tuple(EXPORTS)
 THREADS = 1
 #: busy neighbours of the profile and of every bench run's stage timings (``--beside``), and the seconds each
 #: profile and timing lasts at least (``--min-time``)
-BESIDE, MIN_TIME = 1, 2.0
+BESIDE, MIN_TIME = 1, 3.0
 COSTS = {"measured": ["--costs", "{measured}"], "analytic": ["--cost", "analytic", "--device", "cpu"]}
 
 
@@ -203,8 +206,9 @@ def _predicted_speed_up(doc: dict) -> float:
 def markdown(results: dict, runs: int, seconds: float, loads: tuple) -> str:
     lines = ["## bench: predicted against measured on this machine (issue 42)", "",
              f"Machine: {machine_line()}; onnxruntime CPU, {THREADS} intra-op thread(s) per session in the profile, "
-             "each stage run and each pipeline worker, graph optimizations off (the profile's settings); "
-             f"`--runs {runs} --warmup 2 --micro-batches 12`; {len(results)} models in {seconds / 60:.0f} "
+             "each stage run and each pipeline worker, graph optimizations off (the profile's settings); the profile "
+             f"and the stage timings beside {BESIDE} busy neighbour(s) running the model (`--beside {BESIDE}`); "
+             f"`--runs {runs} --min-time {MIN_TIME:g} --warmup 2 --micro-batches 12`; {len(results)} models in {seconds / 60:.0f} "
              f"min (`scripts/bench_truth.py`). Load average (1 min) {loads[0]:.1f} at the start, {loads[1]:.1f} at the "
              "end (the end's is mostly bench's own runs)" + (
                  " — **taken under load: other jobs shared the 2 cores** when it started, so every measured number "
@@ -212,7 +216,8 @@ def markdown(results: dict, runs: int, seconds: float, loads: tuple) -> str:
              "Stages: bottleneck = measured / predicted of the slowest stage; worst stage = the largest |error| of "
              "a stage; pipeline = measured / predicted throughput (predicted and measured speed-up over one "
              "worker in brackets); beside the others = the most a stage's time in the streaming pipeline exceeds its "
-             "time alone (shared cache and memory bandwidth); the last column is the measured bottleneck.", "",
+             "time as bench timed it (alone, or beside the busy neighbours); the last column is the measured "
+             "bottleneck.", "",
              "| model | costs | k | bottleneck meas/pred | worst stage | bottleneck stage right? | pipeline "
              "meas/pred | beside the others | bottleneck |", "|---|---|---:|---:|---:|---|---|---:|---:|"]
     for name, result in results.items():

@@ -94,7 +94,7 @@ def test_annotate_measured(tmp_path):
     data = json.loads(out.read_text())
     assert data["cost_model"] == "measured"
     assert data["measured"]["end_to_end"] > 0
-    assert sum(op["work"] for op in data["ops"]) == pytest.approx(data["measured"]["kernel_total"])
+    assert sum(op["work"] for op in data["ops"]) == pytest.approx(data["measured"]["end_to_end"])
 
 
 # Each bad input: the command line, and what its one-line error must say.

@@ -92,11 +92,11 @@ class _Session:
 
 def test_the_profile_runs_past_runs_until_min_time_and_no_further_than_its_cap(monkeypatch):
     from onnxpart.cost_models import measured
-    from onnxpart.cost_models.measured import Profiling, _profiled_runs
+    from onnxpart.cost_models.measured import Profiling, _runs
 
     session = _Session()
-    walls = _profiled_runs(session, {}, Profiling(runs=2, warmup=1, min_seconds=0.15))
+    walls = _runs(session, {}, Profiling(runs=2, warmup=1, min_seconds=0.15))
     assert len(walls) > 2 and sum(walls) >= 0.15 - 0.01 and session.calls == len(walls) + 1
     monkeypatch.setattr(measured, "MAX_RUNS", 4)
-    assert len(_profiled_runs(_Session(), {}, Profiling(runs=2, warmup=0, min_seconds=60))) == 4
-    assert len(_profiled_runs(_Session(), {}, Profiling(runs=6, warmup=0, min_seconds=60))) == 6  # runs first
+    assert len(_runs(_Session(), {}, Profiling(runs=2, warmup=0, min_seconds=60))) == 4
+    assert len(_runs(_Session(), {}, Profiling(runs=6, warmup=0, min_seconds=60))) == 6  # runs first
