@@ -77,7 +77,8 @@ def bench(
     out = _guard(folder, output, calibrate, [model, costs], force, clean)
     if calibrate is not None:
         _precheck(folder, costs)
-    options = bench_lib.Options(runs, warmup, settings, micro_batches, engine, address, model, max_ops, min_time, beside)
+    options = bench_lib.Options(runs, warmup, settings, micro_batches, engine, address, model, max_ops, min_time,
+                                beside)
     with err_console.status(f"running {folder} in onnxruntime…") if not as_json else contextlib.nullcontext():
         result = bench_lib.bench(folder, options)
         calibrated = _calibrate(result, costs, options) if calibrate is not None else None

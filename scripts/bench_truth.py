@@ -208,7 +208,8 @@ def markdown(results: dict, runs: int, seconds: float, loads: tuple) -> str:
              f"Machine: {machine_line()}; onnxruntime CPU, {THREADS} intra-op thread(s) per session in the profile, "
              "each stage run and each pipeline worker, graph optimizations off (the profile's settings); the profile "
              f"and the stage timings beside {BESIDE} busy neighbour(s) running the model (`--beside {BESIDE}`); "
-             f"`--runs {runs} --min-time {MIN_TIME:g} --warmup 2 --micro-batches 12`; {len(results)} models in {seconds / 60:.0f} "
+             f"`--runs {runs} --min-time {MIN_TIME:g} --warmup 2 --micro-batches 12`; {len(results)} models in "
+             f"{seconds / 60:.0f} "
              f"min (`scripts/bench_truth.py`). Load average (1 min) {loads[0]:.1f} at the start, {loads[1]:.1f} at the "
              "end (the end's is mostly bench's own runs)" + (
                  " — **taken under load: other jobs shared the 2 cores** when it started, so every measured number "

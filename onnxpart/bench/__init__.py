@@ -27,7 +27,8 @@ class Options:
     recorded path is not right, ``max_ops``: the ops of a tile folder timed (those predicted slowest),
     ``min_time``: seconds each set of compared files (stages, pieces, remat's two models) and the pipeline's
     stream are timed for at least (:mod:`onnxpart.bench.timing`), ``beside``: busy neighbours running the
-    original model while stages, pieces and remat's models are timed (:func:`onnxpart.bench.sessions.busy_neighbours`)."""
+    original model while stages, pieces and remat's models are timed
+    (:func:`onnxpart.bench.sessions.busy_neighbours`)."""
 
     runs: int = 20
     warmup: int = 3

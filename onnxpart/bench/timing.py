@@ -3,9 +3,9 @@ kernel setup), then ``runs`` timed calls on :func:`time.perf_counter`; the media
 spread beside it (quartiles, min, max), because one slow run (a page fault, a scheduler tick) must not
 move the number. ``min_seconds`` keeps timing past ``runs`` until that much time has passed (Google
 Benchmark's ``min_time``): a shared VM's speed moves by 20–50 % from one half-second to the next, so a fast
-file's few runs would otherwise all fall in one slow (or fast) spell. Units compared with one another (a pipeline's stages, a file and its rematerialized
-version) are timed in rounds, each round calling every unit once, so that a slow minute of a shared machine
-slows them all alike instead of the one timed then."""
+file's few runs would otherwise all fall in one slow (or fast) spell. Units compared with one another (a
+pipeline's stages, a file and its rematerialized version) are timed in rounds, each round calling every unit
+once, so that a slow minute of a shared machine slows them all alike instead of the one timed then."""
 
 from __future__ import annotations
 
