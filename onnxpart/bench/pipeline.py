@@ -10,8 +10,9 @@ makes them: what travels between processes is what one stage hands on, the traff
 a client's requests and answers through this harness's pipes (pickled, several MB a micro-batch for a
 decoder's logits and KV cache: more than its stages' compute). Measured:
 
-* **period**: ``micro_batches`` inputs put in at once; the intervals between consecutive completions at the
-  end of the pipeline (median and spread); throughput = 1 / median period;
+* **period**: ``micro_batches`` inputs put in at once; the mean interval between completions at the end of
+  the pipeline, first to last (results come out in bunches, where the median interval is not the rate),
+  the stream repeated for ``min_seconds`` (median and spread over the streams); throughput = 1 / period;
 * **latency**: one input at a time through the empty pipeline (put to received, ``runs`` times);
 * **one worker**: the same stages in one worker (the first worker's cores and threads), one after another:
   the throughput a pipeline must beat;
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 
 from onnxpart import children, interrupts
 from onnxpart.bench.sessions import Settings, free_cores
-from onnxpart.bench.timing import Timing
+from onnxpart.bench.timing import Timing, stream_period
 from onnxpart.errors import UserError
 
 #: seconds between liveness checks while waiting for a worker
@@ -75,19 +76,20 @@ def plan_workers(stages: Sequence[tuple[str, Sequence[str], Sequence[str]]], gro
 def run_pipeline(workers: list[Worker], settings: Settings, feeds: dict, warmup: int, runs: int,
                  micro_batches: int, min_seconds: float = 0.0) -> tuple[Timing, Timing, list[Timing]]:
     """(period, latency, each worker's busy time while streaming) of ``workers`` chained by queues (module
-    docstring); the stream of ``micro_batches`` is repeated until ``min_seconds`` have passed, its periods
-    and busy times pooled (:mod:`onnxpart.bench.timing`)."""
+    docstring); the stream of ``micro_batches`` is repeated until ``min_seconds`` have passed: the period's
+    timing is over the streams (each one's :func:`onnxpart.bench.timing.stream_period`), the busy times
+    pooled."""
     with Pipeline(workers, settings, feeds) as pipe:
         for _ in range(warmup):
             pipe.one()
         latency = [pipe.one() for _ in range(runs)]
-        gaps, busy = [], []
+        periods, busy = [], []
         until = time.perf_counter() + min_seconds
-        while not gaps or time.perf_counter() < until:
+        while not periods or time.perf_counter() < until:
             done, stream_busy = pipe.stream(max(micro_batches, 2))
-            gaps += [b - a for a, b in zip(done, done[1:])]
+            periods.append(stream_period(done))
             busy += stream_busy
-    return Timing.of(gaps), Timing.of(latency), [Timing.of(times) for times in zip(*busy)]
+    return Timing.of(periods), Timing.of(latency), [Timing.of(times) for times in zip(*busy)]
 
 
 class Pipeline:

@@ -4,8 +4,8 @@ is a chain of method calls, each taking the previous call's object reference, so
 outputs to the next actor and different micro-batches run on different actors at once — the pipeline.
 
 The rows are those of the local engine (:mod:`onnxpart.bench.stages`): each stage timed inside its actor on the
-previous stages' real outputs, the pipeline's period (completion intervals of ``micro_batches`` inputs sent at
-once) and latency (one input at a time), each actor's busy time per input while they stream, and one actor
+previous stages' real outputs, the pipeline's period (the mean completion interval of ``micro_batches`` inputs
+sent at once) and latency (one input at a time), each actor's busy time per input while they stream, and one actor
 holding every stage. Without ``--address`` a fresh
 local Ray is started (as many CPUs as this process may use) and stopped, with a private token
 (:func:`onnxpart.sweep.engine_ray._private_token`); with one, the folder must be at the same path on the nodes
@@ -20,7 +20,7 @@ import time
 
 from onnxpart.bench.chain import check_io
 from onnxpart.bench.sessions import Settings, free_cores, graph_feeds, make_session
-from onnxpart.bench.timing import Timing, time_calls
+from onnxpart.bench.timing import Timing, stream_period, time_calls
 from onnxpart.errors import UserError
 
 
@@ -114,7 +114,7 @@ def _pipeline(ray, actors, feeds: dict, options) -> tuple[Timing, Timing]:
         finished, pending = ray.wait(pending, num_returns=1)
         ray.get(finished)
         done.append(time.perf_counter())
-    return Timing.of([b - a for a, b in zip(done, done[1:])]), Timing.of(latency)
+    return Timing.of([stream_period(done)]), Timing.of(latency)
 
 
 def _connect(address):

@@ -66,6 +66,15 @@ def test_timing_goes_on_past_runs_in_whole_rounds_until_min_seconds():
     assert time_rounds([], warmup=1, runs=3, min_seconds=1.0) == []
 
 
+def test_a_bunched_stream_s_period_is_its_mean_rate_not_its_median_gap():
+    """Results that come out in pairs: the median gap (1 ms) is one mode, the rate is one input per 4 ms."""
+    from onnxpart.bench.timing import stream_period
+
+    done = [0.0, 0.001, 0.002, 0.012, 0.013, 0.014, 0.024]
+    assert stream_period(done) == pytest.approx(0.004)
+    assert stream_period([1.0, 1.5]) == pytest.approx(0.5)
+
+
 def test_each_stage_gets_its_busy_time_inside_the_streaming_pipeline(chain_folder):
     """A ``pipeline-stage`` row per stage, of the order of the stage alone (timed inside its worker: the
     stage's runs, however loaded the machine), and the summary's slowdown is the largest ratio of the two."""
