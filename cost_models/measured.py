@@ -13,6 +13,7 @@ ran in 8.4–9.3 ms with the profiler off; on the other light models the two wer
 profiled runs the session runs again with the profiler ended, as many times, and every op's kernel time is
 scaled by one factor so that the ops sum to that end-to-end median: what the model takes as every emitted
 file runs it (``measured.end_to_end``; ``kernel_total`` keeps the profiled sum).
+
 How it profiles (:class:`Profiling`): ``threads`` is onnxruntime's intra-op thread count (0: its default, one
 per core): profile with the threads each worker will have (one per core of a pipeline's stage) and the stage
 times are that worker's. The runs go on past ``runs`` until ``min_seconds`` have passed (up to
