@@ -27,11 +27,10 @@ from __future__ import annotations
 
 import functools
 import logging
-import statistics
-import time
 from dataclasses import dataclass
 
 from onnxpart import neighbours, runtime
+from onnxpart.bench.timing import Timing, time_calls
 from onnxpart.graph import OpGraph
 
 log = logging.getLogger(__name__)
@@ -78,10 +77,14 @@ def measured_costs(graph: OpGraph, loaded, profiling: Profiling = Profiling(), s
             return functools.partial(runtime.make_session(loaded.model, loaded.folder, threads=threads).run, None,
                                      feeds)
 
+        def timed() -> Timing:
+            return time_calls(functools.partial(session.run, None, feeds), profiling.warmup, profiling.runs,
+                              profiling.min_seconds, MAX_RUNS)
+
         with neighbours.beside(profiling.beside, threads, neighbour):
-            profiled = len(_runs(session, feeds, profiling))
+            profiled = timed().runs
             events = profile()
-            end_to_end = statistics.median(_runs(session, feeds, profiling))
+            end_to_end = timed().median
     median = runtime.kernel_medians(events, profiled)
     missing = [name for op in graph.ops for name in op.onnx_nodes if name not in median]
     if missing:
@@ -93,16 +96,3 @@ def measured_costs(graph: OpGraph, loaded, profiling: Profiling = Profiling(), s
                               bandwidth=graph.bandwidth)
     return MeasuredRun(costed, end_to_end, sum(kernels))
 
-
-def _runs(session, feeds, profiling: Profiling) -> list[float]:
-    """Warm-up, then runs until both ``runs`` and ``min_seconds`` are reached (``min_seconds`` adds runs up
-    to :data:`MAX_RUNS` in all): each run's wall seconds."""
-    for _ in range(profiling.warmup):
-        session.run(None, feeds)
-    walls: list[float] = []
-    until = time.perf_counter() + profiling.min_seconds
-    while len(walls) < profiling.runs or (time.perf_counter() < until and len(walls) < MAX_RUNS):
-        start = time.perf_counter()
-        session.run(None, feeds)
-        walls.append(time.perf_counter() - start)
-    return walls

@@ -19,15 +19,11 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
-import queue
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from onnxpart import children, interrupts
 from onnxpart.errors import UserError
-
-#: seconds between liveness checks while a neighbour builds its session
-POLL = 0.5
 
 
 @contextlib.contextmanager
@@ -53,32 +49,16 @@ def beside(count: int, threads: int, prepare: Callable[[], Callable[[], Any]]) -
         for process in processes:
             with interrupts.forking():
                 process.start()
-        for _ in processes:
-            _ready(control, processes)
+        for _ in processes:  # each says it is ready
+            children.receive(control, control, processes, "busy neighbour")
         os.sched_setaffinity(0, cores[:threads])
         yield
-        _ready(control, processes, timeout=0)
+        children.check(control, processes, "busy neighbour")
     finally:
         os.sched_setaffinity(0, cores)
         children.end(processes)
         control.cancel_join_thread()
         control.close()
-
-
-def _ready(control, processes, timeout: float | None = None) -> None:
-    """Wait for one neighbour's ``ready`` (``timeout`` 0: only check that none failed or died)."""
-    while True:
-        try:
-            message = control.get(timeout=POLL) if timeout is None else control.get_nowait()
-        except queue.Empty:
-            message = None
-        if message is not None and message[0] == "error":
-            raise UserError(f"busy neighbour: {message[1]}")
-        dead = next((p for p in processes if not p.is_alive()), None)
-        if dead is not None:
-            raise UserError(f"busy neighbour {dead.name} ended with exit code {dead.exitcode}")
-        if message is not None or timeout is not None:
-            return
 
 
 def _neighbour(cores, prepare, control, parent: int) -> None:
@@ -91,4 +71,4 @@ def _neighbour(cores, prepare, control, parent: int) -> None:
         while True:
             call()
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
-        control.put(("error", " ".join(f"{type(exc).__name__}: {exc}".split())[:300]))
+        children.report(control, exc)

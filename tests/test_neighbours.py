@@ -4,6 +4,7 @@ left after it however it ends; the profile's runs honour ``--min-time`` up to th
 from __future__ import annotations
 
 import multiprocessing
+import queue
 import os
 import time
 
@@ -90,13 +91,57 @@ class _Session:
         time.sleep(0.01)
 
 
-def test_the_profile_runs_past_runs_until_min_time_and_no_further_than_its_cap(monkeypatch):
-    from onnxpart.cost_models import measured
-    from onnxpart.cost_models.measured import Profiling, _runs
+def test_timing_runs_past_runs_until_min_time_and_no_further_than_its_cap():
+    from onnxpart.bench.timing import time_calls
 
     session = _Session()
-    walls = _runs(session, {}, Profiling(runs=2, warmup=1, min_seconds=0.15))
-    assert len(walls) > 2 and sum(walls) >= 0.15 - 0.01 and session.calls == len(walls) + 1
+    start = time.perf_counter()
+    timing = time_calls(lambda: session.run(None, {}), warmup=1, runs=2, min_seconds=0.15)
+    assert timing.runs > 2 and time.perf_counter() - start >= 0.15 and session.calls == timing.runs + 1
+    assert time_calls(lambda: _Session().run(None, {}), 0, 2, min_seconds=60, most=4).runs == 4
+    assert time_calls(lambda: _Session().run(None, {}), 0, 6, min_seconds=60, most=4).runs == 6  # runs first
+
+
+def test_the_profile_stops_at_its_cap_of_runs(monkeypatch):
+    """The profiler keeps every kernel record: however long --min-time, the profile takes MAX_RUNS runs."""
+    from onnxpart import runtime
+    from onnxpart.cost_models import measured
+    from onnxpart.onnx_io import load_graph
+    from tests.conftest import light
+
+    counted = []
+    real = runtime.kernel_medians
     monkeypatch.setattr(measured, "MAX_RUNS", 4)
-    assert len(_runs(_Session(), {}, Profiling(runs=2, warmup=0, min_seconds=60))) == 4
-    assert len(_runs(_Session(), {}, Profiling(runs=6, warmup=0, min_seconds=60))) == 6  # runs first
+    monkeypatch.setattr(runtime, "kernel_medians", lambda events, runs: counted.append(runs) or real(events, runs))
+    graph, loaded = load_graph(light("squeezenet"))
+    measured.measured_costs(graph, loaded, measured.Profiling(runs=2, warmup=0, min_seconds=60))
+    assert counted == [4]
+
+
+class _LateQueue:
+    """A control queue whose one message arrives just after the first wait for it timed out."""
+
+    def __init__(self):
+        self.items, self.waits = [], 0
+
+    def get(self, timeout):
+        self.waits += 1
+        assert self.waits < 5, "the message was dropped"
+        if not self.items:
+            self.items.append(("ready",))  # it arrives now, between the timeout and the liveness check
+            raise queue.Empty
+        return self.items.pop(0)
+
+    def get_nowait(self):
+        if not self.items:
+            raise queue.Empty
+        return self.items.pop(0)
+
+
+def test_waiting_on_the_control_queue_never_drops_the_message_waited_for():
+    """The liveness check between two waits reads the control queue for errors; where that queue is the one
+    waited on, a ``ready`` read there would be lost and the wait would never end."""
+    from onnxpart.children import receive
+
+    control = _LateQueue()
+    assert receive(control, control, [], "busy neighbour") == ("ready",)

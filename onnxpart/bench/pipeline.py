@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import queue
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,10 +36,6 @@ from dataclasses import dataclass
 from onnxpart import children, interrupts
 from onnxpart.bench.sessions import Settings, free_cores
 from onnxpart.bench.timing import Timing, stream_period
-from onnxpart.errors import UserError
-
-#: seconds between liveness checks while waiting for a worker
-POLL = 0.5
 
 
 @dataclass(frozen=True)
@@ -144,26 +139,7 @@ class Pipeline:
 
     def _wait(self, source):
         """The next message on ``source``; a worker's error (on the control queue) or death is an error."""
-        while True:
-            try:
-                message = source.get(timeout=POLL)
-            except queue.Empty:
-                self._check()
-                continue
-            if message[0] == "error":
-                raise UserError(f"pipeline worker: {message[1]}")
-            return message
-
-    def _check(self) -> None:
-        try:
-            message = self.control.get_nowait()
-        except queue.Empty:
-            message = None
-        if message is not None and message[0] == "error":
-            raise UserError(f"pipeline worker: {message[1]}")
-        dead = next((p for p in self.processes if not p.is_alive()), None)
-        if dead is not None:
-            raise UserError(f"pipeline worker {dead.name} ended with exit code {dead.exitcode}")
+        return children.receive(source, self.control, self.processes, "pipeline worker")
 
 
 def _work(worker: Worker, settings: Settings, feeds: dict, inbox, outbox, control, parent: int) -> None:
@@ -172,7 +148,7 @@ def _work(worker: Worker, settings: Settings, feeds: dict, inbox, outbox, contro
     try:
         _serve(worker, settings, feeds, inbox, outbox, control)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
-        control.put(("error", " ".join(f"{type(exc).__name__}: {exc}".split())[:300]))
+        children.report(control, exc)
 
 
 def _serve(worker: Worker, settings: Settings, feeds: dict, inbox, outbox, control) -> None:

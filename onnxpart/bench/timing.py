@@ -38,16 +38,18 @@ class Timing:
                 "runs": self.runs}
 
 
-def time_calls(call: Callable[[], object], warmup: int, runs: int, min_seconds: float = 0.0) -> Timing:
+def time_calls(call: Callable[[], object], warmup: int, runs: int, min_seconds: float = 0.0,
+               most: int | None = None) -> Timing:
     """``warmup`` untimed calls, then the :class:`Timing` of ``runs`` timed ones (more until
-    ``min_seconds`` have passed)."""
-    return time_rounds([call], warmup, runs, min_seconds)[0]
+    ``min_seconds`` have passed, up to ``most`` in all)."""
+    return time_rounds([call], warmup, runs, min_seconds, most)[0]
 
 
-def time_rounds(calls: Sequence[Callable[[], object]], warmup: int, runs: int,
-                min_seconds: float = 0.0) -> list[Timing]:
+def time_rounds(calls: Sequence[Callable[[], object]], warmup: int, runs: int, min_seconds: float = 0.0,
+                most: int | None = None) -> list[Timing]:
     """``warmup`` untimed rounds, then ``runs`` timed rounds — more, until ``min_seconds`` have passed since
-    the first — each calling every one of ``calls`` once in turn: the :class:`Timing` of each call."""
+    the first, up to ``most`` rounds in all (None: no cap) — each calling every one of ``calls`` once in
+    turn: the :class:`Timing` of each call."""
     if not calls:
         return []
     for _ in range(warmup):
@@ -55,7 +57,7 @@ def time_rounds(calls: Sequence[Callable[[], object]], warmup: int, runs: int,
             call()
     samples: list[list[float]] = [[] for _ in calls]
     until = time.perf_counter() + min_seconds
-    while len(samples[0]) < runs or time.perf_counter() < until:
+    while len(samples[0]) < runs or (time.perf_counter() < until and (most is None or len(samples[0]) < most)):
         for call, times in zip(calls, samples):
             start = time.perf_counter()
             call()
