@@ -39,7 +39,8 @@ run: $(STAMP)
 	$(BIN)/onnxpart tile $(DEMO_MODEL) --devices 4 --time-limit 10 --verify --force -o $(VENV)/demo_tile
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder  # two workers (CI has 2 cores); a file's tests stay on one; longest files first (tests/conftest.py)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not free_cores"  # two workers (CI has 2 cores); a file's tests stay on one; longest files first (tests/conftest.py)
+	$(BIN)/python -m pytest -q -m free_cores  # then the tests that need two free cores, alone
 
 fixtures: $(STAMP)
 	$(BIN)/python scripts/make_fixtures.py

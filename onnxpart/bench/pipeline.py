@@ -12,8 +12,11 @@ decoder's logits and KV cache: more than its stages' compute). Measured:
 
 * **period**: ``micro_batches`` inputs put in at once; the mean interval between completions at the end of
   the pipeline, first to last (results come out in bunches, where the median interval is not the rate),
-  the stream repeated for ``min_seconds`` (median and spread over the streams); throughput = 1 / period;
-* **latency**: one input at a time through the empty pipeline (put to received, ``runs`` times);
+  median and spread over the streams; throughput = 1 / period;
+* **latency**: one input at a time through the empty pipeline (put to received);
+* **speed-up**: streams and as many single inputs in turns, until ``runs`` single inputs and ``min_seconds``
+  (:func:`onnxpart.bench.timing.in_turns`); each round's single inputs' median over its stream's period, the
+  pipeline's gain measured a few milliseconds apart, which a shared machine's drift does not move;
 * **one worker**: the same stages in one worker (the first worker's cores and threads), one after another:
   the throughput a pipeline must beat;
 * **each worker's busy time** per micro-batch while streaming (its files' runs, timed inside it): against the
@@ -35,7 +38,7 @@ from dataclasses import dataclass
 
 from onnxpart import children, interrupts
 from onnxpart.bench.sessions import Settings, free_cores
-from onnxpart.bench.timing import Timing, stream_period
+from onnxpart.bench.timing import Streamed, in_turns
 
 
 @dataclass(frozen=True)
@@ -69,22 +72,22 @@ def plan_workers(stages: Sequence[tuple[str, Sequence[str], Sequence[str]]], gro
 
 
 def run_pipeline(workers: list[Worker], settings: Settings, feeds: dict, warmup: int, runs: int,
-                 micro_batches: int, min_seconds: float = 0.0) -> tuple[Timing, Timing, list[Timing]]:
-    """(period, latency, each worker's busy time while streaming) of ``workers`` chained by queues (module
-    docstring); the stream of ``micro_batches`` is repeated until ``min_seconds`` have passed: the period's
-    timing is over the streams (each one's :func:`onnxpart.bench.timing.stream_period`), the busy times
-    pooled."""
+                 micro_batches: int, min_seconds: float = 0.0) -> Streamed:
+    """The period, latency, speed-up and each worker's busy time while streaming of ``workers`` chained by
+    queues (module docstring): streams of ``micro_batches`` and as many single inputs, in turns
+    (:func:`onnxpart.bench.timing.in_turns`), until ``runs`` single inputs and ``min_seconds``."""
     with Pipeline(workers, settings, feeds) as pipe:
         for _ in range(warmup):
             pipe.one()
-        latency = [pipe.one() for _ in range(runs)]
-        periods, busy = [], []
-        until = time.perf_counter() + min_seconds
-        while not periods or time.perf_counter() < until:
-            done, stream_busy = pipe.stream(max(micro_batches, 2))
-            periods.append(stream_period(done))
-            busy += stream_busy
-    return Timing.of(periods), Timing.of(latency), [Timing.of(times) for times in zip(*busy)]
+        busy: list[tuple[float, ...]] = []
+
+        def stream(count: int) -> list[float]:
+            done, stream_busy = pipe.stream(count)
+            busy.extend(stream_busy)
+            return done
+
+        turns = in_turns(stream, pipe.one, max(micro_batches, 2), runs, min_seconds)
+    return Streamed.of(turns, busy)
 
 
 class Pipeline:

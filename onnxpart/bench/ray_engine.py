@@ -5,8 +5,8 @@ outputs to the next actor and different micro-batches run on different actors at
 
 The rows are those of the local engine (:mod:`onnxpart.bench.stages`): each stage timed inside its actor on the
 previous stages' real outputs, the pipeline's period (the mean completion interval of ``micro_batches`` inputs
-sent at once) and latency (one input at a time), each actor's busy time per input while they stream, and one actor
-holding every stage. Without ``--address`` a fresh
+sent at once) and latency (one input at a time), measured in turns for the speed-up, each actor's busy time per
+input while they stream, and one actor holding every stage. Without ``--address`` a fresh
 local Ray is started (as many CPUs as this process may use) and stopped, with a private token
 (:func:`onnxpart.sweep.engine_ray._private_token`); with one, the folder must be at the same path on the nodes
 (a shared filesystem), as for ``sweep --shared-fs``. Each actor asks for one CPU where the cluster has one per
@@ -20,7 +20,7 @@ import time
 
 from onnxpart.bench.chain import check_io
 from onnxpart.bench.sessions import Settings, free_cores, graph_feeds, make_session
-from onnxpart.bench.timing import Timing, stream_period, time_calls
+from onnxpart.bench.timing import Streamed, Timing, in_turns, time_calls
 from onnxpart.errors import UserError
 
 
@@ -54,7 +54,8 @@ class StageActor:
 
 
 def ray_stages(folder, units, options):
-    """(stage timings, period, latency, one-actor period, layout) with actors (module docstring)."""
+    """(stage timings, the pipeline's :class:`~onnxpart.bench.timing.Streamed`, one actor's period, layout) with
+    actors (module docstring)."""
     ray = _connect(options.address)
     try:
         return _measure(ray, folder, units, options)
@@ -81,20 +82,20 @@ def _measure(ray, folder, units, options):
         values.update(fresh)
         timings.append(ray.get(stage.time.remote(values, options.warmup, options.runs, options.min_time)))
         values.update(ray.get(stage.run.remote(values)))
-    period, latency = _pipeline(ray, stages, feeds, options)
-    streamed = max(options.micro_batches, 2)
-    busy = [Timing.of(times) for times in ray.get([stage.busy_times.remote(streamed) for stage in stages])]
+    pipe = _pipeline(ray, stages, feeds, options)
     for stage in stages:
         ray.kill(stage)
     one = actor.remote(paths, settings, threads, sorted(outputs))
-    serial, _ = _pipeline(ray, [one], feeds, options)
+    serial = _pipeline(ray, [one], feeds, options).period
     layout = f"{len(stages)} Ray actors, {threads} threads each ({int(cpus)} CPUs in the cluster)"
-    return timings, period, latency, serial, layout, busy
+    return timings, pipe, serial, layout
 
 
-def _pipeline(ray, actors, feeds: dict, options) -> tuple[Timing, Timing]:
-    """(period, latency) of micro-batches chained through ``actors``."""
+def _pipeline(ray, actors, feeds: dict, options) -> Streamed:
+    """Micro-batches chained through ``actors``: streams and single inputs in turns
+    (:func:`onnxpart.bench.timing.in_turns`), with each actor's busy time per streamed input."""
     source = ray.put(feeds)
+    busy: list[tuple[float, ...]] = []
 
     def send():
         ref = source
@@ -102,19 +103,24 @@ def _pipeline(ray, actors, feeds: dict, options) -> tuple[Timing, Timing]:
             ref = actor.run.remote(ref)
         return ref
 
-    for _ in range(options.warmup):
-        ray.get(send())
-    latency = []
-    for _ in range(options.runs):
+    def one() -> float:
         start = time.perf_counter()
         ray.get(send())
-        latency.append(time.perf_counter() - start)
-    pending, done = [send() for _ in range(max(options.micro_batches, 2))], []
-    while pending:
-        finished, pending = ray.wait(pending, num_returns=1)
-        ray.get(finished)
-        done.append(time.perf_counter())
-    return Timing.of([stream_period(done)]), Timing.of(latency)
+        return time.perf_counter() - start
+
+    def stream(count: int) -> list[float]:
+        pending, done = [send() for _ in range(count)], []
+        while pending:
+            finished, pending = ray.wait(pending, num_returns=1)
+            ray.get(finished)
+            done.append(time.perf_counter())
+        busy.extend(zip(*ray.get([actor.busy_times.remote(count) for actor in actors])))
+        return done
+
+    for _ in range(options.warmup):
+        one()
+    turns = in_turns(stream, one, max(options.micro_batches, 2), options.runs, options.min_time)
+    return Streamed.of(turns, busy)
 
 
 def _connect(address):

@@ -3,12 +3,13 @@
 against what the manifest predicts (:mod:`onnxpart.bench.plans`).
 
 Rows: one ``stage`` row per stage file; ``pipeline-period`` (seconds per input at steady state, against the
-predicted bottleneck), ``pipeline-latency`` (one input through the empty pipeline) and ``one-worker-period``
-(all stages in one worker, against Σ predicted stage times); one ``pipeline-stage`` row per stage: its worker's
+predicted bottleneck), ``pipeline-latency`` (one input through the empty pipeline), ``pipeline-speed-up`` (a
+ratio: one input at a time over the streamed period, measured in turns, against the predicted latency over
+period) and ``one-worker-period`` (all stages in one worker, against Σ predicted stage times); one ``pipeline-stage`` row per stage: its worker's
 busy time per micro-batch while the pipeline streamed, against the same prediction as the stage alone (the
 summary's ``pipeline_slowdown`` is the most a stage slowed beside the others). The summary has the
 bottleneck's measured / predicted ratio, whether the predicted bottleneck stage is the measured one, the worst
-stage error, and the pipeline's throughput against the prediction and against one worker.
+stage error, the pipeline's throughput against the prediction and against one worker, and its speed-up.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from onnxpart.bench.chain import run_chain
 from onnxpart.bench.folder import Folder, Unit
 from onnxpart.bench.plans import PipelinePrediction
 from onnxpart.bench.report import Row
-from onnxpart.bench.timing import Timing
+from onnxpart.bench.timing import Streamed, Timing
 
 
 def bench_stages(folder: Folder, units: list[Unit], prediction: PipelinePrediction, options,
@@ -29,16 +30,18 @@ def bench_stages(folder: Folder, units: list[Unit], prediction: PipelinePredicti
     if options.engine == "ray":
         from onnxpart.bench.ray_engine import ray_stages
 
-        timings, period, latency, serial, layout, busy = ray_stages(folder, units, options)
+        timings, pipe, serial, layout = ray_stages(folder, units, options)
     else:
-        timings, period, latency, serial, layout, busy = _local(folder, units, options, original)
+        timings, pipe, serial, layout = _local(folder, units, options, original)
     rows = [Row(u.name, "stage", u.predicted, t.median, t, file=u.file, note=u.note) for u, t in zip(units, timings)]
-    rows += [Row("pipeline", "pipeline-period", prediction.period, period.median, period),
-             Row("pipeline", "pipeline-latency", prediction.latency, latency.median, latency),
+    rows += [Row("pipeline", "pipeline-period", prediction.period, pipe.period.median, pipe.period),
+             Row("pipeline", "pipeline-latency", prediction.latency, pipe.latency.median, pipe.latency),
+             Row("pipeline", "pipeline-speed-up", prediction.latency / prediction.period if prediction.period > 0
+                 else None, pipe.speed_up.median, pipe.speed_up, quantity="ratio"),
              Row("one worker", "one-worker-period", sum(u.predicted for u in units), serial.median, serial)]
-    rows += [Row(u.name, "pipeline-stage", u.predicted, b.median, b, file=u.file) for u, b in zip(units, busy)]
-    slowdown = max((b.median / t.median for b, t in zip(busy, timings) if t.median > 0), default=None)
-    return rows, {**summary(units, timings, prediction, period, serial), "pipeline_layout": layout,
+    rows += [Row(u.name, "pipeline-stage", u.predicted, b.median, b, file=u.file) for u, b in zip(units, pipe.busy)]
+    slowdown = max((b.median / t.median for b, t in zip(pipe.busy, timings) if t.median > 0), default=None)
+    return rows, {**summary(units, timings, prediction, pipe, serial), "pipeline_layout": layout,
                   "pipeline_slowdown": slowdown}
 
 
@@ -50,13 +53,13 @@ def _local(folder: Folder, units: list[Unit], options, original):
         chain = run_chain(folder, units, options.settings, options.warmup, options.runs, options.min_time)
     stages = [(str(folder.file(u.file)), u.inputs, u.outputs) for u in units]
     workers, pinned = plan_workers(stages, [[i] for i in range(len(units))], options.settings)
-    period, latency, busy = run_pipeline(workers, options.settings, chain.feeds, options.warmup, options.runs,
-                                         options.micro_batches, options.min_time)
+    pipe = run_pipeline(workers, options.settings, chain.feeds, options.warmup, options.runs, options.micro_batches,
+                        options.min_time)
     one, _ = plan_workers(stages, [list(range(len(units)))], options.settings)
     one = [dataclasses.replace(one[0], cores=workers[0].cores, threads=workers[0].threads)]
-    serial, _, _ = run_pipeline(one, options.settings, chain.feeds, options.warmup, options.runs,
-                                options.micro_batches, options.min_time)
-    return chain.timings, period, latency, serial, layout(workers, pinned), busy
+    serial = run_pipeline(one, options.settings, chain.feeds, options.warmup, options.runs, options.micro_batches,
+                          options.min_time).period
+    return chain.timings, pipe, serial, layout(workers, pinned)
 
 
 def layout(workers, pinned: bool) -> str:
@@ -65,15 +68,17 @@ def layout(workers, pinned: bool) -> str:
     return where if pinned else f"not pinned ({len(workers)} workers share {len(workers[0].cores)} cores): {where}"
 
 
-def summary(units: list[Unit], timings: list[Timing], prediction: PipelinePrediction, period: Timing,
+def summary(units: list[Unit], timings: list[Timing], prediction: PipelinePrediction, pipe: Streamed,
             serial: Timing) -> dict:
     """The numbers the issue asks per folder: bottleneck measured / predicted, the bottleneck stage right,
-    the worst stage error, the pipeline's throughput against the prediction and one worker."""
+    the worst stage error, the pipeline's throughput against the prediction and one worker, and its speed-up
+    over one input at a time, measured in turns, against the predicted one (latency over period)."""
     measured = [t.median for t in timings]
     predicted = [u.predicted for u in units]
     worst_m = max(range(len(units)), key=measured.__getitem__)
     worst_p = max(range(len(units)), key=predicted.__getitem__)
     errors = [abs(m / p - 1) for m, p in zip(measured, predicted) if p > 0]
+    period = pipe.period
     throughput = 1 / period.median if period.median > 0 else None
     return {"bottleneck_predicted": predicted[worst_p], "bottleneck_measured": measured[worst_m],
             "bottleneck_ratio": measured[worst_m] / predicted[worst_p] if predicted[worst_p] > 0 else None,
@@ -82,4 +87,6 @@ def summary(units: list[Unit], timings: list[Timing], prediction: PipelinePredic
             "throughput_measured": throughput,
             "throughput_predicted": 1 / prediction.period if prediction.period > 0 else None,
             "throughput_one_worker": 1 / serial.median if serial.median > 0 else None,
-            "speed_up_over_one_worker": serial.median / period.median if period.median > 0 else None}
+            "speed_up_over_one_worker": serial.median / period.median if period.median > 0 else None,
+            "speed_up_in_turns": pipe.speed_up.median,
+            "speed_up_in_turns_predicted": prediction.latency / prediction.period if prediction.period > 0 else None}

@@ -33,9 +33,10 @@ class Timing:
         q1, median, q3 = np.percentile(values, [25, 50, 75])
         return cls(float(median), float(q1), float(q3), float(values.min()), float(values.max()), len(values))
 
-    def to_dict(self) -> dict:
-        return {"median_s": self.median, "q1_s": self.q1, "q3_s": self.q3, "min_s": self.low, "max_s": self.high,
-                "runs": self.runs}
+    def to_dict(self, suffix: str = "_s") -> dict:
+        """The numbers by name, each with ``suffix`` (seconds'; "" for a timing of ratios)."""
+        return {f"median{suffix}": self.median, f"q1{suffix}": self.q1, f"q3{suffix}": self.q3,
+                f"min{suffix}": self.low, f"max{suffix}": self.high, "runs": self.runs}
 
 
 def time_calls(call: Callable[[], object], warmup: int, runs: int, min_seconds: float = 0.0,
@@ -71,3 +72,50 @@ def stream_period(done: Sequence[float]) -> float:
     slow), where the median gap is either mode and not the rate: completions at 0, 1, 2, 12, 13, 14, 24 ms
     have a median gap of 1 ms and a period of 4 ms."""
     return (done[-1] - done[0]) / (len(done) - 1)
+
+
+@dataclass(frozen=True)
+class Turns:
+    """A pipeline measured in turns (:func:`in_turns`): each stream's period, each single input's seconds, and
+    each round's speed-up (its single inputs' median over its stream's period)."""
+
+    periods: list[float]
+    singles: list[float]
+    speed_ups: list[float]
+
+
+def in_turns(stream: Callable[[int], Sequence[float]], one: Callable[[], float], count: int, runs: int,
+             min_seconds: float = 0.0) -> Turns:
+    """Rounds of a pipeline's two ways to run, in turn — ``stream(count)`` (the completion times of ``count``
+    inputs put in at once), then ``count`` calls of ``one()`` (the seconds of one input through the empty
+    pipeline) — until at least ``runs`` single inputs have run and ``min_seconds`` have passed. A round's
+    speed-up compares the two a few milliseconds apart, so a shared machine's drift (its speed moves by up to
+    40 % between 10-second windows here) slows both alike; the stream's period alone against a prediction made
+    minutes before carries the drift whole."""
+    periods: list[float] = []
+    singles: list[float] = []
+    speed_ups: list[float] = []
+    until = time.perf_counter() + min_seconds
+    while len(singles) < runs or time.perf_counter() < until:
+        periods.append(stream_period(stream(count)))
+        mine = [one() for _ in range(count)]
+        singles += mine
+        speed_ups.append(float(np.median(mine)) / periods[-1] if periods[-1] > 0 else 0.0)
+    return Turns(periods, singles, speed_ups)
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """What a pipeline's measurement reports: the period of its streams, the latency of one input at a time,
+    the speed-up measured in turns (:func:`in_turns`), and each worker's busy time per streamed input."""
+
+    period: Timing
+    latency: Timing
+    speed_up: Timing
+    busy: list[Timing]
+
+    @classmethod
+    def of(cls, turns: Turns, busy: Sequence[Sequence[float]]) -> "Streamed":
+        """From the rounds and, per streamed input, every worker's busy seconds."""
+        return cls(Timing.of(turns.periods), Timing.of(turns.singles), Timing.of(turns.speed_ups),
+                   [Timing.of(times) for times in zip(*busy)])

@@ -4,6 +4,7 @@ partitioned into two equal stages once per session."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -44,13 +45,32 @@ def chain_folder(tmp_path_factory) -> tuple[Path, Path]:
     return model, work / "out"
 
 
-def two_free_cores() -> str | None:
-    """Why a test that needs two free cores cannot run here (None: it can): the pipeline of two workers, a
-    tile shard timed with onnxruntime's default threads."""
+@pytest.fixture
+def two_free_cores() -> None:
+    """Skip, with the reason, a test that needs two free cores (the pipeline of two workers, a tile shard timed
+    with onnxruntime's default threads) where this process may not use two or the machine is loaded now (the
+    check runs as the test starts, not when it is collected). ``make test`` runs these tests (marker
+    ``free_cores``) after the parallel ones, alone on the machine."""
     cores = len(os.sched_getaffinity(0))
     if cores < 2:
-        return f"this process may use {cores} core; the test needs two"
-    if idle_cores() < 1.5:
-        return (f"the machine is loaded (load average {os.getloadavg()[0]:.2f} on {cores} cores): the test needs "
-                "two free cores")
-    return None
+        pytest.skip(f"this process may use {cores} core; the test needs two")
+    idle = idle_cores_now()
+    if idle < 1.5:
+        pytest.skip(f"the machine is loaded ({idle:.2f} of its cores idle just now): the test needs two free cores")
+
+
+def idle_cores_now(seconds: float = 0.5) -> float:
+    """The machine's idle cores over the next ``seconds`` (``/proc/stat``'s idle and iowait share of all CPU time,
+    times the cores), where the load average would still count a load that ended a minute ago; without
+    ``/proc/stat``, the cores this process may use less the load average."""
+    def sample() -> list[int]:
+        with open("/proc/stat", encoding="ascii") as stat:
+            return [int(v) for v in stat.readline().split()[1:]]
+
+    try:
+        first = sample()
+        time.sleep(seconds)
+        delta = [b - a for a, b in zip(first, sample())]
+    except OSError:
+        return idle_cores()
+    return (os.cpu_count() or 1) * (delta[3] + delta[4]) / max(sum(delta[:8]), 1)

@@ -12,7 +12,6 @@ from onnxpart.bench import Options, bench
 from onnxpart.bench.sessions import Settings
 from onnxpart.bench.timing import time_calls
 from onnxpart.runtime import random_inputs, session_options
-from tests.bench.conftest import two_free_cores
 
 #: a stage's median within this factor of the standalone run's (the two runs share a noisy machine)
 TOLERANCE = 0.35
@@ -34,7 +33,8 @@ def test_a_stage_measures_like_its_standalone_run(chain_folder):
     assert result.summary["bottleneck_stage_predicted"] in {"stage_0", "stage_1"}
 
 
-@pytest.mark.skipif(two_free_cores() is not None, reason=two_free_cores() or "")
+@pytest.mark.free_cores
+@pytest.mark.usefixtures("two_free_cores")
 def test_two_equal_stages_on_two_workers_beat_one(chain_folder):
     _, folder = chain_folder
     result = bench(folder, Options(runs=5, warmup=2, settings=Settings(threads=1), micro_batches=24))
@@ -86,3 +86,54 @@ def test_each_stage_gets_its_busy_time_inside_the_streaming_pipeline(chain_folde
     for unit, seconds in inside.items():
         assert seconds > 0 and seconds < 10 * alone[unit], (unit, seconds, alone[unit])
     assert result.summary["pipeline_slowdown"] == max(inside[u] / alone[u] for u in alone)
+
+
+def test_the_pipeline_s_speed_up_row_is_a_ratio_against_the_predicted_latency_over_period(chain_folder):
+    _, folder = chain_folder
+    result = bench(folder, Options(runs=5, warmup=1, settings=Settings(threads=1), micro_batches=4))
+    rows = {r.kind: r for r in result.rows if r.unit == "pipeline"}
+    speed_up = rows["pipeline-speed-up"]
+    assert speed_up.quantity == "ratio"
+    assert speed_up.predicted == pytest.approx(rows["pipeline-latency"].predicted / rows["pipeline-period"].predicted)
+    assert speed_up.spread.runs == rows["pipeline-period"].spread.runs >= 2  # a round per stream
+    assert rows["pipeline-latency"].spread.runs == 4 * speed_up.spread.runs  # micro_batches single inputs a round
+    assert 0 < speed_up.measured == result.summary["speed_up_in_turns"]
+    assert result.summary["speed_up_in_turns_predicted"] == speed_up.predicted
+    spread = speed_up.to_dict()["spread"]
+    assert set(spread) == {"median", "q1", "q3", "min", "max", "runs"}
+
+
+def test_a_pipeline_is_measured_in_turns_of_a_stream_and_single_inputs():
+    """Each round: one stream, then as many single inputs; rounds until ``runs`` single inputs have run."""
+    from onnxpart.bench.timing import in_turns
+
+    calls: list[str] = []
+
+    def stream(count: int) -> list[float]:
+        calls.append(f"stream {count}")
+        return [0.0, 1.0, 2.0, 3.0][:count]
+
+    def one() -> float:
+        calls.append("one")
+        return 3.0
+
+    turns = in_turns(stream, one, 3, runs=4)
+    assert calls == ["stream 3", "one", "one", "one"] * 2
+    assert turns.periods == [1.0, 1.0] and turns.singles == [3.0] * 6 and turns.speed_ups == [3.0, 3.0]
+
+
+def test_a_speed_up_measured_in_turns_does_not_move_with_the_machine_s_drift():
+    """A machine that gets slower round after round (each round 1.5 × the last): the stream's period spreads
+    over a factor of 5, the speed-up measured in its rounds stays the pipeline's 2."""
+    from onnxpart.bench.timing import Streamed, in_turns
+
+    speed = [1.0]
+
+    def stream(count: int) -> list[float]:
+        speed[0] *= 1.5
+        return [i * speed[0] for i in range(count)]
+
+    turns = in_turns(stream, lambda: 2.0 * speed[0], 4, runs=20)
+    streamed = Streamed.of(turns, [])
+    assert streamed.period.high / streamed.period.low > 5
+    assert streamed.speed_up.low == pytest.approx(2.0) == streamed.speed_up.high

@@ -16,7 +16,7 @@ from onnxpart.bench import Options, bench
 from onnxpart.bench.report import read_bench
 from onnxpart.bench.timing import time_calls
 from onnxpart.runtime import session_options
-from tests.bench.conftest import WIDTH, matmul_chain, two_free_cores
+from tests.bench.conftest import WIDTH, matmul_chain
 from tests.safety.harness import error_line, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -57,7 +57,8 @@ def test_every_op_gets_a_row_with_every_device_timed(tmp_path, devices):
     assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["bench.json", "bench.png"]
 
 
-@pytest.mark.skipif(two_free_cores() is not None, reason=two_free_cores() or "")
+@pytest.mark.free_cores
+@pytest.mark.usefixtures("two_free_cores")
 def test_a_shard_measures_like_its_node_run_standalone(tmp_path):
     """A MatMul split by rows on 2 devices: each device's shard is a (SHARD_ROWS/2)×WIDTH @ WIDTH×WIDTH MatMul
     (milliseconds: big enough that a session call's own overhead does not decide the comparison). The
