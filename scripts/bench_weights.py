@@ -3,11 +3,13 @@ LLM-sized commands end near their time limit once writing costs nothing.
 
 Two tables, written as the ``weights`` section of BENCHMARKS.md (``--print``: printed only):
 
-* **copy speed**: one dense file of random bytes (``--size``, default 2 GiB) copied by ``cp``, by ``cp`` then
+* **copy speed**: dense files of random bytes (``--sizes``, default 2 GiB, which the page cache holds, and
+  8 GiB, past the kernel's dirty-page limit), each copied by ``cp``, by ``cp`` then
   ``sync FILE`` (a durable copy, as onnxpart's outputs are: every file is fsynced before its rename), and by
   the two ways ``--weights copy`` writes (``clone_file``: ``annotated.onnx``'s data files; ``write_model``: a
   stage's own ``.data``, the tensor streamed at its offset, then checked by path); median of ``--repeats``
-  runs, in rotating order, on the same file system;
+  runs, in rotating order, on the same file system; then ``cp`` and ``clone_file`` on the 70B-shaped export's
+  own data file;
 * **the 70B-shaped export** (``scripts/make_llama70b.py``: 141 GB of sparse external data, built in
   ``--folder`` unless there): ``tile --mesh 2x4`` and ``partition -k 8`` at ``--time-limit T`` under each
   of ``--modes``, the command's wall time against the target 1.1·T + 30 s, what the output holds on disk,
@@ -21,6 +23,7 @@ Two tables, written as the ``weights`` section of BENCHMARKS.md (``--print``: pr
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -61,20 +64,30 @@ def dense_source(folder: Path, size: int) -> tuple[Path, onnx.ModelProto]:
 
 def copy_rows(folder: Path, size: int, repeats: int) -> list[dict]:
     """Median seconds of each way of copying the dense file (outputs removed after each run)."""
-    from onnxpart.data_files import clone_file, copy_range
+    from onnxpart.data_files import copy_range
     from onnxpart.writer import WeightPolicy, write_model
 
     data, model = dense_source(folder, size)
     out = folder / "out"
     policy = WeightPolicy(source_dir=data.parent, always_external=True)
-    ways = {
-        "cp": lambda: subprocess.run(["cp", str(data), str(out / "cp.data")], check=True),
-        "cp + sync FILE": lambda: (subprocess.run(["cp", str(data), str(out / "cp.data")], check=True),
-                                   subprocess.run(["sync", str(out / "cp.data")], check=True)),
-        "onnxpart's copy alone (copy_range, no fsync)": lambda: _engine(copy_range, data, out / "engine.data", size),
-        "onnxpart clone_file (annotated.onnx's data)": lambda: clone_file(data, out / "dense.data"),
-        "onnxpart write_model (a stage's .data, checked)": lambda: write_model(model, out / "m.onnx", policy),
-    }
+    ways = {**_cp_and_clone(data, out),
+            "onnxpart's copy alone (copy_range, no fsync)": lambda: _engine(copy_range, data, out / "engine.data", size),
+            "onnxpart write_model (a stage's .data, checked)": lambda: write_model(model, out / "m.onnx", policy)}
+    return timed_ways(ways, out, repeats)
+
+
+def _cp_and_clone(data: Path, out: Path) -> dict:
+    """``cp``, ``cp`` then ``sync``, and onnxpart's ``clone_file`` of ``data`` into ``out``."""
+    from onnxpart.data_files import clone_file
+
+    return {"cp": lambda: subprocess.run(["cp", str(data), str(out / "cp.data")], check=True),
+            "cp + sync FILE": lambda: (subprocess.run(["cp", str(data), str(out / "cp.data")], check=True),
+                                       subprocess.run(["sync", str(out / "cp.data")], check=True)),
+            "onnxpart clone_file (annotated.onnx's data)": lambda: clone_file(data, out / data.name)}
+
+
+def timed_ways(ways: dict, out: Path, repeats: int) -> list[dict]:
+    """Median seconds of each of ``ways`` over ``repeats`` runs in rotating order, ``out`` emptied before each."""
     times: dict[str, list[float]] = {name: [] for name in ways}
     for run in range(repeats):
         names = list(ways)
@@ -95,19 +108,37 @@ def _engine(copy_range, source: Path, target: Path, size: int) -> None:
         dst.truncate()
 
 
-def copy_table(rows: list[dict], size: int, repeats: int) -> str:
+def copy_table(rows: list[dict], size: int, repeats: int, what: str = "") -> str:
     cp = {r["way"]: r["seconds"] for r in rows}
-    lines = [f"**Copy speed**: one dense {size / 2**30:g} GiB file of random bytes (no holes), median of "
-             f"{repeats} runs in rotating order, same ext4 file system (no reflink: `FICLONE` is refused, so "
-             "`cp` and onnxpart both copy with `copy_file_range`). onnxpart's copy alone is the like-for-like row of "
-             "`cp`; its writers add an `fsync` before the rename (and `write_model` its `onnx.checker` by path), so "
-             "theirs is `cp + sync FILE`.",
+    what = what or (f"one dense {size / 2**30:g} GiB file of random bytes (no holes)" + (
+        "; past the kernel's dirty-page limit (20 % of this machine's 23 GiB), so `cp` too waits for the disk"
+        if size > 0.2 * _memory() else "; it fits in the page cache, so `cp` ends before its data is on disk"))
+    lines = [f"**Copy speed**: {what}, median of {repeats} runs in rotating order, same ext4 file system (no "
+             "reflink: `FICLONE` is refused, so `cp` and onnxpart both copy with `copy_file_range`). onnxpart's copy "
+             "alone is the like-for-like row of `cp`; its writers add an `fsync` before the rename (and "
+             "`write_model` its `onnx.checker` by path), so theirs is `cp + sync FILE`.",
              "", "| way | seconds (median) | MB/s | vs cp | vs cp + sync | runs (s) |", "|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['way']} | {r['seconds']:.2f} | {size / r['seconds'] / 1e6:,.0f} | "
+        lines.append(f"| {r['way']} | {r['seconds']:.4g} | {size / r['seconds'] / 1e6:,.0f} | "
                      f"{cp['cp'] / r['seconds']:.0%} | {cp['cp + sync FILE'] / r['seconds']:.0%} | "
-                     f"{', '.join(f'{t:.2f}' for t in r['runs'])} |")
+                     f"{', '.join(f'{t:.3g}' for t in r['runs'])} |")
     return "\n".join(lines)
+
+
+def _memory() -> int:
+    """This machine's memory in bytes."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def same_file_table(model: Path, repeats: int) -> str:
+    """The copy rows on the 70B-shaped export's own data file (what ``--weights copy`` copies there)."""
+    data = model.parent / "model.onnx.data"
+    rows = timed_ways(_cp_and_clone(data, model.parent.parent / "same_out"), model.parent.parent / "same_out",
+                      repeats)
+    return copy_table(rows, data.stat().st_size, repeats,
+                      f"the 70B-shaped export's own `model.onnx.data` ({data.stat().st_size / 1e9:.1f} GB apparent, "
+                      f"{data.stat().st_blocks * 512 / MIB:.1f} MiB allocated: both skip its holes), MB/s of its "
+                      "apparent size")
 
 
 def llama_model(folder: Path) -> Path:
@@ -132,6 +163,9 @@ def llama_row(model: Path, command: str, mode: str, time_limit: float, out: Path
            "target": 1.1 * time_limit + 30, "error": done.stderr.strip().splitlines()[-1:] if done.returncode else []}
     if done.returncode == 0:
         row.update(_output_facts(out, model.parent, mode))
+        result = json.loads(done.stdout)
+        row["load_s"] = result["seconds"]["load"]
+        row["first_plan_s"] = next((r["seconds"] for r in result.get("results", []) if r["method"] == "local"), None)
     shutil.rmtree(out, ignore_errors=True)
     return row
 
@@ -163,25 +197,29 @@ def llama_table(rows: list[dict], time_limit: float) -> str:
              "with every reference inside its data folder (what onnx's path form refuses by design for hard-linked "
              "data and for data outside the model's folder). `on disk / apparent`: the output folder's allocated "
              "blocks and file sizes (link's 141 GB are the input's own file under a second name; a copy of the "
-             "sparse export keeps its holes, so it allocates no more than reference).", "",
+             "sparse export keeps its holes, so it allocates no more than reference). `read s`: the command's own "
+             "load (the model read and costed, tile's instance built); `first plan s`: tile's first valid plan "
+             "(its `local` method) after that, against 1 s per 10,000 ops.", "",
              "| command | --weights | load | wall s | target s | verdict | on disk / apparent | checker(path) | "
-             "in-folder |", "|---|---|---|---|---|---|---|---|---|"]
+             "in-folder | read s | first plan s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         head = f"| {' '.join(COMMANDS[r['command']])} | {r['mode']} | {r['load']:.1f} | {r['wall']:.1f} | " \
                f"{r['target']:.0f} | "
         if r["rc"]:
-            lines.append(head + f"exit {r['rc']}: {' '.join(r['error'])[:120]} | | | |")
+            lines.append(head + f"exit {r['rc']}: {' '.join(r['error'])[:120]} | | | | | |")
             continue
         verdict = "MET" if r["wall"] <= r["target"] else "**NOT MET**"
         lines.append(head + f"{verdict} | {r['disk'] / MIB:,.1f} MiB / {r['apparent'] / 1e9:,.1f} GB | "
-                     f"{r['by_path']}/{r['models']} | {r['in_folder']}/{r['models']} |")
+                     f"{r['by_path']}/{r['models']} | {r['in_folder']}/{r['models']} | {r['load_s']:.1f} | "
+                     f"{'-' if r['first_plan_s'] is None else format(r['first_plan_s'], '.2f')} |")
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--folder", type=Path, default=Path("/tmp/bench_weights"))
-    parser.add_argument("--size", type=int, default=2 << 30, help="bytes of the dense copy file")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2 << 30, 8 << 30],
+                        help="bytes of each dense copy file (one table each)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--modes", default="reference,link,copy", help="--weights modes of the 70B rows")
     parser.add_argument("--commands", default="tile,partition")
@@ -191,10 +229,13 @@ def main() -> None:
     args = parser.parse_args()
     args.folder.mkdir(parents=True, exist_ok=True)
     started = time.strftime("%Y-%m-%dT%H:%M")
-    parts = [copy_table(copy_rows(args.folder / "copy", args.size, args.repeats), args.size, args.repeats)]
-    shutil.rmtree(args.folder / "copy", ignore_errors=True)
+    parts = []
+    for size in args.sizes:
+        parts.append(copy_table(copy_rows(args.folder / "copy", size, args.repeats), size, args.repeats))
+        shutil.rmtree(args.folder / "copy", ignore_errors=True)
     if not args.no_70b:
         model = llama_model(args.folder / "llama70b")
+        parts.append(same_file_table(model, args.repeats))
         rows = [llama_row(model, command, mode, args.time_limit, args.folder / "out")
                 for command in args.commands.split(",") for mode in args.modes.split(",")]
         parts.append(llama_table(rows, args.time_limit))
