@@ -233,7 +233,8 @@ def markdown(results: dict, runs: int, seconds: float, loads: tuple) -> str:
              "time as bench timed it (alone, or beside the busy neighbours); the last column is the measured "
              "bottleneck.", "",
              "| model | costs | k | bottleneck meas/pred | worst stage | bottleneck stage right? | pipeline "
-             "meas/pred | in turns | beside the others | bottleneck |", "|---|---|---:|---:|---:|---|---|---|---:|---:|"]
+             "meas/pred | in turns | beside the others | bottleneck |",
+             "|---|---|---:|---:|---:|---|---|---|---:|---:|"]
     for name, result in results.items():
         lines += stage_rows(name, result)
     lines += ["", "Calibration (`bench --calibrate` on the analytic k = 4 folder, then `partition -k 2 --costs` "

@@ -71,7 +71,8 @@ def copy_rows(folder: Path, size: int, repeats: int) -> list[dict]:
     out = folder / "out"
     policy = WeightPolicy(source_dir=data.parent, always_external=True)
     ways = {**_cp_and_clone(data, out),
-            "onnxpart's copy alone (copy_range, no fsync)": lambda: _engine(copy_range, data, out / "engine.data", size),
+            "onnxpart's copy alone (copy_range, no fsync)":
+                lambda: _engine(copy_range, data, out / "engine.data", size),
             "onnxpart write_model (a stage's .data, checked)": lambda: write_model(model, out / "m.onnx", policy)}
     return timed_ways(ways, out, repeats)
 

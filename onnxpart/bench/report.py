@@ -23,9 +23,9 @@ SCHEMA = "onnxpart.bench/1"
 @dataclass
 class Row:
     """One unit: ``kind`` says what it is (``stage``, ``piece``, ``chain``, ``pipeline-period``,
-    ``pipeline-latency``, ``pipeline-speed-up``, ``one-worker-period``, ``pipeline-stage``, ``remat``, ``original``, ``remat-peak``,
-    ``shard`` …),
-    ``quantity`` what is compared (seconds, bytes, or a ratio)."""
+    ``pipeline-latency``, ``pipeline-speed-up``, ``one-worker-period``, ``pipeline-stage``, ``remat``,
+    ``original``, ``remat-peak``, ``shard`` …), ``quantity`` what is compared (seconds, bytes, or a ratio;
+    the spread's numbers are named ``median_s`` … for seconds, ``median`` … otherwise)."""
 
     unit: str
     kind: str
@@ -46,7 +46,8 @@ class Row:
     def to_dict(self) -> dict[str, Any]:
         return {"unit": self.unit, "kind": self.kind, "quantity": self.quantity, "file": self.file,
                 "predicted": self.predicted, "measured": self.measured, "error": self.error,
-                "spread": None if self.spread is None else self.spread.to_dict("_s" if self.quantity == "seconds" else ""),
+                "spread": None if self.spread is None else self.spread.to_dict("_s" if self.quantity == "seconds"
+                                                                               else ""),
                 "note": self.note, **self.extra}
 
 

@@ -5,9 +5,10 @@ against what the manifest predicts (:mod:`onnxpart.bench.plans`).
 Rows: one ``stage`` row per stage file; ``pipeline-period`` (seconds per input at steady state, against the
 predicted bottleneck), ``pipeline-latency`` (one input through the empty pipeline), ``pipeline-speed-up`` (a
 ratio: one input at a time over the streamed period, measured in turns, against the predicted latency over
-period) and ``one-worker-period`` (all stages in one worker, against Σ predicted stage times); one ``pipeline-stage`` row per stage: its worker's
-busy time per micro-batch while the pipeline streamed, against the same prediction as the stage alone (the
-summary's ``pipeline_slowdown`` is the most a stage slowed beside the others). The summary has the
+period) and ``one-worker-period`` (all stages in one worker, against Σ predicted stage times); one
+``pipeline-stage`` row per stage: its worker's busy time per micro-batch while the pipeline streamed, against
+the same prediction as the stage alone (the summary's ``pipeline_slowdown`` is the most a stage slowed beside
+the others). The summary has the
 bottleneck's measured / predicted ratio, whether the predicted bottleneck stage is the measured one, the worst
 stage error, the pipeline's throughput against the prediction and against one worker, and its speed-up.
 """
