@@ -155,7 +155,10 @@ class RunClock:
         return max(time_limit - spent, min(self.FLOOR, time_limit))
 
     def mark_writing(self) -> None:
-        self.writing = time.monotonic()
+        """Writing starts now, unless a command marked it earlier (remat builds its model before
+        :func:`write_outputs`): the first mark stands."""
+        if self.writing is None:
+            self.writing = time.monotonic()
 
     def seconds(self) -> dict[str, float | None]:
         """``{"load", "solve", "write"}`` seconds so far (None for a phase the command did not mark)."""

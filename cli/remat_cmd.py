@@ -155,6 +155,7 @@ def _emit(out, loaded, model_path: Path, solution, prepass, check: dict) -> dict
 
     graph, source, best = loaded.graph, loaded.model, solution.best
     extra = {"ort_optimize": prepass.to_dict()} if prepass is not None else {}
+    run_clock.mark_writing()  # building remat.onnx and checking its peak is writing it, not solving
     remat_model = _remat_model(source, graph, solution, check["include_params"], check["freeze"], extra)
     files: list[str] = []
 

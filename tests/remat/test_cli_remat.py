@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import onnx
 from typer.testing import CliRunner
@@ -21,6 +22,26 @@ GRAPHS = SHARED / "benchmarks" / "moccasin-graphs"
 
 def invoke(*args):
     return runner.invoke(app, ["remat", *map(str, args)])
+
+
+def test_building_remat_onnx_counts_as_writing_not_solving(tmp_path, monkeypatch):
+    """``--time-limit`` bounds load + solve; building remat.onnx and checking its peak is writing the output, so
+    a build made a second slower here shows in ``seconds.write`` (on the 20,000-op transformer of
+    tests/test_time_limits.py it is 3 s, once counted as solving)."""
+    from onnxpart.remat import emit
+
+    check = emit.check_emitted
+
+    def slower(*args, **kwargs):
+        time.sleep(1.0)
+        return check(*args, **kwargs)
+
+    monkeypatch.setattr(emit, "check_emitted", slower)
+    result = invoke(FIXTURES / "transformer_block.onnx", "--budget", "95%", "-o", tmp_path / "out",
+                    "--time-limit", "5", "--json")
+    assert result.exit_code == 0, result.output
+    seconds = json.loads(result.stdout)["seconds"]
+    assert seconds["write"] >= 1.0, seconds
 
 
 def emitted_peak(path):
