@@ -221,7 +221,9 @@ def load_costed(path: Path, **options: Any):
     if options.get("cost") != "measured":
         loaded = load(path, **options)
     else:
-        runs = options["profiling"].runs if options.get("profiling") else 5
+        from onnxpart.cost_models.measured import Profiling
+
+        runs = (options.get("profiling") or Profiling()).runs
         with err_console.status(f"profiling {path.name} in onnxruntime ({runs}+ runs)…"):
             loaded = load(path, **options)
     gc.freeze()

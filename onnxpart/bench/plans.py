@@ -28,6 +28,11 @@ class PipelinePrediction:
     period: float
     latency: float
 
+    @property
+    def speed_up(self) -> float | None:
+        """One input at a time (the latency) over the streamed period: the pipeline's predicted gain."""
+        return self.latency / self.period if self.period > 0 else None
+
 
 def partition_units(folder: Folder) -> tuple[list[Unit], PipelinePrediction]:
     m = read_schema(PartitionManifest, folder.manifest, folder.path / "manifest.json")

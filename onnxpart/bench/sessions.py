@@ -10,7 +10,6 @@ user deploys, so the distance the profile's setting makes can be measured.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 from collections.abc import Mapping, Sequence
@@ -102,9 +101,6 @@ def busy_neighbours(model: Path | None, settings: Settings, count: int):
     each running ``model`` — the folder's original — as ``settings`` say, on seeded inputs at the costed dims:
     the conditions ``annotate --cost measured --beside`` profiled in."""
     from onnxpart import neighbours
-
-    if count == 0:
-        return contextlib.nullcontext()
 
     def prepare():
         session = make_session(model, settings)

@@ -37,8 +37,8 @@ def bench_stages(folder: Folder, units: list[Unit], prediction: PipelinePredicti
     rows = [Row(u.name, "stage", u.predicted, t.median, t, file=u.file, note=u.note) for u, t in zip(units, timings)]
     rows += [Row("pipeline", "pipeline-period", prediction.period, pipe.period.median, pipe.period),
              Row("pipeline", "pipeline-latency", prediction.latency, pipe.latency.median, pipe.latency),
-             Row("pipeline", "pipeline-speed-up", prediction.latency / prediction.period if prediction.period > 0
-                 else None, pipe.speed_up.median, pipe.speed_up, quantity="ratio"),
+             Row("pipeline", "pipeline-speed-up", prediction.speed_up, pipe.speed_up.median, pipe.speed_up,
+                 quantity="ratio"),
              Row("one worker", "one-worker-period", sum(u.predicted for u in units), serial.median, serial)]
     rows += [Row(u.name, "pipeline-stage", u.predicted, b.median, b, file=u.file) for u, b in zip(units, pipe.busy)]
     slowdown = max((b.median / t.median for b, t in zip(pipe.busy, timings) if t.median > 0), default=None)
@@ -90,4 +90,4 @@ def summary(units: list[Unit], timings: list[Timing], prediction: PipelinePredic
             "throughput_one_worker": 1 / serial.median if serial.median > 0 else None,
             "speed_up_over_one_worker": serial.median / period.median if period.median > 0 else None,
             "speed_up_in_turns": pipe.speed_up.median,
-            "speed_up_in_turns_predicted": prediction.latency / prediction.period if prediction.period > 0 else None}
+            "speed_up_in_turns_predicted": prediction.speed_up}
