@@ -7,9 +7,10 @@ MILP on HiGHS), ``checkmate-lp`` (its LP relaxation with two-phase rounding, :mo
 ``greedy`` (the eviction heuristic of :mod:`.heuristics`; no lower bound). Every sequence a method returns
 is re-simulated by :mod:`.sequence`; one whose simulated peak is over the budget is never the answer.
 
-``Options.time_limit`` is the whole run (:class:`onnxpart.strategy.Budget`): ``--order minmem``'s exact
-search first (``order_time_limit``, at most :data:`ORDER_PART` of the run), then ``--budget min``'s phase 1
-(weighed like one method), then the methods, each with an equal share of what is left.
+``Options.time_limit`` is the whole run (:class:`onnxpart.strategy.Budget`): ``--order minmem``'s (and
+``best``'s) exact search first (``order_time_limit``, at most :data:`ORDER_PART` of the run), then
+``--budget min``'s phase 1 (weighed like one method), then the methods, each with an equal share of what
+is left; ``--order best`` runs these last two steps once per order, each order with half of the time.
 
 This module imports no solver: :data:`REGISTRY` is read when the command line starts, and each method
 loads its solver when it runs.
@@ -33,9 +34,9 @@ if TYPE_CHECKING:
     from onnxpart.remat.orders import OrderResult
     from onnxpart.remat.sequence import SequenceProfile
 
-ORDERS = ("fixed", "free", "minmem")
+ORDERS = ("best", "fixed", "free", "minmem")
 PRECEDENCES = ("literals", "reservoir")
-ORDER_PART = 0.5  # --order minmem's exact search gets at most this part of the run
+ORDER_PART = 0.5  # the memory-minimizing order's exact search gets at most this part of the run
 MODEL_NODES = 2000  # moccasin's and checkmate's models run up to this many nodes; above, the greedy answers
 #: Checkmate's model has about 7·nodes² rows of about 280 bytes (a 1,000-op random DAG: 7.1 million rows,
 #: 2 GB, built in 19 s on two loaded cores; 300 ops: 2.4 s): it runs up to this many nodes ...
@@ -49,10 +50,10 @@ GREEDY_SEARCH = (0.25, 30.0)  # the greedy method searches this part of its shar
 class Options:
     budget: tuple[str, float]  # ("fraction", 0.8), ("bytes", 25165824.0) or ("min", 0): the smallest that works
     methods: tuple[str, ...] = ("moccasin",)
-    order: str = "fixed"  # fixed: the file's order (§2.3); minmem: the memory-minimizing order; free: §2.1
+    order: str = "best"  # best of fixed and minmem; fixed: the file's order (§2.3); minmem; free: §2.1
     max_copies: int = 2  # C_v
     time_limit: float = 60.0  # the whole run: the order, --budget min's phase 1 and every method
-    order_time_limit: float = 10.0  # for --order minmem (at most ORDER_PART of time_limit)
+    order_time_limit: float = 10.0  # for --order minmem and best (at most ORDER_PART of time_limit)
     workers: int = 0  # 0 = one per core
     seed: int = 0
     include_params: bool = False  # the instance counts the parameters (recorded in the certificate)
@@ -81,6 +82,7 @@ class Solution(Bounded):
     floor: tuple[int, str] = (0, "")  # restriction-free minimum budget and why
     budget_search: dict[str, Any] | None = None  # --budget min: what phase 1 found and proved
     lower_bounds: list[LowerBound] = field(default_factory=list)
+    tried: list[dict[str, Any]] | None = None  # --order best: each order's outcome (:func:`_order_row`)
 
     @property
     def best(self) -> MethodResult | None:
@@ -107,21 +109,32 @@ def solve(problem: Instance, options: Options, board: Board | None = None, secon
     """Check the budget against the restriction-free floor and run the methods within ``seconds`` in all
     (default ``options.time_limit``; the command passes what its ``--time-limit`` left after loading;
     ``options.deterministic`` keeps ``options.time_limit``, so its shares do not depend on loading; module
-    doc). ``board`` receives the solvers' progress records (phase 1 in bytes, phase 2 and Checkmate in
-    durations), every method's bounds and every feasible sequence's duration. Raises
+    doc) — in the order ``options.order`` names, or with ``--order best`` in the better of two
+    (:func:`_best_of_orders`). ``board`` receives the solvers' progress records (phase 1 in bytes, phase 2
+    and Checkmate in durations), every method's bounds and every feasible sequence's duration. Raises
     :class:`InfeasibleError` when no method meets the budget (the message says what is proven); the
     partial :class:`Solution` is attached as ``exc.solution``."""
-    from onnxpart.remat.sequence import baseline
-
     if not problem.n_ops:
         raise UserError("the graph has no ops")
     board = board if board is not None else Board()
     total = options.time_limit if seconds is None or options.deterministic else seconds
     budget = Budget(total, ledger=options.deterministic)
     options = replace(options, workers=cores(options.workers))
+    found = _minmem(problem, options, budget)
+    if options.order == "best":
+        return _best_of_orders(problem, found, options, board, budget)
+    return _solve_in_order(problem, found, options, board, budget)
+
+
+def _solve_in_order(problem: Instance, found: OrderResult | None, options: Options, board: Board,
+                    budget: Budget) -> Solution:
+    """:func:`solve` in one order: the file's, or ``found``'s (``--order minmem``)."""
+    from onnxpart.remat.sequence import baseline, simulate
+
     base = baseline(problem)
-    solution = Solution(problem, 0, base, base, options, floor=problem.min_budget())
-    _order(solution, options, budget)
+    instance = problem if found is None else problem.with_order(found.order)
+    start = base if found is None else simulate(instance, instance.op_order())
+    solution = Solution(instance, 0, base, start, options, order=found, floor=problem.min_budget())
     methods = REGISTRY.select(options.methods)
     fit = _budget(solution, options, budget, sum(m.weight for m in methods))
     solution.lower_bounds = [LowerBound("no-recompute", solution.instance.base_duration, "bound", "formula", 0.0,
@@ -142,6 +155,78 @@ def solve(problem: Instance, options: Options, board: Board | None = None, secon
     return solution
 
 
+def _best_of_orders(problem: Instance, found: OrderResult, options: Options, board: Board,
+                    budget: Budget) -> Solution:
+    """``--order best``: the file's order (§2.3) and the memory-minimizing one ``found``, each solved with
+    half of what the order search left (a step that ends early leaves its time to the next) on its own
+    board (one order's bounds do not hold for the other's sequences); the smaller budget answers
+    (``--budget min``), then the shorter sequence, ties to the file's order. The file's order alone runs
+    when ``found`` is that order or when it fits without recomputation (TDI 0 is optimal under any
+    order). The answer's certificate adds :func:`_either_order_bound`."""
+    plan = [(None, replace(options, order="fixed"))]
+    if found.order != problem.op_order():
+        plan.append((found, replace(options, order="minmem")))
+    tries: list[tuple[Solution | None, InfeasibleError]] = []  # (the solution or the partial one, the error)
+    for i, (order, options_in_order) in enumerate(plan):
+        part = Budget(budget.share(1.0, later=len(plan) - 1 - i), ledger=budget.ledger, clock=budget.clock)
+        try:
+            solution = _solve_in_order(problem, order, options_in_order, OrderBoard(board), part)
+        except InfeasibleError as exc:
+            tries.append((getattr(exc, "solution", None), exc))
+            continue
+        tries.append((solution, None))
+        if solution.start.peak <= solution.budget:
+            break
+    solved = [s for s, exc in tries if exc is None]
+    if not solved:
+        raise tries[0][1]
+    chosen = min(solved, key=lambda s: (s.budget, s.value))
+    ran = [s for s, _ in tries if s is not None]
+    chosen.tried = [_order_row(s) for s in ran]
+    if len(ran) > 1:
+        chosen.lower_bounds.append(_either_order_bound(ran))
+        board.add(chosen.lower_bounds[-1])
+    return chosen
+
+
+class OrderBoard(Board):
+    """One order's board under ``--order best``: its own bounds (they hold only for sequences in its
+    order's stages); every sequence offered to it is also offered to the run's board, which holds no
+    bound until both orders are done."""
+
+    def __init__(self, run: Board):
+        super().__init__(run.on_progress, run.floor)
+        self.run = run
+
+    def offer(self, value: float, how: str) -> bool:
+        better = value < self.incumbent - 1e-12 * max(1.0, abs(value))
+        if better:
+            self.incumbent, self.found_by = value, how
+        self.run.offer(value, how)
+        return better
+
+
+def _either_order_bound(solutions: list[Solution]) -> LowerBound:
+    """The least of the orders' best bounds: a lower bound on every sequence whose first computations follow
+    either order, since each order's best bound holds for every sequence in its own stages. An order where a
+    method proved that no sequence fits has none to bound and is left out (one always found a sequence)."""
+    value = min(s.best_lower_bound if s.best_lower_bound is not None else s.instance.base_duration
+                for s in solutions if all(r.status != "infeasible" for r in s.results))
+    return LowerBound("either-order", value, "bound", "min", 0.0,
+                      "holds under: first computations in the file's order or in the memory-minimizing order "
+                      "(the lesser of the two orders' best bounds)")
+
+
+def _order_row(solution: Solution) -> dict[str, Any]:
+    """One order's outcome under ``--order best``: what it found and what it proved, in its own stages."""
+    best, inst = solution.best, solution.instance
+    return {"order": solution.options.order, "input_order_peak_bytes": solution.start.peak,
+            "budget_bytes": solution.budget, "method": None if best is None else best.method,
+            "duration": None if best is None else best.profile.duration,
+            "tdi": None if best is None else _tdi(inst, best.profile.duration),
+            "tdi_lower_bound": _tdi(inst, solution.best_lower_bound)}
+
+
 def _first_answer(solution: Solution, fit: Fit, board: Board) -> None:
     """When no method found a sequence and none proved the budget impossible, greedy's first answer
     (:func:`.heuristics.first_answer`, bounded work whatever the clock) joins the results: running out of
@@ -157,18 +242,15 @@ def _first_answer(solution: Solution, fit: Fit, board: Board) -> None:
         board.offer(found.value, found.method)
 
 
-def _order(solution: Solution, options: Options, budget: Budget) -> None:
-    """``--order minmem``: the memory-minimizing order (its exact search within ``order_time_limit``, at most
-    :data:`ORDER_PART` of the run) replaces the file's as the order the methods use."""
-    if options.order != "minmem":
-        return
+def _minmem(problem: Instance, options: Options, budget: Budget) -> OrderResult | None:
+    """``--order minmem`` and ``best``: the memory-minimizing order (its exact search within
+    ``order_time_limit``, at most :data:`ORDER_PART` of the run); None for the other orders."""
+    if options.order not in ("minmem", "best"):
+        return None
     from onnxpart.remat.orders import minmem_order
-    from onnxpart.remat.sequence import simulate
 
     seconds = budget.take(min(options.order_time_limit, budget.part(ORDER_PART)))
-    solution.order = minmem_order(solution.instance, seconds, options.workers, options.seed)
-    solution.instance = solution.instance.with_order(solution.order.order)
-    solution.start = simulate(solution.instance, solution.instance.op_order())
+    return minmem_order(problem, seconds, options.workers, options.seed)
 
 
 def _budget(solution: Solution, options: Options, budget: Budget, later: float) -> Fit:
@@ -376,6 +458,7 @@ def certificate(solution: Solution, source_sha256: str | None = None) -> Certifi
             "method": best.method,
             "status": best.status,
             "order": solution.options.order,
+            **({"orders_tried": solution.tried} if solution.tried is not None else {}),
             "restriction": best.restriction,
             "gap_note": "each lower bound holds under its own restriction (see its note); the best one "
                         "bounds every sequence that satisfies all of them",
@@ -403,6 +486,7 @@ def summary(solution: Solution) -> dict[str, Any]:
         "min_budget_bytes": solution.floor[0],
         "budget_search": solution.budget_search,
         "order": solution.options.order,
+        "orders_tried": solution.tried,
         "minmem": None if solution.order is None else {
             "peak_bytes": solution.order.peak, "lower_bound": solution.order.lower_bound,
             "status": solution.order.status, "method": solution.order.method},
