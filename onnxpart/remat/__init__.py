@@ -166,7 +166,7 @@ def _best_of_orders(problem: Instance, found: OrderResult, options: Options, boa
     plan = [(None, replace(options, order="fixed"))]
     if found.order != problem.op_order():
         plan.append((found, replace(options, order="minmem")))
-    tries: list[tuple[Solution | None, InfeasibleError]] = []  # (the solution or the partial one, the error)
+    tries: list[tuple[Solution | None, InfeasibleError | None]] = []  # (the solution or the partial one, its error)
     for i, (order, options_in_order) in enumerate(plan):
         part = Budget(budget.share(1.0, later=len(plan) - 1 - i), ledger=budget.ledger, clock=budget.clock)
         try:

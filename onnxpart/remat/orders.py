@@ -11,6 +11,7 @@ finishes, and always with a proven lower bound.
 
 from __future__ import annotations
 
+import heapq
 import logging
 from dataclasses import dataclass
 
@@ -34,32 +35,44 @@ class OrderResult:
 
 def greedy_order(instance: Instance) -> tuple[int, ...]:
     """List scheduling: among ready ops, run the one whose event leaves the least memory behind (outputs
-    allocated minus inputs it frees), ties to the smaller event peak, then to the input order."""
+    allocated minus inputs it frees), ties to the smaller event peak, then to the input order. The ready ops
+    wait in a heap; an op's key changes only when a tensor it reads loses a reader, so the readers of each
+    tensor an op reads are keyed again after it runs (stale entries are skipped): O((ops + edges) log ops)
+    where scanning every ready op at every step took seconds on a wide 20,000-op graph."""
     n = instance.n_ops
     position = {v: p for p, v in enumerate(instance.order)}
     remaining = [len(instance.value_consumers[x]) for x in range(len(instance.value_sizes))]
     dag = instance.dag
     missing = [sum(1 for u in dag.pred_lists[v] if u < n) for v in range(n)]  # ops still to run first
-    ready = [v for v in range(n) if missing[v] == 0]
-    order = []
-    while ready:
-        best = None
-        for v in ready:
-            freed = sum(instance.value_sizes[x] for x in set(instance.node_inputs[v])
-                        if remaining[x] == 1 and not instance.value_to_end[x])
-            out = sum(instance.value_sizes[x] for x in instance.node_outputs[v])
-            key = (out - freed, out + instance.internal[v], position[v])
-            if best is None or key < best[0]:
-                best = (key, v)
-        v = best[1]
-        ready.remove(v)
+
+    def key(v: int) -> tuple[float, float, int]:
+        freed = sum(instance.value_sizes[x] for x in set(instance.node_inputs[v])
+                    if remaining[x] == 1 and not instance.value_to_end[x])
+        out = sum(instance.value_sizes[x] for x in instance.node_outputs[v])
+        return out - freed, out + instance.internal[v], position[v]
+
+    current = {v: key(v) for v in range(n) if missing[v] == 0}  # each ready op's key
+    heap = [(k, v) for v, k in current.items()]
+    heapq.heapify(heap)
+    order: list[int] = []
+    while heap:
+        k, v = heapq.heappop(heap)
+        if current.get(v) != k:
+            continue
+        del current[v]
         order.append(v)
+        touched = {w for x in instance.node_inputs[v] for w in instance.value_consumers[x]}
         for x in instance.node_inputs[v]:
             remaining[x] -= 1
         for w in dag.succ_lists[v]:
             missing[w] -= 1
             if missing[w] == 0:
-                ready.append(w)
+                current[w] = None  # ready: keyed below
+                touched.add(w)
+        for w in touched & current.keys():
+            if current[w] != (k_w := key(w)):
+                current[w] = k_w
+                heapq.heappush(heap, (k_w, w))
     if len(order) != n:
         raise AssertionError("greedy order missed ops: the graph is not a DAG")
     return tuple(order)
