@@ -110,7 +110,7 @@ def solve(problem: Instance, options: Options, board: Board | None = None, secon
     (default ``options.time_limit``; the command passes what its ``--time-limit`` left after loading;
     ``options.deterministic`` keeps ``options.time_limit``, so its shares do not depend on loading; module
     doc) — in the order ``options.order`` names, or with ``--order best`` in the better of two
-    (:func:`_best_of_orders`). ``board`` receives the solvers' progress records (phase 1 in bytes, phase 2
+    (:func:`.best_order.best_of_orders`). ``board`` receives the solvers' progress records (phase 1 in bytes, phase 2
     and Checkmate in durations), every method's bounds and every feasible sequence's duration. Raises
     :class:`InfeasibleError` when no method meets the budget (the message says what is proven); the
     partial :class:`Solution` is attached as ``exc.solution``."""
@@ -122,11 +122,13 @@ def solve(problem: Instance, options: Options, board: Board | None = None, secon
     options = replace(options, workers=cores(options.workers))
     found = _minmem(problem, options, budget)
     if options.order == "best":
-        return _best_of_orders(problem, found, options, board, budget)
-    return _solve_in_order(problem, found, options, board, budget)
+        from onnxpart.remat.best_order import best_of_orders
+
+        return best_of_orders(problem, found, options, board, budget)
+    return solve_in_order(problem, found, options, board, budget)
 
 
-def _solve_in_order(problem: Instance, found: OrderResult | None, options: Options, board: Board,
+def solve_in_order(problem: Instance, found: OrderResult | None, options: Options, board: Board,
                     budget: Budget) -> Solution:
     """:func:`solve` in one order: the file's, or ``found``'s (``--order minmem``)."""
     from onnxpart.remat.sequence import baseline, simulate
@@ -153,78 +155,6 @@ def _solve_in_order(problem: Instance, found: OrderResult | None, options: Optio
         error.solution = solution  # type: ignore[attr-defined]
         raise error
     return solution
-
-
-def _best_of_orders(problem: Instance, found: OrderResult, options: Options, board: Board,
-                    budget: Budget) -> Solution:
-    """``--order best``: the file's order (§2.3) and the memory-minimizing one ``found``, each solved with
-    half of what the order search left (a step that ends early leaves its time to the next) on its own
-    board (one order's bounds do not hold for the other's sequences); the smaller budget answers
-    (``--budget min``), then the shorter sequence, ties to the file's order. The file's order alone runs
-    when ``found`` is that order or when it fits without recomputation (TDI 0 is optimal under any
-    order). The answer's certificate adds :func:`_either_order_bound`."""
-    plan = [(None, replace(options, order="fixed"))]
-    if found.order != problem.op_order():
-        plan.append((found, replace(options, order="minmem")))
-    tries: list[tuple[Solution | None, InfeasibleError | None]] = []  # (the solution or the partial one, its error)
-    for i, (order, options_in_order) in enumerate(plan):
-        part = Budget(budget.share(1.0, later=len(plan) - 1 - i), ledger=budget.ledger, clock=budget.clock)
-        try:
-            solution = _solve_in_order(problem, order, options_in_order, OrderBoard(board), part)
-        except InfeasibleError as exc:
-            tries.append((getattr(exc, "solution", None), exc))
-            continue
-        tries.append((solution, None))
-        if solution.start.peak <= solution.budget:
-            break
-    solved = [s for s, exc in tries if exc is None]
-    if not solved:
-        raise tries[0][1]
-    chosen = min(solved, key=lambda s: (s.budget, s.value))
-    ran = [s for s, _ in tries if s is not None]
-    chosen.tried = [_order_row(s) for s in ran]
-    if len(ran) > 1:
-        chosen.lower_bounds.append(_either_order_bound(ran))
-        board.add(chosen.lower_bounds[-1])
-    return chosen
-
-
-class OrderBoard(Board):
-    """One order's board under ``--order best``: its own bounds (they hold only for sequences in its
-    order's stages); every sequence offered to it is also offered to the run's board, which holds no
-    bound until both orders are done."""
-
-    def __init__(self, run: Board):
-        super().__init__(run.on_progress, run.floor)
-        self.run = run
-
-    def offer(self, value: float, how: str) -> bool:
-        better = value < self.incumbent - 1e-12 * max(1.0, abs(value))
-        if better:
-            self.incumbent, self.found_by = value, how
-        self.run.offer(value, how)
-        return better
-
-
-def _either_order_bound(solutions: list[Solution]) -> LowerBound:
-    """The least of the orders' best bounds: a lower bound on every sequence whose first computations follow
-    either order, since each order's best bound holds for every sequence in its own stages. An order where a
-    method proved that no sequence fits has none to bound and is left out (one always found a sequence)."""
-    value = min(s.best_lower_bound if s.best_lower_bound is not None else s.instance.base_duration
-                for s in solutions if all(r.status != "infeasible" for r in s.results))
-    return LowerBound("either-order", value, "bound", "min", 0.0,
-                      "holds under: first computations in the file's order or in the memory-minimizing order "
-                      "(the lesser of the two orders' best bounds)")
-
-
-def _order_row(solution: Solution) -> dict[str, Any]:
-    """One order's outcome under ``--order best``: what it found and what it proved, in its own stages."""
-    best, inst = solution.best, solution.instance
-    return {"order": solution.options.order, "input_order_peak_bytes": solution.start.peak,
-            "budget_bytes": solution.budget, "method": None if best is None else best.method,
-            "duration": None if best is None else best.profile.duration,
-            "tdi": None if best is None else _tdi(inst, best.profile.duration),
-            "tdi_lower_bound": _tdi(inst, solution.best_lower_bound)}
 
 
 def _first_answer(solution: Solution, fit: Fit, board: Board) -> None:
@@ -452,8 +382,8 @@ def certificate(solution: Solution, source_sha256: str | None = None) -> Certifi
             "input_order_peak_bytes": solution.start.peak,
             "peak_bytes": best.profile.peak,
             "base_duration": inst.base_duration,
-            "tdi": _tdi(inst, best.profile.duration),
-            "tdi_lower_bound": _tdi(inst, lower),
+            "tdi": tdi_of(inst, best.profile.duration),
+            "tdi_lower_bound": tdi_of(inst, lower),
             "recomputations": best.profile.recomputations,
             "method": best.method,
             "status": best.status,
@@ -469,7 +399,7 @@ def certificate(solution: Solution, source_sha256: str | None = None) -> Certifi
     )
 
 
-def _tdi(inst: Instance, duration: float | None) -> float | None:
+def tdi_of(inst: Instance, duration: float | None) -> float | None:
     """The total duration increase of ``duration`` over computing every op once."""
     if duration is None:
         return None
@@ -502,7 +432,7 @@ def _row(inst: Instance, r: MethodResult) -> dict[str, Any]:
     return {
         "method": r.method, "status": r.status, "feasible": r.feasible,
         "peak_bytes": p.peak if p else None, "duration": p.duration if p else None,
-        "tdi": p.tdi if p else None, "tdi_lower_bound": _tdi(inst, r.best_bound) if inst.base_duration else None,
+        "tdi": p.tdi if p else None, "tdi_lower_bound": tdi_of(inst, r.best_bound) if inst.base_duration else None,
         "lower_bound": r.bound, "lower_bound_status": r.bound_status,
         "extra_bounds": [{"method": b.method, "value": b.value, "status": b.status, "seconds": b.seconds}
                          for b in r.extra_bounds], "recomputations": p.recomputations if p else None,
