@@ -125,20 +125,27 @@ class Pipeline:
     def one(self) -> float:
         """Seconds from putting one input in to receiving its result."""
         start = time.perf_counter()
-        self.queues[0].put((0, {}, ()))
+        self._put([0])
         self._wait(self.queues[-1])
         return time.perf_counter() - start
 
     def stream(self, count: int) -> tuple[list[float], list[tuple[float, ...]]]:
         """Put ``count`` inputs in at once; (the time each result came out, each one's busy seconds per
         worker)."""
-        for index in range(count):
-            self.queues[0].put((index, {}, ()))
+        self._put(range(count))
         done, busy = [], []
         for _ in range(count):
             busy.append(self._wait(self.queues[-1])[2])
             done.append(time.perf_counter())
         return done, busy
+
+    def _put(self, indices) -> None:
+        """Put the inputs ``indices`` in, with Ctrl-C and SIGTERM held until they are in: an interrupt raised
+        inside ``Queue.put`` can leave the queue's buffer lock held, and closing the queue then waits on it
+        forever (a signal during the stream hung the command once in about ten)."""
+        with interrupts.deferred():
+            for index in indices:
+                self.queues[0].put((index, {}, ()))
 
     def _wait(self, source):
         """The next message on ``source``; a worker's error (on the control queue) or death is an error."""
