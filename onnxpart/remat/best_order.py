@@ -76,8 +76,9 @@ def _either_order_bound(solutions: list[Solution]) -> LowerBound:
     """The least of the orders' best bounds: a lower bound on every sequence whose first computations follow
     either order, since each order's best bound holds for every sequence in its own stages. An order where a
     method proved that no sequence fits has none to bound and is left out (one always found a sequence)."""
-    value = min(s.best_lower_bound if s.best_lower_bound is not None else s.instance.base_duration
-                for s in solutions if all(r.status != "infeasible" for r in s.results))
+    value = min((s.best_lower_bound if s.best_lower_bound is not None else s.instance.base_duration
+                 for s in solutions if all(r.status != "infeasible" for r in s.results)),
+                default=solutions[0].instance.base_duration)  # no-recompute: every sequence's bound
     return LowerBound("either-order", value, "bound", "min", 0.0,
                       "holds under: first computations in the file's order or in the memory-minimizing order "
                       "(the lesser of the two orders' best bounds)")
