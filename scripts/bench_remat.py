@@ -27,7 +27,7 @@ from bench_common import ROOT, SHARED, machine_line, write_section  # noqa: E402
 from gen_layered_graphs import layered_graph  # noqa: E402
 
 from onnxpart.errors import InfeasibleError  # noqa: E402
-from onnxpart.remat import Options, solve  # noqa: E402
+from onnxpart.remat import Options, solve, tdi_of  # noqa: E402
 from onnxpart.remat.model import build_instance  # noqa: E402
 from onnxpart.readers import read_graph, read_node_link  # noqa: E402
 
@@ -63,13 +63,11 @@ def run(graph, fraction: float, method: str, time_limit: float, order: str = "fi
     if o.profile is None:  # the method found nothing; the greedy's first answer stood in for the command
         return {"method": method, "status": o.status, "feasible": False, "seconds": o.seconds,
                 "total": time.perf_counter() - start}
-    base = solution.instance.base_duration
-    lb = o.best_bound
     either = [b.value for b in solution.lower_bounds if b.method == "either-order"]
     return {"method": method, "status": o.status, "feasible": True, "budget": solution.budget,
             "baseline": solution.baseline.peak, "peak": o.profile.peak, "tdi": o.profile.tdi,
-            "tdi_lb": (lb - base) / base if lb is not None and base else None,
-            "tdi_lb_either_order": (either[0] - base) / base if either and base else None,
+            "tdi_lb": tdi_of(solution.instance, o.best_bound),
+            "tdi_lb_either_order": tdi_of(solution.instance, either[0]) if either else None,
             "order": solution.options.order, "tried": solution.tried,
             "time_to_best": o.time_to_best, "seconds": o.seconds,
             "recomputed": o.profile.recomputations, "start_peak": solution.start.peak,
@@ -101,6 +99,11 @@ def fmt_s(value) -> str:
     return "—" if value is None else f"{value:.1f}"
 
 
+#: a run of --time-limit T counts as within T up to this factor: the solvers stop on their own clock, and
+#: reading the graph and building the instance come before it
+LIMIT_SLACK = 1.02
+
+
 def targets(results: dict, measured: list[str]) -> str:
     """The issue's targets, each judged from the rows above (``met`` / **not met**), with the evidence."""
     def row(key: str) -> dict:
@@ -129,7 +132,7 @@ def targets(results: dict, measured: list[str]) -> str:
         best_key = f"G2|{fraction}|moccasin-best|60"
         best = row(best_key)
         if best["feasible"]:
-            best_ok = best["tdi"] <= goal + 1e-12 and best["total"] <= 60 * 1.02
+            best_ok = best["tdi"] <= goal + 1e-12 and best["total"] <= 60 * LIMIT_SLACK
             text += (f"; {mark(best_ok)} with the default `--order best`: {fmt_pct(best.get('tdi'))} in "
                      f"{fmt_s(best.get('total'))} s in all{when(best_key)}")
         parts.append(text)
@@ -172,7 +175,7 @@ def issue43_targets(row, mark, when) -> str:
     key = "G2|0.8|moccasin-best|60"
     g2 = row(key)
     lb = g2.get("tdi_lb_either_order")
-    ok = g2["feasible"] and g2["total"] <= 60 * 1.02 and (g2["tdi"] <= 0.03 + 1e-12 or (lb or 0) >= 0.045)
+    ok = g2["feasible"] and g2["total"] <= 60 * LIMIT_SLACK and (g2["tdi"] <= 0.03 + 1e-12 or (lb or 0) >= 0.045)
     parts = [f"G2 80% TDI ≤ +3% or proven ≥ +4.5% in 60 s — {mark(ok)}: {fmt_pct(g2.get('tdi'))} "
              f"(order {g2.get('order')}), proven ≥ {fmt_pct(lb)} over either order, {fmt_s(g2.get('total'))} s in all"
              f"{when(key)}"]

@@ -82,7 +82,7 @@ class Solution(Bounded):
     floor: tuple[int, str] = (0, "")  # restriction-free minimum budget and why
     budget_search: dict[str, Any] | None = None  # --budget min: what phase 1 found and proved
     lower_bounds: list[LowerBound] = field(default_factory=list)
-    tried: list[dict[str, Any]] | None = None  # --order best: each order's outcome (:func:`_order_row`)
+    tried: list[dict[str, Any]] | None = None  # --order best: each order's outcome (:mod:`.best_order`)
 
     @property
     def best(self) -> MethodResult | None:

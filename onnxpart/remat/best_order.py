@@ -58,18 +58,18 @@ def best_of_orders(problem: Instance, found: OrderResult, options: Options, boar
 class OrderBoard(Board):
     """One order's board under ``--order best``: its own bounds (they hold only for sequences in its
     order's stages); every sequence offered to it is also offered to the run's board, which holds no
-    bound until both orders are done."""
+    bound until both orders are done and reports the progress of an offer (this board does not)."""
 
     def __init__(self, run: Board):
         super().__init__(run.on_progress, run.floor)
         self.run = run
 
     def offer(self, value: float, how: str) -> bool:
-        better = value < self.incumbent - 1e-12 * max(1.0, abs(value))
-        if better:
-            self.incumbent, self.found_by = value, how
         self.run.offer(value, how)
-        return better
+        return super().offer(value, how)
+
+    def report(self, phase: str) -> None:
+        """The run's board has reported this offer."""
 
 
 def _either_order_bound(solutions: list[Solution]) -> LowerBound:

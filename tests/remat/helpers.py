@@ -35,6 +35,33 @@ def random_dag(n: int, seed: int, p: float = 0.45) -> Instance:
     return instance(sizes, durations, sorted(edges))
 
 
+def branching_dag(n: int, seed: int):
+    """A random DAG over 0..n-1 with many topological orders — each node but the first reads one or two
+    earlier nodes, the last reads every node no one reads — in a random one of its orders as the file's."""
+    rng = random.Random(seed)
+    edges = {(u, v) for v in range(1, n - 1) for u in rng.sample(range(v), min(v, rng.choice((1, 2))))}
+    edges |= {(u, n - 1) for u in range(n - 1) if all(x != u for x, _ in edges)}
+    order, ready = [], [0]
+    while ready:
+        v = ready.pop(rng.randrange(len(ready)))
+        order.append(v)
+        ready += [w for w in range(n) if (v, w) in edges and all(u in order for u, x in edges if x == w)]
+    sizes = [rng.randint(1, 9) * 10 for _ in range(n)]
+    durations = [rng.randint(1, 20) for _ in range(n)]
+    return build_instance(read_node_link(node_link(sizes, durations, sorted(edges), order)))
+
+
+def spy(monkeypatch, module, name: str, seconds_of, handed: list):
+    """Replace ``module.name`` by itself, recording the seconds each call was given."""
+    real = getattr(module, name)
+
+    def recorded(*args, **kwargs):
+        handed.append((name, seconds_of(*args, **kwargs)))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, recorded)
+
+
 #: (pickled instance, max_copies) → the (peak, duration) of every valid stage-structured sequence: the
 #: tests ask one instance at several budgets, and the enumeration is 2^(n(n-1)/2) simulations.
 _SEQUENCES: dict[tuple[bytes, int], list[tuple[float, float]]] = {}

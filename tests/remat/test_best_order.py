@@ -5,7 +5,6 @@ of the two orders' bounds) is checked against brute force over both orders' stag
 from __future__ import annotations
 
 import json
-import random
 
 import pytest
 from typer.testing import CliRunner
@@ -13,11 +12,8 @@ from typer.testing import CliRunner
 from onnxpart import remat
 from onnxpart.cli.app import app
 from onnxpart.remat import moccasin, orders
-from onnxpart.readers import read_node_link
-from onnxpart.remat.model import build_instance
 from onnxpart.remat.sequence import baseline
-from tests.remat.helpers import brute_force_fixed, instance, node_link
-from tests.remat.test_solve import spy
+from tests.remat.helpers import branching_dag, brute_force_fixed, instance, node_link, spy
 
 BRANCHES = 3
 
@@ -32,22 +28,6 @@ def fork_edges(branches: int) -> list[tuple[int, int]]:
 def fork(branches: int = BRANCHES):
     sizes = [1] + [10] * branches + [1] * branches + [1]
     return instance(sizes, [1] * len(sizes), fork_edges(branches))
-
-
-def branching_dag(n: int, seed: int):
-    """A random DAG over 0..n-1 with many topological orders — each node but the first reads one or two
-    earlier nodes, the last reads every node no one reads — in a random one of its orders as the file's."""
-    rng = random.Random(seed)
-    edges = {(u, v) for v in range(1, n - 1) for u in rng.sample(range(v), min(v, rng.choice((1, 2))))}
-    edges |= {(u, n - 1) for u in range(n - 1) if all(x != u for x, _ in edges)}
-    order, ready = [], [0]
-    while ready:
-        v = ready.pop(rng.randrange(len(ready)))
-        order.append(v)
-        ready += [w for w in range(n) if (v, w) in edges and all(u in order for u, x in edges if x == w)]
-    sizes = [rng.randint(1, 9) * 10 for _ in range(n)]
-    durations = [rng.randint(1, 20) for _ in range(n)]
-    return build_instance(read_node_link(node_link(sizes, durations, sorted(edges), order)))
 
 
 def options(budget: int, **more) -> remat.Options:

@@ -9,8 +9,7 @@ from onnxpart.onnx_io import load_graph
 from onnxpart.remat.model import build_instance
 from onnxpart.remat.orders import greedy_order
 from tests.conftest import light
-from tests.remat.helpers import random_dag
-from tests.remat.test_best_order import branching_dag
+from tests.remat.helpers import branching_dag, random_dag
 
 
 def scanned_order(instance) -> tuple[int, ...]:

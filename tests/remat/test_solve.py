@@ -12,22 +12,12 @@ from onnxpart.onnx_io import load_graph
 from onnxpart.remat import checkmate, heuristics, moccasin, orders
 from onnxpart.remat.model import build_instance
 from tests.conftest import FIXTURES
+from tests.remat.helpers import spy
 
 
 @pytest.fixture(scope="module")
 def block():
     return build_instance(load_graph(FIXTURES / "transformer_block.onnx")[0])
-
-
-def spy(monkeypatch, module, name: str, seconds_of, handed: list):
-    """Replace ``module.name`` by itself, recording the seconds each call was given."""
-    real = getattr(module, name)
-
-    def recorded(*args, **kwargs):
-        handed.append((name, seconds_of(*args, **kwargs)))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(module, name, recorded)
 
 
 def test_the_time_limit_is_the_whole_run_in_a_deterministic_run(monkeypatch, block):
