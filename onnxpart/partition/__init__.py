@@ -67,7 +67,7 @@ class Solution(Bounded):
     instance: Instance
     k: int
     assignment: np.ndarray  # op -> block, non-empty blocks first
-    method: str  # "ideal-dp", "slicegraph", "local-search", "exact-mip"
+    method: str  # "ideal-dp", "slicegraph", "local-search", "window-search", "exact-mip"
     lower_bounds: list[LowerBound]
     search: dict[str, Any] = field(default_factory=dict)
 

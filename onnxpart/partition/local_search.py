@@ -149,7 +149,7 @@ class _State:
             work[target] += self.inst.work[v]
             params[source] -= self.inst.params[v]
             params[target] += self.inst.params[v]
-        if _lex_lower(self._costs(work, params, io), self.cost):
+        if lex_lower(self._costs(work, params, io), self.cost):
             return work, params, io
         return None
 
@@ -165,7 +165,7 @@ class _State:
         self.cost = self._costs(self.work, self.params, self.io)
 
 
-def _lex_lower(new: np.ndarray, old: np.ndarray) -> bool:
+def lex_lower(new: np.ndarray, old: np.ndarray) -> bool:
     """True iff ``new`` sorted decreasingly is lexicographically below ``old`` sorted decreasingly, with
     differences under a relative tolerance counted as ties."""
     a, b = -np.sort(-new), -np.sort(-old)
@@ -232,8 +232,13 @@ def kick(inst: Instance, assignment: np.ndarray, k: int, rng: np.random.Generato
     return block
 
 
+def block_cost_array(inst: Instance, assignment: np.ndarray, k: int) -> np.ndarray:
+    """Eq. (3) for every block, as one array (what :func:`lex_lower` compares)."""
+    return _State(inst, assignment, k).cost
+
+
 def _value(inst: Instance, assignment: np.ndarray, k: int) -> float:
-    return float(_State(inst, assignment, k).cost.max()) if inst.n else 0.0
+    return float(block_cost_array(inst, assignment, k).max()) if inst.n else 0.0
 
 
 def block_order(assignment: np.ndarray) -> np.ndarray:

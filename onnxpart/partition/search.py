@@ -15,9 +15,12 @@
 4. Meanwhile the order search runs: mla-weighted seed, random-T, then BRKGA for its generations, stopping
    early at the deadline or when the incumbent meets a proven bound; then the MIPs still running are
    ended rather than waited for, and report the bound they posted last (status ``interrupted``). The
-   order search stops the local search's part of the time limit early: the iterated local search on the
-   partition itself (:mod:`~onnxpart.partition.local_search`) polishes its best slicing for at most that
-   part (method ``local-search`` when it helps), so the main process uses the cores no longer than before.
+   order search stops the parts of the local and window searches early: the iterated local search on the
+   partition itself (:mod:`~onnxpart.partition.local_search`) polishes its best slicing for at most its
+   part (method ``local-search`` when it helps), then the window search
+   (:mod:`~onnxpart.partition.window_lns`, where two blocks fit a window model) re-partitions consecutive
+   blocks around the bottleneck exactly until the deadline or until no window helps (method
+   ``window-search``).
 5. The exact MIP's incumbent replaces the search's when it is better (after a local descent).
 
 The parts of the time limit these steps take are declared once, in :data:`PARTS`.
@@ -38,6 +41,7 @@ from onnxpart.partition.bound_lane import BoundLane, bound_jobs, skipped_bounds
 from onnxpart.partition.cuts import convex_block_bound, single_block_bound
 from onnxpart.partition.exact import BoundResult
 from onnxpart.partition.ideals import ideal_dp
+from onnxpart.partition import window_lns
 from onnxpart.partition.local_search import improve, iterated
 from onnxpart.partition.model import Instance, block_costs, check_assignment, simple_lower_bound
 from onnxpart.partition.orders import BrkgaOptions, Decoder, brkga, keys_of_order, mla_weighted_order
@@ -46,8 +50,8 @@ from onnxpart.strategy import Budget, Method
 #: What steps take of the time limit (:meth:`Budget.part`): the single-block and convex-block bounds, the
 #: mla-weighted seed, the local search (kept from the end of the order search) and the descent on the exact
 #: MIP's incumbent.
-PARTS = {"single-block": 0.1, "convex-block": 0.1, "mla-weighted": 0.1, "local-search": 0.15,
-         "mip-polish": 0.01}
+PARTS = {"single-block": 0.1, "convex-block": 0.1, "mla-weighted": 0.1, "local-search": 0.1,
+         "window-search": 0.45, "mip-polish": 0.01}
 LOCAL_SEARCH_KICKS = 200  # iterated local search kicks when no bound job is left to wait for
 
 #: What :func:`run` finds: the op -> block assignment, the method that found it, the search's statistics.
@@ -126,7 +130,8 @@ class _Search:
         self.decoder = Decoder(inst, k)
         self.rng = np.random.default_rng(options.seed)
         self.best_order: np.ndarray | None = None
-        self.polished: np.ndarray | None = None
+        self.polished: np.ndarray | None = None  # the local or window search's partition, when better
+        self.polished_by = "slicegraph"
         self.stats: dict[str, Any] = {}
         self.seeds = [np.arange(inst.n, dtype=np.int64)]
         self.consider(self.seeds[0], "file-order")  # the first answer, whatever the time left
@@ -146,7 +151,8 @@ class _Search:
     def run(self, lane: BoundLane) -> None:
         """Step 4: stops the local search's part of the time limit early, for the local search."""
         options, board, budget = self.options, self.board, self.budget
-        search_deadline = budget.deadline - budget.part(PARTS["local-search"])
+        polish = PARTS["local-search"] + (PARTS["window-search"] if window_lns.applies(self.inst, self.k) else 0.0)
+        search_deadline = budget.deadline - budget.part(polish)
 
         def stop_search(_: float = 0.0) -> bool:
             return lane.stop(budget.deadline) or time.monotonic() >= search_deadline
@@ -164,6 +170,8 @@ class _Search:
         self.stats["generations"] = self._brkga(stop_search)
         if not board.closed():
             self._local_search(lane)
+        if not board.closed() and window_lns.applies(self.inst, self.k):
+            self._window_search(lane)
 
     def _brkga(self, stop: Callable[..., bool]) -> int:
         generations = 0
@@ -192,13 +200,28 @@ class _Search:
 
         local = iterated(self.inst, self.assignment(), self.k, self.options.seed, stop_local, until, kicks=kicks)
         if self.board.offer(local.value, "local-search"):
-            self.polished = local.assignment
+            self.polished, self.polished_by = local.assignment, "local-search"
         self.stats["local_search_moves"] = local.moves
+
+    def _window_search(self, lane: BoundLane) -> None:
+        """The window search (:mod:`~onnxpart.partition.window_lns`) on the best partition so far, until
+        no window helps or the deadline."""
+        start = self.assignment() if self.polished is None else self.polished
+
+        def stop_window(value: float) -> bool:
+            lane.take(lane.runner.poll())
+            return self.board.meets(value)
+
+        found = window_lns.window_search(self.inst, start, self.k, self.options.seed, stop_window,
+                                         self.budget.deadline)
+        if self.board.offer(found.value, "window-search"):
+            self.polished, self.polished_by = found.assignment, "window-search"
+        self.stats["window_search"] = {"windows": found.windows, "improvements": found.improvements}
 
     def best_assignment(self, results: list[BoundResult]) -> tuple[np.ndarray, str]:
         """The search's best, or the exact MIP's incumbent (after a local descent) when that is better."""
         assignment = self.assignment() if self.polished is None else self.polished
-        method = "slicegraph" if self.polished is None else "local-search"
+        method = self.polished_by
         self.stats["evaluations"] = self.decoder.evaluations
         for result in results:
             if result.incumbent is None or result.incumbent_value is None:
