@@ -15,7 +15,7 @@ fixed surroundings — Figure 3 of Archer et al. (ICML 2024) restricted to the w
                       end outside U is a constant 0 (Eqs. 9–10: t crosses block j's boundary once);
     cost              f_j = Σ work·x_{·,j} + Σ transfer·c_{·,j} + overflow_j (Eqs. 2–3) ≤ F,
 
-minimizing ``(w + 1)·F + Σ_j f_j`` (the window's bottleneck, then its total). CP-SAT solves these models
+minimizing ``M·F + Σ_j f_j`` with M above any Σ_j f_j (the window's bottleneck, then its total). CP-SAT solves these models
 for windows of a few hundred ops in well under a second; the search keeps a re-partition iff the block
 costs sorted decreasingly drop lexicographically (the local search's rule, on the exact float costs, so
 the rounding of the integer model never makes a partition worse).
@@ -41,7 +41,7 @@ from onnxpart.partition.model import Instance
 WINDOW_OPS = 400  # the most ops a window model holds
 MAX_WIDTH = 6  # the widest window, in blocks
 WINDOW_EFFORT = 2.0  # CP-SAT deterministic seconds per window model (the same on any machine)
-_UNITS = 2 ** 30  # integer units for the cost of all ops and tensors together
+_UNITS = 2 ** 24  # integer units for the cost of all ops and tensors together (overflow aside, a block costs at most 2**24)
 
 
 @dataclass(frozen=True)
@@ -76,11 +76,11 @@ def _window_model(inst: Instance, assignment: np.ndarray, first: int, width: int
     scale = _UNITS / max(float(inst.work.sum() + inst.transfer.sum()), 1e-300)
     blocks = [_block_members(model, levels, j, len(ops)) for j in range(width)]
     touching = _tensors_touching(inst, index)
-    bottleneck = model.NewIntVar(0, 2 * _UNITS, "F")
+    bottleneck = model.NewIntVar(0, 2 ** 32, "F")
     costs = [_block_cost(model, inst, ops, index, members, touching, scale) for members in blocks]
     for cost in costs:
         model.Add(cost <= bottleneck)
-    model.Minimize((width + 1) * bottleneck + sum(costs))
+    model.Minimize((2 * width * _UNITS + 1) * bottleneck + sum(costs))  # a sum of costs never outweighs F
     for j, level in enumerate(levels, start=1):
         for i, v in enumerate(ops.tolist()):
             model.AddHint(level[i], int(assignment[v] >= first + j))
@@ -127,7 +127,7 @@ def _block_cost(model, inst: Instance, ops: np.ndarray, index: dict[int, int], m
             model.Add(crossing >= consumer - producer)
         terms.append(int(inst.transfer[t] * scale) * crossing)
     if inst.stage_memory is not None and inst.bandwidth:
-        overflow = model.NewIntVar(0, 2 * _UNITS, "")
+        overflow = model.NewIntVar(0, 2 ** 32, "")
         per_byte = scale / inst.bandwidth
         model.Add(overflow >= sum(int(inst.params[v] * per_byte) * members[i] for i, v in enumerate(ops.tolist()))
                   - int(inst.stage_memory * per_byte))
