@@ -37,19 +37,19 @@ import numpy as np
 from onnxpart.board import Board
 from onnxpart.certificate import LowerBound
 from onnxpart.parallel import Runner
+from onnxpart.partition import window_lns
 from onnxpart.partition.bound_lane import BoundLane, bound_jobs, skipped_bounds
 from onnxpart.partition.cuts import convex_block_bound, single_block_bound
 from onnxpart.partition.exact import BoundResult
 from onnxpart.partition.ideals import ideal_dp
-from onnxpart.partition import window_lns
 from onnxpart.partition.local_search import improve, iterated
 from onnxpart.partition.model import Instance, block_costs, check_assignment, simple_lower_bound
 from onnxpart.partition.orders import BrkgaOptions, Decoder, brkga, keys_of_order, mla_weighted_order
 from onnxpart.strategy import Budget, Method
 
 #: What steps take of the time limit (:meth:`Budget.part`): the single-block and convex-block bounds, the
-#: mla-weighted seed, the local search (kept from the end of the order search) and the descent on the exact
-#: MIP's incumbent.
+#: mla-weighted seed, the local and window searches (kept from the end of the order search; the window search's
+#: part only where it runs) and the descent on the exact MIP's incumbent.
 PARTS = {"single-block": 0.1, "convex-block": 0.1, "mla-weighted": 0.1, "local-search": 0.1,
          "window-search": 0.45, "mip-polish": 0.01}
 LOCAL_SEARCH_KICKS = 200  # iterated local search kicks when no bound job is left to wait for
@@ -149,9 +149,10 @@ class _Search:
         return self.decoder.slicing(self.best_order).assignment
 
     def run(self, lane: BoundLane) -> None:
-        """Step 4: stops the local search's part of the time limit early, for the local search."""
+        """Step 4: stops the local and window searches' parts of the time limit early, for those searches."""
         options, board, budget = self.options, self.board, self.budget
-        polish = PARTS["local-search"] + (PARTS["window-search"] if window_lns.applies(self.inst, self.k) else 0.0)
+        windows = window_lns.applies(self.inst, self.k)
+        polish = PARTS["local-search"] + (PARTS["window-search"] if windows else 0.0)
         search_deadline = budget.deadline - budget.part(polish)
 
         def stop_search(_: float = 0.0) -> bool:
@@ -170,7 +171,7 @@ class _Search:
         self.stats["generations"] = self._brkga(stop_search)
         if not board.closed():
             self._local_search(lane)
-        if not board.closed() and window_lns.applies(self.inst, self.k):
+        if windows and not board.closed():
             self._window_search(lane)
 
     def _brkga(self, stop: Callable[..., bool]) -> int:

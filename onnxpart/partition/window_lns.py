@@ -15,16 +15,16 @@ fixed surroundings — Figure 3 of Archer et al. (ICML 2024) restricted to the w
                       end outside U is a constant 0 (Eqs. 9–10: t crosses block j's boundary once);
     cost              f_j = Σ work·x_{·,j} + Σ transfer·c_{·,j} + overflow_j (Eqs. 2–3) ≤ F,
 
-minimizing ``M·F + Σ_j f_j`` with M above any Σ_j f_j (the window's bottleneck, then its total). CP-SAT solves these models
-for windows of a few hundred ops in well under a second; the search keeps a re-partition iff the block
+minimizing ``M·F + Σ_j f_j`` with M above any Σ_j f_j (the window's bottleneck, then its total), each
+model with ``WINDOW_EFFORT`` of CP-SAT's deterministic time. The search keeps a re-partition iff the block
 costs sorted decreasingly drop lexicographically (the local search's rule, on the exact float costs, so
 the rounding of the integer model never makes a partition worse).
 
 Which windows: those holding the current bottleneck block, narrowest first (w = 2, then wider when no
 window of a width helps), back to w = 2 after every improvement; the search ends when no window up to
 ``MAX_WIDTH`` blocks (or ``WINDOW_OPS`` ops) helps, at the deadline, or when ``stop`` says so. It finds
-what single-op moves cannot: REGAL-like graphs (io-bound random DAGs), k = 8, from the local search's
-partition, one core: regal-9 6965 → 6769 in 40 s, regal-5 at k = 16 5842 → 5668 (w up to 5).
+what single-op moves cannot on REGAL-like graphs (io-bound random DAGs): from the local search's
+partition, 60 s of one core, regal-9 at k = 8 6965 → 6709 and regal-5 at k = 16 5842 → 5632.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from onnxpart.partition.model import Instance
 WINDOW_OPS = 400  # the most ops a window model holds
 MAX_WIDTH = 6  # the widest window, in blocks
 WINDOW_EFFORT = 2.0  # CP-SAT deterministic seconds per window model (the same on any machine)
-_UNITS = 2 ** 24  # integer units for the cost of all ops and tensors together (overflow aside, a block costs at most 2**24)
+_UNITS = 2 ** 24  # integer units for the cost of all ops and tensors (a block, overflow aside, costs ≤ this)
 
 
 @dataclass(frozen=True)

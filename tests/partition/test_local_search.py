@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from onnxpart.partition import Options, solve
-from onnxpart.partition.local_search import lex_lower, _State, descend, improve, iterated, kick
+from onnxpart.partition.local_search import _State, descend, improve, iterated, kick, lex_lower
 from onnxpart.partition.model import block_costs, bottleneck, check_assignment
 from onnxpart.partition.orders import BrkgaOptions
 from tests.partition.partition_helpers import brute_force, random_instance
