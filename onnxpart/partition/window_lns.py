@@ -73,11 +73,11 @@ def _window_model(inst: Instance, assignment: np.ndarray, first: int, width: int
         if u in index and v in index:
             for level in levels:
                 model.AddImplication(level[index[u]], level[index[v]])
-    scale = _UNITS / max(float(inst.work.sum() + inst.transfer.sum()), 1e-300)
     blocks = [_block_members(model, levels, j, len(ops)) for j in range(width)]
     touching = _tensors_touching(inst, index)
     bottleneck = model.NewIntVar(0, 2 ** 32, "F")
-    costs = [_block_cost(model, inst, ops, index, members, touching, scale) for members in blocks]
+    units = _integer_costs(inst)
+    costs = [_block_cost(model, inst, ops, index, members, touching, units) for members in blocks]
     for cost in costs:
         model.Add(cost <= bottleneck)
     model.Minimize((2 * width * _UNITS + 1) * bottleneck + sum(costs))  # a sum of costs never outweighs F
@@ -112,25 +112,38 @@ def _tensors_touching(inst: Instance, index: dict[int, int]) -> list[tuple[int, 
     return touching
 
 
+def _integer_costs(inst: Instance) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Work, transfers, parameter overflow per op and the stage memory in ``_UNITS`` for all work and
+    transfers (:func:`~onnxpart.solvers.to_integers`, rounded down)."""
+    from onnxpart.solvers import to_integers
+
+    total = max(float(inst.work.sum() + inst.transfer.sum()), 1e-300)
+    work, scale = to_integers(inst.work, _UNITS, total=total)
+    transfer, _ = to_integers(inst.transfer, _UNITS, total=total)
+    if inst.stage_memory is None or not inst.bandwidth:
+        return work, transfer, np.zeros(inst.n, dtype=np.int64), 0
+    per_byte = scale / inst.bandwidth
+    return work, transfer, to_integers(inst.params, unit=1 / per_byte)[0], int(inst.stage_memory * per_byte)
+
+
 def _block_cost(model, inst: Instance, ops: np.ndarray, index: dict[int, int], members: list,
-                touching: list[tuple[int, list[int]]], scale: float):
+                touching: list[tuple[int, list[int]]], units: tuple[np.ndarray, np.ndarray, np.ndarray, int]):
     """f_j of the module doc in integer units: work, the tensors crossing the block's boundary, overflow."""
-    terms = [int(inst.work[v] * scale) * members[i] for i, v in enumerate(ops.tolist()) if inst.work[v] > 0]
+    work, transfer, params, memory = units
+    terms = [int(work[v]) * members[i] for i, v in enumerate(ops.tolist()) if work[v] > 0]
     for t, ends in touching:
         inside = [members[index[e]] if e in index else 0 for e in ends]
-        if all(isinstance(x, int) for x in inside) or inst.transfer[t] <= 0:
+        if all(isinstance(x, int) for x in inside) or transfer[t] <= 0:
             continue
         crossing = model.NewBoolVar("")
         producer = inside[0]
         for consumer in inside[1:]:
             model.Add(crossing >= producer - consumer)
             model.Add(crossing >= consumer - producer)
-        terms.append(int(inst.transfer[t] * scale) * crossing)
-    if inst.stage_memory is not None and inst.bandwidth:
+        terms.append(int(transfer[t]) * crossing)
+    if params.any():
         overflow = model.NewIntVar(0, 2 ** 32, "")
-        per_byte = scale / inst.bandwidth
-        model.Add(overflow >= sum(int(inst.params[v] * per_byte) * members[i] for i, v in enumerate(ops.tolist()))
-                  - int(inst.stage_memory * per_byte))
+        model.Add(overflow >= sum(int(params[v]) * members[i] for i, v in enumerate(ops.tolist())) - memory)
         terms.append(overflow)
     return sum(terms)
 
