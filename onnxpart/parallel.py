@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import multiprocessing as mp
+import os
 import queue as queue_module
 import time
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from onnxpart.strategy import cores
 
 log = logging.getLogger(__name__)
 
+BACKGROUND_NICE = 19  # the nice value of a job given the lowest priority (:meth:`Runner.lower_priority`)
 _POST: Callable[[str, float], None] | None = None  # in a worker: sends ("bound", job, method, value)
 
 
@@ -129,6 +131,25 @@ class Runner:
                 events.append(Event("error", job, f"worker exited with code {code} without a result"))
         self._start_pending()
         return events
+
+    def lower_priority(self, job: int) -> bool:
+        """Give running ``job`` the lowest CPU priority (nice :data:`BACKGROUND_NICE`), so that it runs on
+        what the other processes leave of the cores. Every thread of its process is reniced: on Linux a
+        nice value is per thread and a solver's threads are already running. False if ``job`` is not
+        running. (A nice value can only rise without privileges: there is no way back.)"""
+        process = self._running.get(job)
+        if process is None or process.pid is None:
+            return False
+        try:
+            threads = [int(tid) for tid in os.listdir(f"/proc/{process.pid}/task")]
+        except OSError:  # no /proc (not Linux) or the process just ended: its main thread only
+            threads = [process.pid]
+        for tid in threads:
+            try:
+                os.setpriority(os.PRIO_PROCESS, tid, BACKGROUND_NICE)
+            except OSError:  # the thread ended meanwhile
+                pass
+        return True
 
     def wait(self, stop: Callable[[list[Event]], bool], interval: float = 0.2) -> None:
         """Poll until no job is left or ``stop(events)`` says so."""

@@ -39,6 +39,23 @@ def sleeps(seconds):
     return os.getpid()
 
 
+def nice_of_threads_once_lowered():
+    """Start a second thread (a solver's), say so, then wait until this process is reniced; return the
+    nice value of every thread."""
+    import threading
+
+    done = threading.Event()
+    helper = threading.Thread(target=done.wait, daemon=True)
+    helper.start()
+    post_bound("started", 1.0)
+    deadline = time.monotonic() + 10
+    while os.getpriority(os.PRIO_PROCESS, 0) == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    nice = sorted(os.getpriority(os.PRIO_PROCESS, int(tid)) for tid in os.listdir("/proc/self/task"))
+    done.set()
+    return nice
+
+
 def collect(runner, timeout=20.0):
     events, deadline = [], time.monotonic() + timeout
     while runner.busy and time.monotonic() < deadline:
@@ -60,6 +77,23 @@ def test_posted_bounds_arrive_before_the_result():
         events = collect(runner)
     kinds = [(e.kind, e.method, e.value) for e in events]
     assert kinds == [("bound", "job", 1.0), ("bound", "job", 2.5), ("done", None, "done")]
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="threads are listed under /proc on Linux")
+def test_lower_priority_renices_every_thread_of_a_running_job_and_only_a_running_one():
+    from onnxpart.parallel import BACKGROUND_NICE
+
+    with Runner(workers=1) as runner:
+        job = runner.submit(nice_of_threads_once_lowered)
+        events = []
+        while not any(e.kind == "bound" for e in events):
+            events += runner.poll(0.1)
+        assert runner.lower_priority(job)
+        done = [e for e in collect(runner) if e.kind == "done"]
+        assert not runner.lower_priority(job)  # finished: nothing to renice
+    nice = done[0].value  # the job's threads: its own, the solver's and the result queue's feeder
+    assert len(nice) >= 2 and set(nice) == {BACKGROUND_NICE}
+    assert os.getpriority(os.PRIO_PROCESS, 0) == 0  # the parent keeps its priority
 
 
 def test_a_failing_or_dying_job_is_an_error_event_not_a_crash():
