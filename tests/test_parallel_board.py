@@ -39,9 +39,9 @@ def sleeps(seconds):
     return os.getpid()
 
 
-def nice_of_threads_once_lowered():
-    """Start a second thread (a solver's), say so, then wait until this process is reniced; return the
-    nice value of every thread."""
+def nice_of_threads_once_lowered(start: int):
+    """Start a second thread (a solver's), say so, then wait until this process is reniced from ``start``;
+    return the nice value of every thread."""
     import threading
 
     done = threading.Event()
@@ -49,7 +49,7 @@ def nice_of_threads_once_lowered():
     helper.start()
     post_bound("started", 1.0)
     deadline = time.monotonic() + 10
-    while os.getpriority(os.PRIO_PROCESS, 0) == 0 and time.monotonic() < deadline:
+    while os.getpriority(os.PRIO_PROCESS, 0) == start and time.monotonic() < deadline:
         time.sleep(0.02)
     nice = sorted(os.getpriority(os.PRIO_PROCESS, int(tid)) for tid in os.listdir("/proc/self/task"))
     done.set()
@@ -81,10 +81,11 @@ def test_posted_bounds_arrive_before_the_result():
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="threads are listed under /proc on Linux")
 def test_lower_priority_renices_every_thread_of_a_running_job_and_only_a_running_one():
-    from onnxpart.parallel import BACKGROUND_NICE
+    from onnxpart.parallel import MAX_NICE, NICE_STEP
 
+    start = os.getpriority(os.PRIO_PROCESS, 0)
     with Runner(workers=1) as runner:
-        job = runner.submit(nice_of_threads_once_lowered)
+        job = runner.submit(nice_of_threads_once_lowered, start)
         events = []
         while not any(e.kind == "bound" for e in events):
             events += runner.poll(0.1)
@@ -92,8 +93,8 @@ def test_lower_priority_renices_every_thread_of_a_running_job_and_only_a_running
         done = [e for e in collect(runner) if e.kind == "done"]
         assert not runner.lower_priority(job)  # finished: nothing to renice
     nice = done[0].value  # the job's threads: its own, the solver's and the result queue's feeder
-    assert len(nice) >= 2 and set(nice) == {BACKGROUND_NICE}
-    assert os.getpriority(os.PRIO_PROCESS, 0) == 0  # the parent keeps its priority
+    assert len(nice) >= 2 and set(nice) == {min(MAX_NICE, start + NICE_STEP)}
+    assert os.getpriority(os.PRIO_PROCESS, 0) == start  # the parent keeps its priority
 
 
 def test_a_failing_or_dying_job_is_an_error_event_not_a_crash():

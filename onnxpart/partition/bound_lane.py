@@ -61,11 +61,12 @@ class BoundLane:
 
     def _yield_exact(self) -> None:
         """Past :data:`YIELD_AFTER` of its time, an exact MIP whose proven bound (at least its objective
-        floor) is below what another job proved gets the lowest CPU priority (:meth:`Runner.lower_priority`):
-        it goes on, on the CPU the search and the other bound jobs leave. Where the single-block bounds
-        are the strong ones (REGAL: the weighted bottleneck proves 2-7% above Σ work / k, where HiGHS's
-        bound of Figure 3 stays within 1% of it after 480 s, BENCHMARKS), three processes on two cores
-        otherwise give the one that proves the most a third of the CPU."""
+        floor) is below what another job proved gets a lower CPU priority (:meth:`Runner.lower_priority`):
+        it goes on with a smaller share of the cores. Where the single-block bounds are the strong ones
+        (REGAL: the weighted bottleneck proves 2-7% above Σ work / k, where HiGHS's bound of Figure 3 stays
+        within 1% of it after 480 s, BENCHMARKS), three processes on two cores otherwise give the one that
+        proves the most two thirds of a core. A lower priority, not a stop: where the exact MIP's bound
+        rises late (inception_v2, k = 16) it still gets there."""
         if self.exact is None:
             return
         job_id, job, start = self.exact

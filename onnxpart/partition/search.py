@@ -12,7 +12,7 @@
    time slots on the other workers. The exact, bottleneck and weighted jobs post their proven bound while
    they run (drained whenever the search checks its stop rule): the progress bar shows it, and it closes
    the gap as soon as it meets the incumbent. An exact MIP that proves less than another job past a
-   quarter of its time runs on at the lowest CPU priority (``BoundLane._yield_exact``).
+   quarter of its time runs on at a lower CPU priority (``BoundLane._yield_exact``).
 4. Meanwhile the order search runs: mla-weighted seed, random-T, then BRKGA for its generations, stopping
    early at the deadline or when the incumbent meets a proven bound; then the MIPs still running are
    ended rather than waited for, and report the bound they posted last (status ``interrupted``). The

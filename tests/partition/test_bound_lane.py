@@ -1,4 +1,4 @@
-"""The bound lane gives the exact MIP the lowest CPU priority once another job proves more than it
+"""The bound lane gives the exact MIP a lower CPU priority once another job proves more than it
 (:meth:`onnxpart.partition.bound_lane.BoundLane._yield_exact`), and not before a quarter of its time."""
 
 from __future__ import annotations
