@@ -74,7 +74,7 @@ class BoundLane:
             return
         proven = self.board.live.get("exact", job.get("objective_floor", 0.0))
         if self.board.lower > proven * (1 + 1e-9) and self.runner.lower_priority(job_id):
-            log.info("the exact MIP proves %.6g, another bound %.6g: it runs at low priority", proven,
+            log.info("the exact MIP proves %.6g, another bound %.6g: it runs at a lower priority", proven,
                      self.board.lower)
             self.exact = None
 
