@@ -8,6 +8,7 @@ PipeDream-style optimal DP on the file's order, (c) SliceGraph + random-100.
 
     .venv/bin/python scripts/bench_partition.py                 # full: 60 s per instance and k
     .venv/bin/python scripts/bench_partition.py --time-limit 5 --regal 4 --light alexnet,squeezenet
+    .venv/bin/python scripts/bench_partition.py --small-exact 24,28 --ks 4 --time-limit 30   # vs exact optima
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import SHARED, machine_line, write_section  # noqa: E402
 
 from onnxpart.partition import Options, solve  # noqa: E402
+from onnxpart.partition.ideals import ideal_dp  # noqa: E402
 from onnxpart.partition.model import Instance, _csr, block_costs, from_graph, simple_lower_bound  # noqa: E402
 from onnxpart.partition.orders import BrkgaOptions, Dag, mla_weighted_order  # noqa: E402
 from onnxpart.partition.segments import SegmentCosts, slice_order, slice_value  # noqa: E402
@@ -32,6 +34,7 @@ from onnxpart.readers import read_graph  # noqa: E402
 
 KS = (2, 4, 8, 16, 32)
 SEARCH_ONLY_LIMIT = 10.0  # seconds for the search-alone comparison on graphs the ideal DP solves
+SMALL_IDEAL_LIMIT = 200_000  # ideals the --small-exact graphs may have
 TARGETS = {2: 0.97, 4: 0.97, 8: 0.97, 16: 0.95}  # issue 3: certified geomean LB/UB within 60 s
 DNN = SHARED / "benchmarks" / "dnn-partitioning" / "throughput-inputs"
 LIGHT = ("bvlc_alexnet", "squeezenet", "resnet50", "inception_v1", "inception_v2", "shufflenet", "densenet121",
@@ -110,14 +113,16 @@ def from_onnx_costed(model) -> Instance:
     return from_graph(analytic_costs(from_onnx(model), load_device("a100")))
 
 
-def regal_instance(seed: int) -> tuple[str, str, Instance]:
+def regal_instance(seed: int, n: int | None = None) -> tuple[str, str, Instance]:
     """Appendix C.2: 50–200 nodes, a classic random graph made a DAG by a random order, tensor size
     ~ N(50, 10), node cost = its input and output tensor sizes + r · (sum of all sizes), r ~ U(0, 0.1);
-    transfer time = size (bandwidth 1)."""
+    transfer time = size (bandwidth 1). ``n`` replaces the drawn size (the rest of the recipe as is): small
+    graphs whose ideals the exact ideal DP can enumerate."""
     import networkx as nx
 
     rng = np.random.default_rng(seed)
-    n = int(rng.integers(50, 201))
+    drawn = int(rng.integers(50, 201))
+    n = drawn if n is None else n
     kind = seed % 3
     if kind == 0:
         base = nx.gnp_random_graph(n, 3.0 / n, seed=seed)
@@ -219,6 +224,47 @@ def run(instances, time_limit: float, log, ks=KS) -> list[dict]:
             log(f"{family:11} {name:32} k={k:<3} ub={row['ub']:.6g} lb={row['best_lb'] or 0:.6g} "
                 f"({solution.method}, {seconds:.1f}s) a={row['peer_a']:.6g} b={row['peer_b']:.6g} c={row['peer_c']:.6g}")
     return rows
+
+
+def small_exact(sizes, ks, seeds, time_limit: float, log) -> list[dict]:
+    """Which side of LB/UB is weak on the REGAL recipe: at sizes small enough for the ideal DP (its exact
+    optimum), our partition with the ideal DP switched off and the bounds of :func:`run`, both against the
+    optimum. Graphs with too many ideals (or ideal pairs) are skipped."""
+    rows = []
+    for n in sizes:
+        for seed in seeds:
+            _, name, inst = regal_instance(seed, n)
+            for k in ks:
+                exact = ideal_dp(inst, k, SMALL_IDEAL_LIMIT)
+                if exact is None:
+                    log(f"{name} k={k}: too many ideals, skipped")
+                    continue
+                solution = solve(inst, Options(k=k, time_limit=time_limit, seed=0, ideal_limit=0,
+                                               bounds=("simple", "bottleneck", "guess", "exact")))
+                best = max(solution.lower_bounds, key=lambda b: b.value or 0.0)
+                rows.append({"instance": name, "n": n, "k": k, "ideals": exact.ideals,
+                             "optimum": exact.optimum_by_k[k - 1], "ub": solution.value,
+                             "best_lb": best.value or 0.0, "best_from": best.method,
+                             "weighted": next((b.value or 0.0 for b in solution.lower_bounds
+                                               if b.method == "weighted-bottleneck"), 0.0)})
+                log(f"{name} k={k}: optimum {rows[-1]['optimum']:.6g} ub {solution.value:.6g} "
+                    f"lb {rows[-1]['best_lb']:.6g} ({best.method})")
+    return rows
+
+
+def small_exact_table(rows: list[dict], time_limit: float, command: str) -> str:
+    lines = [f"**Which side is weak, against exact optima** (`{command}`, {machine_line()}; {time_limit:g} s per "
+             "graph and k, ideal DP off): the REGAL recipe at sizes where the ideal DP enumerates the ideals.", "",
+             "| graph | k | ideals | optimum (ideal DP) | UB / optimum | best LB / optimum | best LB from | "
+             "weighted bottleneck / optimum |", "|---|---|---:|---:|---:|---:|---|---:|"]
+    for r in rows:
+        lines.append(f"| {r['instance']} | {r['k']} | {r['ideals']} | {r['optimum']:.6g} | "
+                     f"{r['ub'] / r['optimum']:.4f} | {r['best_lb'] / r['optimum']:.4f} | {r['best_from']} | "
+                     f"{r['weighted'] / r['optimum']:.4f} |")
+    lines.append(f"| **geomean** | | | | **{geomean([r['ub'] / r['optimum'] for r in rows]):.4f}** | "
+                 f"**{geomean([r['best_lb'] / r['optimum'] for r in rows]):.4f}** | | "
+                 f"**{geomean([r['weighted'] / r['optimum'] for r in rows]):.4f}** |")
+    return "\n".join(lines)
 
 
 def slicing_speed() -> float:
@@ -339,7 +385,18 @@ def main() -> None:
                         help="no run: rebuild the tables from rows saved by an earlier run's --json (command and "
                              "note given by --note), measuring only the slicing speed")
     parser.add_argument("--note", default="", help="with --from-json: what the run was and its command")
+    parser.add_argument("--small-exact", metavar="SIZES",
+                        help="only REGAL-recipe graphs of these sizes (e.g. 24,28), --ks and --seeds, against the "
+                             "ideal DP's exact optimum; prints a table, BENCHMARKS.md untouched")
+    parser.add_argument("--seeds", default="0,1,2,3,4,5,6,7", help="graph seeds with --small-exact")
     args = parser.parse_args()
+    if args.small_exact:
+        sizes, ks = [int(n) for n in args.small_exact.split(",")], [int(k) for k in args.ks.split(",")]
+        seeds = [int(s) for s in args.seeds.split(",")]
+        rows = small_exact(sizes, ks, seeds, args.time_limit, lambda line: print(line, flush=True))
+        command = " ".join([".venv/bin/python", "scripts/bench_partition.py", *sys.argv[1:]])
+        print(small_exact_table(rows, args.time_limit, command))
+        return
     if args.from_json:
         markdown = tables(json.loads(args.from_json.read_text()), args.time_limit, slicing_speed(), args.note)
         print(markdown)
