@@ -121,7 +121,7 @@ def regal_instance(seed: int, n: int | None = None) -> tuple[str, str, Instance]
     import networkx as nx
 
     rng = np.random.default_rng(seed)
-    drawn = int(rng.integers(50, 201))
+    drawn = int(rng.integers(50, 201))  # drawn also when n is given, so the rest follows the same stream
     n = drawn if n is None else n
     kind = seed % 3
     if kind == 0:
